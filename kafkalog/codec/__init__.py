@@ -1,0 +1,1 @@
+"""Sans-IO codec for Kafka's record formats: bytes in, values out, and back."""

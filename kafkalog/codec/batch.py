@@ -1,0 +1,262 @@
+"""Record batch v2 (magic 2): the 61-byte header, its attributes and CRC-32C, records in and out (spec §1).
+
+`RecordBatch` is a view over a batch inside a larger buffer (a segment, a fetch response): it parses
+the header eagerly and the records only when asked. `build_batch` and `build_empty_batch` write
+batches byte for byte as Kafka's MemoryRecordsBuilder does.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Sequence
+
+import crc32c
+
+from ..errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError
+from .compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
+from .records import Record, decode_record, encode_record
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordsCount
+HEADER = struct.Struct(">qiibIhiqqqhii")
+RECORD_BATCH_OVERHEAD = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21  # the CRC covers [21, end of batch)
+MAGIC = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
+DELETE_HORIZON_FLAG = 0x40
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+INT32_MAX = 0x7FFFFFFF
+
+
+class TimestampType:
+    NO_TIMESTAMP_TYPE = -1
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's 31-bit wrap-around of producer sequence numbers."""
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def decrement_sequence(sequence: int, decrement: int) -> int:
+    if sequence < decrement:
+        return INT32_MAX - (decrement - sequence) + 1
+    return sequence - decrement
+
+
+class RecordBatch:
+    """A v2 batch at `position` in `buf`. Header fields are plain attributes, named as in Kafka."""
+
+    __slots__ = ("buf", "position", "base_offset", "batch_length", "partition_leader_epoch", "magic",
+                 "crc", "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
+                 "producer_id", "producer_epoch", "base_sequence", "records_count")
+
+    def __init__(self, buf, position: int = 0):
+        if len(buf) - position < RECORD_BATCH_OVERHEAD:
+            raise TruncatedDataError(f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, "
+                                     f"{len(buf) - position} remain", position=position)
+        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
+         self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
+         self.producer_id, self.producer_epoch, self.base_sequence,
+         self.records_count) = HEADER.unpack_from(buf, position)
+        self.buf = buf
+        self.position = position
+        if self.magic != MAGIC:
+            raise CorruptBatchError(f"expected magic 2, found {self.magic}", position=position + 16,
+                                    offset=self.base_offset)
+        if self.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+            raise CorruptBatchError(f"batch length {self.batch_length} is below the minimum "
+                                    f"{RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}", position=position + 8,
+                                    offset=self.base_offset)
+        if position + LOG_OVERHEAD + self.batch_length > len(buf):
+            raise TruncatedDataError(f"batch declares {self.size} bytes, {len(buf) - position} remain",
+                                     position=position, offset=self.base_offset)
+
+    # -- derived header values ------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_FLAG)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        return self.base_timestamp if self.attributes & DELETE_HORIZON_FLAG else None
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+    @property
+    def data(self) -> bytes:
+        """The batch's bytes, exactly as stored."""
+        return bytes(self.buf[self.position:self.position + self.size])
+
+    # -- checks ---------------------------------------------------------------------------
+    def compute_crc(self) -> int:
+        return crc32c.crc32c(self.buf[self.position + ATTRIBUTES_OFFSET:self.position + self.size])
+
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+    def verify(self) -> None:
+        """Raise CrcMismatchError unless the stored CRC-32C matches (Kafka's ensureValid)."""
+        computed = self.compute_crc()
+        if computed != self.crc:
+            raise CrcMismatchError(f"CRC-32C mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
+                                   position=self.position + CRC_OFFSET, offset=self.base_offset)
+
+    # -- records --------------------------------------------------------------------------
+    def records_section(self, limit: int = DEFAULT_DECOMPRESSION_LIMIT):
+        """The concatenated records as bytes, decompressed (bytes index faster than a memoryview)."""
+        start = self.position + RECORD_BATCH_OVERHEAD
+        raw = self.buf[start:self.position + self.size]
+        if self.codec == Codec.NONE:
+            return bytes(raw)
+        try:
+            return decompress(self.codec, raw, magic=MAGIC, limit=limit)
+        except KafkaLogError as err:  # name the batch; the codec only knows the payload
+            raise err.located(base_position=start, offset=self.base_offset) from None
+
+    def records(self, limit: int = DEFAULT_DECOMPRESSION_LIMIT) -> list[Record]:
+        """Decode every record, checking that exactly `records_count` fill the section."""
+        count = self._checked_count()
+        if count == 0:  # Kafka does not look at the payload of an empty batch
+            return []
+        section = self.records_section(limit)
+        log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        base_offset, base_timestamp = self.base_offset, self.base_timestamp
+        out = []
+        pos = 0
+        try:
+            for _ in range(count):
+                record, pos = decode_record(section, pos, base_offset, base_timestamp, log_append_time)
+                out.append(record)
+        except (CorruptBatchError, IndexError) as err:
+            raise self._record_error(err, pos) from None
+        if pos != len(section):
+            raise CorruptBatchError(f"incorrect declared batch size: {len(section) - pos} bytes remain "
+                                    f"after {count} records", position=self.position, offset=self.base_offset)
+        return out
+
+    def _checked_count(self) -> int:
+        if self.records_count < 0:
+            raise CorruptBatchError(f"invalid record count {self.records_count}",
+                                    position=self.position + 57, offset=self.base_offset)
+        return self.records_count
+
+    def _record_error(self, err: Exception, pos: int) -> CorruptBatchError:
+        where = "" if self.codec == Codec.NONE else " of the decompressed records"
+        detail = err.message if isinstance(err, CorruptBatchError) else "record runs past the end of the batch"
+        return CorruptBatchError(f"record at byte {pos}{where}: {detail}", position=self.position,
+                                 offset=self.base_offset)
+
+    def __repr__(self) -> str:
+        return (f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+                f"count={self.records_count}, codec={self.codec}, position={self.position})")
+
+
+def build_batch(records: Sequence[Record], *, base_offset: int | None = None, codec: int = Codec.NONE,
+                last_offset_delta: int | None = None, timestamp_type: int = TimestampType.CREATE_TIME,
+                log_append_time: int | None = None, partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                base_sequence: int = NO_SEQUENCE, is_transactional: bool = False, is_control: bool = False,
+                delete_horizon_ms: int | None = None) -> bytes:
+    """Encode `records` (offsets absolute, strictly increasing) as one v2 batch.
+
+    `last_offset_delta` defaults to the last record's delta; a compacted batch passes its original
+    one. The base timestamp is the delete horizon when one is given, else the first record's
+    timestamp. For LogAppendTime, `log_append_time` is the batch max timestamp.
+    """
+    if not records:
+        raise ValueError("a batch with no records is written with build_empty_batch")
+    if base_offset is None:
+        base_offset = records[0].offset
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset - base_offset
+    base_timestamp = delete_horizon_ms if delete_horizon_ms is not None else records[0].timestamp
+    section = bytearray()
+    max_timestamp = NO_TIMESTAMP
+    for record in records:
+        encode_record(section, record, base_offset, base_timestamp)
+        if record.timestamp > max_timestamp:
+            max_timestamp = record.timestamp
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        if log_append_time is None:
+            raise ValueError("a LogAppendTime batch needs log_append_time")
+        max_timestamp = log_append_time
+    attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
+                  | (TRANSACTIONAL_FLAG if is_transactional else 0) | (CONTROL_FLAG if is_control else 0)
+                  | (DELETE_HORIZON_FLAG if delete_horizon_ms is not None else 0))
+    payload = compress(codec, bytes(section), magic=MAGIC)
+    return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
+                     max_timestamp, producer_id, producer_epoch, base_sequence, len(records), payload)
+
+
+def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp: int,
+                      partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH, producer_id: int = NO_PRODUCER_ID,
+                      producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
+                      timestamp_type: int = TimestampType.CREATE_TIME, is_transactional: bool = False,
+                      is_control: bool = False) -> bytes:
+    """The 61-byte batch the cleaner keeps when every record is gone but the batch must stay
+    (spec §5.8): uncompressed, base timestamp -1, no delete horizon, original range and producer fields."""
+    attributes = ((TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
+                  | (TRANSACTIONAL_FLAG if is_transactional else 0) | (CONTROL_FLAG if is_control else 0))
+    return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, NO_TIMESTAMP,
+                     max_timestamp, producer_id, producer_epoch, base_sequence, 0, b"")
+
+
+def _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
+              max_timestamp, producer_id, producer_epoch, base_sequence, count, payload) -> bytes:
+    out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
+    HEADER.pack_into(out, 0, base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+                     partition_leader_epoch, MAGIC, 0, attributes, last_offset_delta, base_timestamp,
+                     max_timestamp, producer_id, producer_epoch, base_sequence, count)
+    out[RECORD_BATCH_OVERHEAD:] = payload
+    struct.pack_into(">I", out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)

@@ -1,0 +1,1 @@
+"""Files of a Kafka log directory: segments, indexes, checkpoints, snapshots, swaps."""

@@ -1,0 +1,179 @@
+"""`kafkalog dump`: the JSON counterpart of kafka-dump-log.sh, one object per batch and per record.
+
+Field names follow Kafka's (baseOffset, lastOffset, producerId, isTransactional, ...); bytes are
+base64. Paths may be log directories, partition directories or single segment files.
+"""
+from __future__ import annotations
+
+import base64
+from typing import Iterator
+
+from ..codec.control import ControlType, control_record
+from ..codec.batch import RecordBatch
+from ..codec.compression import Codec
+from ..errors import KafkaLogError, LogDirError
+from .consumer_offsets import decode_record as decode_coordinator_record
+from .fs import LogFileSystem
+from .index import OffsetIndex, TimeIndex
+from .naming import parse_partition_dir_name, parse_segment_file_name
+from .partition import Partition
+from .segment import LogSegment, SegmentReader, locate
+from .snapshot import ProducerSnapshot
+from .txnindex import TransactionIndex
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def batch_json(batch, position: int) -> dict:
+    """A batch's header as kafka-dump-log names its fields."""
+    out = {
+        "baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "count": batch.records_count,
+        "baseSequence": batch.base_sequence, "lastSequence": batch.last_sequence,
+        "producerId": batch.producer_id, "producerEpoch": batch.producer_epoch,
+        "partitionLeaderEpoch": batch.partition_leader_epoch, "isTransactional": batch.is_transactional,
+        "isControl": batch.is_control, "deleteHorizonMs": batch.delete_horizon_ms, "position": position,
+        "maxTimestamp": batch.max_timestamp, "timestampType": _timestamp_type_name(batch.timestamp_type),
+        "size": batch.size, "magic": batch.magic, "compresscodec": Codec(batch.codec).name.lower()
+        if batch.codec in Codec._value2member_map_ else f"unknown({batch.codec})",
+        "crc": batch.crc, "isvalid": batch.is_valid(),
+    }
+    return out
+
+
+def _timestamp_type_name(ts_type: int) -> str:
+    return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[ts_type]
+
+
+def record_json(record, batch, offsets_decoder: bool) -> dict:
+    out = {"offset": record.offset, "timestamp": record.timestamp,
+           "keySize": -1 if record.key is None else len(record.key),
+           "valueSize": -1 if record.value is None else len(record.value),
+           "key": b64(record.key), "value": b64(record.value),
+           "headers": [{"key": k, "value": b64(v)} for k, v in record.headers]}
+    if offsets_decoder and not batch.is_control and record.key is not None:
+        out["payload"] = _coordinator_json(record.key, record.value)
+    return out
+
+
+def _coordinator_json(key: bytes, value: bytes | None) -> dict:
+    try:
+        decoded = decode_coordinator_record(key, value)
+    except KafkaLogError as err:
+        return {"error": err.message}
+    return _plain(decoded._asdict())
+
+
+def _plain(value):
+    """NamedTuples and bytes as JSON-ready values."""
+    if hasattr(value, "_asdict"):
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return b64(bytes(value))
+    if hasattr(value, "name") and hasattr(value, "value"):  # enums
+        return value.name
+    return value
+
+
+def dump_segment(segment: LogSegment, *, records: bool = False, offsets_decoder: bool = False,
+                 context: dict | None = None) -> Iterator[dict]:
+    """One object per batch (and per record with `records`), then one for a truncated tail."""
+    reader = segment.reader()
+    base = {"file": segment.log_path, **(context or {})}
+    for position, batch in reader:
+        yield {"type": "batch", **base, **batch_json(batch, position)}
+        if not records:
+            continue
+        try:
+            if batch.is_control and isinstance(batch, RecordBatch):
+                ctl = control_record(batch)
+                if ctl is not None:
+                    yield {"type": "control", **base, "offset": ctl.offset, "timestamp": ctl.timestamp,
+                           "controlType": ctl.type.name, "coordinatorEpoch": ctl.coordinator_epoch}
+                continue
+            for record in batch.records():
+                yield {"type": "record", **base, **record_json(record, batch, offsets_decoder)}
+        except KafkaLogError as err:
+            raise locate(err, segment.log_path, position, batch) from None
+    if reader.truncated_tail is not None:
+        tail = reader.truncated_tail
+        yield {"type": "truncated", **base, "position": tail.position, "length": tail.length,
+               "declaredSize": tail.declared_size}
+
+
+def dump_index_file(fs: LogFileSystem, path: str, kind: str, base_offset: int) -> Iterator[dict]:
+    data = fs.read_bytes(path)
+    if kind == ".index":
+        for offset, position in OffsetIndex.from_bytes(data, base_offset, file=path).entries:
+            yield {"type": "index", "file": path, "offset": offset, "position": position}
+    elif kind == ".timeindex":
+        for timestamp, offset in TimeIndex.from_bytes(data, base_offset, file=path).entries:
+            yield {"type": "timeindex", "file": path, "timestamp": timestamp, "offset": offset}
+    elif kind == ".txnindex":
+        for txn in TransactionIndex.from_bytes(data, base_offset, file=path).entries:
+            yield {"type": "abortedTxn", "file": path, "producerId": txn.producer_id,
+                   "firstOffset": txn.first_offset, "lastOffset": txn.last_offset,
+                   "lastStableOffset": txn.last_stable_offset}
+    elif kind == ".snapshot":
+        for entry in ProducerSnapshot.from_bytes(data, base_offset, file=path).entries:
+            yield {"type": "producerSnapshot", "file": path, **_camel(entry._asdict())}
+
+
+def _camel(fields: dict) -> dict:
+    return {_camel_name(k): v for k, v in fields.items()}
+
+
+def _camel_name(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def dump_paths(paths: list[str], *, records: bool = False, offsets_decoder: bool = False,
+               txn_index: bool = False, snapshots: bool = False) -> Iterator[dict]:
+    """Dump log directories, partition directories or segment files, in order."""
+    for path_or_uri in paths:
+        fs, path = LogFileSystem.for_path(path_or_uri)
+        info = fs.info(path)
+        if info is None:
+            raise LogDirError("no such file or directory", file=path)
+        if info.is_dir:
+            yield from _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots)
+        else:
+            yield from _dump_file(fs, info, records, offsets_decoder)
+
+
+def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots):
+    if parse_partition_dir_name(fs.name(path)) is not None:
+        partition_paths = [path]
+    else:
+        partition_paths = [e.path for e in fs.list_dir(path) if e.is_dir and parse_partition_dir_name(e.name)]
+    for ppath in partition_paths:
+        part = Partition.open(fs, ppath)
+        context = {"topic": part.topic, "partition": part.partition}
+        decode = offsets_decoder and part.topic == CONSUMER_OFFSETS_TOPIC
+        for segment in part.segments:
+            yield from dump_segment(segment, records=records, offsets_decoder=decode, context=context)
+            if txn_index and ".txnindex" in segment.files:
+                yield from dump_index_file(fs, segment.files[".txnindex"].path, ".txnindex", segment.base_offset)
+        if snapshots:
+            for offset, entry in sorted(part.snapshots.items()):
+                yield from dump_index_file(fs, entry.path, ".snapshot", offset)
+
+
+def _dump_file(fs, info, records, offsets_decoder):
+    name = parse_segment_file_name(info.name)
+    if name is None or name.state:
+        raise LogDirError("not a segment, index or snapshot file name", file=info.path)
+    if name.kind != ".log":
+        yield from dump_index_file(fs, info.path, name.kind, name.base_offset)
+        return
+    segment = LogSegment(fs, fs.name(info.path.rsplit("/", 1)[0]) if "/" in info.path else ".", name.base_offset,
+                         {".log": info})
+    yield from dump_segment(segment, records=records, offsets_decoder=offsets_decoder)

@@ -1,0 +1,135 @@
+"""One filesystem for local paths and object-store URIs (file://, s3://, gs://, hdfs://), on pyarrow.fs.
+
+Paths inside a `LogFileSystem` are strings in that filesystem's own form ('/data/kafka' locally,
+'bucket/kafka' on S3). Renames are atomic on local disks and HDFS; on object stores a rename is a
+copy and a delete, which is why the swap protocol is recoverable at every step rather than relying
+on atomic renames.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from ..errors import LogDirError
+
+
+class FileEntry(NamedTuple):
+    name: str
+    path: str
+    size: int
+    mtime_ms: int
+    is_dir: bool
+
+
+class LogFileSystem:
+    """The filesystem operations kafkalog needs, and nothing else."""
+
+    def __init__(self, fs: pafs.FileSystem):
+        self.fs = fs
+        self.is_local = isinstance(fs, pafs.LocalFileSystem)
+
+    @classmethod
+    def for_path(cls, path_or_uri: str) -> tuple["LogFileSystem", str]:
+        """The filesystem of a local path or URI, and the path inside it."""
+        text = os.fspath(path_or_uri)
+        if "://" not in text:
+            return cls(pafs.LocalFileSystem()), os.path.abspath(text)
+        try:
+            fs, path = pafs.FileSystem.from_uri(text)
+        except (ValueError, OSError, pa.ArrowException) as err:
+            raise LogDirError(f"cannot open {text}: {err}", file=text) from None
+        return cls(fs), path.rstrip("/")
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        return posixpath.join(*parts)
+
+    @staticmethod
+    def name(path: str) -> str:
+        return posixpath.basename(path.rstrip("/"))
+
+    def info(self, path: str) -> FileEntry | None:
+        info = self.fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            return None
+        return _entry(info)
+
+    def exists(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+
+    def is_dir(self, path: str) -> bool:
+        return self.fs.get_file_info(path).type == pafs.FileType.Directory
+
+    def list_dir(self, path: str) -> list[FileEntry]:
+        """The entries of a directory, sorted by name."""
+        infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=False))
+        return sorted((_entry(i) for i in infos), key=lambda e: e.name)
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.fs.open_input_file(path) as f:
+            return f.read()
+
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        with self.fs.open_input_file(path) as f:
+            return f.read_at(length, start)
+
+    def open_input(self, path: str):
+        return self.fs.open_input_file(path)
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        with self.fs.open_output_stream(path) as f:
+            f.write(data)
+        if self.is_local:
+            _fsync(path)
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write `path.tmp`, then rename it over `path`: what Kafka does for checkpoint files."""
+        tmp = path + ".tmp"
+        self.write_bytes(tmp, data)
+        self.rename(tmp, path)
+
+    def open_output(self, path: str):
+        return self.fs.open_output_stream(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self.fs.move(src, dst)
+
+    def delete(self, path: str) -> None:
+        self.fs.delete_file(path)
+
+    def delete_dir(self, path: str) -> None:
+        self.fs.delete_dir(path)
+
+    def make_dirs(self, path: str) -> None:
+        self.fs.create_dir(path, recursive=True)
+
+    def set_mtime(self, path: str, mtime_ms: int) -> None:
+        """Set a file's modification time; object stores keep their own, so only local files change."""
+        if self.is_local:
+            os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
+
+    def sync_dir(self, path: str) -> None:
+        """fsync a directory so that renames in it survive a crash (local disks only)."""
+        if self.is_local:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _entry(info: pafs.FileInfo) -> FileEntry:
+    mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
+    return FileEntry(info.base_name, info.path, info.size or 0, mtime, info.type == pafs.FileType.Directory)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,82 @@
+"""Names of the files and directories in a Kafka log directory (spec §4.1, §4.2)."""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+# Per-log-dir checkpoint files (§4.10) and per-partition files (§4.11, §4.13).
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
+OFFSET_CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+                           REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+PARTITION_METADATA = "partition.metadata"
+
+SEGMENT_FILE_KINDS = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+# Appended after the kind while the cleaner, a split or an asynchronous delete is in flight.
+IN_FLIGHT_STATES = (".cleaned", ".swap", ".deleted")
+# Directory suffixes of partitions that are being deleted, moved between log dirs, or are strays.
+NON_PARTITION_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+
+OFFSET_DIGITS = 20
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+_SEGMENT_FILE = re.compile(r"([0-9]+)(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)"
+                           r"(\.cleaned|\.swap|\.deleted)?")
+_PARTITION = re.compile(r"[0-9]+")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class SegmentFileName(NamedTuple):
+    """A parsed segment file name: `00000000000000012345.index.swap` → (12345, ".index", ".swap")."""
+    base_offset: int
+    kind: str  # one of SEGMENT_FILE_KINDS
+    state: str | None = None  # one of IN_FLIGHT_STATES, or None for a live file
+
+    def __str__(self) -> str:
+        return segment_file_name(self.base_offset, self.kind + (self.state or ""))
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """The file name Kafka gives a segment file: the offset zero-padded to 20 digits, then `suffix`."""
+    if not 0 <= base_offset <= INT64_MAX:
+        raise ValueError(f"a segment base offset must be in [0, 2^63-1], got {base_offset}")
+    return f"{base_offset:0{OFFSET_DIGITS}d}{suffix}"
+
+
+def parse_segment_file_name(name: str) -> SegmentFileName | None:
+    """Parse a segment, index or snapshot file name; None for any other file.
+
+    Like Kafka's parser this does not insist on the 20-digit padding, only on a decimal offset.
+    """
+    match = _SEGMENT_FILE.fullmatch(name)
+    if match is None:
+        return None
+    base_offset = int(match.group(1))
+    if base_offset > INT64_MAX:  # Kafka's Long.parseLong would refuse it
+        return None
+    return SegmentFileName(base_offset, match.group(2), match.group(3))
+
+
+def parse_partition_dir_name(name: str) -> TopicPartition | None:
+    """`orders-eu-3` → ("orders-eu", 3); None when the directory is not a live partition.
+
+    Kafka splits at the last '-' so topic names may contain '-'. Directories scheduled for deletion,
+    future (log-dir move) and stray directories are not partitions of this log dir.
+    """
+    if name.endswith(NON_PARTITION_DIR_SUFFIXES):
+        return None
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not topic or not _PARTITION.fullmatch(partition):
+        return None
+    number = int(partition)
+    if number > INT32_MAX:
+        return None
+    return TopicPartition(topic, number)

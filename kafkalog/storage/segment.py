@@ -1,0 +1,97 @@
+"""A log segment: its `.log` file and the index files beside it (spec §4.2-4.7).
+
+Batches are read in chunks, never the whole file at once, so a 1 GiB segment costs one chunk of
+memory. Positions handed out are positions in the `.log` file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..codec.reader import Batch, BatchReader, TruncatedTail
+from ..errors import KafkaLogError
+from .fs import FileEntry, LogFileSystem
+
+CHUNK_SIZE = 8 * 1024 * 1024
+
+
+@dataclass
+class LogSegment:
+    """One segment of a partition. `files` maps a suffix ('.log', '.index', '.timeindex',
+    '.txnindex') to the file that is there; only '.log' is required."""
+    fs: LogFileSystem
+    dir: str
+    base_offset: int
+    files: dict[str, FileEntry] = field(default_factory=dict)
+
+    @property
+    def log(self) -> FileEntry:
+        return self.files[".log"]
+
+    @property
+    def log_path(self) -> str:
+        return self.log.path
+
+    @property
+    def size(self) -> int:
+        return self.log.size
+
+    @property
+    def mtime_ms(self) -> int:
+        return self.log.mtime_ms
+
+    def path(self, suffix: str) -> str:
+        entry = self.files.get(suffix)
+        if entry is not None:
+            return entry.path
+        return self.fs.join(self.dir, f"{self.base_offset:020d}{suffix}")
+
+    def read(self, suffix: str) -> bytes | None:
+        """The bytes of one of the segment's files, or None where it is absent."""
+        entry = self.files.get(suffix)
+        return None if entry is None else self.fs.read_bytes(entry.path)
+
+    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> "SegmentReader":
+        return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Batch]]:
+        """(file position, batch) for each whole batch; see SegmentReader for the truncated tail."""
+        return iter(self.reader(start, end))
+
+
+class SegmentReader:
+    """Iterates (file position, batch) over a `.log` file in chunks. A batch that straddles a chunk
+    boundary starts the next chunk; one larger than a chunk is read whole. After iteration,
+    `truncated_tail` names bytes after the last whole batch (Kafka's readers ignore them)."""
+
+    def __init__(self, fs: LogFileSystem, path: str, end: int, start: int = 0, chunk_size: int = CHUNK_SIZE):
+        self.fs, self.path, self.end, self.start, self.chunk_size = fs, path, end, start, chunk_size
+        self.truncated_tail: TruncatedTail | None = None
+        self.end_position = start
+
+    def __iter__(self) -> Iterator[tuple[int, Batch]]:
+        with self.fs.open_input(self.path) as f:
+            pos, want = self.start, self.chunk_size
+            while pos < self.end:
+                length = min(want, self.end - pos)
+                buf = f.read_at(length, pos)
+                reader = BatchReader(buf)
+                try:
+                    for batch in reader:
+                        yield pos + batch.position, batch
+                except KafkaLogError as err:
+                    raise err.located(file=self.path, base_position=pos) from None
+                tail = reader.truncated_tail
+                pos += reader.end_position
+                self.end_position = pos
+                if tail is None:
+                    continue
+                if pos + tail.length >= self.end:  # the bytes really end here
+                    self.truncated_tail = TruncatedTail(pos, tail.length, tail.declared_size)
+                    return
+                want = max(self.chunk_size, tail.declared_size or 0)
+
+
+def locate(err: KafkaLogError, path: str, file_position: int, batch: Batch) -> KafkaLogError:
+    """An error raised by a batch read from `path` at `file_position`, in the file's frame."""
+    return err.located(file=path, base_position=file_position - batch.position)

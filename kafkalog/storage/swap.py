@@ -1,0 +1,140 @@
+"""Kafka's crash-safe replacement of segments, and the recovery of an interrupted one (spec §5.10, §9.3).
+
+A rewrite writes its new segments as `<base>.<kind>.cleaned`, then:
+  1. renames every new segment's files `.cleaned` -> `.swap`, the highest base offset first;
+  2. renames every old segment's files to `.deleted`, the lowest base offset first;
+  3. renames `.swap` -> final names (each segment's `.log` before its indexes) and syncs the directory;
+  4. deletes the `.deleted` files and the producer snapshots of segments that no longer exist.
+Kafka's log loader, and `recover_partition` here, turn a directory interrupted anywhere in this
+sequence into either the complete old or the complete new set of segments.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from .fs import FileEntry, LogFileSystem
+from .naming import parse_segment_file_name, segment_file_name
+from .segment import SegmentReader
+
+SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
+SWAP_STEPS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed", "done")
+
+# A test hook: called with each step name and file name as the swap proceeds; it may raise to
+# simulate a crash at that point.
+FaultHook = Callable[[str, str], None]
+
+
+def _no_fault(step: str, name: str) -> None:
+    pass
+
+
+def replace_segments(fs: LogFileSystem, partition_dir: str, new_bases: Iterable[int], old_bases: Iterable[int],
+                     *, keep_snapshots: Iterable[int] = (), fault: FaultHook = _no_fault) -> None:
+    """Swap the staged `.cleaned` segments `new_bases` in for the segments `old_bases`.
+
+    Producer snapshots at old base offsets that are not new base offsets are deleted, unless
+    listed in `keep_snapshots`."""
+    new_bases, old_bases = sorted(set(new_bases)), sorted(set(old_bases))
+    files = {e.name: e for e in fs.list_dir(partition_dir)}
+    fault("cleaned-written", "")
+    for base in reversed(new_bases):
+        for name in _segment_files(files, base, ".cleaned"):
+            fs.rename(files[name].path, _sibling(files[name], name[: -len(".cleaned")] + ".swap"))
+            fault("swap-renamed", name)
+    for base in old_bases:
+        for name in _segment_files(files, base, None):
+            fs.rename(files[name].path, _sibling(files[name], name + ".deleted"))
+            fault("old-deleted", name)
+    _complete_swaps(fs, partition_dir, fault)
+    fs.sync_dir(partition_dir)
+    _delete_leftovers(fs, partition_dir, ".deleted", fault)
+    doomed = set(old_bases) - set(new_bases) - set(keep_snapshots)
+    for entry in fs.list_dir(partition_dir):
+        parsed = parse_segment_file_name(entry.name)
+        if parsed and parsed.kind == ".snapshot" and not parsed.state and parsed.base_offset in doomed:
+            fs.delete(entry.path)
+    fault("done", "")
+
+
+def _segment_files(files: dict[str, FileEntry], base: int, state: str | None) -> list[str]:
+    """The segment's files in a given state, `.log` first."""
+    names = [segment_file_name(base, kind + (state or "")) for kind in SEGMENT_KINDS]
+    return [n for n in names if n in files]
+
+
+def _sibling(entry: FileEntry, name: str) -> str:
+    return entry.path[: len(entry.path) - len(entry.name)] + name
+
+
+def _complete_swaps(fs: LogFileSystem, partition_dir: str, fault: FaultHook) -> None:
+    swaps = sorted((e for e in fs.list_dir(partition_dir) if e.name.endswith(".swap")),
+                   key=lambda e: (parse_segment_file_name(e.name).base_offset,
+                                  SEGMENT_KINDS.index(parse_segment_file_name(e.name).kind)))
+    for entry in swaps:
+        fs.rename(entry.path, _sibling(entry, entry.name[: -len(".swap")]))
+        fault("swap-completed", entry.name)
+
+
+def _delete_leftovers(fs: LogFileSystem, partition_dir: str, state: str, fault: FaultHook = _no_fault) -> None:
+    for entry in fs.list_dir(partition_dir):
+        if entry.name.endswith(state):
+            fs.delete(entry.path)
+            fault("deleted-removed", entry.name)
+
+
+def in_flight_files(fs: LogFileSystem, partition_dir: str) -> list[FileEntry]:
+    """Leftovers of an interrupted rewrite: `.cleaned`, `.swap` and `.deleted` files."""
+    return [e for e in fs.list_dir(partition_dir)
+            if (p := parse_segment_file_name(e.name)) is not None and p.state is not None]
+
+
+def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
+    """Finish or roll back an interrupted swap exactly as Kafka's LogLoader does; returns what it did.
+
+    `.deleted` files go; `.swap` files at or above the lowest `.cleaned` base offset belong to an
+    incomplete step 1 and go, with every `.cleaned` file; the remaining `.swap` segments won, so
+    live files whose base offset lies in their offset range are deleted and the swaps renamed."""
+    actions = []
+    entries = in_flight_files(fs, partition_dir)
+    for e in entries:
+        if e.name.endswith(".deleted"):
+            fs.delete(e.path)
+            actions.append(f"deleted {e.name}")
+    cleaned = [e for e in entries if e.name.endswith(".cleaned")]
+    min_cleaned = min((parse_segment_file_name(e.name).base_offset for e in cleaned), default=None)
+    swaps = []
+    for e in entries:
+        if not e.name.endswith(".swap"):
+            continue
+        if min_cleaned is not None and parse_segment_file_name(e.name).base_offset >= min_cleaned:
+            fs.delete(e.path)
+            actions.append(f"deleted incomplete {e.name}")
+        else:
+            swaps.append(e)
+    for e in cleaned:
+        fs.delete(e.path)
+        actions.append(f"deleted {e.name}")
+    swap_logs = [e for e in swaps if parse_segment_file_name(e.name).kind == ".log"]
+    if swap_logs:
+        low = min(parse_segment_file_name(e.name).base_offset for e in swap_logs)
+        high = max(_next_offset(fs, e) for e in swap_logs)
+        for e in fs.list_dir(partition_dir):
+            p = parse_segment_file_name(e.name)
+            if p and p.state is None and p.kind in SEGMENT_KINDS and low <= p.base_offset < high:
+                fs.delete(e.path)
+                actions.append(f"deleted replaced {e.name}")
+    for e in swaps:
+        fs.rename(e.path, _sibling(e, e.name[: -len(".swap")]))
+        actions.append(f"renamed {e.name}")
+    if actions:
+        fs.sync_dir(partition_dir)
+    return actions
+
+
+def _next_offset(fs: LogFileSystem, log_entry: FileEntry) -> int:
+    """The offset after the last batch of a `.log` file (its base offset when it is empty)."""
+    base = parse_segment_file_name(log_entry.name).base_offset
+    last = None
+    for _, batch in SegmentReader(fs, log_entry.path, log_entry.size):
+        last = batch
+    return base if last is None else last.last_offset + 1

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up kafkalog on a fresh machine: Java 17+ for Spark, a virtual environment in .venv, and the
+# package with its Spark and test extras. Safe to run again: it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+java_major() {
+  command -v java >/dev/null 2>&1 || { echo 0; return; }
+  java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
+}
+
+if [ "$(java_major)" -lt 17 ]; then
+  echo "setup: Java 17+ not found; installing a headless JDK (needed by Spark)" >&2
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    echo "setup: please install Java 17 or newer (e.g. openjdk-17-jre-headless) and run again" >&2
+    exit 1
+  fi
+fi
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q -e '.[spark,test]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -c 'import kafkalog, pyspark, kafka, aiokafka' \
+  || { echo "setup: installation failed" >&2; exit 1; }
