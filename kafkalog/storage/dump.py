@@ -6,6 +6,7 @@ base64. Paths may be log directories, partition directories or single segment fi
 from __future__ import annotations
 
 import base64
+import posixpath
 from typing import Iterator
 
 from ..codec.control import ControlType, control_record
@@ -17,7 +18,7 @@ from .fs import LogFileSystem
 from .index import OffsetIndex, TimeIndex
 from .naming import parse_partition_dir_name, parse_segment_file_name
 from .partition import Partition
-from .segment import LogSegment, SegmentReader, locate
+from .segment import LogSegment, locate
 from .snapshot import ProducerSnapshot
 from .txnindex import TransactionIndex
 
@@ -174,6 +175,5 @@ def _dump_file(fs, info, records, offsets_decoder):
     if name.kind != ".log":
         yield from dump_index_file(fs, info.path, name.kind, name.base_offset)
         return
-    segment = LogSegment(fs, fs.name(info.path.rsplit("/", 1)[0]) if "/" in info.path else ".", name.base_offset,
-                         {".log": info})
+    segment = LogSegment(fs, posixpath.dirname(info.path), name.base_offset, {".log": info})
     yield from dump_segment(segment, records=records, offsets_decoder=offsets_decoder)

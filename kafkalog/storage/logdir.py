@@ -11,12 +11,6 @@ from .fs import LogFileSystem
 from .naming import parse_partition_dir_name
 from .partition import Partition
 
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
-CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_CHECKPOINT,
-                    CLEANER_CHECKPOINT)
 META_PROPERTIES = "meta.properties"
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"

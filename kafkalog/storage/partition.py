@@ -5,11 +5,8 @@ from dataclasses import dataclass, field
 
 from ..errors import LogDirError
 from .fs import FileEntry, LogFileSystem
-from .naming import parse_partition_dir_name, parse_segment_file_name
+from .naming import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, parse_partition_dir_name, parse_segment_file_name
 from .segment import LogSegment
-
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-PARTITION_METADATA = "partition.metadata"
 
 
 @dataclass
