@@ -5,6 +5,8 @@ Batch headers are decoded here with `struct` only (offset, length, magic, last o
 timestamp, leader epoch), independently of kafkalog's codec.
 """
 import struct
+from bisect import bisect_right
+from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple
 
@@ -70,15 +72,20 @@ def _batch_headers(data: bytes) -> list[Header]:
 
 def _assert_lookup_consistent(offset_index: OffsetIndex, time_index: TimeIndex, headers: list[Header]) -> None:
     """What readers rely on (§4.4, §4.5), even where an index is coarser than the recovery rule."""
-    by_position = {h.position: h for h in headers}
+    index_of = {h.position: i for i, h in enumerate(headers)}
+    last_offsets = [h.last_offset for h in headers]
+    max_timestamp_so_far = list(accumulate((h.max_timestamp for h in headers), max))
     for entry in offset_index.entries:
-        assert entry.position in by_position, f"{entry} does not point at a batch boundary"
-        assert all(h.last_offset < entry.offset for h in headers if h.position < entry.position)
+        i = index_of.get(entry.position)
+        assert i is not None, f"{entry} does not point at a batch boundary"
+        assert i == 0 or last_offsets[i - 1] < entry.offset, f"{entry} skips batches it should cover"
     for h in headers:
         assert offset_index.lookup(h.last_offset).position <= h.position
+    timestamp_at = {h.last_offset: h.max_timestamp for h in headers}
     for entry in time_index.entries:
-        assert all(h.max_timestamp <= entry.timestamp for h in headers if h.last_offset <= entry.offset)
-        assert any(h.last_offset == entry.offset and h.max_timestamp == entry.timestamp for h in headers)
+        covered = bisect_right(last_offsets, entry.offset)
+        assert covered and max_timestamp_so_far[covered - 1] <= entry.timestamp
+        assert timestamp_at.get(entry.offset) == entry.timestamp, f"{entry} is not a batch's max timestamp"
 
 
 def test_fixture_inventory():
@@ -189,13 +196,13 @@ def test_every_leader_epoch_checkpoint_parses_and_round_trips():
 
 def test_leader_epochs_rebuilt_from_batches_match_the_broker_checkpoint():
     partition = BROKER_DIRS / "kafka-gzip-idempotent" / "lsx1-0"
-    batches = [(h.partition_leader_epoch, h.base_offset)
-               for log in sorted(partition.glob("*.log")) for h in _batch_headers(log.read_bytes()) if h.magic >= 2]
+    headers = [h for log in sorted(partition.glob("*.log")) for h in _batch_headers(log.read_bytes())]
+    batches = [(h.partition_leader_epoch, h.base_offset) for h in headers if h.magic >= 2]
     checkpoint = parse_leader_epoch_checkpoint((partition / LEADER_EPOCH_CHECKPOINT).read_text("utf-8"))
     assert len(checkpoint) == 6
     # The broker became leader in epoch 7 at the log end offset (14) and wrote no batch after that,
     # so recovery cannot see epoch 7; the loader also truncates the cache to the log end offset.
-    log_end_offset = batches[-1][1] + 1
+    log_end_offset = headers[-1].last_offset + 1
     assert checkpoint[-1] == (7, log_end_offset)
     assert epochs_from_batches(batches) == truncate_epochs_from_end(checkpoint, log_end_offset) == checkpoint[:-1]
 
