@@ -24,8 +24,8 @@ OFFSET_DIGITS = 20
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-_SEGMENT_FILE = re.compile(r"([0-9]+)(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)"
-                           r"(\.cleaned|\.swap|\.deleted)?")
+_SEGMENT_FILE = re.compile(r"([0-9]+)({})({})?".format("|".join(map(re.escape, SEGMENT_FILE_KINDS)),
+                                                       "|".join(map(re.escape, IN_FLIGHT_STATES))))
 _PARTITION = re.compile(r"[0-9]+")
 
 
