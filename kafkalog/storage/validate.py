@@ -117,7 +117,7 @@ import json
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, control_record
@@ -259,15 +259,28 @@ class ValidationReport:
         if by_check:
             ordered = sorted(by_check.items(), key=lambda kv: (-_RANK[kv[0][0]], kv[0][1]))
             lines.append("  by check: " + ", ".join(f"{check} ({severity}) ×{n}" for (severity, check), n in ordered))
+        # problems first, most severe first; infos only a few, they are not problems
         shown = sorted((p for p in self.findings if p.severity != INFO), key=lambda p: -_RANK[p.severity])
-        if not shown:
-            shown = self.infos
+        shown += self.infos[:max(0, min(5, max_lines - len(shown)))]
+        root = _common_root(self.paths)
         for p in shown[:max_lines]:
-            lines.append("  " + _shorten(str(p), 200))
-        hidden = len(shown) - min(len(shown), max_lines) + sum(self.suppressed.values())
+            if root and p.file and p.file.startswith(root):
+                p = replace(p, file=p.file[len(root):].lstrip("/") or p.file)
+            lines.append("  " + _shorten(str(p), 160))
+        hidden = len(self.findings) - min(len(shown), max_lines) + sum(self.suppressed.values())
         if hidden > 0:
             lines.append(f"  ... and {hidden} more findings (see the JSON report)")
         return "\n".join(lines)
+
+
+def _common_root(paths: list[str]) -> str:
+    """The directory the validated paths share, to print file names relative to it."""
+    import os
+    local = [os.path.abspath(p) for p in paths if "://" not in p]
+    if not local or len(local) != len(paths):
+        return ""
+    root = os.path.commonpath(local)
+    return root if os.path.isdir(root) else os.path.dirname(root)
 
 
 def _size(n: int) -> str:
@@ -284,15 +297,17 @@ def _shorten(text: str, width: int) -> str:
 
 # -- entry point ------------------------------------------------------------------------------------
 
-def validate_paths(paths: Iterable[str], *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+def validate_paths(paths: Iterable[str], *,
+                   index_interval_bytes: int | Mapping[str, int] = DEFAULT_INDEX_INTERVAL_BYTES,
                    deep: bool = True, fail_on: str = WARNING, compacted: bool | None = None,
                    max_findings_per_check: int = 100, chunk_size: int = CHUNK_SIZE) -> ValidationReport:
     """Validate log directories, partition directories and segment (or index, snapshot,
     checkpoint) files.
 
     `deep` decodes every record (decompressing) and compares producer snapshots with a replay;
-    without it batches are checked by header and CRC only. `index_interval_bytes` is the topic's
-    `index.interval.bytes`, used only for the informational comparison with rebuilt indexes.
+    without it batches are checked by header and CRC only. `index_interval_bytes` is the topics'
+    `index.interval.bytes` (one value, or topic -> value with Kafka's default for the others), used
+    only for the informational comparison with rebuilt indexes.
     `compacted` forces (True/False) instead of reading `cleaner-offset-checkpoint`. At most
     `max_findings_per_check` findings are kept per (check, file); the others are counted in
     `report.suppressed`. Raises LogDirError when a path does not exist.
@@ -361,6 +376,7 @@ class _SegmentPlan:
     next_base: int | None
     is_last: bool
     standalone: bool  # a file given alone, not inside a partition being validated
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
 
 
 class _ReplayState:
@@ -378,22 +394,29 @@ class _ReplayState:
         self.epochs = epochs
         self.epoch_starts = [e.start_offset for e in epochs] if epochs else []
         self.epoch_file = epoch_file
+        self.epoch_text = ""
         self.epoch_mismatches = 0
         self.epoch_first_mismatch: tuple | None = None
+        self.log_start = 0
 
 
 # -- the walk ------------------------------------------------------------------------------------
 
 class _Validator:
-    def __init__(self, report: ValidationReport, *, index_interval_bytes: int, deep: bool, compacted: bool | None,
-                 max_findings: int, chunk_size: int):
+    def __init__(self, report: ValidationReport, *, index_interval_bytes: int | Mapping[str, int], deep: bool,
+                 compacted: bool | None, max_findings: int, chunk_size: int):
         self.report = report
-        self.index_interval_bytes = index_interval_bytes
+        self.intervals = index_interval_bytes
         self.deep = deep
         self.compacted = compacted
         self.max_findings = max_findings
         self.chunk_size = chunk_size
         self._per_key: Counter = Counter()
+
+    def _interval(self, topic: str | None) -> int:
+        if isinstance(self.intervals, Mapping):
+            return self.intervals.get(topic, DEFAULT_INDEX_INTERVAL_BYTES)
+        return self.intervals
 
     # -- findings ---------------------------------------------------------------------------------
     def add(self, check: str, severity: str, message: str, file: str | None = None,
@@ -511,14 +534,14 @@ class _Validator:
             self.add("partition.empty", INFO, "no .log segment; Kafka creates an empty one at the log start offset",
                      path)
         # per-partition files
-        epochs, epoch_file = None, None
+        epochs, epoch_file, epoch_text = None, None, ""
         entry = part.files.get(LEADER_EPOCH_CHECKPOINT)
         if entry is not None:
             epoch_file = entry.path
             self.report.counts["checkpoint_files"] += 1
             try:
-                epochs = parse_leader_epoch_checkpoint(fs.read_bytes(entry.path).decode("utf-8", "replace"),
-                                                       file=entry.path)
+                epoch_text = fs.read_bytes(entry.path).decode("utf-8", "replace")
+                epochs = parse_leader_epoch_checkpoint(epoch_text, file=entry.path)
             except KafkaLogError as err:
                 self.add_error("leader_epoch.parse", ERROR, err, entry.path)
             except OSError as err:
@@ -542,13 +565,18 @@ class _Validator:
             manager, complete = ProducerStateManager(first_base or 0), not first_base
         to_compare = [(e, s) for e, s in snapshots if seed is None or s.offset > seed.offset]
         state = _ReplayState(manager, complete, to_compare, epochs, epoch_file)
+        state.epoch_text = epoch_text
+        log_start_cp = ctx.get(LOG_START_OFFSET_CHECKPOINT, part.topic, part.partition)
+        if first_base is not None:
+            state.log_start = max(first_base, log_start_cp if log_start_cp is not None else first_base)
         compacted = self.compacted
         if compacted is None:
             compacted = ctx.get(CLEANER_OFFSET_CHECKPOINT, part.topic, part.partition) is not None
         log_end = None
         for i, segment in enumerate(part.segments):
             nxt = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
-            plan = _SegmentPlan(segment, segment.base_offset, nxt, nxt is None, standalone=False)
+            plan = _SegmentPlan(segment, segment.base_offset, nxt, nxt is None, standalone=False,
+                                index_interval_bytes=self._interval(part.topic))
             try:
                 log_end = self.segment(plan, state, exact_txn=not compacted)
             except OSError as err:
@@ -556,8 +584,7 @@ class _Validator:
         # the end of the log: what remains to compare, and the offsets everything must lie within
         result = _PartitionResult()
         if part.segments:
-            log_start_cp = ctx.get(LOG_START_OFFSET_CHECKPOINT, part.topic, part.partition)
-            result.log_start = max(first_base, log_start_cp if log_start_cp is not None else first_base)
+            result.log_start = state.log_start
             result.log_end = log_end
             self._compare_snapshots(state, None)
             self._check_snapshot_ranges(snapshots, result)
@@ -592,7 +619,7 @@ class _Validator:
                 if e.start_offset > result.log_end:
                     self.add("leader_epoch.range", ERROR, f"epoch {e.epoch} starts at {e.start_offset}, above the log "
                              f"end offset {result.log_end}: the log has lost data written in that epoch",
-                             state.epoch_file, _line_position_of_entry(i), e.start_offset)
+                             state.epoch_file, _line_position(state.epoch_text, i + 2), e.start_offset)
         if state.epoch_mismatches:
             offset, epoch, expected, file, position = state.epoch_first_mismatch
             more = f" ({state.epoch_mismatches - 1} more batches disagree)" if state.epoch_mismatches > 1 else ""
@@ -634,7 +661,8 @@ class _Validator:
         state = _ReplayState(ProducerStateManager(base or 0), complete=not base, snapshots=[], epochs=None,
                              epoch_file=None)
         try:
-            self.segment(_SegmentPlan(segment, base, None, True, standalone=True), state, exact_txn=False)
+            self.segment(_SegmentPlan(segment, base, None, True, standalone=True,
+                                      index_interval_bytes=self._interval(None)), state, exact_txn=False)
         except OSError as err:
             self.add("io.read", ERROR, f"cannot read the segment: {err}", info.path)
 
@@ -679,10 +707,11 @@ class _Validator:
         tcheck = _TimeIndexCheck(self, tidx) if tidx is not None else None
         xcheck = _TxnIndexCheck(self, txn, seg.path(".txnindex"), exact_txn and not plan.standalone,
                                 state.complete) if (txn is not None or (exact_txn and not plan.standalone)) else None
-        builder = IndexBuilder(base, self.index_interval_bytes, path) if base is not None else None
+        builder = IndexBuilder(base, plan.index_interval_bytes, path) if base is not None else None
         seg_last = None  # the highest last offset in this segment
         max_ts = -1
         first = True
+        walk_end = 0  # where the last whole batch read ends
         reader = seg.reader(chunk_size=self.chunk_size)
         try:
             for pos, batch in reader:
@@ -694,7 +723,8 @@ class _Validator:
                 except CrcMismatchError as err:
                     self.add_error("batch.crc", ERROR, locate(err, path, pos, batch))
                 last = batch.last_offset
-                first_offset = self._first_offset(batch, pos, path)
+                first_offset, decoded = self._first_offset(batch, pos, path)
+                walk_end = pos + batch.size
                 if is_v2:
                     self._check_v2_header(batch, pos, path)
                 # offsets
@@ -729,7 +759,7 @@ class _Validator:
                 max_ts = max(max_ts, batch_max_ts)
                 # records and control records
                 ctl = None
-                if self.deep:
+                if self.deep and decoded:
                     self._check_records(batch, pos, path, first_offset, last)
                 if is_v2 and batch.is_control:
                     try:
@@ -760,12 +790,11 @@ class _Validator:
                 first = False
         except KafkaLogError as err:
             err = err.located(file=path)
-            if self._zero_tail(seg, err, plan):
-                pass
-            else:
+            if not self._zero_tail(seg, walk_end, plan):
                 self.add("batch.structure", ERROR,
-                         f"{err.message}; the rest of the segment ({seg.size - (err.position or 0)} bytes) cannot "
-                         "be read and Kafka's recovery truncates it", err.file, err.position, err.offset)
+                         f"{err.message}; the {seg.size - walk_end} bytes from byte {walk_end} on cannot be read and "
+                         f"Kafka's recovery truncates them{'' if plan.is_last else ' and deletes every later segment'}",
+                         err.file, err.position, err.offset)
         tail = reader.truncated_tail
         if tail is not None:
             declared = (f", the batch there declares {tail.declared_size} bytes" if tail.declared_size is not None
@@ -776,7 +805,7 @@ class _Validator:
             self.add("segment.truncated_tail", severity,
                      f"{tail.length} bytes after the last whole batch{declared}; {consequence}",
                      path, tail.position, state.last_offset + 1 if state.last_offset is not None else None)
-        end_position = reader.end_position
+        end_position = walk_end
         # what needs the whole segment
         if ocheck is not None:
             ocheck.finish(end_position, seg_last)
@@ -787,29 +816,28 @@ class _Validator:
             built_offsets, built_times = builder.finish()
             if ocheck is not None and ocheck.consistent and oidx.entries != built_offsets.entries:
                 self.add("index.mismatch", INFO, _mismatch("offset index", oidx.entries, built_offsets.entries,
-                                                          self.index_interval_bytes), oidx.file)
+                                                          plan.index_interval_bytes), oidx.file)
             if (tcheck is not None and tcheck.consistent and tidx.entries != built_times.entries
                     and not (active and tidx.entries == pre_final)):
                 self.add("timeindex.mismatch", INFO, _mismatch("time index", tidx.entries, built_times.entries,
-                                                              self.index_interval_bytes), tidx.file)
+                                                              plan.index_interval_bytes), tidx.file)
         if xcheck is not None:
             xcheck.finish()
-        counts["records"] += 0
-        if seg_last is None:
-            return state.manager.map_end_offset if state.last_offset is None else max(seg.base_offset,
-                                                                                       state.last_offset + 1)
+        if seg_last is None:  # an empty segment: the log ends at its base offset
+            return seg.base_offset if state.last_offset is None else max(seg.base_offset, state.last_offset + 1)
         return state.last_offset + 1
 
     # -- batches ------------------------------------------------------------------------------------
-    def _first_offset(self, batch, pos: int, path: str) -> int:
+    def _first_offset(self, batch, pos: int, path: str) -> tuple[int, bool]:
+        """The batch's first offset, and False when a legacy wrapper does not decode (reported here)."""
         if isinstance(batch, LegacyBatch):
             try:
-                return batch.base_offset  # decodes a compressed wrapper (cached for records())
+                return batch.base_offset, True  # decodes a compressed wrapper (cached for records())
             except KafkaLogError as err:
                 self.add_error("batch.records", ERROR, locate(err, path, pos, batch),
                                prefix="compressed wrapper does not decode: ")
-                return batch.last_offset
-        return batch.base_offset
+                return batch.last_offset, False
+        return batch.base_offset, True
 
     def _check_v2_header(self, batch: RecordBatch, pos: int, path: str) -> None:
         if batch.last_offset_delta < 0:
@@ -826,8 +854,6 @@ class _Validator:
         try:
             records = batch.records()
         except KafkaLogError as err:
-            if isinstance(batch, LegacyBatch) and first_offset == last and batch.codec:
-                return  # the wrapper's decode error was reported by _first_offset
             self.add_error("batch.records", ERROR, locate(err, path, pos, batch), prefix="records do not decode: ")
             return
         self.report.counts["records"] += len(records)
@@ -839,14 +865,10 @@ class _Validator:
                 return
             previous = record.offset
 
-    def _zero_tail(self, seg: LogSegment, err: KafkaLogError, plan: _SegmentPlan) -> bool:
+    def _zero_tail(self, seg: LogSegment, start: int, plan: _SegmentPlan) -> bool:
         """A walk that stopped at zero bytes running to the end of the file: a preallocated, untrimmed
         segment. Reported as such (and read in chunks, so a 1 GiB preallocation costs nothing)."""
-        start = err.position
-        if start is None:
-            return False
-        start -= 8 if "record size" in err.message else 0  # size < 14 is reported at the size field
-        if start < 0 or start >= seg.size:
+        if start >= seg.size:
             return False
         with seg.fs.open_input(seg.log_path) as f:
             pos = start
@@ -886,6 +908,7 @@ class _Validator:
                 absent.append(pid)
                 continue
             expected = replayed.to_entry()
+            self.report.counts["snapshot_producers_compared"] += 1
             fields = expected._fields if state.complete else ("producer_epoch", "last_sequence", "last_offset",
                                                                "offset_delta", "timestamp")
             if not state.complete and expected.last_offset < 0:
@@ -905,7 +928,9 @@ class _Validator:
     def _check_epoch(self, state: _ReplayState, batch, pos: int, path: str) -> None:
         if not state.epochs or not isinstance(batch, RecordBatch) or batch.partition_leader_epoch < 0:
             return
-        offset = batch.base_offset
+        if batch.last_offset < state.log_start:
+            return  # below the log start: Kafka has truncated the epochs of that data from the cache
+        offset = max(batch.base_offset, state.log_start)
         i = bisect_right(state.epoch_starts, offset) - 1
         expected = state.epochs[i].epoch if i >= 0 else None
         if expected != batch.partition_leader_epoch:
@@ -1072,15 +1097,14 @@ class _TimeIndexCheck:
         if low <= t <= high and t >= 0:
             return
         expected = f"{low}" if low == high else f"in [{low}, {high}]"
-        self._bad(i, f"does not hold the max timestamp up to its offset, {expected}")
+        beyond = " (it exceeds every timestamp up to that offset)" if t > high else ""
+        self._bad(i, f"does not hold the max timestamp up to its offset, {expected}{beyond}")
 
     def finish(self, seg_last: int | None, seg_max: int, final: bool) -> None:
         entries, order = self.index.entries, self.by_offset
         for i in order[self.j:]:
-            self._bad(i, f"is above the segment's last offset {seg_last}")
-        for i, e in enumerate(entries):
-            if e.timestamp > seg_max:
-                self._bad(i, f"exceeds the segment's max timestamp {seg_max}")
+            beyond = f" and exceeds the segment's max timestamp {seg_max}" if entries[i].timestamp > seg_max else ""
+            self._bad(i, f"is above the segment's last offset {seg_last}{beyond}")
         if final and seg_max >= 0 and (not entries or entries[-1].timestamp != seg_max):
             last = f"ends with timestamp {entries[-1].timestamp}" if entries else "is empty"
             self.v.add("timeindex.final_entry", WARNING,
@@ -1165,6 +1189,11 @@ def _checkpoint_line_position(text: str, topic: str, partition: int) -> int | No
     return None
 
 
-def _line_position_of_entry(i: int) -> None:
-    """Positions of leader-epoch entries are not kept by the parser; the finding names the offset."""
+def _line_position(text: str, n: int) -> int | None:
+    """The byte position of the 0-based line `n` of `text`."""
+    position = 0
+    for i, line in enumerate(text.splitlines(keepends=True)):
+        if i == n:
+            return position
+        position += len(line.encode("utf-8"))
     return None

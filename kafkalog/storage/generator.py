@@ -1,0 +1,743 @@
+"""`kafkalog generate LOG_DIR`: write a realistic Kafka log directory, as a cleanly stopped broker leaves it.
+
+Everything is derived from a seed: the same `GeneratorSpec` gives byte-identical files with identical
+mtimes, which come from the data's timestamps, never from the wall clock. Every partition is written
+through `PartitionWriter` (the broker's append path), so segments roll, indexes, producer snapshots,
+transaction indexes and leader epochs are what a broker would have written for the same appends.
+
+The `__consumer_offsets` topic holds offset commits (OffsetCommitKey v1 / OffsetCommitValue v3) of
+consumer groups that read the generated topics, each group in the partition Kafka's coordinator uses
+for it. `GenerateSummary.commits` says what a reader should find there.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import datetime
+import hashlib
+import json
+import random
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..codec.batch import TimestampType
+from ..codec.compression import Codec
+from ..codec.records import Record
+from ..errors import ConfigError, LogDirError
+from .checkpoint import format_offset_checkpoint
+from .consumer_offsets import OffsetCommitValue
+from .fs import LogFileSystem
+from .log_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, DEFAULT_SEGMENT_MS, \
+    PartitionWriter, WrittenPartition, derive_topic_id
+from .index import DEFAULT_INDEX_INTERVAL_BYTES
+from .logdir import CLEAN_SHUTDOWN, LOCK_FILE, META_PROPERTIES
+from .naming import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                     REPLICATION_OFFSET_CHECKPOINT, TopicPartition)
+
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+DEFAULT_START_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z: a fixed epoch, so output never depends on today
+DAY_MS = 24 * 60 * 60 * 1000
+
+CODECS = {"none": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY, "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+TIMESTAMP_TYPES = {"CreateTime": TimestampType.CREATE_TIME, "LogAppendTime": TimestampType.LOG_APPEND_TIME}
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic characters and length
+
+
+# -- what to generate ---------------------------------------------------------------------------------
+
+@dataclass
+class TopicSpec:
+    """One topic. Sizes, ratios and Kafka configs are per partition; None timestamps inherit the
+    `GeneratorSpec`'s."""
+    name: str
+    partitions: int = 1
+    records: int = 1000  # data records per partition (markers come on top)
+    keys: int = 100  # key cardinality; 0 writes records without keys
+    key_skew: float = 1.0  # zipf exponent: P(k-th key) ~ 1/k^skew; 0 is uniform
+    key_prefix: str = "key"
+    value_bytes: tuple[int, int] = (16, 256)  # min, max value size
+    tombstone_ratio: float = 0.0  # share of keyed records with a null value
+    headers: int = 0  # up to this many headers per record
+    codec: str = "none"  # none, gzip, snappy, lz4, zstd
+    batch_records: tuple[int, int] = (1, 10)  # min, max records per batch
+    magic: int = 2  # 0 and 1 write the legacy message formats
+    timestamp_type: str = "CreateTime"  # or LogAppendTime
+    start_ms: int | None = None
+    step_ms: int | None = None
+    jitter_ms: int | None = None
+    plain_producer: bool = True  # a producer without idempotence also writes
+    idempotent_producers: int = 0
+    transactional_producers: int = 0
+    transaction_batches: tuple[int, int] = (1, 4)  # data batches per transaction in a partition
+    abort_ratio: float = 0.0
+    hanging_transactions: bool = False  # leave the last transactions open (LSO < high watermark)
+    leader_epochs: int = 1  # leader terms over a partition's life
+    start_offset: int = 0  # log start offset, as if retention had deleted what came before
+    cleanup_policy: str = "delete"
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_ms: int = DEFAULT_SEGMENT_MS
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES
+
+    def config(self) -> dict[str, str]:
+        """The topic's configuration under Kafka's names, for the commands that act on it."""
+        return {
+            "cleanup.policy": self.cleanup_policy,
+            "compression.type": "uncompressed" if self.codec == "none" else self.codec,
+            "message.timestamp.type": self.timestamp_type,
+            "segment.bytes": str(self.segment_bytes),
+            "segment.ms": str(self.segment_ms),
+            "segment.index.bytes": str(self.segment_index_bytes),
+            "index.interval.bytes": str(self.index_interval_bytes),
+        }
+
+
+@dataclass
+class ConsumerOffsetsSpec:
+    """The `__consumer_offsets` topic: `groups` consume `topics` (None: every generated topic) and
+    commit `commit_rounds` times over the data's time range, each group lagging a little more."""
+    partitions: int = 50  # offsets.topic.num.partitions
+    groups: tuple[str, ...] = ("billing-service", "fraud-detector", "search-indexer")
+    topics: tuple[str, ...] | None = None
+    commit_rounds: int = 4
+    group_metadata: bool = True  # also write each group's GroupMetadata records (v3)
+    deleted_groups: tuple[str, ...] = ()  # groups whose offsets and metadata end in tombstones
+    segment_bytes: int = 100 * 1024 * 1024  # offsets.topic.segment.bytes
+    segment_ms: int = DEFAULT_SEGMENT_MS
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES
+
+
+@dataclass
+class GeneratorSpec:
+    seed: int = 0
+    topics: list[TopicSpec] = field(default_factory=list)
+    consumer_offsets: ConsumerOffsetsSpec | None = field(default_factory=ConsumerOffsetsSpec)
+    start_ms: int = DEFAULT_START_MS
+    step_ms: int = 1000  # time between consecutive records of a partition
+    jitter_ms: int = 0  # CreateTime timestamps move by up to this much either way
+    broker_id: int = 0
+    clean_shutdown: bool = True  # leave `.kafka_cleanshutdown`, as a cleanly stopped broker does
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GeneratorSpec":
+        """A spec from plain JSON-like values (lists where the dataclasses have tuples)."""
+        data = dict(data)
+        topics = [_from_dict(TopicSpec, t) for t in data.pop("topics", [])]
+        offsets = data.pop("consumer_offsets", {})
+        return _from_dict(cls, {**data, "topics": topics,
+                                "consumer_offsets": None if offsets is None else _from_dict(ConsumerOffsetsSpec, offsets)})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def validate(self) -> None:
+        """Refuse, before anything is written, what Kafka would refuse or the generator cannot do."""
+        names = [t.name for t in self.topics]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"topic names must be unique: {names}")
+        for value, what in ((self.start_ms, "start_ms"), (self.step_ms, "step_ms"), (self.jitter_ms, "jitter_ms"),
+                            (self.broker_id, "broker_id")):
+            _require(value >= 0, f"{what} must be >= 0, not {value}")
+        for topic in self.topics:
+            _validate_topic(topic)
+        if self.consumer_offsets is not None:
+            _validate_consumer_offsets(self.consumer_offsets, set(names))
+
+
+def _from_dict(cls, data: dict):
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(data) - set(known)
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} fields: {sorted(unknown)}")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise ConfigError(f"{cls.__name__}: {err}") from None
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _validate_topic(t: TopicSpec) -> None:
+    where = f"topic {t.name!r}"
+    _require(bool(_TOPIC_NAME.fullmatch(t.name)) and t.name not in (".", ".."),
+             f"{where}: Kafka topic names are 1-249 characters of [a-zA-Z0-9._-]")
+    _require(t.name != CONSUMER_OFFSETS_TOPIC, f"{where}: is written from ConsumerOffsetsSpec")
+    _require(t.partitions >= 1, f"{where}: partitions must be >= 1")
+    _require(t.records >= 0 and t.keys >= 0 and t.headers >= 0, f"{where}: counts must be >= 0")
+    _require(t.key_skew >= 0, f"{where}: key_skew must be >= 0")
+    _require(0 <= t.value_bytes[0] <= t.value_bytes[1], f"{where}: value_bytes must be (min, max) with 0 <= min <= max")
+    _require(1 <= t.batch_records[0] <= t.batch_records[1], f"{where}: batch_records must be (min, max), 1 <= min <= max")
+    _require(1 <= t.transaction_batches[0] <= t.transaction_batches[1],
+             f"{where}: transaction_batches must be (min, max), 1 <= min <= max")
+    _require(0 <= t.tombstone_ratio <= 1 and 0 <= t.abort_ratio <= 1, f"{where}: ratios must be in [0, 1]")
+    _require(t.codec in CODECS, f"{where}: codec must be one of {sorted(CODECS)}")
+    _require(t.timestamp_type in TIMESTAMP_TYPES, f"{where}: timestamp_type must be one of {sorted(TIMESTAMP_TYPES)}")
+    _require(t.magic in (0, 1, 2), f"{where}: magic must be 0, 1 or 2")
+    _require(t.cleanup_policy in CLEANUP_POLICIES, f"{where}: cleanup_policy must be one of {CLEANUP_POLICIES}")
+    _require(t.plain_producer or t.idempotent_producers or t.transactional_producers,
+             f"{where}: needs at least one producer")
+    _require(t.idempotent_producers >= 0 and t.transactional_producers >= 0, f"{where}: producer counts must be >= 0")
+    _require(t.leader_epochs >= 1 and t.start_offset >= 0, f"{where}: leader_epochs >= 1 and start_offset >= 0")
+    # Kafka's own lower bounds for these configs
+    _require(t.segment_bytes >= 14 and t.segment_ms >= 1 and t.index_interval_bytes >= 0
+             and t.segment_index_bytes >= 4, f"{where}: segment/index configs below Kafka's minimums")
+    if "compact" in t.cleanup_policy:
+        _require(t.keys >= 1, f"{where}: a compacted topic refuses records without keys")
+    for value, what in ((t.start_ms, "start_ms"), (t.step_ms, "step_ms"), (t.jitter_ms, "jitter_ms")):
+        _require(value is None or value >= 0, f"{where}: {what} must be >= 0")
+    if t.magic < 2:
+        _require(t.codec != "zstd", f"{where}: zstd needs magic 2")
+        _require(t.headers == 0, f"{where}: magic {t.magic} messages have no headers")
+        _require(not t.idempotent_producers and not t.transactional_producers,
+                 f"{where}: idempotent and transactional producers need magic 2")
+        _require(t.magic == 1 or t.timestamp_type == "CreateTime", f"{where}: magic 0 has no timestamp type")
+
+
+def _validate_consumer_offsets(spec: ConsumerOffsetsSpec, topics: set[str]) -> None:
+    _require(spec.partitions >= 1, "consumer_offsets.partitions must be >= 1")
+    _require(spec.commit_rounds >= 1, "consumer_offsets.commit_rounds must be >= 1")
+    _require(all(isinstance(g, str) and g for g in spec.groups) and len(set(spec.groups)) == len(spec.groups),
+             "consumer_offsets.groups must be distinct non-empty names")
+    _require(set(spec.deleted_groups) <= set(spec.groups), "consumer_offsets.deleted_groups must be among groups")
+    unknown = set(spec.topics or ()) - topics
+    _require(not unknown, f"consumer_offsets.topics names topics that are not generated: {sorted(unknown)}")
+    _require(spec.segment_bytes >= 14 and spec.segment_ms >= 1 and spec.index_interval_bytes >= 0,
+             "consumer_offsets segment configs below Kafka's minimums")
+
+
+# -- presets --------------------------------------------------------------------------------------------
+
+def small_preset(seed: int = 0) -> GeneratorSpec:
+    """A few thousand records that still cover every feature: for tests."""
+    return GeneratorSpec(seed=seed, topics=[
+        TopicSpec("orders", partitions=2, records=400, keys=50, key_skew=1.1, value_bytes=(20, 120), headers=2,
+                  codec="lz4", batch_records=(1, 8), idempotent_producers=2, leader_epochs=3,
+                  segment_bytes=8 * 1024, index_interval_bytes=512),
+        TopicSpec("customers", records=400, keys=40, key_skew=1.2, key_prefix="customer", tombstone_ratio=0.15,
+                  codec="zstd", batch_records=(1, 5), cleanup_policy="compact", segment_bytes=6 * 1024,
+                  index_interval_bytes=256),
+        TopicSpec("payments", partitions=2, records=400, keys=30, key_prefix="account", codec="gzip",
+                  batch_records=(1, 4), plain_producer=False, idempotent_producers=1, transactional_producers=3,
+                  transaction_batches=(1, 3), abort_ratio=0.4, segment_bytes=8 * 1024, index_interval_bytes=512),
+        TopicSpec("clicks", records=300, keys=0, headers=1, codec="snappy", timestamp_type="LogAppendTime",
+                  batch_records=(1, 6), segment_ms=60_000, index_interval_bytes=1024),
+        TopicSpec("legacy-v1", records=200, keys=20, codec="gzip", magic=1, batch_records=(1, 6),
+                  segment_bytes=4 * 1024, index_interval_bytes=512),
+        TopicSpec("legacy-v0", records=150, keys=20, magic=0, batch_records=(1, 3), segment_bytes=4 * 1024,
+                  index_interval_bytes=512),
+    ], consumer_offsets=ConsumerOffsetsSpec(partitions=3, groups=("billing", "analytics", "audit", "retired"),
+                                            commit_rounds=4, deleted_groups=("retired",)))
+
+
+def demo_preset(seed: int = 0) -> GeneratorSpec:
+    """The README demo: a compacted topic with tombstones, a transactional topic with aborts, a
+    delete-policy topic whose old segments span a month, an old-format topic, `__consumer_offsets`."""
+    month_ago = DEFAULT_START_MS - 30 * DAY_MS
+    return GeneratorSpec(seed=seed, topics=[
+        TopicSpec("customers", partitions=3, records=5000, keys=500, key_skew=1.1, key_prefix="customer",
+                  tombstone_ratio=0.05, headers=1, codec="zstd", batch_records=(1, 20), cleanup_policy="compact",
+                  segment_bytes=64 * 1024),
+        TopicSpec("payments", partitions=3, records=3000, keys=200, key_prefix="account", codec="lz4",
+                  batch_records=(1, 10), plain_producer=False, idempotent_producers=1, transactional_producers=4,
+                  abort_ratio=0.25, leader_epochs=2, segment_bytes=64 * 1024),
+        TopicSpec("clickstream", partitions=3, records=6000, keys=0, headers=2, codec="snappy",
+                  batch_records=(5, 30), start_ms=month_ago, step_ms=30 * DAY_MS // 6000, jitter_ms=2000,
+                  segment_ms=DAY_MS, segment_bytes=1024 * 1024, idempotent_producers=2),
+        TopicSpec("audit-legacy", records=1000, keys=50, codec="gzip", magic=1, batch_records=(1, 10),
+                  segment_bytes=32 * 1024),
+    ], consumer_offsets=ConsumerOffsetsSpec(
+        groups=("billing-service", "fraud-detector", "search-indexer", "analytics-etl", "old-dashboard"),
+        commit_rounds=6, deleted_groups=("old-dashboard",)))
+
+
+PRESETS = {"demo": demo_preset, "small": small_preset}
+
+
+def preset(name: str, seed: int = 0) -> GeneratorSpec:
+    try:
+        return PRESETS[name](seed)
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}: expected one of {sorted(PRESETS)}") from None
+
+
+# -- what was generated ---------------------------------------------------------------------------------
+
+@dataclass
+class GenerateSummary:
+    path: str
+    seed: int
+    cluster_id: str
+    broker_id: int
+    start_ms: int
+    end_ms: int  # the broker clock at shutdown: the latest timestamp written
+    partitions: dict[TopicPartition, WrittenPartition] = field(default_factory=dict)
+    records: dict[TopicPartition, int] = field(default_factory=dict)  # data records written
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The final committed offset of each (group, topic, partition); deleted groups have none.
+    commits: dict[tuple[str, str, int], OffsetCommitValue] = field(default_factory=dict)
+
+    @property
+    def topic_ids(self) -> dict[str, str]:
+        return {tp.topic: p.topic_id for tp, p in self.partitions.items()}
+
+    def to_json(self) -> dict:
+        return {
+            "logDir": self.path, "seed": self.seed, "clusterId": self.cluster_id, "brokerId": self.broker_id,
+            "startMs": self.start_ms, "endMs": self.end_ms,
+            "topics": {topic: {"topicId": self.topic_ids[topic], "config": config}
+                       for topic, config in sorted(self.topic_configs.items())},
+            "partitions": [{
+                "topic": tp.topic, "partition": tp.partition, "records": self.records.get(tp, 0),
+                "logStartOffset": p.log_start_offset, "logEndOffset": p.log_end_offset,
+                "highWatermark": p.high_watermark, "lastStableOffset": p.last_stable_offset,
+                "segments": len(p.segments), "abortedTransactions": len(p.aborted_txns),
+            } for tp, p in sorted(self.partitions.items())],
+            "commits": [{"group": g, "topic": t, "partition": n, "offset": v.offset}
+                        for (g, t, n), v in sorted(self.commits.items())],
+        }
+
+
+# -- generating -----------------------------------------------------------------------------------------
+
+def generate(path_or_uri: str, spec: GeneratorSpec) -> GenerateSummary:
+    """Write the log directory `spec` describes at `path_or_uri`, which must not exist or be empty."""
+    spec.validate()
+    fs, root = LogFileSystem.for_path(path_or_uri)
+    if fs.exists(root):
+        if not fs.is_dir(root) or fs.list_dir(root):
+            raise LogDirError("refusing to generate into a path that exists and is not an empty directory",
+                              file=root)
+    fs.make_dirs(root)
+    summary = GenerateSummary(path=root, seed=spec.seed, cluster_id=_uuid(f"cluster\0{spec.seed}"),
+                              broker_id=spec.broker_id, start_ms=_start_of(spec), end_ms=_start_of(spec))
+    timelines: dict[TopicPartition, _Timeline] = {}
+    producer_ids = _ProducerIds()
+    for topic in spec.topics:
+        summary.topic_configs[topic.name] = topic.config()
+        pids = producer_ids.allocate(topic)
+        for p in range(topic.partitions):
+            tp = TopicPartition(topic.name, p)
+            written, count, timeline = _write_topic_partition(fs, root, spec, topic, p, pids)
+            summary.partitions[tp], summary.records[tp], timelines[tp] = written, count, timeline
+    if spec.consumer_offsets is not None:
+        _write_consumer_offsets(fs, root, spec, summary, timelines)
+    summary.end_ms = max([summary.start_ms] + [p.mtime_ms for p in summary.partitions.values()
+                                               if p.mtime_ms is not None])
+    _write_broker_files(fs, root, spec, summary)
+    return summary
+
+
+def _start_of(spec: GeneratorSpec) -> int:
+    starts = [spec.start_ms] + [t.start_ms for t in spec.topics if t.start_ms is not None]
+    return min(starts)
+
+
+def _uuid(name: str) -> str:
+    """A deterministic Kafka Uuid (URL-safe base64, 22 characters) for `name`."""
+    return derive_topic_id(name, "kafkalog-generator")
+
+
+class _Timeline:
+    """(broker clock, log end offset) after each append: what a consumer could have read by when."""
+
+    def __init__(self, start_offset: int):
+        self.start_offset = start_offset
+        self.clocks: list[int] = []
+        self.ends: list[int] = []
+
+    def add(self, clock_ms: int, log_end_offset: int) -> None:
+        self.clocks.append(clock_ms)
+        self.ends.append(log_end_offset)
+
+    def log_end_at(self, time_ms: int) -> int:
+        i = bisect.bisect_right(self.clocks, time_ms)
+        return self.ends[i - 1] if i else self.start_offset
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        return (self.clocks[0], self.clocks[-1]) if self.clocks else None
+
+
+class _ProducerIds:
+    """Producer ids as a cluster hands them out: one id per producer, shared by all its partitions."""
+
+    def __init__(self):
+        self.next_id = 1000
+
+    def allocate(self, topic: TopicSpec) -> list[tuple[str, int, int]]:
+        """(kind, producer id, epoch) for each producer of the topic; the plain producer has id -1."""
+        producers = [("plain", -1, -1)] if topic.plain_producer else []
+        for i in range(topic.idempotent_producers):
+            producers.append(("idempotent", self._take(), 0))
+        for i in range(topic.transactional_producers):
+            producers.append(("transactional", self._take(), i % 3))  # some producers were fenced before
+        return producers
+
+    def _take(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+
+class _Producer:
+    def __init__(self, kind: str, producer_id: int, epoch: int):
+        self.kind, self.producer_id, self.epoch = kind, producer_id, epoch
+        self.sequence = 0
+        self.txn_batches_left = 0  # > 0 while a transaction is open
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.txn_batches_left > 0
+
+
+_VOCABULARY = ("order", "payment", "customer", "account", "shipped", "pending", "refund", "invoice", "eu-west",
+               "us-east", "premium", "basic", "cart", "checkout", "session", "click", "view", "search", "mobile",
+               "desktop", "approved", "declined", "retry", "timeout", "warehouse", "parcel", "coupon", "loyalty")
+_HEADERS = (("trace-id", None), ("source", b"checkout-service"), ("content-type", b"application/json"),
+            ("schema-version", b"3"), ("retry-count", None))
+
+
+class _RecordMaker:
+    """Keys with zipf-like popularity, compressible text values, tombstones, headers."""
+
+    def __init__(self, topic: TopicSpec, partition: int, rng: random.Random):
+        self.topic, self.partition, self.rng = topic, partition, rng
+        if topic.keys:
+            weights, total = [], 0.0
+            for rank in range(1, topic.keys + 1):
+                total += 1.0 / rank ** topic.key_skew
+                weights.append(total)
+            self.cum_weights = weights
+        self.corpus = " ".join(rng.choice(_VOCABULARY) for _ in range(4096))
+        self.ordinal = 0
+
+    def record(self, timestamp: int) -> Record:
+        t, rng = self.topic, self.rng
+        ordinal = self.ordinal
+        self.ordinal += 1
+        key = None
+        if t.keys:
+            rank = rng.choices(range(t.keys), cum_weights=self.cum_weights)[0]
+            key = f"{t.key_prefix}-{rank:06d}".encode()
+        if key is not None and t.tombstone_ratio and rng.random() < t.tombstone_ratio:
+            value = None
+        else:
+            size = rng.randint(*t.value_bytes)
+            start = rng.randrange(len(self.corpus) - size) if size < len(self.corpus) else 0
+            text = f"{self.partition}:{ordinal} {self.corpus[start:start + size]}"
+            value = text[:size].encode()
+        headers = ()
+        if t.headers:
+            chosen = rng.sample(_HEADERS, min(rng.randint(0, t.headers), len(_HEADERS)))
+            headers = tuple((name, _header_value(name, rng)) for name, _ in chosen)
+        return Record(-1, timestamp, key, value, headers)
+
+
+def _header_value(name: str, rng: random.Random) -> bytes | None:
+    if name == "trace-id":
+        return f"{rng.getrandbits(64):016x}".encode()
+    if name == "retry-count":
+        return None if rng.random() < 0.5 else str(rng.randint(1, 5)).encode()  # a header with a null value
+    return dict(_HEADERS)[name]
+
+
+def _write_topic_partition(fs: LogFileSystem, root: str, spec: GeneratorSpec, topic: TopicSpec, partition: int,
+                           producer_kinds: list[tuple[str, int, int]]):
+    rng = random.Random(f"kafkalog-generator/{spec.seed}/{topic.name}/{partition}")
+    start = topic.start_ms if topic.start_ms is not None else spec.start_ms
+    step = topic.step_ms if topic.step_ms is not None else spec.step_ms
+    jitter = topic.jitter_ms if topic.jitter_ms is not None else spec.jitter_ms
+    codec = CODECS[topic.codec]
+    ts_type = TIMESTAMP_TYPES[topic.timestamp_type]
+    legacy = topic.magic < 2
+    writer = PartitionWriter(
+        fs, root, topic.name, partition, segment_bytes=topic.segment_bytes, segment_ms=topic.segment_ms,
+        index_interval_bytes=topic.index_interval_bytes, segment_index_bytes=topic.segment_index_bytes,
+        log_start_offset=topic.start_offset, leader_epoch=None if legacy else 0, leader_epoch_cache=not legacy,
+        topic_id=derive_topic_id(topic.name, spec.seed), now_ms=start)
+    timeline = _Timeline(topic.start_offset)
+    maker = _RecordMaker(topic, partition, rng)
+    producers = [_Producer(*p) for p in producer_kinds]
+    # Leadership moves at evenly spaced points of the partition's life.
+    epoch_changes = [topic.records * k // topic.leader_epochs for k in range(1, topic.leader_epochs)]
+    written = 0
+    while written < topic.records:
+        while not legacy and epoch_changes and written >= epoch_changes[0]:
+            epoch_changes.pop(0)
+            writer.become_leader(writer.partition_leader_epoch + 1)
+        count = min(rng.randint(*topic.batch_records), topic.records - written)
+        records = []
+        for i in range(count):
+            nominal = start + (written + i) * step
+            records.append(maker.record(max(0, nominal + (rng.randint(-jitter, jitter) if jitter else 0))))
+        now = start + (written + count - 1) * step
+        producer = rng.choice(producers)
+        if legacy:
+            writer.append_legacy_records(records, magic=topic.magic, codec=codec, timestamp_type=ts_type, now_ms=now)
+        else:
+            _append_from(writer, producer, records, topic, codec, ts_type, now, rng)
+        written += count
+        timeline.add(writer.clock_ms, writer.log_end_offset)
+    for producer in producers:
+        if producer.in_transaction and not topic.hanging_transactions:
+            _end_transaction(writer, producer, topic, ts_type, rng)
+            timeline.add(writer.clock_ms, writer.log_end_offset)
+    return writer.close(), written, timeline
+
+
+def _append_from(writer: PartitionWriter, producer: _Producer, records: list[Record], topic: TopicSpec,
+                 codec: int, ts_type: int, now: int, rng: random.Random) -> None:
+    transactional = producer.kind == "transactional"
+    if transactional and not producer.in_transaction:
+        producer.txn_batches_left = rng.randint(*topic.transaction_batches)
+    idempotent = producer.kind != "plain"
+    writer.append_records(records, codec=codec, timestamp_type=ts_type, producer_id=producer.producer_id,
+                          producer_epoch=producer.epoch, base_sequence=producer.sequence if idempotent else -1,
+                          is_transactional=transactional, now_ms=now)
+    if idempotent:
+        producer.sequence += len(records)
+    if transactional:
+        producer.txn_batches_left -= 1
+        if not producer.in_transaction:
+            producer.txn_batches_left = 1  # the marker below closes it
+            _end_transaction(writer, producer, topic, ts_type, rng)
+
+
+def _end_transaction(writer: PartitionWriter, producer: _Producer, topic: TopicSpec, ts_type: int,
+                     rng: random.Random) -> None:
+    """The coordinator's COMMIT or ABORT marker, a moment after the producer's last batch."""
+    commit = rng.random() >= topic.abort_ratio
+    writer.append_end_txn_marker(producer_id=producer.producer_id, producer_epoch=producer.epoch, commit=commit,
+                                 timestamp=writer.clock_ms + rng.randint(1, 50), timestamp_type=ts_type)
+    producer.txn_batches_left = 0
+
+
+# -- __consumer_offsets -----------------------------------------------------------------------------------
+
+def java_string_hashcode(text: str) -> int:
+    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for_group(group: str, partitions: int) -> int:
+    """The `__consumer_offsets` partition of a group: Utils.abs(hashCode) % partitions, where
+    Kafka's Utils.abs maps Integer.MIN_VALUE to 0."""
+    h = java_string_hashcode(group)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def _string(text: str | None) -> bytes:
+    if text is None:
+        return struct.pack(">h", -1)
+    raw = text.encode("utf-8")
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _bytes(data: bytes | None) -> bytes:
+    return struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    """OffsetCommitKey v1: group, topic, partition."""
+    return struct.pack(">h", 1) + _string(group) + _string(topic) + struct.pack(">i", partition)
+
+
+def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int) -> bytes:
+    """OffsetCommitValue v3: offset, leaderEpoch, metadata, commitTimestamp (no expire timestamp)."""
+    return struct.pack(">hqi", 3, offset, leader_epoch) + _string(metadata) + struct.pack(">q", commit_timestamp)
+
+
+def group_metadata_key(group: str) -> bytes:
+    """GroupMetadataKey (key version 2): group."""
+    return struct.pack(">h", 2) + _string(group)
+
+
+def group_metadata_value(*, generation: int, protocol: str, leader: str, state_timestamp: int,
+                         members: Sequence[tuple[str, str, str, bytes, bytes]]) -> bytes:
+    """GroupMetadataValue v3 of a consumer group; members are (member id, client id, client host,
+    subscription, assignment), without group instance ids."""
+    out = bytearray(struct.pack(">h", 3) + _string("consumer") + struct.pack(">i", generation))
+    out += _string(protocol) + _string(leader) + struct.pack(">qi", state_timestamp, len(members))
+    for member_id, client_id, host, subscription, assignment in members:
+        out += _string(member_id) + _string(None) + _string(client_id) + _string(host)
+        out += struct.pack(">ii", 300_000, 45_000)  # rebalance and session timeouts (the consumer's defaults)
+        out += _bytes(subscription) + _bytes(assignment)
+    return bytes(out)
+
+
+def _subscription(topics: Sequence[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: topics, no user data."""
+    return struct.pack(">hi", 0, len(topics)) + b"".join(_string(t) for t in topics) + _bytes(None)
+
+
+def _assignment(partitions: Sequence[TopicPartition]) -> bytes:
+    """ConsumerProtocolAssignment v0: partitions by topic, no user data."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = bytearray(struct.pack(">hi", 0, len(by_topic)))
+    for topic, numbers in by_topic.items():
+        out += _string(topic) + struct.pack(">i", len(numbers)) + b"".join(struct.pack(">i", n) for n in numbers)
+    return bytes(out + _bytes(None))
+
+
+def _write_consumer_offsets(fs: LogFileSystem, root: str, spec: GeneratorSpec, summary: GenerateSummary,
+                            timelines: dict[TopicPartition, _Timeline]) -> None:
+    co = spec.consumer_offsets
+    consumed = sorted(tp for tp in timelines if co.topics is None or tp.topic in co.topics)
+    spans = [t.span for t in timelines.values() if t.span is not None]
+    begin = min((s[0] for s in spans), default=summary.start_ms)
+    end = max((s[1] for s in spans), default=summary.start_ms)
+    # Each group's commit requests, as (time, group index, records) batches; then per partition in time order.
+    batches: dict[int, list[tuple[int, int, list[tuple[bytes, bytes | None]]]]] = {p: [] for p in range(co.partitions)}
+    for g, group in enumerate(co.groups):
+        target = partition_for_group(group, co.partitions)
+        lag = (end - begin) * g // (2 * co.commit_rounds)  # the first group keeps up, later ones lag more
+        keys = []
+        for r in range(1, co.commit_rounds + 1):
+            when = begin + (end - begin) * r // co.commit_rounds
+            commit_ts = when + 10 * g + 1
+            # The group forms before its first commit and rebalances once half way through.
+            if co.group_metadata and (r == 1 or (co.commit_rounds >= 3 and r == co.commit_rounds // 2 + 1)):
+                generation = 1 if r == 1 else 2
+                batches[target].append((commit_ts - 1, g, [(group_metadata_key(group),
+                                                            _group_metadata(group, generation, consumed, commit_ts - 1))]))
+            records = []
+            for tp in consumed:
+                offset = timelines[tp].log_end_at(when - lag)
+                value = OffsetCommitValue(3, offset, _leader_epoch_at(summary.partitions[tp], offset), "", commit_ts, -1)
+                key = offset_commit_key(group, tp.topic, tp.partition)
+                records.append((key, offset_commit_value(value.offset, value.leader_epoch, value.metadata,
+                                                         value.commit_timestamp)))
+                summary.commits[(group, tp.topic, tp.partition)] = value
+                keys.append(key)
+            if records:
+                batches[target].append((commit_ts, g, records))
+        if group in co.deleted_groups:
+            # The group was deleted after its last commit: tombstones for its offsets and its metadata.
+            tombstones = [(key, None) for key in dict.fromkeys(keys)]
+            if co.group_metadata:
+                tombstones.append((group_metadata_key(group), None))
+            batches[target].append((end + 1000 + g, g, tombstones))
+            for tp in consumed:
+                summary.commits.pop((group, tp.topic, tp.partition), None)
+    topic_id = derive_topic_id(CONSUMER_OFFSETS_TOPIC, spec.seed)
+    summary.topic_configs[CONSUMER_OFFSETS_TOPIC] = {
+        "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(co.segment_bytes),
+        "segment.ms": str(co.segment_ms), "index.interval.bytes": str(co.index_interval_bytes)}
+    for p in range(co.partitions):
+        writer = PartitionWriter(fs, root, CONSUMER_OFFSETS_TOPIC, p, segment_bytes=co.segment_bytes,
+                                 segment_ms=co.segment_ms, index_interval_bytes=co.index_interval_bytes,
+                                 topic_id=topic_id, now_ms=summary.start_ms)
+        count = 0
+        for when, _, records in sorted(batches[p], key=lambda b: (b[0], b[1])):
+            writer.append_records([Record(-1, when, key, value) for key, value in records], now_ms=when)
+            count += len(records)
+        tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, p)
+        summary.partitions[tp], summary.records[tp] = writer.close(), count
+
+
+def _group_metadata(group: str, generation: int, consumed: Sequence[TopicPartition], timestamp: int) -> bytes:
+    """A stable group of two consumers splitting the partitions round-robin."""
+    topics = sorted({tp.topic for tp in consumed})
+    members = []
+    for m in range(2):
+        client = f"{group}-client-{m + 1}"
+        member_id = f"{client}-" + _uuid("\0".join(("member", group, str(generation), str(m))))
+        members.append((member_id, client, f"/10.0.{generation}.{m + 10}", _subscription(topics),
+                        _assignment(consumed[m::2])))
+    return group_metadata_value(generation=generation, protocol="range", leader=members[0][0],
+                                state_timestamp=timestamp, members=members)
+
+
+def _leader_epoch_at(partition: WrittenPartition, offset: int) -> int:
+    """The leader epoch of the record before a committed offset, as a consumer reports it (-1: none)."""
+    epoch = -1
+    for entry in partition.leader_epochs:
+        if entry.start_offset <= offset - 1:
+            epoch = entry.epoch
+    return epoch
+
+
+# -- broker-level files -----------------------------------------------------------------------------------
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _java_date(ms: int) -> str:
+    """java.util.Date.toString in UTC, as Properties.store writes it; no locale involved."""
+    d = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    return f"{_DAYS[d.weekday()]} {_MONTHS[d.month - 1]} {d.day:02d} {d:%H:%M:%S} UTC {d.year}"
+
+
+def _write_broker_files(fs: LogFileSystem, root: str, spec: GeneratorSpec, summary: GenerateSummary) -> None:
+    parts = summary.partitions
+
+    def write(name: str, text: str, mtime_ms: int) -> None:
+        path = fs.join(root, name)
+        fs.write_bytes(path, text.encode("utf-8"))
+        fs.set_mtime(path, mtime_ms)
+
+    start, end = summary.start_ms, summary.end_ms
+    # The broker's start: its lock and identity
+    write(LOCK_FILE, "", start)
+    write(META_PROPERTIES, f"#\n#{_java_date(start)}\nbroker.id={spec.broker_id}\nversion=0\n"
+                           f"cluster.id={summary.cluster_id}\n", start)
+    # Its shutdown: every partition flushed to its end, high watermarks = log end offsets
+    write(RECOVERY_POINT_CHECKPOINT, format_offset_checkpoint({tp: p.recovery_point for tp, p in parts.items()}), end)
+    write(REPLICATION_OFFSET_CHECKPOINT, format_offset_checkpoint({tp: p.high_watermark for tp, p in parts.items()}),
+          end)
+    # Kafka checkpoints a log start offset only where it is above the first segment's base offset.
+    write(LOG_START_OFFSET_CHECKPOINT, format_offset_checkpoint(
+        {tp: p.log_start_offset for tp, p in parts.items() if p.segments and p.log_start_offset > p.segments[0].base_offset}),
+        end)
+    write(CLEANER_OFFSET_CHECKPOINT, "", start)  # the cleaner created it and has checkpointed nothing yet
+    if spec.clean_shutdown:
+        write(CLEAN_SHUTDOWN, json.dumps({"version": 0, "brokerEpoch": _broker_epoch(spec)}, separators=(",", ":")),
+              end)
+    fs.set_mtime(root, end)
+
+
+def _broker_epoch(spec: GeneratorSpec) -> int:
+    return 1 + int.from_bytes(hashlib.sha256(f"broker-epoch\0{spec.seed}".encode()).digest()[:2], "big")
+
+
+# -- command line -------------------------------------------------------------------------------------------
+
+def add_generate_arguments(parser) -> None:
+    """The options of `kafkalog generate`, for cli.py to attach to its subcommand parser."""
+    parser.add_argument("log_dir", metavar="LOG_DIR", help="where to write the log directory (must not exist, "
+                                                           "or be empty); a path or URI")
+    parser.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="what to generate (default demo)")
+    parser.add_argument("--spec", metavar="FILE", help="a JSON GeneratorSpec instead of a preset")
+    parser.add_argument("--seed", type=int, default=None, help="seed: the same seed gives identical output")
+    parser.add_argument("--records", type=int, help="records per partition, for every topic")
+    parser.add_argument("--offsets-partitions", type=int, help="partitions of __consumer_offsets")
+
+
+def run_generate(args) -> dict:
+    """Build the spec from parsed arguments, generate, return the summary as JSON-ready data."""
+    if args.spec:
+        with open(args.spec, encoding="utf-8") as f:
+            spec = GeneratorSpec.from_dict(json.load(f))
+        if args.seed is not None:
+            spec.seed = args.seed
+    else:
+        spec = preset(args.preset, args.seed or 0)
+    if args.records is not None:
+        for topic in spec.topics:
+            topic.records = args.records
+    if args.offsets_partitions is not None and spec.consumer_offsets is not None:
+        spec.consumer_offsets.partitions = args.offsets_partitions
+    return generate(args.log_dir, spec).to_json()
