@@ -32,7 +32,48 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_dump(commands)
+    _add_validate(commands)
     return parser
+
+
+def _add_config_options(p) -> None:
+    """Kafka's topic configuration names, as `kafka-configs` and server.properties use them."""
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic configuration for every topic, e.g. cleanup.policy=compact")
+    p.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
+                   help="a topic configuration for one topic")
+    p.add_argument("--config-file", metavar="FILE",
+                   help="Kafka-style .properties: broker log.* names, topic names, topic.<TOPIC>.<name> overrides")
+
+
+def _resolver(args):
+    from .config import resolver_from
+    from .storage.logdir import parse_properties
+    properties = {}
+    if args.config_file:
+        from .storage.fs import LogFileSystem
+        fs, path = LogFileSystem.for_path(args.config_file)
+        properties = parse_properties(fs.read_bytes(path).decode("utf-8"))
+    return resolver_from(properties, args.config, args.topic_config)
+
+
+def _add_validate(commands) -> None:
+    p = commands.add_parser("validate", help="check CRCs, structure, offsets, indexes, snapshots and checkpoints")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="log dir, partition dir, or segment/index/snapshot file")
+    p.add_argument("--json", action="store_true", help="print the full report as JSON")
+    p.add_argument("--shallow", action="store_true", help="headers and CRCs only: do not decode records")
+    p.add_argument("--fail-on", choices=["error", "warning"], default="warning",
+                   help="the least severe finding that makes the exit code 1 (default: warning)")
+    _add_config_options(p)
+    p.set_defaults(run=_run_validate)
+
+
+def _run_validate(args) -> int:
+    from .storage.validate import validate_paths
+    report = validate_paths(args.paths, index_interval_bytes=_resolver(args).values_of("index.interval.bytes"),
+                            deep=not args.shallow, fail_on=args.fail_on)
+    print(report.to_json() if args.json else report.summary())
+    return report.exit_code
 
 
 def _add_dump(commands) -> None:

@@ -181,6 +181,10 @@ class ConfigResolver:
                               f"retention.ms ({config.retention_ms})" + (f" for topic {topic}" if topic else ""))
         return config
 
+    def values_of(self, name: str) -> Mapping[str, object]:
+        """One setting for any topic, as a mapping topic -> value (resolved on lookup)."""
+        return _TopicValues(self, _attr(_known(name, name)))
+
     def _broker_value(self, key: ConfigKey):
         scales = key.broker_scale or (1,) * len(key.broker)
         for synonym, scale in zip(key.broker, scales):
@@ -195,6 +199,20 @@ class ConfigResolver:
                     raise ConfigError(f"Invalid value {self.broker[synonym]} for configuration {synonym}: {problem}")
                 return value
         return key.default
+
+
+class _TopicValues(Mapping):
+    def __init__(self, resolver: ConfigResolver, attr: str):
+        self.resolver, self.attr = resolver, attr
+
+    def __getitem__(self, topic):
+        return getattr(self.resolver.for_topic(topic), self.attr)
+
+    def __iter__(self):
+        return iter(self.resolver.per_topic)
+
+    def __len__(self):
+        return len(self.resolver.per_topic)
 
 
 def parse_topic_setting(text: str) -> tuple[str, str, str]:

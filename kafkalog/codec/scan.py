@@ -3,35 +3,106 @@
 From a batch it appends, per record, only what a decision needs: offset, timestamp, key, value size
 (-1 for a tombstone) and the record's byte span inside the records section. Values are skipped,
 headers are stepped over by the record length, and nothing is built per record but the key.
+
+Batches of `layout.SCAN_THRESHOLD` records or more are read all at once with numpy
+(`layout.scan_section`); smaller ones, and any batch the vectorised reader does not vouch for, by
+the scalar loop `_scan_v2`, which decides what is an error.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..errors import CorruptBatchError, KafkaLogError
 from .batch import RecordBatch, TIMESTAMP_TYPE_MASK
 from .compression import DEFAULT_DECOMPRESSION_LIMIT
+from .layout import SCAN_THRESHOLD, scan_section
 from .varint import read_varint, read_varlong
+
+_NUMERIC = ("offset", "timestamp", "value_size", "span_start", "span_size")
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 
 class KeyColumns:
-    """Column lists of the narrow record table; `span_start` is -1 for legacy records, which have
-    no v2 record layout."""
+    """The narrow record table the key scan fills, one row per record, batch after batch.
 
-    __slots__ = ("offset", "timestamp", "key", "value_size", "span_start", "span_size")
+    Columns (all of the same length, `len(cols)`):
+
+    * ``offset``, ``timestamp``: numpy ``int64`` arrays (the timestamp is the batch max timestamp
+      for every record of a LogAppendTime batch);
+    * ``key``: a list of ``bytes``, ``None`` for a null key;
+    * ``value_size``: numpy ``int64`` array, -1 for a null value (a tombstone);
+    * ``span_start``, ``span_size``: numpy ``int64`` arrays, the record's bytes inside its batch's
+      (decompressed) records section; -1 for legacy records, which have no v2 record layout.
+
+    The numeric columns are kept as the chunks the scan produced and joined on first access, so
+    read them after the scan, not per batch. `to_arrow()` gives the table as a `pyarrow.RecordBatch`
+    without copying the numeric columns again.
+    """
+
+    __slots__ = ("key", "_chunks", "_pending")
 
     def __init__(self):
-        for name in self.__slots__:
-            setattr(self, name, [])
+        self.key: list = []
+        self._chunks: list[list] = [[] for _ in _NUMERIC]  # numpy arrays per column
+        self._pending: list[list] = [[] for _ in _NUMERIC]  # Python ints not yet in a chunk
 
     def __len__(self) -> int:
-        return len(self.offset)
+        return len(self.key)
 
     def clear(self) -> None:
-        for name in self.__slots__:
-            getattr(self, name).clear()
+        self.key = []
+        for chunks, pending in zip(self._chunks, self._pending):
+            chunks.clear()
+            pending.clear()
+
+    def _column(self, i: int) -> np.ndarray:
+        chunks = self._chunks[i]
+        if self._pending[i]:
+            chunks.append(np.array(self._pending[i], np.int64))
+            self._pending[i].clear()
+        if len(chunks) != 1:
+            joined = np.concatenate(chunks) if chunks else np.empty(0, np.int64)
+            chunks[:] = [joined]
+        return chunks[0]
+
+    def _extend_arrays(self, keys: list, *arrays) -> None:
+        """Append one batch's rows given as int64 arrays (the vectorised scan)."""
+        self.key += keys
+        for chunks, pending, array in zip(self._chunks, self._pending, arrays):
+            if pending:  # keep the row order: rows from the scalar scan came first
+                chunks.append(np.array(pending, np.int64))
+                pending.clear()
+            chunks.append(array)
+
+    def _extend_lists(self, keys: list, *lists) -> None:
+        """Append one batch's rows given as lists of ints (the scalar scan)."""
+        self.key += keys
+        for pending, values in zip(self._pending, lists):
+            pending += values
+
+    def to_arrow(self):
+        """The table as a `pyarrow.RecordBatch` (columns int64 but `key`, which is binary)."""
+        import pyarrow as pa
+
+        return pa.record_batch([pa.array(self.offset), pa.array(self.timestamp),
+                                pa.array(self.key, pa.binary()), pa.array(self.value_size),
+                                pa.array(self.span_start), pa.array(self.span_size)],
+                               names=["offset", "timestamp", "key", "value_size", "span_start", "span_size"])
+
+    offset = property(lambda self: self._column(0), doc="int64 array: the record offsets")
+    timestamp = property(lambda self: self._column(1), doc="int64 array: the record timestamps")
+    value_size = property(lambda self: self._column(2), doc="int64 array: value sizes, -1 for null")
+    span_start = property(lambda self: self._column(3), doc="int64 array: record start in the section")
+    span_size = property(lambda self: self._column(4), doc="int64 array: record size in bytes")
 
 
 def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT) -> int:
-    """Append the batch's records to `out`; returns how many were appended."""
+    """Append the batch's records to `out`; returns how many were appended.
+
+    On an error nothing of the batch is appended. Offsets and timestamps that do not fit in int64
+    (possible only in corrupt data) are a CorruptBatchError here, where `records()` would return them.
+    """
     if not isinstance(batch, RecordBatch):
         return _scan_legacy(batch, out, limit)
     count = batch._checked_count()
@@ -39,22 +110,36 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT) 
         return 0
     section = batch.records_section(limit)
     log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
+    if count >= SCAN_THRESHOLD:
+        columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time)
+        if columns is not None:
+            out._extend_arrays(*columns)
+            return count
+    rows = ([], [], [], [], [], [])  # key, then the numeric columns in _NUMERIC order
     try:
-        pos = _scan_v2(section, count, batch.base_offset, batch.base_timestamp, log_append_time, out)
+        pos = _scan_v2(section, count, batch.base_offset, batch.base_timestamp, log_append_time, rows)
     except (KafkaLogError, IndexError) as err:
         raise batch._record_error(err, -1) from None
     if pos != len(section):
         raise CorruptBatchError(f"incorrect declared batch size: {len(section) - pos} bytes remain after "
                                 f"{count} records", position=batch.position, offset=batch.base_offset)
+    _check_int64(batch, rows[1], rows[2])
+    out._extend_lists(*rows)
     return count
 
 
+def _check_int64(batch, offsets: list, timestamps: list) -> None:
+    if offsets and (min(offsets) < _INT64_MIN or max(offsets) > _INT64_MAX
+                    or min(timestamps) < _INT64_MIN or max(timestamps) > _INT64_MAX):
+        raise CorruptBatchError("a record offset or timestamp is outside the int64 range",
+                                position=getattr(batch, "position", None), offset=batch.base_offset)
+
+
 def _scan_v2(section: bytes, count: int, base_offset: int, base_timestamp: int,
-             log_append_time: int | None, out: KeyColumns) -> int:
+             log_append_time: int | None, rows: tuple) -> int:
     # Varints are inlined for their one-byte case, which holds for nearly every length and delta.
-    add_offset, add_timestamp = out.offset.append, out.timestamp.append
-    add_key, add_value_size = out.key.append, out.value_size.append
-    add_span_start, add_span_size = out.span_start.append, out.span_size.append
+    add_key, add_offset, add_timestamp = rows[0].append, rows[1].append, rows[2].append
+    add_value_size, add_span_start, add_span_size = rows[3].append, rows[4].append, rows[5].append
     n = len(section)
     pos = 0
     for _ in range(count):
@@ -106,11 +191,10 @@ def _scan_v2(section: bytes, count: int, base_offset: int, base_timestamp: int,
 
 def _scan_legacy(batch, out: KeyColumns, limit: int) -> int:
     records = batch.records(limit)
-    for record in records:
-        out.offset.append(record.offset)
-        out.timestamp.append(record.timestamp)
-        out.key.append(record.key)
-        out.value_size.append(-1 if record.value is None else len(record.value))
-        out.span_start.append(-1)
-        out.span_size.append(-1)
+    offsets = [record.offset for record in records]
+    timestamps = [record.timestamp for record in records]
+    _check_int64(batch, offsets, timestamps)
+    out._extend_lists([record.key for record in records], offsets, timestamps,
+                      [-1 if record.value is None else len(record.value) for record in records],
+                      [-1] * len(records), [-1] * len(records))
     return len(records)

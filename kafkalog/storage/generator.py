@@ -20,7 +20,7 @@ import random
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from ..codec.batch import TimestampType
 from ..codec.compression import Codec
@@ -127,8 +127,10 @@ class GeneratorSpec:
         data = dict(data)
         topics = [_from_dict(TopicSpec, t) for t in data.pop("topics", [])]
         offsets = data.pop("consumer_offsets", {})
-        return _from_dict(cls, {**data, "topics": topics,
-                                "consumer_offsets": None if offsets is None else _from_dict(ConsumerOffsetsSpec, offsets)})
+        spec = _from_dict(cls, data)
+        spec.topics = topics
+        spec.consumer_offsets = None if offsets is None else _from_dict(ConsumerOffsetsSpec, offsets)
+        return spec
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -218,7 +220,7 @@ def small_preset(seed: int = 0) -> GeneratorSpec:
     """A few thousand records that still cover every feature: for tests."""
     return GeneratorSpec(seed=seed, topics=[
         TopicSpec("orders", partitions=2, records=400, keys=50, key_skew=1.1, value_bytes=(20, 120), headers=2,
-                  codec="lz4", batch_records=(1, 8), idempotent_producers=2, leader_epochs=3,
+                  codec="lz4", batch_records=(1, 8), jitter_ms=1500, idempotent_producers=2, leader_epochs=3,
                   segment_bytes=8 * 1024, index_interval_bytes=512),
         TopicSpec("customers", records=400, keys=40, key_skew=1.2, key_prefix="customer", tombstone_ratio=0.15,
                   codec="zstd", batch_records=(1, 5), cleanup_policy="compact", segment_bytes=6 * 1024,
@@ -283,6 +285,14 @@ class GenerateSummary:
     # The final committed offset of each (group, topic, partition); deleted groups have none.
     commits: dict[tuple[str, str, int], OffsetCommitValue] = field(default_factory=dict)
 
+    def config_properties(self) -> str:
+        """The topics' configurations as a Kafka-style properties file (`topic.<TOPIC>.<name>=value`),
+        for `--config-file` of the commands that act on the generated directory."""
+        lines = [f"# topic configurations of the log directory generated with seed {self.seed}"]
+        for topic, config in sorted(self.topic_configs.items()):
+            lines += [f"topic.{topic}.{name}={value}" for name, value in config.items()]
+        return "\n".join(lines) + "\n"
+
     @property
     def topic_ids(self) -> dict[str, str]:
         return {tp.topic: p.topic_id for tp, p in self.partitions.items()}
@@ -306,10 +316,14 @@ class GenerateSummary:
 
 # -- generating -----------------------------------------------------------------------------------------
 
-def generate(path_or_uri: str, spec: GeneratorSpec) -> GenerateSummary:
-    """Write the log directory `spec` describes at `path_or_uri`, which must not exist or be empty."""
+def generate(path_or_uri: str, spec: GeneratorSpec, *, fs: LogFileSystem | None = None) -> GenerateSummary:
+    """Write the log directory `spec` describes at `path_or_uri`, which must not exist or be empty.
+    With `fs`, the path is a path inside that filesystem."""
     spec.validate()
-    fs, root = LogFileSystem.for_path(path_or_uri)
+    if fs is None:
+        fs, root = LogFileSystem.for_path(path_or_uri)
+    else:
+        root = path_or_uri
     if fs.exists(root):
         if not fs.is_dir(root) or fs.list_dir(root):
             raise LogDirError("refusing to generate into a path that exists and is not an empty directory",
@@ -399,8 +413,8 @@ class _Producer:
 _VOCABULARY = ("order", "payment", "customer", "account", "shipped", "pending", "refund", "invoice", "eu-west",
                "us-east", "premium", "basic", "cart", "checkout", "session", "click", "view", "search", "mobile",
                "desktop", "approved", "declined", "retry", "timeout", "warehouse", "parcel", "coupon", "loyalty")
-_HEADERS = (("trace-id", None), ("source", b"checkout-service"), ("content-type", b"application/json"),
-            ("schema-version", b"3"), ("retry-count", None))
+_FIXED_HEADERS = {"source": b"checkout-service", "content-type": b"application/json", "schema-version": b"3"}
+_HEADER_NAMES = ("trace-id", *_FIXED_HEADERS, "retry-count")
 
 
 class _RecordMaker:
@@ -434,8 +448,8 @@ class _RecordMaker:
             value = text[:size].encode()
         headers = ()
         if t.headers:
-            chosen = rng.sample(_HEADERS, min(rng.randint(0, t.headers), len(_HEADERS)))
-            headers = tuple((name, _header_value(name, rng)) for name, _ in chosen)
+            chosen = rng.sample(_HEADER_NAMES, min(rng.randint(0, t.headers), len(_HEADER_NAMES)))
+            headers = tuple((name, _header_value(name, rng)) for name in chosen)
         return Record(-1, timestamp, key, value, headers)
 
 
@@ -444,15 +458,35 @@ def _header_value(name: str, rng: random.Random) -> bytes | None:
         return f"{rng.getrandbits(64):016x}".encode()
     if name == "retry-count":
         return None if rng.random() < 0.5 else str(rng.randint(1, 5)).encode()  # a header with a null value
-    return dict(_HEADERS)[name]
+    return _FIXED_HEADERS[name]
+
+
+class _Timing(NamedTuple):
+    """Record n of a partition is created at start + n * step, moved by up to ±jitter."""
+    start: int
+    step: int
+    jitter: int
+
+    @classmethod
+    def of(cls, spec: GeneratorSpec, topic: TopicSpec) -> "_Timing":
+        def pick(own, default):
+            return default if own is None else own
+        return cls(pick(topic.start_ms, spec.start_ms), pick(topic.step_ms, spec.step_ms),
+                   pick(topic.jitter_ms, spec.jitter_ms))
+
+    def nominal(self, n: int) -> int:
+        return self.start + n * self.step
+
+    def create_time(self, n: int, rng: random.Random) -> int:
+        return max(0, self.nominal(n) + (rng.randint(-self.jitter, self.jitter) if self.jitter else 0))
 
 
 def _write_topic_partition(fs: LogFileSystem, root: str, spec: GeneratorSpec, topic: TopicSpec, partition: int,
                            producer_kinds: list[tuple[str, int, int]]):
+    """One partition's life: producers take turns writing batches, transactions end in markers,
+    leadership moves now and then; returns what was written and its timeline."""
     rng = random.Random(f"kafkalog-generator/{spec.seed}/{topic.name}/{partition}")
-    start = topic.start_ms if topic.start_ms is not None else spec.start_ms
-    step = topic.step_ms if topic.step_ms is not None else spec.step_ms
-    jitter = topic.jitter_ms if topic.jitter_ms is not None else spec.jitter_ms
+    timing = _Timing.of(spec, topic)
     codec = CODECS[topic.codec]
     ts_type = TIMESTAMP_TYPES[topic.timestamp_type]
     legacy = topic.magic < 2
@@ -460,7 +494,7 @@ def _write_topic_partition(fs: LogFileSystem, root: str, spec: GeneratorSpec, to
         fs, root, topic.name, partition, segment_bytes=topic.segment_bytes, segment_ms=topic.segment_ms,
         index_interval_bytes=topic.index_interval_bytes, segment_index_bytes=topic.segment_index_bytes,
         log_start_offset=topic.start_offset, leader_epoch=None if legacy else 0, leader_epoch_cache=not legacy,
-        topic_id=derive_topic_id(topic.name, spec.seed), now_ms=start)
+        topic_id=derive_topic_id(topic.name, spec.seed), now_ms=timing.start)
     timeline = _Timeline(topic.start_offset)
     maker = _RecordMaker(topic, partition, rng)
     producers = [_Producer(*p) for p in producer_kinds]
@@ -472,11 +506,8 @@ def _write_topic_partition(fs: LogFileSystem, root: str, spec: GeneratorSpec, to
             epoch_changes.pop(0)
             writer.become_leader(writer.partition_leader_epoch + 1)
         count = min(rng.randint(*topic.batch_records), topic.records - written)
-        records = []
-        for i in range(count):
-            nominal = start + (written + i) * step
-            records.append(maker.record(max(0, nominal + (rng.randint(-jitter, jitter) if jitter else 0))))
-        now = start + (written + count - 1) * step
+        records = [maker.record(timing.create_time(written + i, rng)) for i in range(count)]
+        now = timing.nominal(written + count - 1)  # the broker receives the batch when its last record is due
         producer = rng.choice(producers)
         if legacy:
             writer.append_legacy_records(records, magic=topic.magic, codec=codec, timestamp_type=ts_type, now_ms=now)
@@ -504,8 +535,7 @@ def _append_from(writer: PartitionWriter, producer: _Producer, records: list[Rec
         producer.sequence += len(records)
     if transactional:
         producer.txn_batches_left -= 1
-        if not producer.in_transaction:
-            producer.txn_batches_left = 1  # the marker below closes it
+        if producer.txn_batches_left == 0:
             _end_transaction(writer, producer, topic, ts_type, rng)
 
 
@@ -591,6 +621,13 @@ def _assignment(partitions: Sequence[TopicPartition]) -> bytes:
     return bytes(out + _bytes(None))
 
 
+class _CoordinatorBatch(NamedTuple):
+    """One write of the group coordinator: an OffsetCommit request, a rebalance, a group deletion."""
+    timestamp: int
+    group_index: int  # orders writes of the same millisecond
+    records: list  # of (key, value or None)
+
+
 def _write_consumer_offsets(fs: LogFileSystem, root: str, spec: GeneratorSpec, summary: GenerateSummary,
                             timelines: dict[TopicPartition, _Timeline]) -> None:
     co = spec.consumer_offsets
@@ -598,39 +635,10 @@ def _write_consumer_offsets(fs: LogFileSystem, root: str, spec: GeneratorSpec, s
     spans = [t.span for t in timelines.values() if t.span is not None]
     begin = min((s[0] for s in spans), default=summary.start_ms)
     end = max((s[1] for s in spans), default=summary.start_ms)
-    # Each group's commit requests, as (time, group index, records) batches; then per partition in time order.
-    batches: dict[int, list[tuple[int, int, list[tuple[bytes, bytes | None]]]]] = {p: [] for p in range(co.partitions)}
+    writes: dict[int, list[_CoordinatorBatch]] = {p: [] for p in range(co.partitions)}
     for g, group in enumerate(co.groups):
-        target = partition_for_group(group, co.partitions)
-        lag = (end - begin) * g // (2 * co.commit_rounds)  # the first group keeps up, later ones lag more
-        keys = []
-        for r in range(1, co.commit_rounds + 1):
-            when = begin + (end - begin) * r // co.commit_rounds
-            commit_ts = when + 10 * g + 1
-            # The group forms before its first commit and rebalances once half way through.
-            if co.group_metadata and (r == 1 or (co.commit_rounds >= 3 and r == co.commit_rounds // 2 + 1)):
-                generation = 1 if r == 1 else 2
-                batches[target].append((commit_ts - 1, g, [(group_metadata_key(group),
-                                                            _group_metadata(group, generation, consumed, commit_ts - 1))]))
-            records = []
-            for tp in consumed:
-                offset = timelines[tp].log_end_at(when - lag)
-                value = OffsetCommitValue(3, offset, _leader_epoch_at(summary.partitions[tp], offset), "", commit_ts, -1)
-                key = offset_commit_key(group, tp.topic, tp.partition)
-                records.append((key, offset_commit_value(value.offset, value.leader_epoch, value.metadata,
-                                                         value.commit_timestamp)))
-                summary.commits[(group, tp.topic, tp.partition)] = value
-                keys.append(key)
-            if records:
-                batches[target].append((commit_ts, g, records))
-        if group in co.deleted_groups:
-            # The group was deleted after its last commit: tombstones for its offsets and its metadata.
-            tombstones = [(key, None) for key in dict.fromkeys(keys)]
-            if co.group_metadata:
-                tombstones.append((group_metadata_key(group), None))
-            batches[target].append((end + 1000 + g, g, tombstones))
-            for tp in consumed:
-                summary.commits.pop((group, tp.topic, tp.partition), None)
+        writes[partition_for_group(group, co.partitions)] += _group_writes(
+            co, g, group, consumed, timelines, summary, begin, end)
     topic_id = derive_topic_id(CONSUMER_OFFSETS_TOPIC, spec.seed)
     summary.topic_configs[CONSUMER_OFFSETS_TOPIC] = {
         "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(co.segment_bytes),
@@ -640,11 +648,49 @@ def _write_consumer_offsets(fs: LogFileSystem, root: str, spec: GeneratorSpec, s
                                  segment_ms=co.segment_ms, index_interval_bytes=co.index_interval_bytes,
                                  topic_id=topic_id, now_ms=summary.start_ms)
         count = 0
-        for when, _, records in sorted(batches[p], key=lambda b: (b[0], b[1])):
-            writer.append_records([Record(-1, when, key, value) for key, value in records], now_ms=when)
-            count += len(records)
+        for write in sorted(writes[p], key=lambda w: (w.timestamp, w.group_index)):
+            # The coordinator appends each request's records as one uncompressed, non-transactional batch.
+            writer.append_records([Record(-1, write.timestamp, k, v) for k, v in write.records],
+                                  now_ms=write.timestamp)
+            count += len(write.records)
         tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, p)
         summary.partitions[tp], summary.records[tp] = writer.close(), count
+
+
+def _group_writes(co: ConsumerOffsetsSpec, g: int, group: str, consumed: list[TopicPartition],
+                  timelines: dict[TopicPartition, _Timeline], summary: GenerateSummary, begin: int,
+                  end: int) -> list[_CoordinatorBatch]:
+    """A group's life: it forms, commits every round what it had consumed by then, rebalances half
+    way, and (if it is one of the deleted groups) is deleted at the end. Records the final commits
+    in `summary.commits`."""
+    writes = []
+    lag = (end - begin) * g // (2 * co.commit_rounds)  # the first group keeps up, later ones lag more
+    for r in range(1, co.commit_rounds + 1):
+        when = begin + (end - begin) * r // co.commit_rounds
+        commit_ts = when + 10 * g + 1
+        if co.group_metadata and (r == 1 or (co.commit_rounds >= 3 and r == co.commit_rounds // 2 + 1)):
+            generation = 1 if r == 1 else 2
+            metadata = _group_metadata(group, generation, consumed, commit_ts - 1)
+            writes.append(_CoordinatorBatch(commit_ts - 1, g, [(group_metadata_key(group), metadata)]))
+        records = []
+        for tp in consumed:
+            offset = timelines[tp].log_end_at(when - lag)
+            value = OffsetCommitValue(3, offset, _leader_epoch_at(summary.partitions[tp], offset), "", commit_ts, -1)
+            records.append((offset_commit_key(group, tp.topic, tp.partition),
+                            offset_commit_value(value.offset, value.leader_epoch, value.metadata, commit_ts)))
+            summary.commits[(group, tp.topic, tp.partition)] = value
+        if records:
+            writes.append(_CoordinatorBatch(commit_ts, g, records))
+    if group in co.deleted_groups:
+        # Deleting a group writes tombstones for its offsets and its metadata.
+        tombstones = [(offset_commit_key(group, tp.topic, tp.partition), None) for tp in consumed]
+        if co.group_metadata:
+            tombstones.append((group_metadata_key(group), None))
+        if tombstones:
+            writes.append(_CoordinatorBatch(end + 1000 + g, g, tombstones))
+        for tp in consumed:
+            del summary.commits[(group, tp.topic, tp.partition)]
+    return writes
 
 
 def _group_metadata(group: str, generation: int, consumed: Sequence[TopicPartition], timestamp: int) -> bytes:
@@ -724,6 +770,8 @@ def add_generate_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=None, help="seed: the same seed gives identical output")
     parser.add_argument("--records", type=int, help="records per partition, for every topic")
     parser.add_argument("--offsets-partitions", type=int, help="partitions of __consumer_offsets")
+    parser.add_argument("--config-out", metavar="FILE", help="also write the topics' configurations as a "
+                                                             "properties file for --config-file")
 
 
 def run_generate(args) -> dict:
@@ -740,4 +788,8 @@ def run_generate(args) -> dict:
             topic.records = args.records
     if args.offsets_partitions is not None and spec.consumer_offsets is not None:
         spec.consumer_offsets.partitions = args.offsets_partitions
-    return generate(args.log_dir, spec).to_json()
+    summary = generate(args.log_dir, spec)
+    if args.config_out:
+        fs, path = LogFileSystem.for_path(args.config_out)
+        fs.write_bytes(path, summary.config_properties().encode("utf-8"))
+    return summary.to_json()

@@ -27,20 +27,20 @@ from ..codec.control import CONTROL_KEY, CURRENT_CONTROL_VERSION, END_TXN_MARKER
 from ..codec.legacy import build_legacy_batch
 from ..codec.reader import Batch, BatchReader
 from ..codec.records import Record
-from ..errors import KafkaLogError
+from ..config import TopicConfig
+from ..errors import KafkaLogError, LogDirError
 from .checkpoint import EpochEntry, format_leader_epoch_checkpoint, format_partition_metadata
 from .fs import LogFileSystem
 from .index import (DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex,
                     relative_offset)
-from .naming import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, segment_file_name
+from .naming import INT32_MAX, LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, segment_file_name
 from .producer_state import CompletedTxn, ProducerStateManager
-from .snapshot import ProducerSnapshot
 from .txnindex import AbortedTxn, TransactionIndex
 
 # Kafka's defaults (spec §8.1)
-DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
-DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000
-DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
+DEFAULT_SEGMENT_BYTES = TopicConfig.segment_bytes
+DEFAULT_SEGMENT_MS = TopicConfig.segment_ms
+DEFAULT_SEGMENT_INDEX_BYTES = TopicConfig.segment_index_bytes
 
 _WRITE_BUFFER = 1024 * 1024  # .log bytes gathered before one write to the filesystem
 
@@ -312,7 +312,8 @@ def derive_topic_id(topic: str, seed: int | str = 0) -> str:
 
 
 class PartitionWriter:
-    """Appends to partition `topic-partition` under `log_dir_path` as a broker's UnifiedLog does.
+    """Writes a new log for partition `topic-partition` under `log_dir_path` (the directory must not
+    hold anything yet), appending as a broker's UnifiedLog does.
 
     Batches appended with `append` already carry their offsets (a follower's or the cleaner's view);
     `append_records`, `append_legacy_records` and `append_end_txn_marker` assign them at the log end
@@ -354,6 +355,9 @@ class PartitionWriter:
         # Kafka only snapshots when the map end offset moved past the last snapshot.
         self._last_snapshot_offset = self.producer_state.map_end_offset
         self._closed = False
+        if fs.exists(self.path) and fs.list_dir(self.path):
+            raise LogDirError("refusing to write a new log into a partition directory that is not empty",
+                              file=self.path)
         fs.make_dirs(self.path)
         self._write_partition_metadata()
         self.partition_leader_epoch = NO_PARTITION_LEADER_EPOCH
@@ -399,10 +403,8 @@ class PartitionWriter:
         """Append a record set whose offsets are assigned and at or above the log end offset."""
         self._check_open()
         batches = parse_record_set(data, file=self._segment.log_path)
+        self._check_offsets(batches)
         first, last = batches[0].base_offset, batches[-1].last_offset
-        if first < self.log_end_offset:
-            raise UnexpectedAppendOffsetError(f"record set starts at offset {first}, below the log end offset "
-                                              f"{self.log_end_offset}", file=self._segment.log_path, offset=first)
         max_timestamp = max(batch.max_timestamp for batch in batches)
         now = max(self.clock_ms, max_timestamp, NO_TIMESTAMP if now_ms is None else now_ms)
         if self._should_roll(len(data), max_timestamp, last, now):
@@ -423,6 +425,20 @@ class PartitionWriter:
         self.log_end_offset = last + 1
         self._segment_modified_ms = now
         return AppendInfo(first, last, max_timestamp, segment.base_offset, position, len(data), tuple(completed))
+
+    def _check_offsets(self, batches: Sequence[Batch]) -> None:
+        """Refuse a set that does not fit after the log end offset, before anything rolls."""
+        previous = self.log_end_offset - 1
+        for batch in batches:
+            if batch.base_offset <= previous or batch.last_offset < batch.base_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"batch offsets {batch.base_offset}..{batch.last_offset} do not follow offset {previous} "
+                    f"(log end offset {self.log_end_offset})", file=self._segment.log_path, offset=batch.base_offset)
+            previous = batch.last_offset
+        span = batches[-1].last_offset - batches[0].base_offset
+        if span > INT32_MAX:
+            raise UnexpectedAppendOffsetError(f"record set spans {span + 1} offsets, more than one segment can index",
+                                              file=self._segment.log_path, offset=batches[0].base_offset)
 
     def _index_abort(self, txn: CompletedTxn) -> None:
         aborted = self.producer_state.aborted_txn(txn)
@@ -491,7 +507,7 @@ class PartitionWriter:
         segment = self._segment
         if segment.is_empty:
             # An empty segment never rolls on size or time; it only moves when the offsets cannot fit.
-            return not 0 <= last_offset - segment.base_offset <= 0x7FFFFFFF
+            return not 0 <= last_offset - segment.base_offset <= INT32_MAX
         first_ts = segment.first_batch_max_timestamp
         waited = max_timestamp - first_ts if first_ts is not None and first_ts >= 0 \
             else now_ms - self._segment_created_ms
@@ -499,7 +515,7 @@ class PartitionWriter:
                 or waited > self.segment_ms
                 or segment.offset_index_entries >= self.max_offset_index_entries
                 or segment.time_index_entries >= self.max_time_index_entries - 1
-                or not 0 <= last_offset - segment.base_offset <= 0x7FFFFFFF)
+                or not 0 <= last_offset - segment.base_offset <= INT32_MAX)
 
     def roll(self, new_base_offset: int | None = None, *, now_ms: int | None = None) -> None:
         """Finish the active segment and start one at `new_base_offset` (default: the log end offset),

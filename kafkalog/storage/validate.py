@@ -117,7 +117,7 @@ import json
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, control_record
@@ -126,8 +126,7 @@ from ..errors import CrcMismatchError, KafkaLogError, LogDirError
 from .checkpoint import (EpochEntry, parse_leader_epoch_checkpoint, parse_offset_checkpoint,
                          parse_partition_metadata)
 from .fs import FileEntry, LogFileSystem
-from .index import (DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex,
-                    TimestampOffset)
+from .index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex
 from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                      OFFSET_CHECKPOINT_FILES, PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT,
                      REPLICATION_OFFSET_CHECKPOINT, parse_partition_dir_name, parse_segment_file_name)
@@ -195,6 +194,7 @@ class ValidationReport:
     # (check, file, severity) -> findings left out of `findings` beyond the per-file cap
     suppressed: Counter = field(default_factory=Counter)
     fail_on: str = WARNING
+    deep: bool = True  # records were decoded
 
     @property
     def problems(self) -> list[Problem]:
@@ -233,7 +233,8 @@ class ValidationReport:
     def to_dict(self) -> dict:
         return {
             "version": REPORT_VERSION, "paths": list(self.paths), "exitCode": self.exit_code,
-            "failOn": self.fail_on, "severities": self.severity_counts(), "counts": dict(sorted(self.counts.items())),
+            "failOn": self.fail_on, "deep": self.deep, "severities": self.severity_counts(),
+            "counts": dict(sorted(self.counts.items())),
             "findings": [p.to_dict() for p in self.findings],
             "suppressed": [{"check": c, "file": f, "severity": s, "count": n}
                            for (c, f, s), n in sorted(self.suppressed.items(), key=lambda kv: tuple(map(str, kv[0])))],
@@ -249,7 +250,8 @@ class ValidationReport:
         status = "OK" if self.exit_code == 0 else "PROBLEMS FOUND"
         lines = [f"kafkalog validate: {status} (exit {self.exit_code})",
                  f"  checked {c['partitions']} partitions, {c['segments']} segments, {c['batches']} batches"
-                 f" ({c['records']} records), {_size(c['log_bytes'])}; {c['index_files']} .index,"
+                 f" ({c['records'] if self.deep else 'records not decoded'}"
+                 f"{' records' if self.deep else ''}), {_size(c['log_bytes'])}; {c['index_files']} .index,"
                  f" {c['time_index_files']} .timeindex, {c['txn_index_files']} .txnindex,"
                  f" {c['snapshots']} snapshots, {c['checkpoint_files']} checkpoint files",
                  f"  {sev[ERROR]} errors, {sev[WARNING]} warnings, {sev[INFO]} infos"]
@@ -315,7 +317,7 @@ def validate_paths(paths: Iterable[str], *,
     if fail_on not in (ERROR, WARNING):
         raise ValueError(f"fail_on must be 'error' or 'warning', not {fail_on!r}")
     paths = [str(p) for p in paths]
-    report = ValidationReport(paths, fail_on=fail_on)
+    report = ValidationReport(paths, fail_on=fail_on, deep=deep)
     validator = _Validator(report, index_interval_bytes=index_interval_bytes, deep=deep, compacted=compacted,
                            max_findings=max_findings_per_check, chunk_size=chunk_size)
     resolved = []
@@ -328,13 +330,27 @@ def validate_paths(paths: Iterable[str], *,
     for fs, path, info in resolved:
         report.counts["paths"] += 1
         if info.is_dir:
-            if parse_partition_dir_name(fs.name(path)) is not None:
+            if _is_partition_dir(fs, path):
                 validator.partition_dir(fs, path, _DirContext.of_parent(fs, path))
             else:
                 validator.log_dir(fs, path)
         else:
             validator.single_file(fs, info)
     return report
+
+
+def _is_partition_dir(fs: LogFileSystem, path: str) -> bool:
+    """A directory named `<topic>-<partition>` is a partition directory unless it holds what a log
+    directory holds (partition directories, meta.properties, checkpoint files): log dirs are often
+    named like `kafka-logs-1`."""
+    if parse_partition_dir_name(fs.name(path)) is None:
+        return False
+    try:
+        entries = fs.list_dir(path)
+    except OSError:
+        return True  # reported when the partition is opened
+    return not any(e.name in _LOG_DIR_MARKERS or (e.is_dir and parse_partition_dir_name(e.name) is not None)
+                   for e in entries)
 
 
 # -- what a partition's checks know about its log dir --------------------------------------------
@@ -382,8 +398,9 @@ class _SegmentPlan:
 class _ReplayState:
     """Per partition: the producer-state replay, the offsets seen so far, the checks that span segments."""
 
-    def __init__(self, manager: ProducerStateManager, complete: bool, snapshots: list[tuple[FileEntry, ProducerSnapshot]],
-                 epochs: list[EpochEntry] | None, epoch_file: str | None):
+    def __init__(self, manager: ProducerStateManager, complete: bool,
+                 snapshots: list[tuple[FileEntry, ProducerSnapshot]], epochs: list[EpochEntry] | None,
+                 epoch_file: str | None):
         self.manager = manager
         self.complete = complete  # the replay knows every transaction open at its start
         self.snapshots = snapshots  # to compare, ascending offset
@@ -598,8 +615,8 @@ class _Validator:
             try:
                 out.append((entry, ProducerSnapshot.from_bytes(fs.read_bytes(entry.path), offset, file=entry.path)))
             except KafkaLogError as err:
-                self.add_error("snapshot.parse", ERROR, err, entry.path,
-                               "Kafka deletes this snapshot on load and falls back to an older one: ")
+                self.add("snapshot.parse", ERROR, "Kafka deletes this snapshot on load and falls back to an older "
+                         f"one: {err.message}", entry.path, err.position, offset)
             except OSError as err:
                 self.add("io.read", ERROR, f"cannot read: {err}", entry.path)
         return out
@@ -640,7 +657,7 @@ class _Validator:
             try:
                 ProducerSnapshot.from_bytes(fs.read_bytes(info.path), parsed.base_offset, file=info.path)
             except KafkaLogError as err:
-                self.add_error("snapshot.parse", ERROR, err, info.path)
+                self.add("snapshot.parse", ERROR, err.message, info.path, err.position, parsed.base_offset)
             return
         if parsed is not None and parsed.state is None and parsed.kind != ".log":
             log = fs.info(fs.join(parent, f"{parsed.base_offset:020d}.log"))
@@ -660,9 +677,11 @@ class _Validator:
                     segment.files[kind] = sibling
         state = _ReplayState(ProducerStateManager(base or 0), complete=not base, snapshots=[], epochs=None,
                              epoch_file=None)
+        topic = parse_partition_dir_name(fs.name(parent)) if base is not None else None
         try:
             self.segment(_SegmentPlan(segment, base, None, True, standalone=True,
-                                      index_interval_bytes=self._interval(None)), state, exact_txn=False)
+                                      index_interval_bytes=self._interval(topic.topic if topic else None)),
+                         state, exact_txn=False)
         except OSError as err:
             self.add("io.read", ERROR, f"cannot read the segment: {err}", info.path)
 
@@ -721,7 +740,9 @@ class _Validator:
                 try:
                     batch.verify()
                 except CrcMismatchError as err:
-                    self.add_error("batch.crc", ERROR, locate(err, path, pos, batch))
+                    self.add_error("batch.crc", ERROR, locate(err, path, pos, batch), prefix="" if plan.standalone else (
+                        "Kafka's recovery would truncate the segment here"
+                        + ("" if plan.is_last else " and delete every later segment") + ": "))
                 last = batch.last_offset
                 first_offset, decoded = self._first_offset(batch, pos, path)
                 walk_end = pos + batch.size
@@ -749,7 +770,7 @@ class _Validator:
                 if ocheck is not None:
                     ocheck.on_batch(pos, prev_seg_last)
                 if tcheck is not None:
-                    tcheck.on_batch(first_offset, last, prev_max_ts, max(prev_max_ts, batch_max_ts), batch_max_ts)
+                    tcheck.on_batch(first_offset, last, prev_max_ts, max(prev_max_ts, batch_max_ts))
                 if builder is not None:
                     try:
                         builder.append(BatchSummary(pos, batch.size, last, batch_max_ts))
@@ -978,9 +999,10 @@ class _Validator:
             first_zero -= 1
         if len(index.entries) - first_zero > 1 or 0 < first_zero < len(index.entries):
             n = len(index.entries) - first_zero
+            why = ("normal only for the active segment of a broker that did not stop cleanly" if active else
+                   "Kafka trims it when the segment rolls")
             self.add(f"{prefix}.zero_tail", WARNING if active else ERROR,
-                     f"{n} all-zero entries at the end: a preallocated index that was never trimmed "
-                     f"({'normal only for the active segment of a broker that did not stop cleanly' if active else 'Kafka trims it when the segment rolls'})",
+                     f"{n} all-zero entries at the end: a preallocated index that was never trimmed ({why})",
                      path, first_zero * size, index.base_offset)
             index = replace(index, entries=index.entries[:first_zero])
         try:
@@ -1028,13 +1050,14 @@ class _OffsetIndexCheck:
 
     def __init__(self, v: _Validator, index: OffsetIndex):
         self.v, self.index = v, index
-        self.by_position = sorted(range(len(index.entries)), key=lambda i: (index.entries[i].position, i))
+        self.by_position = _order(index.entries, lambda e: e.position)
         self.j = 0
-        self.matched: list[int] = []
+        self.bad: set[int] = set()
         self.consistent = True
 
     def _bad(self, i: int, message: str) -> None:
         self.consistent = False
+        self.bad.add(i)
         e = self.index.entries[i]
         self.v.add("index.entry", ERROR, f"entry {i} (offset {e.offset}, position {e.position}) {message}",
                    self.index.file, i * 8, e.offset)
@@ -1050,16 +1073,14 @@ class _OffsetIndexCheck:
             if last_before is not None and last_before >= entries[i].offset:
                 self._bad(i, f"points at a batch after one whose last offset {last_before} is not below the entry's "
                           "offset: lookups of the offsets between would skip that data")
-            else:
-                self.matched.append(i)
             self.j += 1
 
     def finish(self, end_position: int, seg_last: int | None) -> None:
         entries, order = self.index.entries, self.by_position
         for i in order[self.j:]:
             self._bad(i, f"points at or after the end of the last whole batch (byte {end_position})")
-        for i in self.matched:
-            if seg_last is None or entries[i].offset > seg_last:
+        for i, entry in enumerate(entries):
+            if i not in self.bad and (seg_last is None or entry.offset > seg_last):
                 self._bad(i, f"is above the segment's last offset {seg_last}")
 
 
@@ -1069,7 +1090,7 @@ class _TimeIndexCheck:
 
     def __init__(self, v: _Validator, index: TimeIndex):
         self.v, self.index = v, index
-        self.by_offset = sorted(range(len(index.entries)), key=lambda i: (index.entries[i].offset, i))
+        self.by_offset = _order(index.entries, lambda e: e.offset)
         self.j = 0
         self.consistent = True
 
@@ -1079,7 +1100,7 @@ class _TimeIndexCheck:
         self.v.add(check, severity, f"entry {i} (timestamp {e.timestamp}, offset {e.offset}) {message}",
                    self.index.file, i * 12, e.offset)
 
-    def on_batch(self, first: int, last: int, max_before: int, max_after: int, batch_max: int) -> None:
+    def on_batch(self, first: int, last: int, max_before: int, max_after: int) -> None:
         entries, order = self.index.entries, self.by_offset
         while self.j < len(order) and entries[order[self.j]].offset < first:
             self._check(order[self.j], max_before, max_before)
@@ -1106,6 +1127,7 @@ class _TimeIndexCheck:
             beyond = f" and exceeds the segment's max timestamp {seg_max}" if entries[i].timestamp > seg_max else ""
             self._bad(i, f"is above the segment's last offset {seg_last}{beyond}")
         if final and seg_max >= 0 and (not entries or entries[-1].timestamp != seg_max):
+            self.consistent = False  # incomplete: no mismatch info on top
             last = f"ends with timestamp {entries[-1].timestamp}" if entries else "is empty"
             self.v.add("timeindex.final_entry", WARNING,
                        f"the inactive segment's time index {last}, not with the segment's max timestamp {seg_max}: "
@@ -1120,8 +1142,7 @@ class _TxnIndexCheck:
         self.v, self.index, self.path = v, index, path
         self.exact = exact  # not compacted: entries must equal what the replay computes
         self.replay_complete = replay_complete
-        entries = index.entries if index is not None else []
-        self.by_last = sorted(range(len(entries)), key=lambda i: (entries[i].last_offset, i))
+        self.by_last = _order(index.entries if index is not None else [], lambda e: e.last_offset)
         self.j = 0
 
     def _bad(self, i: int, message: str) -> None:
@@ -1166,6 +1187,14 @@ class _TxnIndexCheck:
 
 
 # -- helpers --------------------------------------------------------------------------------------------
+
+def _order(entries: list, key) -> Sequence[int]:
+    """Entry numbers in `key` order: a range (no memory) when the file is already in order, as it is
+    unless sanity checks fail."""
+    if all(key(entries[i - 1]) <= key(entries[i]) for i in range(1, len(entries))):
+        return range(len(entries))
+    return sorted(range(len(entries)), key=lambda i: (key(entries[i]), i))
+
 
 def _mismatch(what: str, found: list, built: list, interval: int) -> str:
     for i, (a, b) in enumerate(zip(found, built)):
