@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkalog", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_generate(commands)
     _add_dump(commands)
     _add_validate(commands)
     return parser
@@ -74,6 +75,19 @@ def _run_validate(args) -> int:
                             deep=not args.shallow, fail_on=args.fail_on)
     print(report.to_json() if args.json else report.summary())
     return report.exit_code
+
+
+def _add_generate(commands) -> None:
+    from .storage.generator import add_generate_arguments
+    p = commands.add_parser("generate", help="write a realistic, byte-reproducible Kafka log directory")
+    add_generate_arguments(p)
+    p.set_defaults(run=_run_generate)
+
+
+def _run_generate(args) -> int:
+    from .storage.generator import run_generate
+    print(json.dumps(run_generate(args), indent=2))
+    return EXIT_OK
 
 
 def _add_dump(commands) -> None:

@@ -10,7 +10,7 @@ import struct
 from typing import NamedTuple
 
 from ..errors import CorruptBatchError
-from .batch import NO_PARTITION_LEADER_EPOCH, RecordBatch, build_batch
+from .batch import NO_PARTITION_LEADER_EPOCH, RecordBatch, TimestampType, build_batch
 from .records import Record
 
 CONTROL_KEY = struct.Struct(">hh")
@@ -80,10 +80,14 @@ def control_record(batch: RecordBatch) -> ControlRecord | None:
 
 def build_end_txn_marker(*, offset: int, timestamp: int, producer_id: int, producer_epoch: int,
                          commit: bool, coordinator_epoch: int = 0,
-                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH) -> bytes:
-    """A COMMIT or ABORT marker batch as the transaction coordinator has it written (spec §1.11 B)."""
+                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                         timestamp_type: int = TimestampType.CREATE_TIME) -> bytes:
+    """A COMMIT or ABORT marker batch as the transaction coordinator has it written (spec §1.11 B).
+    In a LogAppendTime topic the leader stamps the marker with its append time, `timestamp`."""
     key = CONTROL_KEY.pack(CURRENT_CONTROL_VERSION, ControlType.COMMIT if commit else ControlType.ABORT)
     value = END_TXN_MARKER_VALUE.pack(CURRENT_CONTROL_VERSION, coordinator_epoch)
+    log_append = timestamp_type == TimestampType.LOG_APPEND_TIME
     return build_batch([Record(offset, timestamp, key, value)], partition_leader_epoch=partition_leader_epoch,
                        producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True,
-                       is_control=True)
+                       is_control=True, timestamp_type=timestamp_type,
+                       log_append_time=timestamp if log_append else None)

@@ -1,0 +1,28 @@
+"""kafkalog on Spark: log directories as DataFrames.
+
+    from kafkalog.spark import local_session, read_records, narrow_scan, segment_inventory
+
+    spark = local_session()                         # or the session a cluster job was given
+    df = spark.read.format("kafkalog").load("/var/lib/kafka/data")   # == read_records(spark, ...)
+    keys = narrow_scan(spark, "/var/lib/kafka/data", topics=["orders"], start_offset=1000)
+
+Importing this package does not import pyspark; the functions that need it do.
+"""
+from .inventory import IOStats, SegmentInfo, list_segments, segment_inventory
+from .offsets import committed_offsets_df
+from .scan import (BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, ScanFilter, ScanMetrics, WorkUnit, narrow_scan,
+                   plan_scan, read_batches, read_records, read_task)
+from .session import local_session
+
+
+def register(spark) -> None:
+    """Register the `kafkalog` data source format in `spark` (`local_session` does this)."""
+    from .datasource import register as _register
+    _register(spark)
+
+
+__all__ = [
+    "local_session", "register", "segment_inventory", "list_segments", "SegmentInfo", "IOStats",
+    "narrow_scan", "read_records", "read_batches", "plan_scan", "read_task", "ScanFilter", "ScanMetrics",
+    "WorkUnit", "NARROW_SCHEMA", "RECORDS_SCHEMA", "BATCHES_SCHEMA", "committed_offsets_df",
+]

@@ -29,7 +29,7 @@ errors are byte positions inside the key or value that was passed in.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple, Union
+from typing import Iterable, Iterator, NamedTuple, Sequence, Union
 
 from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
 
@@ -40,6 +40,8 @@ __all__ = [
     "OffsetCommitValue", "MemberMetadata", "GroupMetadataValue", "CoordinatorRecord",
     "decode_key", "decode_offset_commit_value", "decode_group_metadata_value",
     "decode_record", "committed_offsets", "group_metadata",
+    "offset_commit_key", "offset_commit_value", "group_metadata_key", "group_metadata_value",
+    "consumer_subscription", "consumer_assignment",
 ]
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
@@ -437,3 +439,60 @@ def group_metadata(records: Iterable) -> dict[str, GroupMetadataValue]:
             else:
                 groups[record.key.group] = record.value
     return groups
+
+
+# -- encoders: what the group coordinator writes (the synthetic broker uses them) --------------------
+
+def _string(text: str | None) -> bytes:
+    if text is None:
+        return struct.pack(">h", -1)
+    raw = text.encode("utf-8")
+    return struct.pack(">h", len(raw)) + raw
+
+
+def _bytes(data: bytes | None) -> bytes:
+    return struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    """OffsetCommitKey v1: group, topic, partition."""
+    return struct.pack(">h", 1) + _string(group) + _string(topic) + struct.pack(">i", partition)
+
+
+def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int) -> bytes:
+    """OffsetCommitValue v3: offset, leaderEpoch, metadata, commitTimestamp (no expire timestamp)."""
+    return struct.pack(">hqi", 3, offset, leader_epoch) + _string(metadata) + struct.pack(">q", commit_timestamp)
+
+
+def group_metadata_key(group: str) -> bytes:
+    """GroupMetadataKey (key version 2): group."""
+    return struct.pack(">h", 2) + _string(group)
+
+
+def group_metadata_value(*, generation: int, protocol: str, leader: str, state_timestamp: int,
+                         members: Sequence[tuple[str, str, str, bytes, bytes]]) -> bytes:
+    """GroupMetadataValue v3 of a consumer group; members are (member id, client id, client host,
+    subscription, assignment), without group instance ids."""
+    out = bytearray(struct.pack(">h", 3) + _string("consumer") + struct.pack(">i", generation))
+    out += _string(protocol) + _string(leader) + struct.pack(">qi", state_timestamp, len(members))
+    for member_id, client_id, host, subscription, assignment in members:
+        out += _string(member_id) + _string(None) + _string(client_id) + _string(host)
+        out += struct.pack(">ii", 300_000, 45_000)  # rebalance and session timeouts (the consumer's defaults)
+        out += _bytes(subscription) + _bytes(assignment)
+    return bytes(out)
+
+
+def consumer_subscription(topics: Sequence[str]) -> bytes:
+    """ConsumerProtocolSubscription v0: topics, no user data."""
+    return struct.pack(">hi", 0, len(topics)) + b"".join(_string(t) for t in topics) + _bytes(None)
+
+
+def consumer_assignment(partitions: Sequence[tuple[str, int]]) -> bytes:
+    """ConsumerProtocolAssignment v0: partitions by topic, no user data."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    out = bytearray(struct.pack(">hi", 0, len(by_topic)))
+    for topic, numbers in by_topic.items():
+        out += _string(topic) + struct.pack(">i", len(numbers)) + b"".join(struct.pack(">i", n) for n in numbers)
+    return bytes(out + _bytes(None))

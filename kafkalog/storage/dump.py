@@ -9,7 +9,7 @@ import base64
 import posixpath
 from typing import Iterator
 
-from ..codec.control import ControlType, control_record
+from ..codec.control import control_record
 from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
 from ..errors import KafkaLogError, LogDirError

@@ -83,8 +83,7 @@ class LogFileSystem:
     def write_bytes(self, path: str, data: bytes) -> None:
         with self.fs.open_output_stream(path) as f:
             f.write(data)
-        if self.is_local:
-            _fsync(path)
+        self.fsync(path)
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Write `path.tmp`, then rename it over `path`: what Kafka does for checkpoint files."""
@@ -112,14 +111,15 @@ class LogFileSystem:
         if self.is_local:
             os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
+    def fsync(self, path: str) -> None:
+        """Make a written file durable on a local disk (object stores are durable once closed)."""
+        if self.is_local:
+            _fsync(path)
+
     def sync_dir(self, path: str) -> None:
         """fsync a directory so that renames in it survive a crash (local disks only)."""
         if self.is_local:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _fsync(path)
 
 
 def _entry(info: pafs.FileInfo) -> FileEntry:

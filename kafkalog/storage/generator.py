@@ -18,7 +18,6 @@ import hashlib
 import json
 import random
 import re
-import struct
 from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
@@ -27,7 +26,8 @@ from ..codec.compression import Codec
 from ..codec.records import Record
 from ..errors import ConfigError, LogDirError
 from .checkpoint import format_offset_checkpoint
-from .consumer_offsets import OffsetCommitValue
+from .consumer_offsets import (OffsetCommitValue, consumer_assignment, consumer_subscription, group_metadata_key,
+                               group_metadata_value, offset_commit_key, offset_commit_value)
 from .fs import LogFileSystem
 from .log_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, DEFAULT_SEGMENT_MS, \
     PartitionWriter, WrittenPartition, derive_topic_id
@@ -566,61 +566,6 @@ def partition_for_group(group: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-def _string(text: str | None) -> bytes:
-    if text is None:
-        return struct.pack(">h", -1)
-    raw = text.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
-def _bytes(data: bytes | None) -> bytes:
-    return struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
-
-
-def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    """OffsetCommitKey v1: group, topic, partition."""
-    return struct.pack(">h", 1) + _string(group) + _string(topic) + struct.pack(">i", partition)
-
-
-def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int) -> bytes:
-    """OffsetCommitValue v3: offset, leaderEpoch, metadata, commitTimestamp (no expire timestamp)."""
-    return struct.pack(">hqi", 3, offset, leader_epoch) + _string(metadata) + struct.pack(">q", commit_timestamp)
-
-
-def group_metadata_key(group: str) -> bytes:
-    """GroupMetadataKey (key version 2): group."""
-    return struct.pack(">h", 2) + _string(group)
-
-
-def group_metadata_value(*, generation: int, protocol: str, leader: str, state_timestamp: int,
-                         members: Sequence[tuple[str, str, str, bytes, bytes]]) -> bytes:
-    """GroupMetadataValue v3 of a consumer group; members are (member id, client id, client host,
-    subscription, assignment), without group instance ids."""
-    out = bytearray(struct.pack(">h", 3) + _string("consumer") + struct.pack(">i", generation))
-    out += _string(protocol) + _string(leader) + struct.pack(">qi", state_timestamp, len(members))
-    for member_id, client_id, host, subscription, assignment in members:
-        out += _string(member_id) + _string(None) + _string(client_id) + _string(host)
-        out += struct.pack(">ii", 300_000, 45_000)  # rebalance and session timeouts (the consumer's defaults)
-        out += _bytes(subscription) + _bytes(assignment)
-    return bytes(out)
-
-
-def _subscription(topics: Sequence[str]) -> bytes:
-    """ConsumerProtocolSubscription v0: topics, no user data."""
-    return struct.pack(">hi", 0, len(topics)) + b"".join(_string(t) for t in topics) + _bytes(None)
-
-
-def _assignment(partitions: Sequence[TopicPartition]) -> bytes:
-    """ConsumerProtocolAssignment v0: partitions by topic, no user data."""
-    by_topic: dict[str, list[int]] = {}
-    for tp in partitions:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    out = bytearray(struct.pack(">hi", 0, len(by_topic)))
-    for topic, numbers in by_topic.items():
-        out += _string(topic) + struct.pack(">i", len(numbers)) + b"".join(struct.pack(">i", n) for n in numbers)
-    return bytes(out + _bytes(None))
-
-
 class _CoordinatorBatch(NamedTuple):
     """One write of the group coordinator: an OffsetCommit request, a rebalance, a group deletion."""
     timestamp: int
@@ -700,8 +645,8 @@ def _group_metadata(group: str, generation: int, consumed: Sequence[TopicPartiti
     for m in range(2):
         client = f"{group}-client-{m + 1}"
         member_id = f"{client}-" + _uuid("\0".join(("member", group, str(generation), str(m))))
-        members.append((member_id, client, f"/10.0.{generation}.{m + 10}", _subscription(topics),
-                        _assignment(consumed[m::2])))
+        members.append((member_id, client, f"/10.0.{generation}.{m + 10}", consumer_subscription(topics),
+                        consumer_assignment(consumed[m::2])))
     return group_metadata_value(generation=generation, protocol="range", leader=members[0][0],
                                 state_timestamp=timestamp, members=members)
 

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
 from ..codec.batch import (NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
                            NO_TIMESTAMP, RecordBatch, TimestampType, build_batch)
 from ..codec.compression import Codec
-from ..codec.control import CONTROL_KEY, CURRENT_CONTROL_VERSION, END_TXN_MARKER_VALUE, ControlType, \
-    build_end_txn_marker
+from ..codec.control import build_end_txn_marker
 from ..codec.legacy import build_legacy_batch
 from ..codec.reader import Batch, BatchReader
 from ..codec.records import Record
@@ -191,7 +189,7 @@ class SegmentWriter:
         self._flush()
         self._out.close()
         self._closed = True
-        _fsync(self.fs, self.log_path)
+        self.fs.fsync(self.log_path)
         offset_index, time_index = self._indexes.finish()
         files = {".log": self.log_path, ".index": self.path(".index"), ".timeindex": self.path(".timeindex")}
         self.fs.write_bytes(files[".index"], offset_index.to_bytes())
@@ -248,16 +246,6 @@ def parse_record_set(data: bytes, file: str | None = None) -> list[Batch]:
     if not batches:
         raise UnexpectedAppendOffsetError("the record set holds no batch", file=file)
     return batches
-
-
-def _fsync(fs: LogFileSystem, path: str) -> None:
-    """Make a streamed file durable on a local disk (object stores are durable once closed)."""
-    if fs.is_local:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 # -- one partition ----------------------------------------------------------------------------------
@@ -477,18 +465,9 @@ class PartitionWriter:
         """Write a COMMIT or ABORT marker at the log end offset, as the transaction coordinator has the
         leader do. In a LogAppendTime topic the broker stamps the marker with its append time too."""
         timestamp = self.clock_ms if timestamp is None else timestamp
-        if timestamp_type == TimestampType.LOG_APPEND_TIME:
-            key = CONTROL_KEY.pack(CURRENT_CONTROL_VERSION, ControlType.COMMIT if commit else ControlType.ABORT)
-            value = END_TXN_MARKER_VALUE.pack(CURRENT_CONTROL_VERSION, coordinator_epoch)
-            data = build_batch([Record(self.log_end_offset, timestamp, key, value)],
-                               timestamp_type=timestamp_type, log_append_time=timestamp,
-                               partition_leader_epoch=self.partition_leader_epoch, producer_id=producer_id,
-                               producer_epoch=producer_epoch, is_transactional=True, is_control=True)
-        else:
-            data = build_end_txn_marker(offset=self.log_end_offset, timestamp=timestamp, producer_id=producer_id,
-                                        producer_epoch=producer_epoch, commit=commit,
-                                        coordinator_epoch=coordinator_epoch,
-                                        partition_leader_epoch=self.partition_leader_epoch)
+        data = build_end_txn_marker(offset=self.log_end_offset, timestamp=timestamp, producer_id=producer_id,
+                                    producer_epoch=producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
+                                    partition_leader_epoch=self.partition_leader_epoch, timestamp_type=timestamp_type)
         return self.append(data, now_ms=timestamp)
 
     def _at_log_end(self, records: Sequence[Record]) -> list[Record]:

@@ -1,0 +1,189 @@
+"""`spark.read.format("kafkalog").load(LOG_DIR)`: a Spark 4 Python data source over a log directory.
+
+It returns the records view (Spark's Kafka source schema plus kafkalog's batch fields, see
+`kafkalog.spark.scan.RECORDS_SCHEMA`). Options (all optional):
+
+==================  ===================================================================================
+``topics``          comma-separated topic names
+``partitions``      comma-separated partition numbers (of every selected topic)
+``startingOffset``  first offset to read, inclusive (every selected partition)
+``endingOffset``    offset to stop before, exclusive (every selected partition)
+``view``            ``records`` (default), ``narrow`` (the compaction view) or ``batches`` (one row per batch)
+``maxBytesPerTask`` bytes per task, and the size above which a segment is cut at index entries (128 MiB)
+``minPartitions``   lower the task size so that at least this many tasks exist where the data allows (4)
+``packUnits``       ``true`` (default) packs small segments into one task; ``false``: one partition per work unit
+``verifyCrc``       ``true`` (default) checks each batch's CRC before decoding it
+``pushdown``        ``true`` (default) takes filters on topic, partition and offset from the query
+==================  ===================================================================================
+
+Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN, <, <=, >, >=) and ``offset``
+(=, <, <=, >, >=; ``IN`` prunes by its smallest and largest value and stays with Spark) prune
+segments before any is opened, exactly as the options do; the two combine. Pushdown needs
+``spark.sql.python.filterPushdown.enabled``, which `register` turns on.
+
+`partitions()` returns one InputPartition per task of `plan_scan`: a work unit (a segment or a byte
+range of a large one) or, with ``packUnits``, several small ones. `read()` yields Arrow record batches.
+"""
+from __future__ import annotations
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual,
+                                    In, InputPartition, LessThan, LessThanOrEqual)
+
+from ..errors import ConfigError
+from .scan import (DEFAULT_MAX_BYTES_PER_TASK, SCHEMAS, ScanFilter, plan_scan, read_task, spark_schema)
+
+NAME = "kafkalog"
+DEFAULT_MIN_PARTITIONS = 4
+_VIEWS = {"records": "records", "narrow": "narrow", "keys": "narrow", "batches": "batches"}
+
+
+def _bool(options, name: str, default: bool) -> bool:
+    value = options.get(name)
+    if value is None:
+        return default
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"option {name} must be true or false, not {value!r}")
+    return text == "true"
+
+
+def _int(options, name: str) -> int | None:
+    value = options.get(name)
+    if value is None or str(value).strip() == "":
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ConfigError(f"option {name} must be an integer, not {value!r}") from None
+
+
+def _list(options, name: str, kind=str):
+    value = options.get(name)
+    if value is None:
+        return None
+    items = [item.strip() for item in str(value).split(",") if item.strip()]
+    try:
+        return frozenset(kind(item) for item in items)
+    except ValueError:
+        raise ConfigError(f"option {name} must be a comma-separated list, not {value!r}") from None
+
+
+def view_of(options) -> str:
+    view = str(options.get("view", "records")).strip().lower()
+    if view not in _VIEWS:
+        raise ConfigError(f"option view must be one of {sorted(_VIEWS)}, not {view!r}")
+    return _VIEWS[view]
+
+
+class KafkaLogPartition(InputPartition):
+    """One task: a tuple of work units."""
+
+    def __init__(self, index: int, units: tuple):
+        super().__init__(index)
+        self.units = units
+
+
+class KafkaLogReader(DataSourceReader):
+    """Plans on the driver (metadata only) and decodes each partition's units on an executor."""
+
+    def __init__(self, options, view: str):
+        path = options.get("path")
+        if not path:
+            raise ConfigError('the kafkalog data source needs a log directory: .load("LOG_DIR")')
+        self.root = str(path)
+        self.view = view
+        self.flt = ScanFilter(topics=_list(options, "topics"), partitions=_list(options, "partitions", int),
+                              start_offset=_int(options, "startingOffset"), end_offset=_int(options, "endingOffset"))
+        self.max_bytes = _int(options, "maxBytesPerTask") or DEFAULT_MAX_BYTES_PER_TASK
+        self.min_partitions = _int(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
+        self.pack = _bool(options, "packUnits", True)
+        self.verify_crc = _bool(options, "verifyCrc", True)
+
+    def partitions(self):
+        plan = plan_scan(self.root, self.flt, max_bytes_per_task=self.max_bytes, min_tasks=self.min_partitions,
+                         pack=self.pack)
+        return [KafkaLogPartition(i, task) for i, task in enumerate(plan.tasks)]
+
+    def read(self, partition):
+        units = getattr(partition, "units", None)
+        if not units:  # Spark reads one empty partition when there is nothing to read
+            return iter(())
+        return read_task(self.root, units, self.view, self.flt, verify_crc=self.verify_crc)
+
+
+class KafkaLogPushdownReader(KafkaLogReader):
+    """The reader with filter pushdown on topic, partition and offset."""
+
+    def pushFilters(self, filters):
+        offset_column = self.view in ("records", "narrow")
+        for flt in filters:
+            pushed = self._push(flt, offset_column)
+            if pushed is None:
+                yield flt  # Spark evaluates it
+                continue
+            narrowed, exact = pushed
+            self.flt = self.flt.and_(narrowed)
+            if not exact:
+                yield flt
+
+    @staticmethod
+    def _push(flt, offset_column: bool) -> tuple[ScanFilter, bool] | None:
+        """The ScanFilter a pushed filter amounts to and whether it is exact, or None."""
+        if not isinstance(flt, (EqualTo, In, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)):
+            return None
+        column = flt.attribute
+        if len(column) != 1:
+            return None
+        name = column[0]
+        if name == "topic":
+            if isinstance(flt, EqualTo) and isinstance(flt.value, str):
+                return ScanFilter(topics=frozenset([flt.value])), True
+            if isinstance(flt, In) and all(isinstance(v, str) for v in flt.value):
+                return ScanFilter(topics=frozenset(flt.value)), True
+            return None
+        if name not in ("partition", "offset") or (name == "offset" and not offset_column):
+            return None
+        values = flt.value if isinstance(flt, In) else (flt.value,)
+        if not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return None
+        if name == "partition":
+            if isinstance(flt, EqualTo):
+                return ScanFilter(partitions=frozenset([flt.value])), True
+            if isinstance(flt, In):
+                return ScanFilter(partitions=frozenset(flt.value)), True
+            return None  # a range of partition numbers: listing is cheap, Spark filters the rows
+        if isinstance(flt, EqualTo):
+            return ScanFilter(start_offset=flt.value, end_offset=flt.value + 1), True
+        if isinstance(flt, GreaterThan):
+            return ScanFilter(start_offset=flt.value + 1), True
+        if isinstance(flt, GreaterThanOrEqual):
+            return ScanFilter(start_offset=flt.value), True
+        if isinstance(flt, LessThan):
+            return ScanFilter(end_offset=flt.value), True
+        if isinstance(flt, LessThanOrEqual):
+            return ScanFilter(end_offset=flt.value + 1), True
+        if isinstance(flt, In):
+            return ScanFilter(start_offset=min(values), end_offset=max(values) + 1), False
+        return None
+
+
+class KafkaLogDataSource(DataSource):
+    """The `kafkalog` data source; see the module documentation for its options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self):
+        return spark_schema(SCHEMAS[view_of(self.options)])
+
+    def reader(self, schema):
+        view = view_of(self.options)
+        reader_class = KafkaLogPushdownReader if _bool(self.options, "pushdown", True) else KafkaLogReader
+        return reader_class(self.options, view)
+
+
+def register(spark) -> None:
+    """Register the `kafkalog` format in `spark` and enable Python filter pushdown, which it uses."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(KafkaLogDataSource)

@@ -1,0 +1,83 @@
+"""A SparkSession for scripts, notebooks and tests: local mode by default, the given one on a cluster."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+# Applied only when kafkalog starts Spark itself in local mode.
+LOCAL_DEFAULTS = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "2g",
+}
+# Applied to every session kafkalog creates (harmless on a cluster).
+ALWAYS = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.python.filterPushdown.enabled": "true",
+}
+
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j_options() -> str:
+    path = os.path.join(tempfile.gettempdir(), "kafkalog-log4j2-v2.properties")
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(_LOG4J2)
+    return f"-Dlog4j2.configurationFile=file:{path}"
+
+
+def _master_from_environment() -> bool:
+    """Whether spark-submit, a pyspark shell or Spark Connect already says where to run."""
+    return any(os.environ.get(name) for name in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "MASTER"))
+
+
+def local_session(app_name: str = "kafkalog", master: str = "local[2]", conf: dict | None = None):
+    """The active SparkSession if there is one (a cluster job, a notebook), else a new one.
+
+    A new session runs on `master` (local mode, 2 cores) unless spark-submit or the environment
+    names a master, in which case that one is used. Local sessions get small shuffle partitions,
+    no UI and quiet logs; every session gets Arrow and Python filter pushdown enabled and the
+    `kafkalog` data source registered. `conf` entries are applied last.
+    """
+    from pyspark.sql import SparkSession
+
+    from .datasource import register
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        for key, value in (conf or {}).items():
+            active.conf.set(key, value)
+        register(active)
+        return active
+    builder = SparkSession.builder.appName(app_name)
+    settings = dict(ALWAYS)
+    if not _master_from_environment():
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = builder.master(master)
+        settings.update(LOCAL_DEFAULTS)
+        settings["spark.driver.extraJavaOptions"] = _quiet_log4j_options()
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+    except Exception:  # Spark Connect: no SparkContext
+        pass
+    register(spark)
+    return spark
