@@ -157,6 +157,7 @@ def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots):
         partition_paths = [e.path for e in fs.list_dir(path) if e.is_dir and parse_partition_dir_name(e.name)]
     for ppath in partition_paths:
         part = Partition.open(fs, ppath)
+        part.ensure_settled()
         context = {"topic": part.topic, "partition": part.partition}
         decode = offsets_decoder and part.topic == CONSUMER_OFFSETS_TOPIC
         for segment in part.segments:

@@ -57,6 +57,14 @@ class Partition:
         part.segments = [segments[b] for b in sorted(segments)]
         return part
 
+    def ensure_settled(self) -> None:
+        """Refuse a partition that a rewrite left half swapped: its live files may not be the log."""
+        if self.in_flight:
+            names = ", ".join(sorted(e.name for e in self.in_flight)[:5])
+            raise LogDirError(f"an interrupted rewrite left {len(self.in_flight)} file(s) ({names}); a kafkalog "
+                              f"rewrite (or a broker start) recovers it first, `kafkalog validate` reports it",
+                              file=self.path)
+
     @property
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"

@@ -11,6 +11,7 @@ from typing import Iterator
 from ..codec.reader import Batch, BatchReader, TruncatedTail
 from ..errors import KafkaLogError
 from .fs import FileEntry, LogFileSystem
+from .index import BatchSummary
 
 CHUNK_SIZE = 8 * 1024 * 1024
 
@@ -55,8 +56,14 @@ class LogSegment:
         return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Batch]]:
-        """(file position, batch) for each whole batch; see SegmentReader for the truncated tail."""
+        """(file position, batch) for each whole batch; see SegmentReader for the truncated tail.
+        A batch's own `position` is in the chunk it was read from, not in the file."""
         return iter(self.reader(start, end))
+
+    def batch_summaries(self) -> Iterator[BatchSummary]:
+        """What the index builder needs of each batch, with file positions."""
+        for position, batch in self.reader():
+            yield BatchSummary(position, batch.size, batch.last_offset, batch.max_timestamp)
 
 
 class SegmentReader:
