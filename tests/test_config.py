@@ -65,3 +65,14 @@ def test_unknown_names_and_bad_forms():
         resolver_from(settings=["retention.minutes=5"])
     with pytest.raises(ConfigError, match="TOPIC:key=value"):
         resolver_from(topic_settings=["retention.ms=5"])
+
+
+def test_shipped_properties_file_resolves():
+    from pathlib import Path
+
+    from kafkalog.storage.logdir import parse_properties
+    text = (Path(__file__).resolve().parents[1] / "conf" / "kafkalog.properties").read_text()
+    resolver = resolver_from(parse_properties(text))
+    assert resolver.for_topic("orders").retention_ms == 168 * 3_600_000
+    offsets = resolver.for_topic("__consumer_offsets")
+    assert offsets.cleanup_policy == ("compact",) and offsets.segment_bytes == 104_857_600
