@@ -1,0 +1,92 @@
+"""Writing one output segment of a rewrite (compaction, purge, record-level retention) from its
+source segments, staged under `.cleaned` names for the swap protocol (spec §5.10 steps 1-4).
+
+The decide step hands over a `BatchPlan` only for batches that change; every other batch is copied
+byte for byte without being decoded. Changed batches are decoded, filtered and re-encoded with
+their own codec (codec/filter.py).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping, NamedTuple, Sequence
+
+from ..codec.filter import BatchRetention, Outcome, filter_batch
+from ..errors import KafkaLogError
+from .fs import LogFileSystem
+from .log_writer import SegmentWriter, WrittenSegment
+from .segment import LogSegment, locate
+from .txnindex import AbortedTxn
+
+CLEANED = ".cleaned"
+
+
+class BatchPlan(NamedTuple):
+    """What happens to one batch: which records go, and whether it stays when none is left."""
+    retention: BatchRetention
+    removed: frozenset = frozenset()  # offsets of the records that go
+    marker_for_empty_txn: bool = False  # a marker whose transaction has no data left (gets a horizon)
+    has_tombstone: bool = False  # a retained record is a tombstone (gets a horizon if it has none)
+
+
+@dataclass
+class RewriteStats:
+    batches: Counter = field(default_factory=Counter)  # by Outcome value
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    horizons_set: int = 0
+
+
+def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[LogSegment],
+                     plans: Mapping[tuple[int, int], BatchPlan], *, delete_horizon_ms: int,
+                     index_interval_bytes: int, aborted_txns: Sequence[AbortedTxn] = (),
+                     suffix: str = CLEANED) -> tuple[WrittenSegment, RewriteStats]:
+    """Write the output segment based at `sources[0].base_offset`. `plans` is keyed by
+    (source segment base offset, file position of the batch). `aborted_txns` are the transactions
+    whose `.txnindex` entries survive; those whose marker lands in this segment are indexed.
+    The output's mtime is the last source segment's, as Kafka's cleaner sets it."""
+    stats = RewriteStats()
+    writer = SegmentWriter(fs, partition_dir, sources[0].base_offset, index_interval_bytes=index_interval_bytes,
+                           suffix=suffix)
+    with writer:
+        for source in sources:
+            for position, batch in source.batches():
+                plan = plans.get((source.base_offset, position))
+                try:
+                    data, outcome, horizon = _apply(batch, plan, delete_horizon_ms, stats)
+                except KafkaLogError as err:
+                    raise locate(err, source.log_path, position, batch) from None
+                stats.batches[outcome.value] += 1
+                stats.bytes_in += batch.size
+                stats.horizons_set += horizon
+                if data:
+                    writer.append(data)
+                    stats.bytes_out += len(data)
+        end = writer.next_offset
+        for txn in aborted_txns:
+            if writer.base_offset <= txn.last_offset < end:
+                writer.append_aborted_txn(txn)
+        return writer.close(mtime_ms=sources[-1].mtime_ms), stats
+
+
+def _apply(batch, plan: BatchPlan | None, delete_horizon_ms: int, stats: RewriteStats):
+    count = batch.records_count
+    stats.records_in += count
+    if plan is None:  # untouched: copied, never decoded
+        stats.records_out += count
+        return batch.data, Outcome.VERBATIM, False
+    if plan.retention is BatchRetention.DELETE:
+        return b"", Outcome.DROPPED, False
+    needs_horizon = (plan.marker_for_empty_txn or plan.has_tombstone) and not batch.has_delete_horizon
+    if not plan.removed and not needs_horizon and count > 0:
+        stats.records_out += count
+        return batch.data, Outcome.VERBATIM, False
+    records = batch.records()
+    retained = [r for r in records if r.offset not in plan.removed] if plan.removed else records
+    out = filter_batch(batch, retained, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,
+                       contains_marker_for_empty_txn=plan.marker_for_empty_txn,
+                       all_retained=len(retained) == len(records))
+    stats.records_out += len(retained) if out.data else 0
+    return out.data, out.outcome, out.horizon_set

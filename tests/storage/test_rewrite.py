@@ -1,0 +1,60 @@
+"""Rewriting a group of segments into one staged output segment."""
+from __future__ import annotations
+
+import os
+
+from kafkalog.codec.batch import RecordBatch, build_batch, build_empty_batch
+from kafkalog.codec.compression import Codec
+from kafkalog.codec.control import build_end_txn_marker
+from kafkalog.codec.filter import BatchRetention
+from kafkalog.codec.reader import iter_batches
+from kafkalog.codec.records import Record
+from kafkalog.storage.fs import LogFileSystem
+from kafkalog.storage.partition import Partition
+from kafkalog.storage.rewrite import BatchPlan, rewrite_segments
+from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
+
+
+def _segment(d, base, batches, mtime):
+    path = d / f"{base:020d}.log"
+    path.write_bytes(b"".join(batches))
+    os.utime(path, ns=(mtime * 10**6, mtime * 10**6))
+
+
+def test_rewrite_copies_untouched_filters_changed_and_stages_cleaned(tmp_path):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    b0 = build_batch([Record(0, 10, b"a", b"1"), Record(1, 11, b"b", b"2")], codec=Codec.GZIP)
+    b1 = build_batch([Record(2, 12, b"c", b"3")])
+    b2 = build_batch([Record(3, 13, b"d", None)])  # a tombstone that needs a horizon
+    b3 = build_batch([Record(4, 14, b"e", b"5")], producer_id=1, producer_epoch=0, base_sequence=0,
+                     is_transactional=True)
+    b4 = build_end_txn_marker(offset=5, timestamp=15, producer_id=1, producer_epoch=0, commit=False)
+    b5 = build_empty_batch(base_offset=6, last_offset_delta=0, max_timestamp=16)
+    _segment(d, 0, [b0, b1], 1_000)
+    _segment(d, 3, [b2, b3, b4, b5], 2_000)
+    fs = LogFileSystem.for_path(str(d))[0]
+    part = Partition.open(fs, str(d))
+    plans = {
+        (0, 0): BatchPlan(BatchRetention.DELETE_EMPTY, frozenset({0})),
+        (3, 0): BatchPlan(BatchRetention.DELETE_EMPTY, has_tombstone=True),
+        (3, len(b2)): BatchPlan(BatchRetention.RETAIN_EMPTY, frozenset({4})),
+        (3, len(b2) + len(b3) + len(b4)): BatchPlan(BatchRetention.DELETE_EMPTY),
+    }
+    aborted = [AbortedTxn(1, 4, 5, 6)]
+    written, stats = rewrite_segments(fs, str(d), part.segments, plans, delete_horizon_ms=99_999,
+                                      index_interval_bytes=0, aborted_txns=aborted)
+    assert written.log_path.endswith("00000000000000000000.log.cleaned")
+    out = list(iter_batches((d / "00000000000000000000.log.cleaned").read_bytes()))
+    assert [(b.base_offset, b.last_offset, b.records_count) for b in out] == [(0, 1, 1), (2, 2, 1), (3, 3, 1),
+                                                                              (4, 4, 0), (5, 5, 1)]
+    assert out[0].codec == Codec.GZIP and [r.offset for r in out[0].records()] == [1]
+    assert out[1].data == b1  # untouched: byte for byte
+    assert out[2].delete_horizon_ms == 99_999 and out[2].records()[0].value is None
+    assert out[3].is_transactional and out[3].size == 61
+    assert out[4].data == b4
+    assert TransactionIndex.from_bytes((d / "00000000000000000000.txnindex.cleaned").read_bytes(), 0).entries == aborted
+    assert os.stat(d / "00000000000000000000.log.cleaned").st_mtime_ns // 10**6 == 2_000
+    assert (stats.records_in, stats.records_out, stats.horizons_set) == (6, 4, 1)
+    assert dict(stats.batches) == {"reencoded": 2, "verbatim": 2, "empty": 1, "dropped": 1}
+    assert all(isinstance(b, RecordBatch) and b.is_valid() for b in out)
