@@ -9,17 +9,22 @@ It returns the records view (Spark's Kafka source schema plus kafkalog's batch f
 ``startingOffset``  first offset to read, inclusive (every selected partition)
 ``endingOffset``    offset to stop before, exclusive (every selected partition)
 ``view``            ``records`` (default), ``narrow`` (the compaction view) or ``batches`` (one row per batch)
-``maxBytesPerTask`` bytes per task, and the size above which a segment is cut at index entries (128 MiB)
+``maxBytesPerTask`` bytes per task, and the size above which a segment is cut at index entries (64 MiB)
 ``minPartitions``   lower the task size so that at least this many tasks exist where the data allows (4)
 ``packUnits``       ``true`` (default) packs small segments into one task; ``false``: one partition per work unit
 ``verifyCrc``       ``true`` (default) checks each batch's CRC before decoding it
-``pushdown``        ``true`` (default) takes filters on topic, partition and offset from the query
+``pushdown``        take filters on topic, partition and offset from the query (default: see below)
 ==================  ===================================================================================
 
-Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN, <, <=, >, >=) and ``offset``
-(=, <, <=, >, >=; ``IN`` prunes by its smallest and largest value and stays with Spark) prune
-segments before any is opened, exactly as the options do; the two combine. Pushdown needs
-``spark.sql.python.filterPushdown.enabled``, which `register` turns on.
+Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN) and ``offset`` (=, <, <=, >, >=;
+``IN`` prunes by its smallest and largest value and stays with Spark) prune segments before any is
+opened, exactly as the options do; the two combine. Pushdown needs
+``spark.sql.python.filterPushdown.enabled``, which `register` turns on. It is on by default only
+where Spark keeps pushed state per scan: Spark 4.3.0 stores the read planned during pushdown on the
+data source instance that a DataFrame and every DataFrame derived from it share, so after
+``df.filter("partition = 1")`` runs, ``df`` itself would read only partition 1. `register` detects
+that and leaves pushdown off unless ``pushdown=true`` is given (then load a fresh DataFrame for
+each filtered query). Options always prune, whatever the Spark version.
 
 `partitions()` returns one InputPartition per task of `plan_scan`: a work unit (a segment or a byte
 range of a large one) or, with ``packUnits``, several small ones. `read()` yields Arrow record batches.
@@ -76,11 +81,15 @@ def view_of(options) -> str:
 
 
 class KafkaLogPartition(InputPartition):
-    """One task: a tuple of work units."""
+    """One task: a tuple of work units and the filter they were planned with.
 
-    def __init__(self, index: int, units: tuple):
+    `read()` takes the filter from here, not from the reader: Spark may hand the same reader
+    object, with filters pushed for another query over the same relation, to a later read."""
+
+    def __init__(self, index: int, units: tuple, flt: ScanFilter):
         super().__init__(index)
         self.units = units
+        self.flt = flt
 
 
 class KafkaLogReader(DataSourceReader):
@@ -102,13 +111,13 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self):
         plan = plan_scan(self.root, self.flt, max_bytes_per_task=self.max_bytes, min_tasks=self.min_partitions,
                          pack=self.pack)
-        return [KafkaLogPartition(i, task) for i, task in enumerate(plan.tasks)]
+        return [KafkaLogPartition(i, task, self.flt) for i, task in enumerate(plan.tasks)]
 
     def read(self, partition):
         units = getattr(partition, "units", None)
         if not units:  # Spark reads one empty partition when there is nothing to read
             return iter(())
-        return read_task(self.root, units, self.view, self.flt, verify_crc=self.verify_crc)
+        return read_task(self.root, units, self.view, partition.flt, verify_crc=self.verify_crc)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):
@@ -170,6 +179,8 @@ class KafkaLogPushdownReader(KafkaLogReader):
 class KafkaLogDataSource(DataSource):
     """The `kafkalog` data source; see the module documentation for its options."""
 
+    pushdown_default = True
+
     @classmethod
     def name(cls) -> str:
         return NAME
@@ -179,11 +190,32 @@ class KafkaLogDataSource(DataSource):
 
     def reader(self, schema):
         view = view_of(self.options)
-        reader_class = KafkaLogPushdownReader if _bool(self.options, "pushdown", True) else KafkaLogReader
-        return reader_class(self.options, view)
+        pushdown = _bool(self.options, "pushdown", self.pushdown_default)
+        return (KafkaLogPushdownReader if pushdown else KafkaLogReader)(self.options, view)
+
+
+class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
+    """The `kafkalog` data source where Spark shares pushed-down state between scans: pushdown
+    only on request (`pushdown=true`)."""
+
+    pushdown_default = False
+
+
+def pushdown_is_scan_scoped(spark) -> bool:
+    """Whether this Spark keeps the read planned during filter pushdown in the scan (safe) rather
+    than on the data source instance that derived DataFrames share (Spark 4.3.0: not safe)."""
+    try:
+        jvm = spark.sparkContext._jvm
+        cls = jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2")
+        return not any(method.getName() == "setReadInfo" for method in cls.getMethods())
+    except Exception:  # Spark Connect, or a layout this check does not know: stay on the safe side
+        return False
 
 
 def register(spark) -> None:
-    """Register the `kafkalog` format in `spark` and enable Python filter pushdown, which it uses."""
+    """Register the `kafkalog` format in `spark` and enable Python filter pushdown, which it uses
+    by default where this Spark scopes pushed state to the scan (see the module documentation)."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(KafkaLogDataSource)
+    source = KafkaLogDataSource if pushdown_is_scan_scoped(spark) else KafkaLogDataSourceWithoutPushdown
+    spark.dataSource.register(source)

@@ -8,6 +8,7 @@ read, so a test can check that claim (and the scan reports what its tasks opened
 """
 from __future__ import annotations
 
+import dataclasses
 import struct
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -347,9 +348,8 @@ def probe_segment(fs: LogFileSystem, info: SegmentInfo, *, window: int = PROBE_W
     first = tail.first_offset if start == 0 else _first_offset(fs, info)
     timestamps = [t for t in (tail.max_timestamp, last_time.timestamp if last_time else None)
                   if t is not None and t >= 0]
-    return SegmentInfo(**{**info.__dict__, "first_offset": first,
-                          "last_offset": tail.last_offset if tail.complete else None,
-                          "max_timestamp": max(timestamps) if timestamps else None})
+    return dataclasses.replace(info, first_offset=first, last_offset=tail.last_offset if tail.complete else None,
+                               max_timestamp=max(timestamps) if timestamps else None)
 
 
 # -- the DataFrame ---------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ Everything up to `read_task` is plain Python and pyarrow, testable without Spark
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -31,10 +31,10 @@ from ..errors import CorruptBatchError, CorruptIndexError, KafkaLogError
 from ..storage.fs import LogFileSystem
 from ..storage.index import OffsetPosition
 from ..storage.segment import SegmentReader, locate
-from .inventory import IOStats, CountingFileSystem, SegmentInfo, list_segments, log_dir_uri, open_log_dir, \
-    read_offset_index
+from .inventory import (CountingFileSystem, IOStats, SegmentInfo, list_segments, log_dir_uri, open_log_dir,
+                        probe_segment, read_offset_index)
 
-DEFAULT_MAX_BYTES_PER_TASK = 128 * 1024 * 1024  # like spark.sql.files.maxPartitionBytes
+DEFAULT_MAX_BYTES_PER_TASK = 64 * 1024 * 1024  # half spark.sql.files.maxPartitionBytes: decoding is CPU-bound
 DEFAULT_OPEN_COST = 4 * 1024 * 1024  # like spark.sql.files.openCostInBytes
 MIN_SPLIT_BYTES = 1024 * 1024  # parallelism alone never cuts ranges smaller than this
 SEEK_MIN_BYTES = 1024 * 1024  # an offset range seeks with the index only in segments at least this big
@@ -319,7 +319,8 @@ def pack_units(units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DE
 def plan_scan(log_dir, flt: ScanFilter = ScanFilter(), *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
               min_tasks: int = 1, open_cost: int = DEFAULT_OPEN_COST, pack: bool = True,
               stats: IOStats | None = None) -> ScanPlan:
-    """Plan a scan on the driver: list (no `.log` is read), prune, cut and pack.
+    """Plan a scan on the driver: list, prune, cut and pack. No `.log` is read, except the batch
+    headers at the tail of an active segment when a start offset may lie past its end.
 
     `max_bytes_per_task` caps both a task's bytes and a unit's (larger segments are cut);
     `min_tasks` lowers the target so that at least that many tasks exist where the data allows.
@@ -328,6 +329,11 @@ def plan_scan(log_dir, flt: ScanFilter = ScanFilter(), *, max_bytes_per_task: in
     opened = open_log_dir(log_dir, stats)
     root = log_dir_uri(log_dir)
     segments = list_segments(opened, flt.topics, flt.partitions, probe=False)
+    if flt.start_offset is not None:
+        # An active segment has no next base offset to bound it: its last offset, from the index
+        # and a bounded walk over the batch headers of its tail, tells whether it is needed.
+        segments = [probe_segment(opened.fs, s) if s.next_base_offset is None and s.base_offset < flt.start_offset
+                    and s.size > 0 else s for s in segments]
     pruned = prune_segments(segments, flt)
     target = task_bytes(sum(s.size + open_cost for s in pruned), max_bytes_per_task, min_tasks, open_cost)
     units = plan_units(pruned, flt, unit_bytes=max(1, min(target, max_bytes_per_task)),
@@ -712,9 +718,6 @@ class ScanMetrics:
         stats = IOStats()
         stats.merge(self._accumulator.value)
         return stats
-
-    def _add(self, stats: IOStats) -> None:
-        self._accumulator.add(stats.as_dict())
 
 
 def default_min_tasks(spark) -> int:

@@ -1,9 +1,11 @@
 """A SparkSession for scripts, notebooks and tests: local mode by default, the given one on a cluster."""
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import tempfile
+import warnings
 
 # Applied only when kafkalog starts Spark itself in local mode.
 LOCAL_DEFAULTS = {
@@ -22,8 +24,10 @@ ALWAYS = {
 _LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+logger.apache.name = org.apache
+logger.apache.level = error
+logger.py4j.name = py4j
+logger.py4j.level = error
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
@@ -33,10 +37,14 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
 
 
 def _quiet_log4j_options() -> str:
-    path = os.path.join(tempfile.gettempdir(), "kafkalog-log4j2-v2.properties")
+    """JVM options pointing log4j2 at a config that only lets errors through."""
+    digest = hashlib.sha1(_LOG4J2.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"kafkalog-log4j2-{digest}.properties")
     if not os.path.exists(path):
-        with open(path, "w", encoding="utf-8") as f:
+        fd, tmp = tempfile.mkstemp(dir=tempfile.gettempdir(), suffix=".properties")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(_LOG4J2)
+        os.replace(tmp, path)
     return f"-Dlog4j2.configurationFile=file:{path}"
 
 
@@ -60,7 +68,10 @@ def local_session(app_name: str = "kafkalog", master: str = "local[2]", conf: di
     active = SparkSession.getActiveSession()
     if active is not None:
         for key, value in (conf or {}).items():
-            active.conf.set(key, value)
+            try:
+                active.conf.set(key, value)
+            except Exception as err:  # a static setting of a running session cannot change
+                warnings.warn(f"kafkalog: {key} is not changed in the running SparkSession: {err}")
         register(active)
         return active
     builder = SparkSession.builder.appName(app_name)

@@ -1,0 +1,152 @@
+"""Spark scan benchmark: the narrow scan and the full read of a generated log directory on local
+Spark, next to the single-core codec key scan of the same segments, in one run.
+
+    .venv/bin/python benchmarks/scan.py [--size-mb 1024] [--master local[2]] [--dir DIR] [--keep]
+
+The directory (5 topics: none, lz4, snappy, zstd and gzip; 2 partitions each; keys, headers and
+tombstones; 64 MiB segments) is generated into a temporary folder, or reused from `--dir` if it
+holds a previous run's output. Rates are records and on-disk `.log` megabytes (10^6 bytes) per
+second of wall time. The Spark jobs write to the `noop` sink, so every column is produced; the
+Spark scans verify CRCs, the codec key scan does not. A warm-up job starts the Python workers
+first; every scan runs `--repeat` times and the fastest run counts. The target: the narrow Spark scan on 2 cores at 1.5x the single-core codec key scan or more.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kafkalog.codec.scan import KeyColumns, scan_keys  # noqa: E402
+from kafkalog.spark.inventory import list_segments  # noqa: E402
+from kafkalog.storage.fs import LogFileSystem  # noqa: E402
+from kafkalog.storage.segment import SegmentReader  # noqa: E402
+
+CODECS = ("none", "lz4", "snappy", "zstd", "gzip")
+# on-disk bytes per record of the topic spec below, measured once; used to size the directory
+BYTES_PER_RECORD = {"none": 620, "lz4": 232, "snappy": 182, "zstd": 90, "gzip": 74}
+SPEC_MARKER = "benchmark-spec.json"
+
+
+def spec_for(size_mb: int):
+    from kafkalog.storage.generator import GeneratorSpec, TopicSpec
+
+    per_record = sum(BYTES_PER_RECORD.values())
+    records = max(1000, size_mb * 1_000_000 // per_record // 2)  # per partition: 2 partitions per topic
+    return GeneratorSpec(seed=11, consumer_offsets=None, topics=[
+        TopicSpec(f"events-{codec}", partitions=2, records=records, keys=50_000, key_skew=0.8,
+                  value_bytes=(200, 1000), tombstone_ratio=0.02, headers=1, codec=codec, batch_records=(50, 300),
+                  segment_bytes=64 * 1024 * 1024)
+        for codec in CODECS])
+
+
+def ensure_log_dir(path: Path, size_mb: int) -> float:
+    """Generate the directory unless `path` already holds this size's; returns seconds spent."""
+    marker = path / SPEC_MARKER
+    if marker.exists() and json.loads(marker.read_text()).get("size_mb") == size_mb:
+        return 0.0
+    if path.exists():
+        shutil.rmtree(path)
+    # In a child process: what the generator leaves in memory must not slow this one's scans
+    # (a heap of live objects makes every garbage collection of the key scan longer).
+    start = time.perf_counter()
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from scan import spec_for; "
+            "from kafkalog.storage.generator import generate; generate(sys.argv[2], spec_for(int(sys.argv[3])))")
+    subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(path), str(size_mb)], check=True)
+    marker.write_text(json.dumps({"size_mb": size_mb}))
+    return time.perf_counter() - start
+
+
+def codec_key_scan(log_dir: Path) -> tuple[int, float]:
+    """scan_keys over every batch of every segment, one process, one core."""
+    fs, _ = LogFileSystem.for_path(str(log_dir))
+    records = 0
+    start = time.perf_counter()
+    for segment in list_segments(str(log_dir), probe=False):
+        cols = KeyColumns()
+        for _, batch in SegmentReader(fs, segment.path, segment.size):
+            records += scan_keys(batch, cols)
+            if len(cols) >= 65536:
+                cols.clear()
+    return records, time.perf_counter() - start
+
+
+def spark_job(df) -> float:
+    start = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
+    parser.add_argument("--keep", action="store_true", help="keep a temporary directory")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each scan; the best is kept")
+    args = parser.parse_args(argv)
+
+    temporary = args.dir is None
+    log_dir = Path(tempfile.mkdtemp(prefix="kafkalog-bench-")) / "log" if temporary else args.dir
+    try:
+        generated = ensure_log_dir(log_dir, args.size_mb)
+        segments = list_segments(str(log_dir), probe=False)
+        nbytes = sum(s.size for s in segments)
+        print(f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
+              + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)
+
+        from kafkalog.spark import local_session, narrow_scan, read_records
+
+        load_before = os.getloadavg()[0]
+        started = time.perf_counter()
+        spark = local_session("kafkalog-bench", args.master)
+        session_seconds = time.perf_counter() - started
+        root = str(log_dir)
+        warm = time.perf_counter()  # start every Python worker: one small task per unit
+        spark_job(narrow_scan(spark, root, end_offset=1000, min_tasks=1, max_bytes_per_task=1))
+        warm_seconds = time.perf_counter() - warm
+        # Rounds interleave the scans, so that a busy neighbour slows all of them alike; the
+        # fastest round of each scan counts.
+        times: dict[str, list[float]] = {"codec": [], "narrow": [], "full": [], "source": []}
+        for _ in range(args.repeat):
+            records, seconds = codec_key_scan(log_dir)
+            times["codec"].append(seconds)
+            times["narrow"].append(spark_job(narrow_scan(spark, root)))
+            times["full"].append(spark_job(read_records(spark, root)))
+            times["source"].append(spark_job(spark.read.format("kafkalog").load(root)))
+        codec_seconds, narrow_seconds, full_seconds, source_seconds = (min(times[k]) for k in times)
+        load_after = os.getloadavg()[0]
+        tasks = narrow_scan(spark, root).rdd.getNumPartitions()
+        cores = spark.sparkContext.defaultParallelism
+        spark.stop()
+    finally:
+        if temporary and not args.keep:
+            shutil.rmtree(log_dir.parent, ignore_errors=True)
+
+    def row(name: str, seconds: float) -> str:
+        return (f"| {name} | {seconds:.2f} | {records / seconds / 1e6:.3f} | {nbytes / seconds / 1e6:.1f} | "
+                f"{codec_seconds / seconds:.2f}x |")
+
+    print(f"\n{records:,} records, {nbytes / 1e6:.0f} MB of .log in {len(segments)} segments; Spark {args.master} "
+          f"({cores} cores, {tasks} tasks), session start {session_seconds:.1f} s, warm-up job {warm_seconds:.1f} s; "
+          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load_before:.1f} before "
+          f"and {load_after:.1f} after the runs\n")
+    print("| scan | seconds | M records/s | MB/s | vs codec key scan |")
+    rounds = "; ".join(f"{k} " + ", ".join(f"{t:.2f}" for t in v) for k, v in times.items())
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print(row("codec key scan (`scan_keys`, 1 core, no CRC)", codec_seconds))
+    print(row(f"Spark narrow scan (`narrow_scan`, {args.master})", narrow_seconds))
+    print(row(f"Spark full read (`read_records`, {args.master})", full_seconds))
+    print(row(f'Spark data source (`format("kafkalog")`, {args.master})', source_seconds))
+    print(f"\nseconds per round: {rounds}")
+
+
+if __name__ == "__main__":
+    main()

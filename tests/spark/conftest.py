@@ -1,0 +1,47 @@
+"""One local SparkSession for the whole run (built with kafkalog's own helper), and the generated
+log directories the Spark tests share. Fixtures are lazy: a test that takes no `spark` starts no Spark."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REAL_BROKER_DIRS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real" / "broker-dirs"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from kafkalog.spark.session import local_session
+
+    session = local_session("kafkalog-tests", "local[2]", conf={
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+    })
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def small_log(tmp_path_factory):
+    """The generator's small preset: six topics (lz4, zstd, gzip, snappy, v1, v0), transactions with
+    aborts, rolled segments with dense indexes, and `__consumer_offsets`. `.path` is the log dir,
+    `.summary` what the generator says it wrote."""
+    from kafkalog.storage.generator import generate, small_preset
+
+    path = tmp_path_factory.mktemp("small") / "log"
+    return SimpleNamespace(path=path, summary=generate(str(path), small_preset(seed=7)))
+
+
+@pytest.fixture(scope="session")
+def big_segment_log(tmp_path_factory) -> Path:
+    """One partition whose first segment is ~1.3 MiB with an offset-index entry every 4 KiB."""
+    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+
+    path = tmp_path_factory.mktemp("big") / "log"
+    generate(str(path), GeneratorSpec(seed=3, consumer_offsets=None, topics=[
+        TopicSpec("big", records=10000, keys=500, value_bytes=(100, 300), headers=1, codec="lz4",
+                  batch_records=(1, 12), idempotent_producers=1, segment_bytes=4 * 1024 * 1024,
+                  index_interval_bytes=4096)]))
+    return path

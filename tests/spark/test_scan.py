@@ -1,0 +1,127 @@
+"""The scan on Spark: real broker directories read row for row as the codec decodes them, pruning
+counted in opened files, split segments, and errors that name file and byte."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from chispa import assert_df_equality
+
+from kafkalog.spark import ScanMetrics, narrow_scan, read_records, segment_inventory
+from kafkalog.spark.inventory import IOStats
+from kafkalog.storage.naming import parse_segment_file_name
+
+from . import direct
+from .conftest import REAL_BROKER_DIRS
+
+pytestmark = pytest.mark.spark
+
+LOG_DIRS = sorted(d for d in REAL_BROKER_DIRS.iterdir() if d.is_dir() and not d.name.endswith(".golden"))
+ORDER = ("topic", "partition", "offset")
+
+
+def _millis(df):
+    from pyspark.sql import functions as F
+    return df.withColumn("timestamp", F.unix_millis("timestamp"))
+
+
+def test_the_real_fixtures_hold_what_the_equality_test_must_cover():
+    rows = [r for log_dir in LOG_DIRS for r in direct.record_rows(log_dir)]
+    assert len(LOG_DIRS) == 6 and len(rows) > 25_000
+    assert any(r[0] is None for r in rows) and any(r[1] is None for r in rows)  # null keys and values
+    assert any(r[7] for r in rows) and {r[6] for r in rows} >= {-1, 0}  # headers; v0 and CreateTime
+    assert {r[14] for r in rows} >= {0, 1, 2, 3}  # none, gzip, snappy, lz4
+
+
+@pytest.mark.parametrize("log_dir", LOG_DIRS, ids=lambda p: p.name)
+def test_records_of_real_broker_dirs_equal_the_codec_row_for_row(spark, log_dir):
+    df = read_records(spark, str(log_dir))
+    assert dict(df.dtypes)["timestamp"] == "timestamp"  # Spark's Kafka source type
+    expected = spark.createDataFrame(direct.record_rows(log_dir), direct.RECORDS_DDL)
+    assert_df_equality(_millis(df).orderBy(*ORDER), expected.orderBy(*ORDER), ignore_nullable=True)
+
+
+def _segment_files(partition_dir):
+    """(base offset, path) of the non-empty .log files, from the directory listing alone."""
+    out = []
+    for path in sorted(partition_dir.iterdir()):
+        name = parse_segment_file_name(path.name)
+        if name is not None and name.kind == ".log" and name.state is None and path.stat().st_size:
+            out.append((name.base_offset, str(path)))
+    return out
+
+
+def test_pruning_opens_only_the_segments_needed(spark, small_log):
+    root = small_log.path
+    metrics = ScanMetrics(spark)
+    rows = narrow_scan(spark, str(root), topics=["orders"], partitions=[1], metrics=metrics).count()
+    assert metrics.executor.files(".log") == {p for _, p in _segment_files(root / "orders-1")}
+    assert len(metrics.executor.files(".log")) > 1 and metrics.driver.bytes_read(".log") == 0
+    assert rows == len([r for r in direct.narrow_rows(root, {"orders"}) if r[1] == 1])
+
+    # an offset range: only segments whose [base offset, next base offset) meets [150, 250)
+    metrics = ScanMetrics(spark)
+    df = read_records(spark, str(root), topics=["orders", "payments"], start_offset=150, end_offset=250,
+                      metrics=metrics)
+    got = sorted((r.topic, r.partition, r.offset) for r in df.select(*ORDER).collect())
+    expected_files = set()
+    for partition_dir in sorted(root.glob("orders-*")) + sorted(root.glob("payments-*")):
+        segments = _segment_files(partition_dir)
+        bases = [b for b, _ in segments] + [None]
+        expected_files |= {p for (b, p), nxt in zip(segments, bases[1:]) if b < 250 and (nxt is None or nxt > 150)}
+    assert metrics.executor.files(".log") == expected_files
+    assert len(expected_files) < sum(len(_segment_files(d)) for d in root.glob("orders-*")) + \
+        sum(len(_segment_files(d)) for d in root.glob("payments-*"))
+    assert got == sorted((r[2], r[3], r[4]) for r in direct.record_rows(root, {"orders", "payments"})
+                         if 150 <= r[4] < 250)
+
+    # past the end of every partition nothing is opened (the driver reads the active segments' tails)
+    metrics = ScanMetrics(spark)
+    assert narrow_scan(spark, str(root), start_offset=10**9, metrics=metrics).count() == 0
+    assert metrics.executor.files(".log") == set()
+    assert 0 < metrics.driver.bytes_read(".log") < 64 * 1024
+
+
+def test_a_large_segment_split_at_index_entries_reads_as_a_whole(spark, big_segment_log):
+    root = str(big_segment_log)
+    whole = read_records(spark, root, max_bytes_per_task=1 << 30)
+    split = read_records(spark, root, max_bytes_per_task=128 * 1024)
+    assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() >= 8
+    assert_df_equality(split.orderBy("offset"), whole.orderBy("offset"))
+    assert_df_equality(narrow_scan(spark, root, max_bytes_per_task=128 * 1024).orderBy("offset"),
+                       narrow_scan(spark, root, max_bytes_per_task=1 << 30).orderBy("offset"))
+
+    # a start offset seeks with the index: the bytes before it are not read
+    metrics = ScanMetrics(spark)
+    tail = read_records(spark, root, start_offset=9000, metrics=metrics)
+    assert_df_equality(tail.orderBy("offset"), whole.filter("offset >= 9000").orderBy("offset"))
+    segment = next(iter(metrics.executor.files(".log")))
+    size = (big_segment_log / "big-0" / "00000000000000000000.log").stat().st_size
+    assert metrics.executor.by_path[segment][1] < size // 5
+
+
+def test_executor_errors_are_kafkalog_errors_naming_file_and_byte(spark, small_log, tmp_path):
+    shutil.copytree(small_log.path / "payments-0", tmp_path / "log" / "payments-0")
+    segment = sorted((tmp_path / "log" / "payments-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    second = 12 + int.from_bytes(data[8:12], "big")
+    data[second + 61] ^= 0x55
+    segment.write_bytes(bytes(data))
+    with pytest.raises(Exception) as err:
+        narrow_scan(spark, str(tmp_path / "log")).collect()
+    assert "CrcMismatchError" in str(err.value) and f"{segment}, byte {second + 17}" in str(err.value)
+
+
+def test_segment_inventory_is_metadata_only(spark, small_log):
+    stats = IOStats()
+    df = segment_inventory(spark, str(small_log.path), stats=stats)
+    rows = df.collect()
+    logs = [p for d in small_log.path.iterdir() if d.is_dir() for p in d.glob("*.log")]
+    assert len(rows) == len(logs) and {r.path for r in rows} == {str(p) for p in logs}
+    assert sum(r.is_active for r in rows) == len({(r.topic, r.partition) for r in rows})
+    assert stats.bytes_read(".log") < sum(p.stat().st_size for p in logs) // 4  # tails, not bodies
+    orders = sorted((r for r in rows if r.topic == "orders" and r.partition == 0), key=lambda r: r.base_offset)
+    assert [r.last_offset + 1 for r in orders[:-1]] == [r.base_offset for r in orders[1:]]
+    assert all(r.max_timestamp and r.mtime for r in orders)
+    assert df.columns == ["topic", "partition", "base_offset", "size", "path", "first_offset", "last_offset",
+                          "max_timestamp", "is_active", "mtime"]

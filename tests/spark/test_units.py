@@ -1,0 +1,215 @@
+"""The scan's pure-Python parts, without a SparkSession: planning (pruning, cutting at index
+entries, packing), decoding work units into Arrow batches, inventory probes, pushdown translation."""
+from __future__ import annotations
+
+import shutil
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from kafkalog.errors import CorruptIndexError, CrcMismatchError, KafkaLogError
+from kafkalog.spark.inventory import PROBE_READS, PROBE_WINDOW, IOStats, SegmentInfo, list_segments
+from kafkalog.spark.scan import (NARROW_SCHEMA, RECORDS_SCHEMA, ScanFilter, WorkUnit, check_tiling, pack_units,
+                                 plan_scan, plan_units, prune_segments, read_task, read_unit, record_sequences,
+                                 split_ranges, task_bytes, filesystem)
+from kafkalog.storage.index import OffsetPosition
+
+from . import direct
+
+ENTRIES = [OffsetPosition(10 * i, 1000 * i) for i in range(1, 10)]  # (10, 1000) ... (90, 9000)
+
+
+# -- cutting segments at index entries -----------------------------------------------------------------
+
+def test_split_ranges_cut_at_entries_within_max_bytes_and_tile_the_file():
+    ranges = split_ranges(10_000, ENTRIES, 2500, base_offset=0)
+    assert [(s, e) for s, e, _, _ in ranges] == [(0, 2000), (2000, 4000), (4000, 6000), (6000, 8000), (8000, 10_000)]
+    positions = {e.position for e in ENTRIES}
+    assert all(s in positions for s, *_ in ranges[1:])
+    # [p_i, p_j) holds offsets in [o_(i-1) + 1, o_j); the first starts at the base, the last is open
+    assert [(lo, hi) for _, _, lo, hi in ranges] == [(0, 20), (11, 40), (31, 60), (51, 80), (71, None)]
+
+
+def test_split_ranges_long_runs_forced_cuts_and_no_index():
+    sparse = [OffsetPosition(5, 100), OffsetPosition(50, 9000)]
+    assert [(s, e) for s, e, *_ in split_ranges(10_000, sparse, 1000, 0)] == [(0, 100), (100, 9000), (9000, 10_000)]
+    assert split_ranges(10_000, [], 1000, 7) == [(0, 10_000, 7, None)]
+    assert [(s, e) for s, e, *_ in split_ranges(10_000, ENTRIES, 100_000, 0, forced=[4000])] == [(0, 4000), (4000, 10_000)]
+    assert split_ranges(10_000, ENTRIES, 100_000, 0, forced=[4321]) == [(0, 10_000, 0, None)]  # not an entry
+
+
+def test_check_tiling_refuses_gaps_overlaps_and_short_covers():
+    check_tiling([(0, 5), (5, 9)], 9)
+    for bad in ([(0, 5), (6, 9)], [(0, 5), (4, 9)], [(0, 5)], [(0, 0), (0, 9)]):
+        with pytest.raises(ValueError):
+            check_tiling(bad, 9)
+
+
+# -- pruning and packing ---------------------------------------------------------------------------------
+
+def _segments():
+    def seg(topic, partition, base, nxt, size=100):
+        return SegmentInfo(topic, partition, base, size, f"/d/{topic}-{partition}/{base:020d}.log", 0, nxt is None,
+                           nxt, index_path=f"/d/{topic}-{partition}/{base:020d}.index")
+    return [seg("a", 0, 0, 100), seg("a", 0, 100, 200), seg("a", 0, 200, None), seg("a", 1, 0, None),
+            seg("b", 0, 0, 50), seg("b", 0, 50, None, size=0)]
+
+
+def test_prune_segments_by_topic_partition_and_offsets():
+    segs = _segments()
+
+    def names(flt):
+        return [(s.topic, s.partition, s.base_offset) for s in prune_segments(segs, flt)]
+    assert names(ScanFilter()) == [("a", 0, 0), ("a", 0, 100), ("a", 0, 200), ("a", 1, 0), ("b", 0, 0)]  # empty dropped
+    assert names(ScanFilter.of(topics="a", partitions=[0])) == [("a", 0, 0), ("a", 0, 100), ("a", 0, 200)]
+    # [100, 200) needs only the segment based at 100 of a-0, and the open-ended last ones elsewhere
+    assert names(ScanFilter.of(topics="a", start_offset=100, end_offset=200)) == [("a", 0, 100), ("a", 1, 0)]
+    assert names(ScanFilter.of(start_offset=99, end_offset=101)) == [("a", 0, 0), ("a", 0, 100), ("a", 1, 0)]
+    assert names(ScanFilter.of(start_offset=5, end_offset=5)) == []
+    assert names(ScanFilter.of(topics=[])) == []
+
+
+def test_plan_units_drops_index_ranges_outside_the_offsets():
+    seg = SegmentInfo("t", 0, 0, 10_000, "/d/t-0/0.log", 0, True, None, index_path="/d/t-0/0.index")
+    units = plan_units([seg], ScanFilter.of(start_offset=45, end_offset=62), unit_bytes=2500,
+                       read_index=lambda s: ENTRIES, seek_min_bytes=0)
+    # lookup(45) = (40, 4000) forces a cut there; [4000, 6000) holds offsets [31, 60), [6000, 8000) [51, 80)
+    assert [(u.start, u.end, u.low_offset, u.high_offset) for u in units] == [(4000, 6000, 31, 60), (6000, 8000, 51, 80)]
+    whole = plan_units([seg], ScanFilter(), unit_bytes=20_000, read_index=lambda s: pytest.fail("index read"))
+    assert [(u.start, u.end) for u in whole] == [(0, 10_000)]
+
+
+def test_pack_units_in_order_with_an_open_cost():
+    units = [WorkUnit("t", 0, i, f"/{i}", 0, size, size) for i, size in enumerate([10, 20, 1000, 5, 5, 5])]
+    tasks = pack_units(units, target_bytes=100, open_cost=10)
+    assert [[u.segment_base_offset for u in task] for task in tasks] == [[0, 1], [2], [3, 4, 5]]
+    assert task_bytes(4000, max_bytes=128 << 20, min_tasks=4) == 1 << 20  # never below 1 MiB for parallelism
+    assert task_bytes(1 << 30, max_bytes=128 << 20, min_tasks=4) == 128 << 20
+    assert task_bytes(1 << 28, max_bytes=128 << 20, min_tasks=4) == 64 << 20
+
+
+# -- decoding work units -------------------------------------------------------------------------------------
+
+def _rows(batches, columns):
+    table = pa.Table.from_batches(list(batches), schema=batches[0].schema if batches else None)
+    return list(zip(*(table.column(c).to_pylist() for c in columns)))
+
+
+def test_split_reads_equal_the_whole_read_and_stop_at_batch_boundaries(big_segment_log):
+    whole = plan_scan(big_segment_log, max_bytes_per_task=1 << 30)
+    split = plan_scan(big_segment_log, max_bytes_per_task=64 * 1024)
+    assert len(whole.units) == 1 and len(split.units) > 10
+    size = whole.units[0].segment_size
+    check_tiling([(u.start, u.end) for u in split.units], size)
+    for view in ("narrow", "records"):
+        expected = [b for task in whole.tasks for b in read_task(whole.root, task, view)]
+        got = [b for task in split.tasks for b in read_task(split.root, task, view)]
+        assert pa.Table.from_batches(got).equals(pa.Table.from_batches(expected))
+
+    fs = filesystem(split.root)
+    unit = split.units[1]
+    shifted = WorkUnit(**{**unit.__dict__, "end": unit.end - 7})  # a range that ends inside a batch
+    with pytest.raises(CorruptIndexError, match="does not end at a batch boundary") as err:
+        list(read_unit(shifted, fs))
+    assert err.value.position == unit.end - 7 and err.value.file.endswith(".index")
+    lying = WorkUnit(**{**unit.__dict__, "high_offset": unit.low_offset + 1})  # an index that understates
+    with pytest.raises(CorruptIndexError, match="disagrees with the log"):
+        list(read_unit(lying, fs))
+
+
+def test_views_equal_what_the_codec_decodes_with_offset_filters(small_log):
+    plan = plan_scan(small_log.path, min_tasks=3)
+    narrow = [b for task in plan.tasks for b in read_task(plan.root, task, "narrow")]
+    assert all(b.schema == NARROW_SCHEMA for b in narrow)
+    assert sorted(_rows(narrow, ["topic", "partition", "offset", "timestamp", "key", "value_size",
+                                 "record_span_start", "record_span_size", "batch_position"])) == \
+        sorted(direct.narrow_rows(small_log.path))
+    nulls = _rows(narrow, ["value_is_null", "value_size"])
+    assert any(is_null for is_null, _ in nulls) and all(is_null == (size < 0) for is_null, size in nulls)
+    controls = _rows(narrow, ["is_control", "control_type"])
+    assert {c for is_control, c in controls if is_control} == {0, 1}  # ABORT and COMMIT markers
+    assert all(c is None for is_control, c in controls if not is_control)
+
+    flt = ScanFilter.of(topics=["orders", "legacy-v1"], partitions=[0], start_offset=57, end_offset=190)
+    plan = plan_scan(small_log.path, flt)
+    records = [b for task in plan.tasks for b in read_task(plan.root, task, "records", flt)]
+    assert all(b.schema == RECORDS_SCHEMA for b in records)
+    table = pa.Table.from_batches(records)
+    table = table.set_column(5, "timestamp", pc.divide(table.column("timestamp").cast(pa.int64()), 1000))
+    got = [(*row[:7], None if row[7] is None else [(h["key"], h["value"]) for h in row[7]], *row[8:])
+           for row in zip(*(table.column(c).to_pylist() for c in table.column_names))]
+    expected = [r for r in direct.record_rows(small_log.path, {"orders", "legacy-v1"})
+                if r[3] == 0 and 57 <= r[4] < 190]
+    assert sorted(got, key=lambda r: (r[2], r[4])) == sorted(expected, key=lambda r: (r[2], r[4]))
+
+
+def test_record_sequences_add_the_offset_delta_and_wrap():
+    base = pa.array([5, 2**31 - 2, 2**31 - 2, -1], pa.int64())
+    offsets = pa.array([103, 11, 12, 40], pa.int64())
+    batch_base = pa.array([100, 10, 10, 40], pa.int64())
+    assert record_sequences(base, offsets, batch_base).to_pylist() == [8, 2**31 - 1, 0, -1]
+
+
+def test_decoding_errors_name_the_file_and_the_byte(small_log, tmp_path):
+    copy = tmp_path / "log"
+    shutil.copytree(small_log.path / "customers-0", copy / "customers-0")
+    segment = sorted((copy / "customers-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    second = 12 + int.from_bytes(data[8:12], "big")  # the second batch starts after the first
+    data[second + 70] ^= 0xFF  # a byte in its records
+    segment.write_bytes(bytes(data))
+    plan = plan_scan(copy)
+    with pytest.raises(CrcMismatchError) as err:
+        for task in plan.tasks:
+            list(read_task(plan.root, task, "narrow"))
+    assert err.value.file == str(segment) and err.value.position == second + 17
+    assert f"{segment}, byte {second + 17}" in str(err.value)
+    assert isinstance(err.value, KafkaLogError)
+
+
+# -- inventory probes --------------------------------------------------------------------------------------
+
+def test_list_segments_reads_only_index_tails_and_batch_headers(big_segment_log, small_log):
+    for log_dir in (big_segment_log, small_log.path):
+        stats = IOStats()
+        segments = list_segments(log_dir, stats=stats)
+        truth = {}
+        for topic, number, segment, _, batch in direct.walk(log_dir):
+            first, last, ts = truth.get((topic, number, segment.base_offset), (None, None, -1))
+            truth[(topic, number, segment.base_offset)] = (
+                batch.base_offset if first is None else first, batch.last_offset, max(ts, batch.max_timestamp))
+        for seg in segments:
+            read = stats.by_path.get(seg.path, (0, 0))[1]
+            assert read <= PROBE_READS * PROBE_WINDOW + 61
+            if seg.size == 0:
+                continue
+            first, last, max_ts = truth[(seg.topic, seg.partition, seg.base_offset)]
+            assert seg.last_offset == last
+            assert seg.first_offset in (first, None)  # None: a legacy compressed wrapper comes first
+            if max_ts >= 0:
+                assert seg.max_timestamp == max_ts
+    big = list_segments(big_segment_log, stats=(stats := IOStats()))[0]
+    assert big.size > 1_000_000 and stats.bytes_read(".log") < 8 * 1024  # a tail, not the body
+    assert len(stats.files(".index")) == 1
+
+
+# -- data source pushdown ---------------------------------------------------------------------------------
+
+def test_pushed_filters_become_scan_filters():
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual
+
+    from kafkalog.errors import ConfigError
+    from kafkalog.spark.datasource import KafkaLogPushdownReader
+
+    reader = KafkaLogPushdownReader({"path": "/x", "topics": "a,b", "startingOffset": "3"}, "records")
+    filters = [EqualTo(("topic",), "a"), In(("partition",), (1, 2)), GreaterThan(("offset",), 9),
+               LessThanOrEqual(("offset",), 20), In(("offset",), (12, 15)), IsNotNull(("topic",)),
+               EqualTo(("key",), b"k")]
+    left = list(reader.pushFilters(filters))
+    assert reader.flt == ScanFilter(frozenset({"a"}), frozenset({1, 2}), 12, 16)
+    assert left == [filters[4], filters[5], filters[6]]  # IN on offset only prunes; the rest stays with Spark
+    batches = KafkaLogPushdownReader({"path": "/x"}, "batches")
+    assert list(batches.pushFilters([GreaterThan(("offset",), 9)])) and batches.flt == ScanFilter()
+    with pytest.raises(ConfigError):
+        KafkaLogPushdownReader({"path": "/x", "startingOffset": "soon"}, "records")
