@@ -1,13 +1,21 @@
 """Codec benchmark: kafkalog's full decode and key scan against kafka-python's and aiokafka's
 readers, on the same bytes, in one run (ratios matter, not absolute times).
 
-    .venv/bin/python benchmarks/codec.py [--records N] [--markdown]
+    .venv/bin/python benchmarks/codec.py [--records N] [--markdown] [--repeat R] [--codec NAME ...]
+                                         [--distinct-headers]
+    .venv/bin/python benchmarks/codec.py --thresholds
+
+Readers are timed in interleaved rounds (every reader once per round, best round kept), so a
+noisy neighbour slows all of them alike and the ratios stay put. `--thresholds` times the scalar
+and the vectorised record readers on batches of a few records, to place layout.DECODE_THRESHOLD
+and layout.SCAN_THRESHOLD.
 """
 from __future__ import annotations
 
 import argparse
 import random
 import time
+import timeit
 
 from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 from aiokafka.record.default_records import DefaultRecordBatch as AiokafkaBatch
@@ -21,8 +29,9 @@ from kafkalog.codec.scan import KeyColumns, scan_keys
 RECORDS_PER_BATCH = 200
 
 
-def make_batches(n_records: int, codec: int, seed: int = 1) -> list[bytes]:
-    """Realistic records: 16-byte keys over 10k distinct values, 100-300-byte JSON-ish values, a header."""
+def make_batches(n_records: int, codec: int, seed: int = 1, distinct_headers: bool = False) -> list[bytes]:
+    """Realistic records: 16-byte keys over 10k distinct values, 100-300-byte JSON-ish values, a header
+    (the same in every record, or with `distinct_headers` a trace id of varying length per record)."""
     rng = random.Random(seed)
     batches = []
     offset = 0
@@ -32,7 +41,11 @@ def make_batches(n_records: int, codec: int, seed: int = 1) -> list[bytes]:
             key = b"user-%011d" % rng.randrange(10_000)
             value = (b'{"id":%d,"event":"click","payload":"' % offset
                      + bytes(rng.choice(b"abcdefghij") for _ in range(rng.randrange(100, 300))) + b'"}')
-            records.append(Record(offset, 1_700_000_000_000 + offset, key, value, (("source", b"web"),)))
+            if distinct_headers:
+                header = ("trace", b"%x" % rng.getrandbits(rng.randrange(8, 64)))
+            else:
+                header = ("source", b"web")
+            records.append(Record(offset, 1_700_000_000_000 + offset, key, value, (header,)))
             offset += 1
         batches.append(build_batch(records, codec=codec))
     return batches
@@ -54,6 +67,14 @@ def run_kafkalog_scan(batches):
     return n
 
 
+def run_kafkalog_scan_arrow(batches):
+    """The scan as the Spark layer uses it: every batch into one table, then a pyarrow RecordBatch."""
+    cols = KeyColumns()
+    for data in batches:
+        scan_keys(RecordBatch(data), cols)
+    return cols.to_arrow().num_rows
+
+
 def _run_peer(cls):
     def run(batches):
         n = 0
@@ -67,6 +88,7 @@ def _run_peer(cls):
 
 READERS = {
     "kafkalog key scan": run_kafkalog_scan,
+    "kafkalog key scan to Arrow": run_kafkalog_scan_arrow,
     "kafkalog full decode": run_kafkalog_full,
     "kafka-python full decode": _run_peer(KafkaPythonBatch),
     "aiokafka full decode (pure Python)": _run_peer(AiokafkaPyBatch),
@@ -74,25 +96,78 @@ READERS = {
 }
 
 
-def measure(fn, batches, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(batches)
-        best = min(best, time.perf_counter() - start)
+def measure(readers: dict, batches, repeat: int) -> dict:
+    """Best time of each reader over `repeat` interleaved rounds, after one warm-up round."""
+    best = {name: float("inf") for name in readers}
+    for round_ in range(repeat + 1):
+        for name, fn in readers.items():
+            start = time.perf_counter()
+            fn(batches)
+            elapsed = time.perf_counter() - start
+            if round_:
+                best[name] = min(best[name], elapsed)
     return best
+
+
+def thresholds(repeat: int) -> None:
+    """Per batch size: the scalar and the vectorised readers, in microseconds per batch."""
+    from kafkalog.codec import layout
+    from kafkalog.codec.records import decode_record
+    from kafkalog.codec.scan import _scan_v2
+
+    def best(fn, number=200):
+        return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+
+    shapes = {"16-byte keys, 100-200-byte values, one header": (100, True),
+              "16-byte keys, 20-40-byte values, no header": (20, False),
+              "16-byte keys, 1000-2000-byte values, no header": (1000, False)}
+    rng = random.Random(1)
+    print(f"layout: DECODE_THRESHOLD {layout.DECODE_THRESHOLD} (records under 64 bytes: "
+          f"{layout.DECODE_THRESHOLD_SMALL_RECORDS}), SCAN_THRESHOLD {layout.SCAN_THRESHOLD} "
+          f"(records under 64 bytes: {layout.SCAN_THRESHOLD_SMALL_RECORDS})")
+    for title, (value_size, header) in shapes.items():
+        print(f"{title}: microseconds per batch")
+        print("  records   decode scalar  vectorised   scan scalar  vectorised")
+        for n in (4, 8, 12, 16, 20, 24, 32, 48, 64):
+            records = [Record(i, 1_700_000_000_000 + i, b"user-%011d" % rng.randrange(10_000),
+                              bytes(rng.randrange(value_size, 2 * value_size)),
+                              (("source", b"web"),) if header else ()) for i in range(n)]
+            batch = RecordBatch(build_batch(records))
+            section, args = batch.records_section(), (batch.base_offset, batch.base_timestamp, None)
+
+            def scalar_decode():
+                pos = 0
+                for _ in range(n):
+                    pos = decode_record(section, pos, *args)[1]
+
+            times = [best(scalar_decode), best(lambda: layout.decode_section(section, n, *args, force=True)),
+                     best(lambda: _scan_v2(section, n, *args, ([], [], [], [], [], []))),
+                     best(lambda: layout.scan_section(section, n, *args, force=True))]
+            print(f"  {n:7}   {times[0]:13.1f}  {times[1]:10.1f}   {times[2]:11.1f}  {times[3]:10.1f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds per codec (best kept)")
+    parser.add_argument("--codec", action="append", choices=[c.name.lower() for c in Codec],
+                        help="only this codec (repeatable); default: every codec")
+    parser.add_argument("--distinct-headers", action="store_true",
+                        help="a different header value in every record (default: the same header everywhere)")
+    parser.add_argument("--thresholds", action="store_true",
+                        help="time scalar against vectorised readers on small batches instead")
     args = parser.parse_args()
+    if args.thresholds:
+        thresholds(max(args.repeat, 9))
+        return
     rows = []
     for codec in Codec:
-        batches = make_batches(args.records, codec)
+        if args.codec and codec.name.lower() not in args.codec:
+            continue
+        batches = make_batches(args.records, codec, distinct_headers=args.distinct_headers)
         size = sum(map(len, batches))
-        times = {name: measure(fn, batches) for name, fn in READERS.items()}
+        times = measure(READERS, batches, args.repeat)
         base = times["kafka-python full decode"]
         for name, t in times.items():
             rows.append((codec.name.lower(), name, args.records / t, size / t / 1e6, base / t))

@@ -13,7 +13,7 @@ import crc32c
 
 from ..errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError
 from .compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
-from .layout import DECODE_THRESHOLD, decode_section
+from .layout import decode_section
 from .records import Record, decode_record, encode_record
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -172,10 +172,10 @@ class RecordBatch:
         section = self.records_section(limit)
         log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
         base_offset, base_timestamp = self.base_offset, self.base_timestamp
-        if count >= DECODE_THRESHOLD:  # all records at once; None when only the scalar path can tell
-            out = decode_section(section, count, base_offset, base_timestamp, log_append_time)
-            if out is not None:
-                return out
+        # all records at once (numpy); None for small batches and whatever only the scalar path can tell
+        out = decode_section(section, count, base_offset, base_timestamp, log_append_time)
+        if out is not None:
+            return out
         out = []
         pos = 0
         try:

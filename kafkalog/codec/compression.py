@@ -41,9 +41,11 @@ _LZ4_DESCRIPTOR = b"\x60\x40"  # FLG: version 1, independent blocks, nothing opt
 _LZ4_BLOCK = 64 * 1024
 _LZ4_STORED = 0x80000000  # block-size high bit: the block is stored uncompressed
 
-# Compressed bytes fed to zstd per call: zstd expands at most ~32 KiB per input byte, so one call
-# returns at most ~2 MiB and the limit check between calls is never far behind.
-_ZSTD_FEED = 64
+# Compressed bytes fed to zstd per call. zstd expands at most ~32 KiB per input byte, so feeding
+# (room left under the limit) / 32 KiB bytes keeps one call's output within the limit; never less
+# than 64 bytes (progress) nor more than 64 KiB (calls stay short).
+_ZSTD_MAX_EXPANSION = 32 * 1024
+_ZSTD_FEED_MIN, _ZSTD_FEED_MAX = 64, 64 * 1024
 
 
 def compress(codec: int, data: bytes, *, magic: int = 2) -> bytes:
@@ -280,12 +282,13 @@ def _zstd_decompress(view: memoryview, magic: int, out: _Output) -> None:
         while not frame.eof:
             if pos >= len(view):
                 raise TruncatedDataError("zstd data ends inside a frame", position=start)
+            feed = min(max(out.room() // _ZSTD_MAX_EXPANSION, _ZSTD_FEED_MIN), _ZSTD_FEED_MAX)
             try:
-                chunk = frame.decompress(view[pos:pos + _ZSTD_FEED])
+                chunk = frame.decompress(view[pos:pos + feed])
             except zstandard.ZstdError as e:
                 raise CorruptBatchError(f"invalid zstd data: {e}", position=start) from None
             out.add(chunk)
-            pos += _ZSTD_FEED
+            pos += feed
         start = min(pos, len(view)) - len(frame.unused_data)
 
 

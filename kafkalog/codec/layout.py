@@ -1,21 +1,23 @@
-"""The v2 record layout (spec §1.8), decoded for all the records of a section at once with numpy.
+"""The v2 record layout (spec §1.8), read for all the records of a section at once with numpy.
 
-Only the record *starts* are inherently sequential: `_starts` finds them with a tight loop over the
-length varints (one table lookup per record). Every other field is then read for all records at
-once: a varint is gathered at every record's position, decoded through lookup tables (one and two
-bytes, the usual case; longer ones byte by byte), and the positions advance together. What the
-scalar decoder (`records.decode_record`, `scan._scan_v2`) checks record by record is checked here on
-whole columns.
+Only the record *starts* are inherently sequential: `_starts` finds them with a tight loop over
+the length varints (one struct unpack and one table lookup per record). Every other field is then
+read for all records at once: the two bytes at every record's position are gathered as one uint16
+(a one-byte-stride view of the section), two lookup tables give each varint's value and size
+(varints of three bytes or more are decoded byte by byte), and the positions advance together.
+Keys, values and headers are cut out last; header keys and values that repeat from record to
+record, as they usually do, are decoded once and shared.
 
-The vectorised reader never raises on bad data and never decides what an error is: whenever a
-section is not plainly well-formed -- a length running past its record, a varint too long, a
-non-minimal length varint, a value outside int64, invalid UTF-8 in a header key -- it gives up
-(`decode_section` returns None, `scan_section` returns False) and the caller runs the scalar decoder,
-which is the reference and raises the precise KafkaLogError. So for any section, the result is
-exactly the scalar decoder's, only faster when the section is well-formed.
+What the scalar readers (`records.decode_record`, `scan._scan_v2`) check record by record is checked
+here on whole columns -- varints too long, lengths past the record's end, the header count, the
+record size consumed exactly -- but the vectorised reader never raises and never decides what an
+error is: whenever a section is not plainly well-formed (or needs what int64 cannot hold, or a
+non-minimal length varint, or a header key that is not UTF-8), `decode_section` and `scan_section`
+return None and the caller runs its scalar reader, the reference, which raises the precise
+KafkaLogError. For any section the result is therefore exactly the scalar reader's.
 
-numpy's per-call overhead (about a microsecond) makes this a loss for a handful of records: below
-`VECTOR_THRESHOLD` records the callers keep the scalar path.
+numpy's per-call overhead (about a microsecond, some 30 calls per batch) makes this a loss for a
+handful of records, so below the thresholds below both functions return None at once.
 """
 from __future__ import annotations
 
@@ -28,10 +30,15 @@ from ..errors import KafkaLogError
 from .records import Record
 from .varint import read_varint, varint_size
 
-# Below this many records a batch is read by the scalar path (the vectorised path's fixed cost is a
-# few dozen numpy calls per batch); measured with `benchmarks/codec.py --thresholds`.
-DECODE_THRESHOLD = 16
-SCAN_THRESHOLD = 16
+# Below these many records a batch is read by the scalar path: the vectorised path has a fixed
+# cost of some 30 numpy calls per batch, the scalar one is linear. The scalar readers are quickest
+# on records under 64 bytes (one-byte lengths), so those batches switch later. Measured with
+# `benchmarks/codec.py --thresholds` (crossovers: full decode 10-20 records, scan 18-50).
+DECODE_THRESHOLD = 14
+DECODE_THRESHOLD_SMALL_RECORDS = 20
+SCAN_THRESHOLD = 20
+SCAN_THRESHOLD_SMALL_RECORDS = 48
+_SMALL_RECORD = 64  # bytes
 
 # Headers are read one header index at a time for every record that has that many ("rounds"); once
 # fewer records than this remain in a round, their remaining headers are read one by one.
@@ -41,6 +48,13 @@ _MIN_ROUND = 8
 # valueLength, one byte each (the full decode also needs headerCount, so this bound is safe for both).
 _MIN_RECORD = 6
 
+try:  # the cheapest "any" numpy has, without np.count_nonzero's Python wrapper
+    from numpy._core.multiarray import count_nonzero as _count  # numpy 2
+except ImportError:  # pragma: no cover
+    try:
+        from numpy.core.multiarray import count_nonzero as _count  # numpy 1
+    except ImportError:
+        _count = np.count_nonzero
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 _SHORT = 1 << 13  # a varint of one or two bytes decodes to |v| <= 8192
@@ -50,10 +64,6 @@ class _GiveUp(Exception):
     """The section is not plainly well-formed: let the scalar decoder decide."""
 
 
-def _zigzag(z: int) -> int:
-    return (z >> 1) ^ -(z & 1)
-
-
 # A varint of three bytes or more has no entry in the two-byte tables: its SIZE is this sentinel,
 # which throws every later position of its record far past the record's end, where the checks of
 # an optimistic read (one without a check per varint) notice it.
@@ -61,34 +71,24 @@ _LONG = 1 << 40
 
 
 def _build_tables():
-    # Indexed by the two bytes at a position, big-endian (b0 << 8 | b1).
+    # Indexed by the two bytes at a position as a little-endian uint16 (b0 | b1 << 8).
+    # VALUE / SIZE: the varint's value and byte count when it has one or two bytes; 0 / _LONG otherwise.
     # ADVANCE (a list, for the scalar loop): for a canonical, non-negative length varint of one or
     #   two bytes, the bytes from the varint to the end of its record (varint size + length);
     #   _LONG otherwise (three bytes or more, negative, non-minimal: the loop's slow case).
-    # VALUE / SIZE: the varint's value and byte count when it has one or two bytes; 0 / _LONG otherwise.
-    advance = [_LONG] * 65536
-    value = np.zeros(65536, np.int64)
-    size = np.full(65536, _LONG, np.int64)
-    for b0 in range(256):
-        for b1 in range(256):
-            i = (b0 << 8) | b1
-            if b0 < 0x80:
-                z, nb, canonical = b0, 1, True
-            elif b1 < 0x80:
-                z, nb, canonical = (b0 & 0x7F) | (b1 << 7), 2, b1 != 0
-            else:
-                continue
-            v = _zigzag(z)
-            value[i] = v
-            size[i] = nb
-            if v >= 0 and canonical:
-                advance[i] = nb + v
-    return advance, value, size
+    i = np.arange(65536, dtype=np.int64)
+    b0, b1 = i & 0xFF, i >> 8
+    one, two = b0 < 0x80, (b0 >= 0x80) & (b1 < 0x80)
+    z = np.where(one, b0, (b0 & 0x7F) | (b1 << 7))
+    value = np.where(one | two, (z >> 1) ^ -(z & 1), 0)
+    size = np.where(one, 1, np.where(two, 2, _LONG))
+    canonical = one | (two & (b1 != 0))
+    advance = np.where(canonical & (value >= 0), size + value, _LONG)
+    return advance.tolist(), value, size
 
 
 _ADVANCE, _VALUE, _SIZE = _build_tables()
-_HIGH = np.arange(256, dtype=np.int64) << 8  # b0 -> b0 << 8, as a take
-_U16 = struct.Struct(">H").unpack_from
+_U16 = struct.Struct("<H").unpack_from
 # A record whose length varint and body together span `a` bytes has a length varint of
 # 1 + searchsorted(_LENGTH_BOUNDS, a) bytes (lengths are canonical here, see _starts).
 _LENGTH_BOUNDS = np.array([1 + 63, 2 + 8191, 3 + (1 << 20) - 1, 4 + (1 << 27) - 1], np.int64)
@@ -142,41 +142,48 @@ def _starts_careful(section: bytes, count: int) -> list[int]:
 class _Reader:
     """Varints at many positions of one section at once.
 
-    Reads are clipped to the section, never out of bounds: a varint read at or past the end gives
-    garbage, but its position moves on past the end, and positions only grow, so the callers'
-    checks (every record ends where its length says) reject it. An optimistic reader
-    (`checked=False`) does not even look for varints of three bytes or more: their _LONG size does
-    the same. A checked reader decodes those byte by byte with the scalar reader's limits.
+    `words` views the section as overlapping little-endian uint16s, one at every byte (strides of
+    one byte; a zero byte pads the last), so one gather gives each position's first two bytes and
+    two table lookups their value and size. A position past the end is an IndexError, which means
+    the section is not well-formed (give up). A varint read inside the section but past its
+    record's end moves its position past that end, and positions only grow, so the callers' checks
+    (every record ends where its length says) reject it. An optimistic reader (`checked=False`)
+    does not even look for varints of three bytes or more: their _LONG size does the same. A
+    checked reader decodes those byte by byte with the scalar reader's limits.
     """
 
-    __slots__ = ("b0", "b1", "checked", "short")
+    __slots__ = ("bytes", "words", "checked", "short")
 
     def __init__(self, section: bytes, checked: bool):
-        u = np.frombuffer(section, np.uint8)
-        self.b0 = u.take
-        self.b1 = u[1:].take
+        padded = section + b"\0"
+        self.bytes = np.frombuffer(padded, np.uint8)
+        self.words = np.ndarray((len(section),), "<u2", padded, 0, (1,))
         self.checked = checked
         self.short = True  # whether the last checked read found only varints of one or two bytes
 
     def read(self, pos, max_bytes: int = 5, checked: bool = False):
         """(values int64, positions after them) of the varints (max_bytes 5) or varlongs (10) at `pos`."""
-        w = _HIGH.take(self.b0(pos, mode="clip")) + self.b1(pos, mode="clip")
+        try:
+            w = self.words[pos]
+        except IndexError:
+            raise _GiveUp from None
         size = _SIZE.take(w)
         if checked or self.checked:
-            self.short = size.max() != _LONG
+            self.short = not _count(size == _LONG)
             if not self.short:
                 return self._read_long(pos, max_bytes)
         return _VALUE.take(w), pos + size
 
     def _read_long(self, pos, max_bytes: int):
-        b = self.b0(pos, mode="clip")
+        take = self.bytes.take
+        b = take(pos, mode="clip")
         raw = (b & 0x7F).astype(np.uint64)
         more = b >= 0x80
         after = pos + 1
         for j in range(1, max_bytes):
             if not more.any():
                 break
-            b = self.b0(pos + j, mode="clip")
+            b = take(pos + j, mode="clip")
             group = (b & 0x7F).astype(np.uint64)
             if j == 9 and (group[more] > 1).any():
                 raise _GiveUp  # more than 64 bits: Python's integers would keep them, int64 cannot
@@ -213,7 +220,7 @@ def _fields(section: bytes, bounds, base_offset: int, base_timestamp: int, log_a
     f.E = E = bounds[1:]
     f.span = span = E - S
     # the attributes byte follows the length varint, whose size follows from the record's span
-    pos = S + (np.searchsorted(_LENGTH_BOUNDS, span) + 2)
+    pos = S + (_LENGTH_BOUNDS.searchsorted(span) + 2)
     # timestamps are checked even when optimistic: delete-horizon batches have long deltas throughout
     ts_delta, pos = read(pos, 10, checked=log_append_time is None)
     ts_short = reader.short
@@ -222,7 +229,7 @@ def _fields(section: bytes, bounds, base_offset: int, base_timestamp: int, log_a
     f.key_end = f.key_start + np.maximum(f.key_len, 0)
     f.value_len, f.value_start = read(f.key_end)
     f.value_end = f.value_start + np.maximum(f.value_len, 0)
-    if (f.value_end > E).any():
+    if _count(f.value_end > E):
         raise _GiveUp
     if _INT64_MIN + (1 << 35) <= base_offset <= _INT64_MAX - (1 << 35):  # |offset delta| < 2**35
         f.offset = offset_delta + base_offset
@@ -241,12 +248,23 @@ def _fields(section: bytes, bounds, base_offset: int, base_timestamp: int, log_a
     return f
 
 
-def _slices(section: bytes, start, end, length) -> list:
+def _slices(reader: _Reader, section: bytes, start, end, length) -> list:
     """section[start:end] per record, None where length < 0."""
     null = length < 0
-    nulls = int(np.count_nonzero(null))
-    if nulls == len(length):
+    nulls = int(_count(null))
+    m = len(length)
+    if nulls == m:
         return [None] * nulls
+    if not nulls:
+        first = int(length[0])
+        if 0 < first <= _GATHER_MAX and not _count(length != first):
+            # the same length everywhere (fixed-size keys, say): gather the fields into one buffer
+            # and cut it with one struct call, cheaper than a slice per record
+            out = []
+            for i in range(0, m, _CHUNK):
+                part = start[i:i + _CHUNK]
+                out += _cutter(first, len(part)).unpack(_gather(reader, part, first))
+            return out
     out = [section[a:b] for a, b in zip(start.tolist(), end.tolist())]
     if nulls:
         for i in np.flatnonzero(null).tolist():
@@ -254,8 +272,36 @@ def _slices(section: bytes, start, end, length) -> list:
     return out
 
 
+_GATHER_MAX = 64  # longest fields gathered across records (_uniform, _slices)
+_CHUNK = 256  # records gathered at once
+_TILES: list = [None] * (_GATHER_MAX + 1)  # length -> 0, 1, .. length-1, _CHUNK times
+_CUTTERS: dict[tuple[int, int], struct.Struct] = {}
+
+
+def _gather(reader: _Reader, start, length: int) -> bytes:
+    """The `length` bytes at each position of `start` (at most _CHUNK of them), concatenated."""
+    tile = _TILES[length]
+    if tile is None:
+        tile = _TILES[length] = np.tile(np.arange(length, dtype=np.int64), _CHUNK)
+    index = start.repeat(length)
+    index += tile[:len(index)]
+    return reader.bytes.take(index, mode="clip").tobytes()
+
+
+def _cutter(length: int, m: int) -> struct.Struct:
+    """A Struct that cuts m fields of `length` bytes out of a buffer."""
+    cutter = _CUTTERS.get((length, m))
+    if cutter is None:
+        if len(_CUTTERS) >= 1024:
+            _CUTTERS.clear()
+        cutter = _CUTTERS[length, m] = struct.Struct(f"{length}s" * m)
+    return cutter
+
+
 def _attempt(read, section: bytes, count: int, *args):
     """read(section, bounds, *args, checked) optimistic first, then checked; None if both give up."""
+    if count < 1:
+        return None
     try:
         bounds = _starts(section, count)
         try:
@@ -268,94 +314,113 @@ def _attempt(read, section: bytes, count: int, *args):
 
 # -- key scan ------------------------------------------------------------------------------------
 def scan_section(section: bytes, count: int, base_offset: int, base_timestamp: int,
-                 log_append_time: int | None):
+                 log_append_time: int | None, *, force: bool = False):
     """The key scan's columns for `count` records: (key list, offset, timestamp, value_size,
-    span_start, span_size), the numeric ones int64 arrays; None to let the scalar scan decide."""
+    span_start, span_size), the numeric ones int64 arrays; None to let the scalar scan decide
+    (and raise), which it also does below the thresholds unless `force`."""
+    if not force and count < (SCAN_THRESHOLD if len(section) >= _SMALL_RECORD * count
+                              else SCAN_THRESHOLD_SMALL_RECORDS):
+        return None
     return _attempt(_scan, section, count, base_offset, base_timestamp, log_append_time)
 
 
 def _scan(section, bounds, base_offset, base_timestamp, log_append_time, checked):
     f = _fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
-    keys = _slices(section, f.key_start, f.key_end, f.key_len)
+    keys = _slices(f.reader, section, f.key_start, f.key_end, f.key_len)
     return keys, f.offset, f.timestamp, np.maximum(f.value_len, -1), f.S, f.span
 
 
 # -- full decode ---------------------------------------------------------------------------------
 def decode_section(section: bytes, count: int, base_offset: int, base_timestamp: int,
-                   log_append_time: int | None) -> list[Record] | None:
+                   log_append_time: int | None, *, force: bool = False) -> list[Record] | None:
     """Every record of the section, exactly as `decode_record` returns them one by one; None to
-    let the scalar decoder decide (and raise)."""
+    let the scalar decoder decide (and raise), which it also does below the thresholds unless
+    `force`."""
+    if not force and count < (DECODE_THRESHOLD if len(section) >= _SMALL_RECORD * count
+                              else DECODE_THRESHOLD_SMALL_RECORDS):
+        return None
     return _attempt(_decode, section, count, base_offset, base_timestamp, log_append_time)
 
 
 def _decode(section, bounds, base_offset, base_timestamp, log_append_time, checked):
     f = _fields(section, bounds, base_offset, base_timestamp, log_append_time, checked, True)
     E = f.E
-    header_count, pos = f.reader.read(f.value_end)
-    if header_count.any():
-        headers = _headers(section, f.reader, header_count, pos, E)
-    else:
-        if (pos != E).any():  # the record size must be consumed exactly
-            raise _GiveUp
-        headers = repeat(())
-    keys = _slices(section, f.key_start, f.key_end, f.key_len)
-    values = _slices(section, f.value_start, f.value_end, f.value_len)
+    headers = _same_headers(section, f.reader, f.value_end, E)
+    if headers is None:
+        header_count, pos = f.reader.read(f.value_end)
+        if _count(header_count):
+            headers = _headers(section, f.reader, header_count, pos, E)
+        else:
+            if pos.tobytes() != E.tobytes():  # the record size must be consumed exactly
+                raise _GiveUp
+            headers = repeat(())
+    keys = _slices(f.reader, section, f.key_start, f.key_end, f.key_len)
+    values = _slices(f.reader, section, f.value_start, f.value_end, f.value_len)
     return list(map(tuple.__new__, repeat(Record, len(E)),
                     zip(f.offset.tolist(), f.timestamp, keys, values, headers)))
+
+
+def _same_headers(section: bytes, reader: _Reader, start, E):
+    """When every record ends in the same bytes after its value -- header count and headers, often
+    just a zero count -- those are decoded once, from the first record, and the resulting tuple
+    serves every record (an iterable of them); else None."""
+    if not _uniform(reader, start, E - start):
+        return None
+    headers = _header_tail(section, int(start[0]), int(E[0]), None)
+    return repeat(tuple(headers))
 
 
 def _headers(section: bytes, reader: _Reader, header_count, pos, E) -> list:
     """Each record's headers tuple, checked as decode_record checks them: a count that is negative
     or larger than the bytes left, a negative key length, a key that is not UTF-8, anything past
     the record's end, and the record size consumed exactly."""
-    if header_count.min() < 0 or (header_count > E - pos).any():
+    if _count(header_count < 0) or _count(header_count > E - pos):
         raise _GiveUp
     n = len(header_count)
-    has = header_count > 0
     rows = None  # the records with headers (None: all of them)
-    if not has.all():
-        if (pos[~has] != E[~has]).any():
+    if _count(header_count) < n:
+        none = header_count == 0
+        if pos[none].tobytes() != E[none].tobytes():
             raise _GiveUp
-        rows = np.flatnonzero(has)
+        rows = np.flatnonzero(~none)
         header_count, pos, E = header_count[rows], pos[rows], E[rows]
     m = len(header_count)
+    high = int(header_count.max())
     # Round r reads header r of every record that has more than r headers. `live` indexes those
     # records among the m (ascending; None: all m), so each round's pairs line up with it.
     rounds = []
     live = None
-    r = 0
-    while True:
+    for r in range(high):
         key_len, key_start = reader.read(pos)
-        if key_len.min() < 0:
+        if _count(key_len < 0):
             raise _GiveUp
         key_end = key_start + key_len
         value_len, value_start = reader.read(key_end)
         pos = value_start + np.maximum(value_len, 0)
-        if (pos > E).any():
+        if r + 1 == high:
+            if pos.tobytes() != E.tobytes():  # the last header ends its record
+                raise _GiveUp
+        elif _count(pos > E):
             raise _GiveUp
-        try:
-            keys = [section[a:b].decode("utf-8") for a, b in zip(key_start.tolist(), key_end.tolist())]
-        except UnicodeDecodeError:
-            raise _GiveUp from None
-        rounds.append((live, list(zip(keys, _slices(section, value_start, pos, value_len))), False))
-        r += 1
-        more = header_count > r
-        if not more.all():
+        rounds.append((live, _pairs(section, reader, key_start, key_end, key_len, value_start, pos, value_len),
+                       False))
+        if r + 1 == high:
+            break
+        more = header_count > r + 1
+        if _count(more) < len(more):
             done = ~more
-            if (pos[done] != E[done]).any():  # all its headers read: the record must end here
+            if pos[done].tobytes() != E[done].tobytes():  # all its headers read: the record must end here
                 raise _GiveUp
             keep = np.flatnonzero(more)
-            if not len(keep):
-                break
             live = keep if live is None else live[keep]
             header_count, pos, E = header_count[keep], pos[keep], E[keep]
         if len(pos) < _MIN_ROUND:  # a few records with many headers: finish them one by one
-            stragglers = [_header_tail(section, p, e, c - r)
-                          for p, e, c in zip(pos.tolist(), E.tolist(), header_count.tolist())]
-            rounds.append((live, stragglers, True))
+            rest = [_header_tail(section, p, e, c - r - 1)
+                    for p, e, c in zip(pos.tolist(), E.tolist(), header_count.tolist())]
+            rounds.append((live, rest, True))
             break
 
-    if len(rounds) == 1 and live is None:  # one header each: the common case
+    if len(rounds) == 1:  # one header each: the common case
         per_row = list(zip(rounds[0][1]))
     elif all(idx is None and not tail for idx, _, tail in rounds):  # the same count everywhere
         per_row = list(zip(*(pairs for _, pairs, _ in rounds)))
@@ -378,10 +443,59 @@ def _headers(section: bytes, reader: _Reader, header_count, pos, E) -> list:
     return out
 
 
-def _header_tail(section: bytes, pos: int, end: int, count: int) -> list:
-    """The last `count` headers of one record, read one by one as decode_record reads them."""
+def _uniform(reader: _Reader, start, length) -> bool:
+    """Whether the fields at `start` (lengths `length`) are all the same bytes. Header keys (and
+    often values) repeat from record to record: one decoded string or one bytes object then
+    serves them all (they are immutable, so sharing them is invisible)."""
+    first = int(length[0])
+    if first > _GATHER_MAX or _count(length != first):
+        return False
+    if first <= 0:
+        return True
+    expected = None
+    for i in range(0, len(start), _CHUNK):
+        part = start[i:i + _CHUNK]
+        fields = _gather(reader, part, first)
+        if expected is None:
+            expected = fields[:first] * len(part)
+        if fields != (expected if len(fields) == len(expected) else expected[:len(fields)]):
+            return False
+    return True
+
+
+def _pairs(section: bytes, reader: _Reader, key_start, key_end, key_len, value_start, value_end,
+           value_len) -> list:
+    """The (key, value) header pairs of one round."""
+    m = len(key_start)
+    same_key = _uniform(reader, key_start, key_len)
+    try:
+        if same_key:
+            a = int(key_start[0])
+            keys = [section[a:a + int(key_len[0])].decode("utf-8")] * m
+        else:
+            keys = [section[a:b].decode("utf-8") for a, b in zip(key_start.tolist(), key_end.tolist())]
+    except UnicodeDecodeError:
+        raise _GiveUp from None
+    if _uniform(reader, value_start, value_len):
+        a = int(value_start[0])
+        v = None if value_len[0] < 0 else section[a:int(value_end[0])]
+        if same_key:
+            return [(keys[0], v)] * m
+        values = [v] * m
+    else:
+        values = _slices(reader, section, value_start, value_end, value_len)
+    return list(zip(keys, values))
+
+
+def _header_tail(section: bytes, pos: int, end: int, count: int | None) -> list:
+    """The last `count` headers of one record, read one by one as decode_record reads them, or
+    with count None the header count and all the headers; the record must end after them."""
     out = []
     try:
+        if count is None:
+            count, pos = read_varint(section, pos)
+            if count < 0 or count > end - pos:
+                raise _GiveUp
         for _ in range(count):
             key_len, pos = read_varint(section, pos)
             if key_len < 0 or pos + key_len > end:

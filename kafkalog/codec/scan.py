@@ -6,7 +6,7 @@ headers are stepped over by the record length, and nothing is built per record b
 
 Batches of `layout.SCAN_THRESHOLD` records or more are read all at once with numpy
 (`layout.scan_section`); smaller ones, and any batch the vectorised reader does not vouch for, by
-the scalar loop `_scan_v2`, which decides what is an error.
+the scalar loop `_scan_v2`, which decides what is an error. Both agree on every section.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CorruptBatchError, KafkaLogError
 from .batch import RecordBatch, TIMESTAMP_TYPE_MASK
 from .compression import DEFAULT_DECOMPRESSION_LIMIT
-from .layout import SCAN_THRESHOLD, scan_section
+from .layout import scan_section
 from .varint import read_varint, read_varlong
 
 _NUMERIC = ("offset", "timestamp", "value_size", "span_start", "span_size")
@@ -51,7 +51,7 @@ class KeyColumns:
         return len(self.key)
 
     def clear(self) -> None:
-        self.key = []
+        self.key.clear()
         for chunks, pending in zip(self._chunks, self._pending):
             chunks.clear()
             pending.clear()
@@ -110,11 +110,10 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT) 
         return 0
     section = batch.records_section(limit)
     log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
-    if count >= SCAN_THRESHOLD:
-        columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time)
-        if columns is not None:
-            out._extend_arrays(*columns)
-            return count
+    columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time)
+    if columns is not None:
+        out._extend_arrays(*columns)
+        return count
     rows = ([], [], [], [], [], [])  # key, then the numeric columns in _NUMERIC order
     try:
         pos = _scan_v2(section, count, batch.base_offset, batch.base_timestamp, log_append_time, rows)
