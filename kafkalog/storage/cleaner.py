@@ -232,3 +232,101 @@ def should_retain_record(*, offset: int, key: bytes | None, value_is_null: bool,
     if key is None:
         return False
     return offset >= latest_offset_of_key and (not value_is_null or retain_deletes)
+
+
+# -- a partition as the cleaner sees it (LogToClean) ------------------------------------------------
+
+@dataclass
+class LogToClean:
+    """One compacted partition's cleaning inputs, read from metadata, index tails and producer state."""
+    topic: str
+    partition: int
+    path: str
+    segments: list
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    checkpoint: int | None
+    range: CleanableRange
+    stats: DirtyStats
+    max_compaction_delay_ms: int
+    active_producers: dict
+    aborted_txns: list
+    legacy_delete_horizon_ms: int
+    eligible: bool = False
+    reason: str = ""
+
+    @property
+    def upper_bound(self) -> int:
+        return self.range.first_uncleanable
+
+    def cleanable_segments(self) -> list:
+        """Every segment below the first uncleanable offset: a pass rewrites the whole log prefix."""
+        return [s for s in self.segments if s.base_offset < self.range.first_uncleanable]
+
+
+def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = False) -> LogToClean:
+    """Read what the cleaner needs of `part` (a storage Partition) and decide whether to clean it.
+
+    `checkpoints` maps a checkpoint file name to its {(topic, partition): offset} entries."""
+    from .index import TimeIndex  # local: keeps this module's import graph small for executors
+    from .naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+    from .producer_state import replay_partition
+    tp = (part.topic, part.partition)
+    infos = []
+    for seg in part.segments:
+        time_index = seg.read(".timeindex")
+        last = TimeIndex.from_bytes(time_index, seg.base_offset).last_entry if time_index else None
+        largest = last.timestamp if last is not None and last.timestamp >= 0 else seg.mtime_ms
+        infos.append(SegmentInfo(seg.base_offset, seg.size, largest, _first_batch_timestamp(seg),
+                                 len(seg.read(".index") or b""), len(time_index or b""), seg.mtime_ms))
+    manager, log_end = replay_partition(part)
+    manager.remove_expired(now, config.producer_id_expiration_ms)
+    log_start = max(checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp, 0), infos[0].base_offset)
+    high_watermark = min(checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp, log_end), log_end)
+    unstable = manager.first_unstable_offset()
+    lso = high_watermark if unstable is None else min(unstable, high_watermark)
+    checkpoint = checkpoints.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp)
+    rng = cleanable_offsets(infos, checkpoint=checkpoint, log_start_offset=log_start, log_end_offset=log_end,
+                            last_stable_offset=lso, min_compaction_lag_ms=config.min_compaction_lag_ms, now=now)
+    stats = dirty_stats(infos, rng.first_dirty, rng.first_uncleanable)
+    delay = max_compaction_delay(infos, rng.first_dirty, config.max_compaction_lag_ms, now)
+    clean_before = [s for s in infos if s.base_offset < rng.first_dirty]
+    legacy_horizon = clean_before[-1].mtime_ms - config.delete_retention_ms if clean_before else 0
+    state = LogToClean(part.topic, part.partition, part.path, infos, log_start, log_end, high_watermark, lso,
+                       checkpoint, rng, stats, delay, manager.active_producers(), _aborted_txns(part),
+                       legacy_horizon)
+    state.eligible, state.reason = _eligibility(state, config.min_cleanable_dirty_ratio, force)
+    return state
+
+
+def _eligibility(state: LogToClean, min_ratio: float, force: bool) -> tuple[bool, str]:
+    ratio = state.stats.cleanable_ratio
+    if not state.cleanable_segments():
+        return False, "nothing below the first uncleanable offset (only the active segment, an open " \
+                      "transaction or min.compaction.lag.ms hold the log)"
+    if force:
+        return True, f"forced (dirty ratio {ratio:.3f})"
+    if state.max_compaction_delay_ms > 0 and state.stats.cleanable_bytes > 0:
+        return True, f"max.compaction.lag.ms passed {state.max_compaction_delay_ms} ms ago"
+    if ratio > min_ratio:
+        return True, f"dirty ratio {ratio:.3f} > min.cleanable.dirty.ratio {min_ratio}"
+    return False, f"dirty ratio {ratio:.3f} <= min.cleanable.dirty.ratio {min_ratio}"
+
+
+def _first_batch_timestamp(seg) -> int:
+    """getFirstBatchTimestamp: the first batch's max timestamp, LONG_MAX when unknown."""
+    for _, batch in seg.batches():
+        return batch.max_timestamp if batch.max_timestamp >= 0 else LONG_MAX
+    return LONG_MAX
+
+
+def _aborted_txns(part) -> list:
+    from .txnindex import TransactionIndex
+    out = []
+    for seg in part.segments:
+        data = seg.read(".txnindex")
+        if data:
+            out += TransactionIndex.from_bytes(data, seg.base_offset, file=seg.path(".txnindex")).entries
+    return out

@@ -164,3 +164,29 @@ class ProducerStateManager:
     def snapshot(self) -> ProducerSnapshot:
         entries = [self.producers[pid].to_entry() for pid in sorted(self.producers)]
         return ProducerSnapshot(offset=self.map_end_offset, entries=entries)
+
+
+def replay_partition(part) -> tuple[ProducerStateManager, int]:
+    """Producer state at the log end offset of a storage Partition, and that offset: from the
+    latest readable snapshot, replaying the batches after it (the whole log when there is none)."""
+    from ..errors import CorruptSnapshotError
+    manager, start = ProducerStateManager(part.segments[0].base_offset if part.segments else 0), None
+    for offset in sorted(part.snapshots, reverse=True):
+        try:
+            snapshot = ProducerSnapshot.from_bytes(part.fs.read_bytes(part.snapshots[offset].path), offset,
+                                                   file=part.snapshots[offset].path)
+        except CorruptSnapshotError:  # Kafka deletes it and falls back to the previous one
+            continue
+        manager, start = ProducerStateManager.from_snapshot(snapshot), offset
+        break
+    log_end = part.segments[-1].base_offset if part.segments else 0
+    for i, seg in enumerate(part.segments):
+        next_base = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
+        if start is not None and next_base is not None and next_base <= start:
+            continue
+        for _, batch in seg.batches():
+            if start is None or batch.last_offset >= start:
+                manager.append(batch)
+            log_end = batch.last_offset + 1
+    return manager, max(log_end, start or 0)
+

@@ -1,0 +1,239 @@
+"""Compaction with Kafka's semantics as a Spark plan (DESIGN.md, data flow of a compaction).
+
+1. Inventory (driver): per compacted partition, `LogToClean` from metadata, index tails and
+   producer state: the cleanable range, dirty ratio, active producers, aborted transactions.
+2. Scan (executors): the batch view and the narrow record view of the segments to clean.
+3. Decide: batch fates with Kafka's transaction tracker, one task per partition; the latest offset
+   per key over the cleanable dirty range as a window over (topic, partition, key); record fates as
+   column expressions. Only batches that change get a plan.
+4. Group (driver): source segments into output segments, as Kafka groups them.
+5. Rewrite (executors): one task per output segment writes `.cleaned` files; untouched batches are
+   copied byte for byte.
+6. Commit (driver): the swap protocol per partition, then `cleaner-offset-checkpoint`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..codec.filter import BatchRetention
+from ..config import ConfigResolver
+from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch,
+                               group_segments_by_size, log_to_clean)
+from ..storage.logdir import LogDir
+from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES
+from ..storage.rewrite import BatchPlan, rewrite_segments
+from ..storage.swap import recover_partition, replace_segments
+from .scan import narrow_scan, read_batches
+
+REASONS = ("kept", "superseded", "tombstone_expired", "aborted_transaction", "marker_removed", "unkeyed")
+_RETENTION = {r.value: r for r in BatchRetention}
+
+
+@dataclass
+class CompactionPlan:
+    log_dir: str
+    now: int
+    logs: list[LogToClean] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> list[LogToClean]:
+        return [log for log in self.logs if log.eligible]
+
+    def partitions(self) -> list[dict]:
+        """Why each compacted partition was or was not chosen: the plan's partition table."""
+        return [{"topic": s.topic, "partition": s.partition, "chosen": s.eligible, "reason": s.reason,
+                 "first_dirty_offset": s.range.first_dirty, "first_uncleanable_offset": s.range.first_uncleanable,
+                 "log_start_offset": s.log_start_offset, "log_end_offset": s.log_end_offset,
+                 "last_stable_offset": s.last_stable_offset, "clean_bytes": s.stats.clean_bytes,
+                 "cleanable_bytes": s.stats.cleanable_bytes, "dirty_ratio": round(s.stats.cleanable_ratio, 6),
+                 "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000} for s in self.logs]
+
+
+def plan_compaction(log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False,
+                    topics=None) -> CompactionPlan:
+    """Step 1 for every partition whose cleanup.policy contains compact (driver, metadata only)."""
+    opened = LogDir.open(log_dir)
+    checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
+    plan = CompactionPlan(log_dir, now)
+    for topic, partition in opened.topic_partitions:
+        config = resolver.for_topic(topic)
+        if not config.compact or (topics and topic not in topics):
+            continue
+        part = opened.partition(topic, partition)
+        part.ensure_settled()
+        if part.segments:
+            plan.logs.append(log_to_clean(part, checkpoints, config, now, force=force))
+    return plan
+
+
+# -- step 3: decide ------------------------------------------------------------------------------------
+
+def _batch_decisions(spark, plan: CompactionPlan, resolver: ConfigResolver):
+    """Batch fates per partition with Kafka's transaction tracker (one task per partition)."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    chosen = {(s.topic, s.partition): s for s in plan.chosen}
+    params = spark.sparkContext.broadcast({tp: (s.aborted_txns, s.active_producers, s.upper_bound)
+                                           for tp, s in chosen.items()})
+    now = plan.now
+    batches = read_batches(spark, plan.log_dir, topics=sorted({t for t, _ in chosen}))
+    bounds = spark.createDataFrame([(t, p, s.upper_bound) for (t, p), s in chosen.items()],
+                                   "topic string, partition int, upper_bound long")
+    batches = batches.join(bounds, ["topic", "partition"]).where(F.col("base_offset") < F.col("upper_bound"))
+
+    def decide(pdf: pd.DataFrame) -> pd.DataFrame:
+        pdf = pdf.sort_values("base_offset")
+        topic, partition = pdf["topic"].iloc[0], int(pdf["partition"].iloc[0])
+        aborted, active, upper = params.value[(topic, partition)]
+        tracker = CleanedTransactionMetadata()
+        tracker.add_aborted(aborted)
+        rows = []
+        for b in pdf.itertuples(index=False):
+            control = None if pd.isna(b.control_type) else int(b.control_type)
+            horizon = None if pd.isna(b.delete_horizon_ms) else int(b.delete_horizon_ms)
+            meta = BatchMeta(int(b.base_offset), int(b.last_offset), int(b.producer_id), int(b.producer_epoch),
+                             bool(b.is_transactional), bool(b.is_control), control)
+            d = decide_batch(meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper,
+                             now=now)
+            rows.append((topic, partition, int(b.segment_base_offset), int(b.batch_position), d.retention.value,
+                         d.discard_records, d.contains_marker_for_empty_txn))
+        kept = {(t.producer_id, t.last_offset) for t in tracker.kept_aborted}
+        return pd.DataFrame(rows, columns=["topic", "partition", "segment_base_offset", "batch_position",
+                                           "retention", "discard_records", "marker_for_empty_txn"]).assign(
+            kept_aborted=[sorted(kept)] * len(rows) if rows else [])
+
+    schema = ("topic string, partition int, segment_base_offset long, batch_position long, retention string, "
+              "discard_records boolean, marker_for_empty_txn boolean, kept_aborted array<array<long>>")
+    decided = batches.groupBy("topic", "partition").applyInPandas(decide, schema)
+    return batches, decided
+
+
+def _record_fates(spark, plan: CompactionPlan, decided):
+    """Per record: retained or the reason it goes (spec §5.8), with the latest offset per key over the
+    cleanable dirty range as a window."""
+    from pyspark.sql import Window, functions as F
+    chosen = plan.chosen
+    ranges = spark.createDataFrame(
+        [(s.topic, s.partition, s.range.first_dirty, s.upper_bound, s.legacy_delete_horizon_ms) for s in chosen],
+        "topic string, partition int, first_dirty long, upper_bound long, legacy_horizon long")
+    segment_mtimes = spark.createDataFrame(
+        [(s.topic, s.partition, seg.base_offset, seg.mtime_ms) for s in chosen for seg in s.segments],
+        "topic string, partition int, segment_base_offset long, segment_mtime long")
+    records = (narrow_scan(spark, plan.log_dir, topics=sorted({s.topic for s in chosen}))
+               .join(ranges, ["topic", "partition"]).where(F.col("offset") < F.col("upper_bound"))
+               .join(decided.drop("kept_aborted"), ["topic", "partition", "segment_base_offset", "batch_position"])
+               .join(segment_mtimes, ["topic", "partition", "segment_base_offset"]))
+    in_map = (F.col("offset") >= F.col("first_dirty")) & F.col("key").isNotNull() & ~F.col("is_control") \
+        & ~F.col("discard_records")
+    latest = F.max(F.when(in_map, F.col("offset"))).over(Window.partitionBy("topic", "partition", "key"))
+    retain_deletes = F.when(F.col("magic") >= 2, F.col("delete_horizon_ms").isNull()
+                            | (F.lit(plan.now) < F.col("delete_horizon_ms"))) \
+        .otherwise(F.col("segment_mtime") > F.col("legacy_horizon"))
+    latest_or_none = F.coalesce(F.col("latest_offset"), F.lit(-1))
+    reason = (F.when(F.col("discard_records"), F.when(F.col("is_control"), "marker_removed")
+                     .otherwise("aborted_transaction"))
+              .when(F.col("is_control"), "kept")
+              .when(F.col("offset") > F.col("upper_bound") - 1, "kept")
+              .when(F.col("key").isNull(), "unkeyed")
+              .when(F.col("offset") < latest_or_none, "superseded")
+              .when(F.col("value_is_null") & ~F.col("retain_deletes"), "tombstone_expired")
+              .otherwise("kept"))
+    return (records.withColumn("latest_offset", latest).withColumn("retain_deletes", retain_deletes)
+            .withColumn("reason", reason))
+
+
+def _batch_plans(fates, decided):
+    """One row per batch that changes: its retention, removed offsets and horizon needs."""
+    from pyspark.sql import functions as F
+    keys = ["topic", "partition", "segment_base_offset", "batch_position"]
+    per_batch = fates.groupBy(*keys).agg(
+        F.collect_list(F.when(F.col("reason") != "kept", F.col("offset"))).alias("removed"),
+        F.max(F.when((F.col("reason") == "kept") & F.col("value_is_null") & ~F.col("is_control"), True)
+              .otherwise(False)).alias("has_tombstone"),
+        F.first("delete_horizon_ms").alias("delete_horizon_ms"), F.first("magic").alias("magic"))
+    joined = decided.join(per_batch, keys, "left")
+    no_horizon = F.col("delete_horizon_ms").isNull() & (F.coalesce(F.col("magic"), F.lit(2)) >= 2)
+    changes = ((F.col("retention") == BatchRetention.DELETE.value)
+               | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
+               | (F.col("removed").isNull() & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
+               | ((F.col("has_tombstone") | F.col("marker_for_empty_txn")) & no_horizon))
+    return joined.where(changes)
+
+
+# -- steps 4-6 ----------------------------------------------------------------------------------------
+
+@dataclass
+class CompactionResult:
+    plan: CompactionPlan
+    report: list[dict]
+    outputs: dict = field(default_factory=dict)  # (topic, partition) -> list of written output bases
+
+
+def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None,
+            dry_run: bool = False) -> CompactionResult:
+    """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol."""
+    opened = LogDir.open(log_dir)
+    if not dry_run:
+        opened.ensure_unlocked()
+        for tp in opened.topic_partitions:
+            if resolver.for_topic(tp[0]).compact:
+                recover_partition(opened.fs, opened.partition_paths[tp])
+    plan = plan_compaction(log_dir, resolver, now, force=force, topics=topics)
+    if not plan.chosen:
+        return CompactionResult(plan, [])
+    _, decided = _batch_decisions(spark, plan, resolver)
+    decided = decided.cache()
+    fates = _record_fates(spark, plan, decided).cache()
+    report = _report(fates)
+    if dry_run:
+        return CompactionResult(plan, report)
+    plans = _batch_plans(fates, decided).collect()
+    kept = {(r.topic, r.partition): {tuple(x) for x in r.kept_aborted}
+            for r in decided.select("topic", "partition", "kept_aborted").dropDuplicates(["topic", "partition"])
+            .collect()}
+    result = CompactionResult(plan, report)
+    for state in plan.chosen:
+        tp = (state.topic, state.partition)
+        batch_plans = {(r.segment_base_offset, r.batch_position): BatchPlan(
+            _RETENTION[r.retention], frozenset(r.removed or ()), bool(r.marker_for_empty_txn),
+            bool(r.has_tombstone)) for r in plans if (r.topic, r.partition) == tp}
+        result.outputs[tp] = _rewrite_partition(opened, state, resolver.for_topic(state.topic), batch_plans,
+                                                kept.get(tp, set()), now)
+    opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT,
+                             {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
+    fates.unpersist()
+    decided.unpersist()
+    return result
+
+
+def _rewrite_partition(opened: LogDir, state: LogToClean, config, plans: dict, kept: set, now: int) -> list[int]:
+    """Group, rewrite to `.cleaned`, swap in (driver-side for now: one partition at a time)."""
+    part = opened.partition(state.topic, state.partition)
+    by_base = {s.base_offset: s for s in part.segments}
+    groups = group_segments_by_size(state.cleanable_segments(), config.segment_bytes, config.segment_index_bytes,
+                                    state.upper_bound)
+    aborted = [t for t in state.aborted_txns if (t.producer_id, t.last_offset) in kept]
+    written, replaced = [], []
+    for group in groups:
+        sources = [by_base[s.base_offset] for s in group]
+        if len(sources) == 1 and not any(k[0] == sources[0].base_offset for k in plans):
+            continue  # a lone untouched segment would be rewritten to the same bytes
+        rewrite_segments(opened.fs, part.path, sources, plans, delete_horizon_ms=now + config.delete_retention_ms,
+                         index_interval_bytes=config.index_interval_bytes, aborted_txns=aborted)
+        written.append(sources[0].base_offset)
+        replaced += [s.base_offset for s in sources]
+    if written:
+        survivors = {s.base_offset for s in part.segments} - set(replaced) | set(written)
+        replace_segments(opened.fs, part.path, written, replaced, keep_snapshots=survivors)
+    return written
+
+
+def _report(fates) -> list[dict]:
+    from pyspark.sql import functions as F
+    rows = fates.groupBy("topic", "partition", "reason").agg(F.count("*").alias("records")).collect()
+    out: dict = {}
+    for r in rows:
+        entry = out.setdefault((r.topic, r.partition), {"topic": r.topic, "partition": r.partition,
+                                                        **{k: 0 for k in REASONS}})
+        entry[r.reason] = r.records
+    return [out[k] for k in sorted(out)]
