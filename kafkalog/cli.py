@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_generate(commands)
     _add_dump(commands)
     _add_validate(commands)
+    _add_compact(commands, "plan", "show which partitions compaction would clean, and what it would remove")
+    _add_compact(commands, "compact", "compact with Kafka's semantics: one cleaning pass per chosen partition")
     return parser
 
 
@@ -107,3 +109,58 @@ def _run_dump(args) -> int:
                           txn_index=args.txn_index, snapshots=args.snapshot):
         out.write(json.dumps(obj, separators=(",", ":")) + "\n")
     return EXIT_OK
+
+
+def _add_compact(commands, name: str, help_text: str) -> None:
+    p = commands.add_parser(name, help=help_text)
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--now", type=int, help="the clock, in epoch milliseconds (default: the wall clock)")
+    p.add_argument("--force", action="store_true", help="clean every partition with a cleanable segment, "
+                   "whatever its dirty ratio")
+    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    p.add_argument("--report", metavar="FILE", help="write the plan and the per-reason report as JSON")
+    if name == "compact":
+        p.add_argument("--dry-run", action="store_true", help="plan and report only; write nothing")
+        p.add_argument("--output", metavar="DIR", help="write a complete new log directory; LOG_DIR is untouched")
+    p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+    _add_config_options(p)
+    p.set_defaults(run=_run_compact)
+
+
+def _run_compact(args) -> int:
+    import time
+    from .spark.compaction import compact
+    from .spark.session import local_session
+    from .storage.logdir import copy_log_dir
+    now = args.now if args.now is not None else int(time.time() * 1000)
+    dry_run = args.command == "plan" or args.dry_run
+    resolver = _resolver(args)
+    log_dir = args.log_dir
+    if not dry_run and getattr(args, "output", None):
+        copy_log_dir(log_dir, args.output)
+        log_dir = args.output
+    spark = local_session(master=args.master) if args.master else local_session()
+    result = compact(spark, log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run)
+    partitions = result.plan.partitions()
+    print(_table(partitions, ["topic", "partition", "chosen", "dirty_ratio", "first_dirty_offset",
+                              "first_uncleanable_offset", "max_compaction_delay_secs", "reason"]))
+    if result.report:
+        print()
+        print(_table(result.report, list(result.report[0])))
+    if args.report:
+        from .storage.fs import LogFileSystem
+        fs, path = LogFileSystem.for_path(args.report)
+        fs.write_bytes(path, json.dumps({"now": now, "dry_run": dry_run, "log_dir": log_dir,
+                                         "partitions": partitions, "records": result.report},
+                                        indent=2).encode("utf-8"))
+    return EXIT_OK
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    """A plain text table: what a terminal shows best."""
+    cells = [[str(row.get(c, "")) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
+

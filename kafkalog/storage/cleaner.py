@@ -304,8 +304,8 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
 def _eligibility(state: LogToClean, min_ratio: float, force: bool) -> tuple[bool, str]:
     ratio = state.stats.cleanable_ratio
     if not state.cleanable_segments():
-        return False, "nothing below the first uncleanable offset (only the active segment, an open " \
-                      "transaction or min.compaction.lag.ms hold the log)"
+        return False, "no cleanable segment: the active segment, an open transaction or " \
+                      "min.compaction.lag.ms holds the whole log"
     if force:
         return True, f"forced (dirty ratio {ratio:.3f})"
     if state.max_compaction_delay_ms > 0 and state.stats.cleanable_bytes > 0:

@@ -115,3 +115,20 @@ def parse_properties(text: str) -> dict[str, str]:
             props[line] = ""
     return props
 
+
+def copy_log_dir(source: str, target: str) -> None:
+    """Copy a whole log directory to `target`, which must not exist yet: the `--output` of the
+    rewriting commands. Local copies keep file modification times, which Kafka's rules read."""
+    src_fs, src = LogFileSystem.for_path(source)
+    dst_fs, dst = LogFileSystem.for_path(target)
+    if not src_fs.is_dir(src):
+        raise LogDirError("log directory does not exist or is not a directory", file=src)
+    if dst_fs.exists(dst):
+        raise LogDirError("the output directory already exists; choose a new one", file=dst)
+    if src_fs.is_local and dst_fs.is_local:
+        import shutil
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns(LOCK_FILE))
+        return
+    import pyarrow.fs as pafs
+    pafs.copy_files(src, dst, source_filesystem=src_fs.fs, destination_filesystem=dst_fs.fs)
+

@@ -97,3 +97,29 @@ def test_generated_log_compacts_validates_and_a_rerun_changes_nothing(spark, tmp
 def _files(root):
     import os
     return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if not f.endswith(".lock"))
+
+
+def test_cli_compact_output_leaves_input_untouched_and_plan_writes_nothing(spark, tmp_path, small_log, capsys):
+    import json
+
+    from kafkalog.cli import main
+    root, out = str(tmp_path / "in"), str(tmp_path / "out")
+    shutil.copytree(small_log.path, root)
+    config = tmp_path / "topics.properties"
+    config.write_text(small_log.summary.config_properties())
+    before = {p: open(p, "rb").read() for p in _files(root)}
+    assert main(["plan", root, "--config-file", str(config), "--now", str(T0)]) == 0
+    assert "customers" in capsys.readouterr().out
+    assert main(["compact", root, "--config-file", str(config), "--now", str(T0), "--output", out,
+                 "--report", str(tmp_path / "report.json")]) == 0
+    assert before == {p: open(p, "rb").read() for p in _files(root)}
+    report = json.loads((tmp_path / "report.json").read_text())
+    (customers,) = [r for r in report["records"] if r["topic"] == "customers"]
+    assert customers["superseded"] > 0 and report["now"] == T0
+    assert validate_paths([out], index_interval_bytes=256).exit_code == 0
+    assert _contents_of(out, "customers") != _contents_of(root, "customers")
+
+
+def _contents_of(root, topic):
+    part = LogDir.open(root).partition(topic, 0)
+    return [r.offset for seg in part.segments for _, b in seg.batches() for r in b.records()]
