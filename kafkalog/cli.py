@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 
 from . import __version__
 from .errors import KafkaLogError
@@ -142,8 +143,14 @@ def _run_compact(args) -> int:
     spark = local_session(master=args.master) if args.master else local_session()
     result = compact(spark, log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run)
     partitions = result.plan.partitions()
-    print(_table(partitions, ["topic", "partition", "chosen", "dirty_ratio", "first_dirty_offset",
-                              "first_uncleanable_offset", "max_compaction_delay_secs", "reason"]))
+    chosen = [p for p in partitions if p["chosen"]]
+    print(f"{len(chosen)} of {len(partitions)} compacted partitions chosen")
+    if chosen:
+        print(_table(chosen, ["topic", "partition", "dirty_ratio", "first_dirty_offset", "first_uncleanable_offset",
+                              "max_compaction_delay_secs", "reason"]))
+    skipped = Counter(p["reason"] for p in partitions if not p["chosen"])
+    for reason, count in skipped.most_common():
+        print(f"not chosen ×{count}: {reason}")
     if result.report:
         print()
         print(_table(result.report, list(result.report[0])))
