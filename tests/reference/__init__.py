@@ -1,0 +1,1 @@
+"""An independent reference model of Kafka's log cleaner, for differential tests of the product."""
