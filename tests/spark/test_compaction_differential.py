@@ -1,0 +1,124 @@
+"""Differential test: kafkalog's Spark compaction against the independent reference model of Kafka's
+cleaner (tests/reference), offset for offset and byte for byte, on random partitions with keys,
+tombstones, idempotent and transactional producers (commits and aborts), several codecs and segments."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from kafkalog.codec.compression import Codec
+from kafkalog.config import resolver_from
+from kafkalog.storage.index import BatchSummary, build_indexes
+from kafkalog.storage.logdir import LogDir
+from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
+from kafkalog.spark.compaction import compact
+
+from ..reference.cleaner_model import CleanerConfig, clean, replay_producers, split_batches
+from ..reference.scenarios import T0, LogBuilder
+
+SEGMENT_BYTES = 2048
+DELETE_RETENTION_MS = 1_000
+
+
+def random_partition(seed: int) -> list:
+    rng = random.Random(seed)
+    log = LogBuilder(segment_bytes=SEGMENT_BYTES)
+    producers = {pid: log.transactional(pid) for pid in (11, 12)}
+    idempotent = log.idempotent(21)
+    open_txns = set()
+    for _ in range(rng.randrange(30, 60)):
+        log.sleep(rng.randrange(1, 50))
+        roll = rng.random()
+        keys = [rng.randrange(12) for _ in range(rng.randrange(1, 5))]
+        codec = rng.choice(list(Codec))
+        if roll < 0.45:
+            log.append([(k, None if rng.random() < 0.15 else f"v{rng.random():.6f}") for k in keys], codec=codec)
+        elif roll < 0.6:
+            idempotent(keys, codec=codec)
+        elif roll < 0.85:
+            pid = rng.choice(list(producers))
+            producers[pid](keys, codec=codec)
+            open_txns.add(pid)
+        elif open_txns:
+            pid = rng.choice(sorted(open_txns))
+            open_txns.discard(pid)
+            (log.commit if rng.random() < 0.6 else log.abort)(pid)
+    for pid in sorted(open_txns):  # leave no transaction open, so the LSO is the log end
+        log.commit(pid)
+    log.roll()
+    return log.build()
+
+
+def write_partition(root, segments, config: CleanerConfig) -> None:
+    """Files as a broker leaves them: .log, indexes built by Kafka's recovery rules, .txnindex entries."""
+    part = root / "t-0"
+    part.mkdir(parents=True)
+    aborted = replay_producers(segments).aborted_txns
+    bases = [s.base_offset for s in segments]
+    for i, seg in enumerate(segments):
+        data = b"".join(seg.batches)
+        name = f"{seg.base_offset:020d}"
+        (part / f"{name}.log").write_bytes(data)
+        summaries, pos = [], 0
+        for batch in split_batches(data):
+            summaries.append(BatchSummary(pos, batch.size, batch.last_offset, batch.max_timestamp))
+            pos += batch.size
+        offset_index, time_index = build_indexes(summaries, seg.base_offset, config.index_interval_bytes)
+        (part / f"{name}.index").write_bytes(offset_index.to_bytes())
+        (part / f"{name}.timeindex").write_bytes(time_index.to_bytes())
+        end = bases[i + 1] if i + 1 < len(bases) else float("inf")
+        mine = [AbortedTxn(*t) for t in aborted if seg.base_offset <= t.last_offset < end]
+        if mine:
+            (part / f"{name}.txnindex").write_bytes(TransactionIndex(seg.base_offset, mine).to_bytes())
+        for suffix in (".log", ".index", ".timeindex"):
+            os.utime(part / f"{name}{suffix}", ns=(seg.mtime_ms * 10**6,) * 2)
+
+
+def read_partition(root) -> list:
+    part = LogDir.open(str(root)).partition("t", 0)
+    return [(seg.base_offset, [b.data for _, b in seg.batches()]) for seg in part.segments]
+
+
+SEEDS = [1, 2, 3]
+
+
+def _model_config() -> CleanerConfig:
+    return CleanerConfig(delete_retention_ms=DELETE_RETENTION_MS, segment_bytes=SEGMENT_BYTES,
+                         index_interval_bytes=256, producer_id_expiration_ms=None)
+
+
+def test_the_random_partitions_exercise_the_rules():
+    """Without Spark: the seeds below supersede, abort, empty batches and expire tombstones, so the
+    differential test compares every kind of decision."""
+    totals: dict = {}
+    for seed in SEEDS:
+        first = clean(random_partition(seed), now=T0 + 10_000, config=_model_config())
+        second = clean(first.as_input(), now=T0 + 10_000 + DELETE_RETENTION_MS + 1, config=_model_config(),
+                       checkpoint=0)
+        for counts in (first.counts, second.counts):
+            for reason, n in counts.items():
+                totals[reason] = totals.get(reason, 0) + n
+    assert all(totals[r] > 0 for r in ("superseded", "aborted_transaction", "tombstone_expired", "empty_batches"))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_spark_compaction_equals_the_reference_model(spark, tmp_path, seed):
+    config = _model_config()
+    resolver = resolver_from(settings=["cleanup.policy=compact", f"delete.retention.ms={DELETE_RETENTION_MS}",
+                                       f"segment.bytes={SEGMENT_BYTES}", "index.interval.bytes=256",
+                                       f"producer.id.expiration.ms={2**62}"])
+    segments = random_partition(seed)
+    assert len(segments) >= 3
+    write_partition(tmp_path, segments, config)
+    now = T0 + 10_000
+    expected = clean(segments, now=now, config=config)
+    compact(spark, str(tmp_path), resolver, now, force=True)
+    assert read_partition(tmp_path) == [(s.base_offset, s.batches) for s in expected.segments]
+    # a second pass past the delete horizon: tombstones and emptied transactions' markers go
+    later = now + DELETE_RETENTION_MS + 1
+    again = clean(expected.as_input(), now=later, config=config, checkpoint=0)
+    LogDir.open(str(tmp_path)).write_checkpoint("cleaner-offset-checkpoint", {("t", 0): 0})
+    compact(spark, str(tmp_path), resolver, later, force=True)
+    assert read_partition(tmp_path) == [(s.base_offset, s.batches) for s in again.segments]
