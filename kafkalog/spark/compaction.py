@@ -192,13 +192,28 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
             for r in decided.select("topic", "partition", "kept_aborted").dropDuplicates(["topic", "partition"])
             .collect()}
     result = CompactionResult(plan, report)
+    tasks, replaced = [], {}
     for state in plan.chosen:
         tp = (state.topic, state.partition)
         batch_plans = {(r.segment_base_offset, r.batch_position): BatchPlan(
             _RETENTION[r.retention], frozenset(r.removed or ()), bool(r.marker_for_empty_txn),
             bool(r.has_tombstone)) for r in plans if (r.topic, r.partition) == tp}
-        result.outputs[tp] = _rewrite_partition(opened, state, resolver.for_topic(state.topic), batch_plans,
-                                                kept.get(tp, set()), now)
+        config = resolver.for_topic(state.topic)
+        aborted = [t for t in state.aborted_txns if (t.producer_id, t.last_offset) in kept.get(tp, set())]
+        for group in group_segments_by_size(state.cleanable_segments(), config.segment_bytes,
+                                            config.segment_index_bytes, state.upper_bound):
+            bases = [s.base_offset for s in group]
+            group_plans = {k: v for k, v in batch_plans.items() if k[0] in bases}
+            if len(bases) == 1 and not group_plans:
+                continue  # a lone untouched segment would be rewritten to the same bytes
+            tasks.append((log_dir, state.topic, state.partition, bases, group_plans,
+                          now + config.delete_retention_ms, config.index_interval_bytes, aborted))
+            replaced.setdefault(tp, []).append(bases)
+    if tasks:  # step 5 on executors: one task per output segment
+        spark.sparkContext.parallelize(tasks, len(tasks)).map(_rewrite_group).collect()
+    for state in plan.chosen:  # step 6 on the driver: swap each partition's outputs in
+        tp = (state.topic, state.partition)
+        result.outputs[tp] = _swap_in(opened, tp, replaced.get(tp, []))
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT,
                              {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
     fates.unpersist()
@@ -206,23 +221,22 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
     return result
 
 
-def _rewrite_partition(opened: LogDir, state: LogToClean, config, plans: dict, kept: set, now: int) -> list[int]:
-    """Group, rewrite to `.cleaned`, swap in (driver-side for now: one partition at a time)."""
-    part = opened.partition(state.topic, state.partition)
-    by_base = {s.base_offset: s for s in part.segments}
-    groups = group_segments_by_size(state.cleanable_segments(), config.segment_bytes, config.segment_index_bytes,
-                                    state.upper_bound)
-    aborted = [t for t in state.aborted_txns if (t.producer_id, t.last_offset) in kept]
-    written, replaced = [], []
-    for group in groups:
-        sources = [by_base[s.base_offset] for s in group]
-        if len(sources) == 1 and not any(k[0] == sources[0].base_offset for k in plans):
-            continue  # a lone untouched segment would be rewritten to the same bytes
-        rewrite_segments(opened.fs, part.path, sources, plans, delete_horizon_ms=now + config.delete_retention_ms,
-                         index_interval_bytes=config.index_interval_bytes, aborted_txns=aborted)
-        written.append(sources[0].base_offset)
-        replaced += [s.base_offset for s in sources]
+def _rewrite_group(task) -> int:
+    """Executor side: write one output segment as `.cleaned` files."""
+    log_dir, topic, partition, bases, plans, horizon, interval, aborted = task
+    part = LogDir.open(log_dir).partition(topic, partition)
+    sources = [s for s in part.segments if s.base_offset in set(bases)]
+    rewrite_segments(part.fs, part.path, sources, plans, delete_horizon_ms=horizon, index_interval_bytes=interval,
+                     aborted_txns=aborted)
+    return bases[0]
+
+
+def _swap_in(opened: LogDir, tp, groups: list[list[int]]) -> list[int]:
+    """Replace each group's source segments with its `.cleaned` output, with Kafka's swap protocol."""
+    written = [g[0] for g in groups]
     if written:
+        part = opened.partition(*tp)
+        replaced = [b for g in groups for b in g]
         survivors = {s.base_offset for s in part.segments} - set(replaced) | set(written)
         replace_segments(opened.fs, part.path, written, replaced, keep_snapshots=survivors)
     return written
