@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_validate(commands)
     _add_compact(commands, "plan", "show which partitions compaction would clean, and what it would remove")
     _add_compact(commands, "compact", "compact with Kafka's semantics: one cleaning pass per chosen partition")
+    _add_retain(commands)
     return parser
 
 
@@ -171,3 +172,48 @@ def _table(rows: list[dict], columns: list[str]) -> str:
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
     return "\n".join(lines)
 
+
+def _add_retain(commands) -> None:
+    p = commands.add_parser("retain", help="time, size and log-start-offset retention, deleteRecords, consumed "
+                                           "retention (KIP-68)")
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    p.add_argument("--now", type=int, metavar="EPOCH_MS", help="the clock for time retention (default: now)")
+    p.add_argument("--dry-run", action="store_true", help="plan and report only; change nothing")
+    p.add_argument("--output", metavar="DIR", help="write a complete new log directory there (the input stays "
+                                                   "untouched); default: in place, with Kafka's swap protocol")
+    p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of a summary")
+    p.add_argument("--delete-records", metavar="FILE", help="kafka-delete-records.sh's offset JSON file "
+                                                           "(offset -1: the high watermark)")
+    p.add_argument("--truncate-below-start", action="store_true",
+                   help="also remove the records below the log start offset from the segment that holds it "
+                        "(offsets preserved)")
+    p.add_argument("--committed-offsets", metavar="FILE",
+                   help="committed offsets (CSV, JSON, Parquet or Delta: group, topic, partition, offset) for "
+                        "consumed retention; default: the log dir's own __consumer_offsets")
+    p.add_argument("--include-groups", action="append", default=[], metavar="PATTERNS",
+                   help="only these consumer groups (comma-separated fnmatch patterns)")
+    p.add_argument("--exclude-groups", action="append", default=[], metavar="PATTERNS",
+                   help="ignore these consumer groups (comma-separated fnmatch patterns)")
+    p.add_argument("--missing-high-watermark", choices=["log-start", "log-end"], default="log-start",
+                   help="without a replication-offset-checkpoint entry: Kafka's rule (nothing is deleted) or "
+                        "trust the log end offset")
+    _add_config_options(p)
+    p.set_defaults(run=_run_retain)
+
+
+def _run_retain(args) -> int:
+    from .retain import retain
+    report = retain(args.log_dir, config=_resolver(args), now_ms=args.now, topics=args.topics,
+                    delete_records=args.delete_records, truncate_below_start=args.truncate_below_start,
+                    committed_offsets=args.committed_offsets, include_groups=args.include_groups,
+                    exclude_groups=args.exclude_groups, output=args.output, dry_run=args.dry_run,
+                    missing_high_watermark=args.missing_high_watermark)
+    text = json.dumps(report.to_dict(), indent=2)
+    if args.report:
+        from .storage.fs import LogFileSystem
+        fs, path = LogFileSystem.for_path(args.report)
+        fs.write_bytes(path, (text + "\n").encode("utf-8"))
+    print(text if args.json else report.summary())
+    return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK

@@ -1,0 +1,266 @@
+"""Retention of a Kafka log directory offline: `retain()`, the API behind `kafkalog retain`.
+
+    from kafkalog.retain import retain
+
+    report = retain("/var/lib/kafka/data", now_ms=1_700_000_000_000, dry_run=True,
+                    config={"retention.ms": "604800000"})
+    print(report.summary())
+
+What it does, per partition (spec §7, §11.4; the rules are `kafkalog.storage.retention`):
+Kafka's deleteOldSegments -- log start offset breach, then for `cleanup.policy` with `delete` size
+(`retention.bytes`) and time (`retention.ms`) breach, each a prefix scan that never passes the high
+watermark, rolling a new empty segment when every segment goes; deleteRecords from the JSON file of
+`kafka-delete-records.sh` (KIP-107); consumed retention (KIP-68, `retention.commitoffset.enable` and
+`retention.commitoffset.ms`): segments older than the consumed time go once every consumer group of
+the partition has committed past them, `retention.ms` remaining the forced backstop. Committed
+offsets come from the log dir's own `__consumer_offsets`, or from a CSV, JSON, Parquet or Delta file
+or table with columns group, topic, partition, offset. With `truncate_below_start`, records below the
+log start offset also leave the segment that holds it (offsets preserved).
+
+Spark is not needed: every decision is taken from segment metadata on the driver. Reading a Delta
+table of committed offsets uses the `deltalake` package (the `spark` extra installs it).
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import time
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .config import ConfigResolver, resolver_from
+from .errors import ConfigError, KafkaLogError
+from .storage.fs import LogFileSystem
+from .storage.retention import (MISSING_HW_LOG_END, MISSING_HW_LOG_START, CommittedOffsets, DeleteRecordsError,
+                                RetentionReport, effective_config, read_committed_offsets, run_retention)
+from .storage.swap import FaultHook
+
+__all__ = ["retain", "parse_delete_records", "load_delete_records", "load_committed_offsets", "group_filter",
+           "CommittedOffsets", "RetentionReport", "DeleteRecordsError", "DeleteRecordsFileError",
+           "MISSING_HW_LOG_START", "MISSING_HW_LOG_END"]
+
+COMMITTED_COLUMNS = ("group", "topic", "partition", "offset")
+
+
+class DeleteRecordsFileError(KafkaLogError):
+    """A deleteRecords JSON file that kafka-delete-records.sh refuses (its message)."""
+
+
+def retain(log_dir: str, *, config: ConfigResolver | Mapping[str, str] | None = None, now_ms: int | None = None,
+           topics: Iterable[str] | None = None,
+           delete_records: str | Mapping[tuple[str, int], int] | None = None,
+           truncate_below_start: bool = False,
+           committed_offsets: str | CommittedOffsets | Mapping[tuple[str, str, int], int | None] | None = None,
+           include_groups: Sequence[str] = (), exclude_groups: Sequence[str] = (),
+           output: str | None = None, dry_run: bool = False,
+           missing_high_watermark: str = MISSING_HW_LOG_START, fault: FaultHook | None = None) -> RetentionReport:
+    """Apply retention to the log directory `log_dir` (a path or URI) and return the report.
+
+    `config`: a ConfigResolver, or Kafka topic settings for every topic (`{"retention.ms": "1000"}`).
+    `now_ms`: the clock (default: now). `topics`: only these topics. `delete_records`: the path of a
+    kafka-delete-records.sh JSON file, or {(topic, partition): offset} (-1: the high watermark).
+    `committed_offsets`: a CSV/JSON/Parquet/Delta path, a CommittedOffsets or a mapping
+    {(group, topic, partition): offset}; default: the log dir's own `__consumer_offsets`, read only
+    when a topic has consumed retention enabled. `include_groups`/`exclude_groups`: group name
+    patterns (fnmatch). `output`: write a new log directory there, the input untouched; else in
+    place (refused while a broker holds the directory's lock). `dry_run`: plan and report only.
+    `missing_high_watermark`: "log-start" (Kafka: without a replication-offset-checkpoint entry
+    nothing can be deleted) or "log-end" (trust the log end offset)."""
+    resolver = _resolver(config)
+    if missing_high_watermark not in (MISSING_HW_LOG_START, MISSING_HW_LOG_END):
+        raise ConfigError(f"missing_high_watermark must be {MISSING_HW_LOG_START!r} or {MISSING_HW_LOG_END!r}")
+    requests = load_delete_records(delete_records) if isinstance(delete_records, str) else delete_records
+    keep = group_filter(include_groups, exclude_groups)
+    if committed_offsets is None:
+        def committed(log_dir_):
+            return read_committed_offsets(log_dir_).filtered(keep)
+    elif isinstance(committed_offsets, CommittedOffsets):
+        committed = committed_offsets.filtered(keep)
+    elif isinstance(committed_offsets, str):
+        committed = load_committed_offsets(committed_offsets).filtered(keep)
+    else:
+        committed = CommittedOffsets(dict(committed_offsets), "mapping").filtered(keep)
+    return run_retention(log_dir, config_for=config_function(resolver), now_ms=_now(now_ms), topics=topics,
+                         delete_records=requests, truncate_below_start=truncate_below_start, committed=committed,
+                         output=output, dry_run=dry_run, missing_high_watermark=missing_high_watermark,
+                         **({"fault": fault} if fault is not None else {}))
+
+
+def config_function(resolver: ConfigResolver) -> Callable:
+    """topic -> effective TopicConfig; Kafka's internal topics stay compacted unless configured."""
+    def config_for(topic: str):
+        explicit = "cleanup.policy" in resolver.per_topic.get(topic, {})
+        return effective_config(resolver.for_topic(topic), topic, explicit)
+    return config_for
+
+
+def _resolver(config) -> ConfigResolver:
+    if config is None:
+        return ConfigResolver()
+    if isinstance(config, ConfigResolver):
+        return config
+    return resolver_from(settings=[f"{k}={v}" for k, v in dict(config).items()])
+
+
+def _now(now_ms: int | None) -> int:
+    return int(time.time() * 1000) if now_ms is None else int(now_ms)
+
+
+def group_filter(include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Callable[[str], bool]:
+    """Keep groups matching any `include` pattern (all when none) and no `exclude` pattern."""
+    include, exclude = _patterns(include), _patterns(exclude)
+
+    def keep(group: str) -> bool:
+        if include and not any(fnmatch.fnmatchcase(group, p) for p in include):
+            return False
+        return not any(fnmatch.fnmatchcase(group, p) for p in exclude)
+    return keep
+
+
+def _patterns(values: Sequence[str]) -> list[str]:
+    out = []
+    for value in values:
+        out += [p.strip() for p in value.split(",") if p.strip()]
+    return out
+
+
+# -- kafka-delete-records.sh's JSON file ----------------------------------------------------------------------
+
+def parse_delete_records(text: str, file: str | None = None) -> dict[tuple[str, int], int]:
+    """`{"partitions":[{"topic":..,"partition":..,"offset":..}],"version":1}` -> {(topic, partition):
+    offset}, refused with kafka-delete-records.sh's messages (the version is optional, 1 only;
+    duplicate partitions are refused)."""
+    def fail(message: str):
+        return DeleteRecordsFileError(message, file=file)
+
+    if not text.strip():
+        raise fail("The input string shouldn't be empty")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise fail("The input string is not a valid JSON") from None
+    if not isinstance(data, dict):
+        raise fail(f"Expected JSON object, received {json.dumps(data)}")
+    version = data.get("version", 1)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise fail(f"Expected `Integer` value, received {json.dumps(version)}")
+    if version != 1:
+        raise fail(f"Not supported version field value {version}")
+    if "partitions" not in data:
+        raise fail("Missing partitions field")
+    partitions = data["partitions"]
+    if not isinstance(partitions, list):
+        raise fail(f"Expected JSON array, received {json.dumps(partitions)}")
+    out: dict[tuple[str, int], int] = {}
+    duplicates = []
+    for entry in partitions:
+        if not isinstance(entry, dict):
+            raise fail(f"Expected JSON object, received {json.dumps(entry)}")
+        for name in ("topic", "partition", "offset"):
+            if name not in entry:
+                raise fail(f"No such field exists: `{name}`")
+        topic, partition, offset = entry["topic"], entry["partition"], entry["offset"]
+        if not isinstance(topic, str):
+            raise fail(f"Expected `String` value, received {json.dumps(topic)}")
+        if not _is_int(partition, 32):
+            raise fail(f"Expected `Integer` value, received {json.dumps(partition)}")
+        if not _is_int(offset, 64):
+            raise fail(f"Expected `Long` value, received {json.dumps(offset)}")
+        key = (topic, partition)
+        if key in out and f"{topic}-{partition}" not in duplicates:
+            duplicates.append(f"{topic}-{partition}")
+        out[key] = offset
+    if duplicates:
+        raise fail(f"Offset json file contains duplicate topic partitions: {','.join(duplicates)}")
+    return out
+
+
+def _is_int(value, bits: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(1 << (bits - 1)) <= value < (1 << (bits - 1))
+
+
+def load_delete_records(path_or_uri: str) -> dict[tuple[str, int], int]:
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    return parse_delete_records(fs.read_bytes(path).decode("utf-8"), file=path)
+
+
+# -- committed offsets from a file or table ---------------------------------------------------------------------
+
+def load_committed_offsets(path_or_uri: str) -> CommittedOffsets:
+    """Committed offsets from CSV (a header row naming group, topic, partition, offset), JSON (a list
+    of objects, an object with a "commits" or "offsets" list, or JSON Lines), Parquet (a file or a
+    directory of files) or a Delta table (a directory with `_delta_log`, read with `deltalake`).
+    An empty or negative offset is an offset that is not known."""
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    if not fs.exists(path):
+        raise KafkaLogError("no such file or directory", file=path)
+    lower = path.lower()
+    if fs.is_dir(path):
+        if fs.exists(fs.join(path, "_delta_log")):
+            rows = _delta_rows(path_or_uri)
+        else:
+            rows = _parquet_rows(fs, path)
+    elif lower.endswith(".csv"):
+        rows = _csv_rows(fs, path)
+    elif lower.endswith((".json", ".jsonl", ".ndjson")):
+        rows = _json_rows(fs.read_bytes(path).decode("utf-8"), path)
+    elif lower.endswith((".parquet", ".pq")):
+        rows = _parquet_rows(fs, path)
+    else:
+        raise KafkaLogError("committed offsets: expected a .csv, .json, .jsonl or .parquet file, a Parquet "
+                            "directory or a Delta table", file=path)
+    return CommittedOffsets(_offsets_from_rows(rows, path), path_or_uri)
+
+
+def _offsets_from_rows(rows: Iterable[Mapping], path: str) -> dict[tuple[str, str, int], int | None]:
+    out: dict[tuple[str, str, int], int | None] = {}
+    for i, row in enumerate(rows):
+        missing = [c for c in COMMITTED_COLUMNS if c not in row]
+        if missing:
+            raise KafkaLogError(f"row {i + 1}: missing column(s) {', '.join(missing)}; expected "
+                                f"{', '.join(COMMITTED_COLUMNS)}", file=path)
+        try:
+            group, topic, partition = str(row["group"]), str(row["topic"]), int(row["partition"])
+            raw = row["offset"]
+            offset = None if raw is None or str(raw).strip() == "" else int(raw)
+        except (TypeError, ValueError):
+            raise KafkaLogError(f"row {i + 1}: partition and offset must be integers: {dict(row)}", file=path) from None
+        out[(group, topic, partition)] = offset if offset is None or offset >= 0 else None
+    return out
+
+
+def _csv_rows(fs: LogFileSystem, path: str) -> list[dict]:
+    import csv
+    import io
+    text = fs.read_bytes(path).decode("utf-8-sig")
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _json_rows(text: str, path: str) -> list[dict]:
+    stripped = text.strip()
+    try:
+        data = json.loads(stripped) if stripped else []
+    except ValueError:
+        try:
+            data = [json.loads(line) for line in stripped.splitlines() if line.strip()]
+        except ValueError as err:
+            raise KafkaLogError(f"not JSON nor JSON Lines: {err}", file=path) from None
+    if isinstance(data, dict):
+        data = data.get("commits", data.get("offsets"))
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise KafkaLogError("expected a list of {group, topic, partition, offset} objects", file=path)
+    return data
+
+
+def _parquet_rows(fs: LogFileSystem, path: str) -> list[dict]:
+    import pyarrow.parquet as pq
+    table = pq.read_table(path, filesystem=fs.fs)
+    return table.to_pylist()
+
+
+def _delta_rows(uri: str) -> list[dict]:
+    try:
+        from deltalake import DeltaTable
+    except ImportError:
+        raise KafkaLogError("reading a Delta table needs the deltalake package (pip install 'kafkalog[spark]')",
+                            file=uri) from None
+    return DeltaTable(uri).to_pyarrow_table().to_pylist()
