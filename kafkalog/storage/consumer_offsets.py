@@ -41,7 +41,7 @@ __all__ = [
     "decode_key", "decode_offset_commit_value", "decode_group_metadata_value",
     "decode_record", "committed_offsets", "group_metadata",
     "offset_commit_key", "offset_commit_value", "group_metadata_key", "group_metadata_value",
-    "consumer_subscription", "consumer_assignment",
+    "consumer_subscription", "consumer_assignment", "replay_committed_offsets",
 ]
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
@@ -496,3 +496,57 @@ def consumer_assignment(partitions: Sequence[tuple[str, int]]) -> bytes:
     for topic, numbers in by_topic.items():
         out += _string(topic) + struct.pack(">i", len(numbers)) + b"".join(struct.pack(">i", n) for n in numbers)
     return bytes(out + _bytes(None))
+
+
+# -- a whole partition, as the group coordinator loads it -------------------------------------------
+
+def replay_committed_offsets(part) -> dict[tuple[str, str, int], OffsetCommitValue]:
+    """The live commits of one `__consumer_offsets` partition (a storage Partition), as the group
+    coordinator loads it: control batches never count; a transactional commit counts once the next
+    marker of its producer is a COMMIT (an ABORT, or no marker yet, drops it); the latest commit per
+    (group, topic, partition) in log order wins, and a tombstone removes it. Other record types
+    (group metadata, KIP-848 records) are skipped. Errors name the segment file and the offset."""
+    from ..codec.control import ControlType, control_record
+    latest: dict = {}  # key -> (log offset, value): a commit replaces only an older one, as the
+    pending: dict[int, list] = {}  # coordinator's loader does when a transaction's commits land late
+
+    def apply(commits):
+        for key, log_offset, value in commits:
+            if key not in latest or latest[key][0] < log_offset:
+                latest[key] = (log_offset, value)
+
+    for segment in part.segments:
+        for _, batch in segment.batches():
+            try:
+                if batch.is_control:
+                    marker = control_record(batch)
+                    if marker is not None:  # an emptied control batch completes nothing
+                        done = pending.pop(batch.producer_id, [])
+                        if marker.type == ControlType.COMMIT:
+                            apply(done)
+                    continue
+                commits = _offset_commits(batch)
+            except KafkaLogError as err:
+                raise err.located(file=segment.log_path) from None
+            if batch.is_transactional:
+                pending.setdefault(batch.producer_id, []).extend(commits)
+            else:
+                apply(commits)
+    return {key: value for key, (_, value) in latest.items() if value is not None}
+
+
+def _offset_commits(batch) -> list:
+    """(key, log offset, value or None for a tombstone) of the batch's offset commits."""
+    out = []
+    for record in batch.records():
+        if record.key is None:
+            continue
+        try:
+            key = decode_key(record.key)
+            if isinstance(key, OffsetCommitKey):
+                out.append(((key.group, key.topic, key.partition), record.offset,
+                            decode_offset_commit_value(record.value)))
+        except KafkaLogError as err:
+            raise err.located(offset=record.offset) from None
+    return out
+

@@ -34,13 +34,12 @@ import struct
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
-from ..codec.control import ControlType, control_record
 from ..codec.filter import BatchRetention
 from ..config import TopicConfig
 from ..errors import KafkaLogError, LogDirError
 from .checkpoint import EpochEntry, format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint, \
     truncate_epochs_from_start
-from .consumer_offsets import OffsetCommitKey, decode_key, decode_offset_commit_value
+from .consumer_offsets import replay_committed_offsets
 from .fs import FileEntry, LogFileSystem
 from .index import OffsetIndex, TimeIndex
 from .log_writer import SegmentWriter
@@ -366,66 +365,13 @@ class CommittedOffsets:
 
 def read_committed_offsets(log_dir: LogDir) -> CommittedOffsets:
     """The live committed offsets in the log dir's own `__consumer_offsets` partitions, as the group
-    coordinator loads them: control batches never count; a transactional commit counts once the next
-    marker of its producer is a COMMIT (an ABORT or no marker drops it); the latest commit per
-    (group, topic, partition) in log order wins, and a tombstone removes it. Records of other types
-    (group metadata, KIP-848 records) are skipped."""
-    offsets: dict[tuple[str, str, int], int | None] = {}
+    coordinator loads them (`consumer_offsets.replay_committed_offsets`)."""
+    offsets: dict[tuple[str, str, int], int] = {}
     for topic, number in log_dir.topic_partitions:
-        if topic != CONSUMER_OFFSETS_TOPIC:
-            continue
-        part = log_dir.partition(topic, number)
-        latest: dict[tuple[str, str, int], tuple[int, int | None]] = {}
-        pending: dict[int, list[tuple[tuple[str, str, int], int, int | None]]] = {}
-
-        def apply(key, log_offset, value):
-            if key not in latest or latest[key][0] < log_offset:
-                latest[key] = (log_offset, value)
-
-        for segment in part.segments:
-            for position, batch in segment.batches():
-                try:
-                    if batch.is_control:
-                        ctl = control_record(batch)
-                        if ctl is None:  # emptied by the cleaner: no marker, nothing happens
-                            continue
-                        done = pending.pop(batch.producer_id, [])
-                        if ctl.type == ControlType.COMMIT:
-                            for key, log_offset, value in done:
-                                apply(key, log_offset, value)
-                        continue
-                    commits = _offset_commits(batch)
-                except KafkaLogError as err:
-                    raise err.located(file=segment.log_path) from None
-                if batch.is_transactional:
-                    pending.setdefault(batch.producer_id, []).extend(commits)
-                else:
-                    for key, log_offset, value in commits:
-                        apply(key, log_offset, value)
-        for key, (_, value) in latest.items():
-            if value is None:
-                offsets.pop(key, None)
-            else:
-                offsets[key] = value
+        if topic == CONSUMER_OFFSETS_TOPIC:
+            for key, value in replay_committed_offsets(log_dir.partition(topic, number)).items():
+                offsets[key] = value.offset
     return CommittedOffsets(offsets, f"{CONSUMER_OFFSETS_TOPIC} in {log_dir.path}")
-
-
-def _offset_commits(batch) -> list[tuple[tuple[str, str, int], int, int | None]]:
-    out = []
-    for record in batch.records():
-        if record.key is None:
-            continue
-        try:
-            key = decode_key(record.key)
-            if not isinstance(key, OffsetCommitKey):
-                continue
-            value = decode_offset_commit_value(record.value)
-        except KafkaLogError as err:
-            err.offset = record.offset if err.offset is None else err.offset
-            raise
-        out.append(((key.group, key.topic, key.partition), record.offset,
-                    None if value is None else value.offset))
-    return out
 
 
 # -- the plan of one partition -------------------------------------------------------------------------------
