@@ -270,17 +270,13 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
     """Read what the cleaner needs of `part` (a storage Partition) and decide whether to clean it.
 
     `checkpoints` maps a checkpoint file name to its {(topic, partition): offset} entries."""
-    from .index import TimeIndex  # local: keeps this module's import graph small for executors
     from .naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
     from .producer_state import replay_partition
     tp = (part.topic, part.partition)
     infos = []
     for seg in part.segments:
-        time_index = seg.read(".timeindex")
-        last = TimeIndex.from_bytes(time_index, seg.base_offset).last_entry if time_index else None
-        largest = last.timestamp if last is not None and last.timestamp >= 0 else seg.mtime_ms
-        infos.append(SegmentInfo(seg.base_offset, seg.size, largest, _first_batch_timestamp(seg),
-                                 len(seg.read(".index") or b""), len(time_index or b""), seg.mtime_ms))
+        infos.append(SegmentInfo(seg.base_offset, seg.size, seg.largest_timestamp(), seg.first_batch_timestamp(),
+                                 _file_size(seg, ".index"), _file_size(seg, ".timeindex"), seg.mtime_ms))
     manager, log_end = replay_partition(part)
     manager.remove_expired(now, config.producer_id_expiration_ms)
     log_start = max(checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp, 0), infos[0].base_offset)
@@ -315,11 +311,9 @@ def _eligibility(state: LogToClean, min_ratio: float, force: bool) -> tuple[bool
     return False, f"dirty ratio {ratio:.3f} <= min.cleanable.dirty.ratio {min_ratio}"
 
 
-def _first_batch_timestamp(seg) -> int:
-    """getFirstBatchTimestamp: the first batch's max timestamp, LONG_MAX when unknown."""
-    for _, batch in seg.batches():
-        return batch.max_timestamp if batch.max_timestamp >= 0 else LONG_MAX
-    return LONG_MAX
+def _file_size(seg, suffix: str) -> int:
+    entry = seg.files.get(suffix)
+    return 0 if entry is None else entry.size
 
 
 def _aborted_txns(part) -> list:

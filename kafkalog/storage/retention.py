@@ -41,7 +41,7 @@ from .checkpoint import EpochEntry, format_leader_epoch_checkpoint, parse_leader
     truncate_epochs_from_start
 from .consumer_offsets import replay_committed_offsets
 from .fs import FileEntry, LogFileSystem
-from .index import OffsetIndex, TimeIndex
+from .index import OffsetIndex
 from .log_writer import SegmentWriter
 from .logdir import LOCK_FILE, LogDir
 from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
@@ -54,7 +54,6 @@ from .segment import LogSegment, SegmentReader
 from .swap import SEGMENT_KINDS, FaultHook, recover_partition, replace_segments
 from .txnindex import TransactionIndex
 
-LONG_MAX = 2**63 - 1
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka creates its internal topics compacted; without a per-topic cleanup.policy for them, the
 # broker-wide default (delete) must not apply.
@@ -75,7 +74,6 @@ MISSING_HW_LOG_START, MISSING_HW_LOG_END = "log-start", "log-end"
 _CHECKPOINT_ORDER = (LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                      REPLICATION_OFFSET_CHECKPOINT)
 _TAIL_CHUNK = 256 * 1024
-_FIRST_BATCH_CHUNK = 64 * 1024
 
 
 def _no_fault(step: str, name: str) -> None:
@@ -121,27 +119,11 @@ def segment_meta(segment: LogSegment, *, with_last_offset: bool = True) -> Segme
     """A segment's metadata: its size and mtime from the listing, the largest timestamp from the
     last time-index entry, and (`with_last_offset`) the last offset from the batch headers after the
     last offset-index entry."""
-    largest = _time_index_max(segment)
+    largest = segment.time_index_max_timestamp()
     from_index = largest is not None and largest >= 0
     last = _last_offset(segment) if with_last_offset else None
     return SegmentMeta(segment.base_offset, segment.size, largest if from_index else segment.mtime_ms, last,
                        from_index, segment.mtime_ms)
-
-
-def _time_index_max(segment: LogSegment) -> int | None:
-    """The time index's last timestamp; a preallocated zero tail (an active segment after an unclean
-    stop) is skipped by taking the largest entry."""
-    entry = segment.files.get(".timeindex")
-    size = TimeIndex.ENTRY.size
-    if entry is None or entry.size < size:
-        return None
-    whole = entry.size - entry.size % size
-    tail = segment.fs.read_range(entry.path, whole - size, size)
-    if any(tail):
-        return struct.unpack(">qi", tail)[0]
-    data = segment.fs.read_bytes(entry.path)[:whole]
-    entries = TimeIndex.from_bytes(data, segment.base_offset).entries
-    return max((e.timestamp for e in entries), default=None)
 
 
 def _last_index_position(segment: LogSegment) -> int:
@@ -179,14 +161,6 @@ def _last_offset(segment: LogSegment) -> int | None:
         if last is not None or attempt == 0:
             return last
     return None
-
-
-def first_batch_timestamp(segment: LogSegment) -> int:
-    """Kafka's LogSegment.getFirstBatchTimestamp: the first batch's max timestamp, LONG_MAX for an
-    empty segment or a first batch without a timestamp (spec §4.5)."""
-    for _, batch in segment.reader(chunk_size=_FIRST_BATCH_CHUNK):
-        return batch.max_timestamp if batch.max_timestamp >= 0 else LONG_MAX
-    return LONG_MAX
 
 
 # -- the rules (pure) ------------------------------------------------------------------------------------

@@ -11,9 +11,11 @@ from typing import Iterator
 from ..codec.reader import Batch, BatchReader, TruncatedTail
 from ..errors import KafkaLogError
 from .fs import FileEntry, LogFileSystem
-from .index import BatchSummary
+from .index import BatchSummary, TimeIndex
+from .naming import INT64_MAX
 
 CHUNK_SIZE = 8 * 1024 * 1024
+FIRST_BATCH_CHUNK = 64 * 1024  # enough for most first batches; a larger one is read whole
 
 
 @dataclass
@@ -51,6 +53,32 @@ class LogSegment:
         """The bytes of one of the segment's files, or None where it is absent."""
         entry = self.files.get(suffix)
         return None if entry is None else self.fs.read_bytes(entry.path)
+
+    def time_index_max_timestamp(self) -> int | None:
+        """The time index's last timestamp, or None without entries. A preallocated zero tail (an
+        active segment after an unclean stop) is skipped by taking the largest entry."""
+        entry = self.files.get(".timeindex")
+        size = TimeIndex.ENTRY.size
+        if entry is None or entry.size < size:
+            return None
+        whole = entry.size - entry.size % size
+        tail = self.fs.read_range(entry.path, whole - size, size)
+        if any(tail):
+            return TimeIndex.ENTRY.unpack(tail)[0]
+        entries = TimeIndex.from_bytes(self.fs.read_bytes(entry.path)[:whole], self.base_offset).entries
+        return max((e.timestamp for e in entries), default=None)
+
+    def largest_timestamp(self) -> int:
+        """Kafka's LogSegment.largestTimestamp: the time index's, else the `.log` file's mtime."""
+        largest = self.time_index_max_timestamp()
+        return largest if largest is not None and largest >= 0 else self.mtime_ms
+
+    def first_batch_timestamp(self) -> int:
+        """Kafka's LogSegment.getFirstBatchTimestamp: the first batch's max timestamp, INT64_MAX for an
+        empty segment or a first batch without a timestamp (spec §4.5)."""
+        for _, batch in self.reader(chunk_size=FIRST_BATCH_CHUNK):
+            return batch.max_timestamp if batch.max_timestamp >= 0 else INT64_MAX
+        return INT64_MAX
 
     def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> "SegmentReader":
         return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)

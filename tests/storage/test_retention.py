@@ -28,9 +28,10 @@ from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.partition import Partition
 from kafkalog.storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                                      RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, segment_file_name)
-from kafkalog.storage.retention import (CONSUMED_BREACH, LOG_START_OFFSET_BREACH, LONG_MAX, SIZE_BREACH,
+from kafkalog.storage.naming import INT64_MAX as LONG_MAX
+from kafkalog.storage.retention import (CONSUMED_BREACH, LOG_START_OFFSET_BREACH, SIZE_BREACH,
                                         TIME_BREACH, CommittedOffsets, SegmentMeta, delete_old_segments,
-                                        deletable_segments, first_batch_timestamp, read_committed_offsets,
+                                        deletable_segments, read_committed_offsets,
                                         recover, segment_meta)
 from kafkalog.storage.swap import in_flight_files
 from kafkalog.storage.validate import validate_paths
@@ -341,9 +342,9 @@ def test_catalogue_100_ULT_testGetFirstBatchTimestampForSegments(tmp_path):
     d.mkdir()
     for base in (0, 1):
         SegmentWriter(fs, str(d), base).close()
-    assert [first_batch_timestamp(s) for s in Partition.open(fs, str(d)).segments] == [LONG_MAX, LONG_MAX]
+    assert [s.first_batch_timestamp() for s in Partition.open(fs, str(d)).segments] == [LONG_MAX, LONG_MAX]
     root = make_log(tmp_path, [[1000], [2000]])
-    assert [first_batch_timestamp(s) for s in part(root).segments] == [1000, 2000]
+    assert [s.first_batch_timestamp() for s in part(root).segments] == [1000, 2000]
 
 
 # -- timestamps, high watermark, the pure pass --------------------------------------------------------------
