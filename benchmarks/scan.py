@@ -47,20 +47,22 @@ def spec_for(size_mb: int):
         for codec in CODECS])
 
 
-def ensure_log_dir(path: Path, size_mb: int) -> float:
-    """Generate the directory unless `path` already holds this size's; returns seconds spent."""
+def ensure_log_dir(path: Path, size_mb: int, module: str = "scan") -> float:
+    """Generate the directory of `module`'s `spec_for` (a benchmark of this folder) unless `path`
+    already holds it at this size; returns seconds spent."""
     marker = path / SPEC_MARKER
-    if marker.exists() and json.loads(marker.read_text()).get("size_mb") == size_mb:
+    wanted = {"size_mb": size_mb} if module == "scan" else {"size_mb": size_mb, "spec": module}
+    if marker.exists() and json.loads(marker.read_text()) == wanted:
         return 0.0
     if path.exists():
         shutil.rmtree(path)
     # In a child process: what the generator leaves in memory must not slow this one's scans
     # (a heap of live objects makes every garbage collection of the key scan longer).
     start = time.perf_counter()
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from scan import spec_for; "
+    code = (f"import sys; sys.path.insert(0, sys.argv[1]); from {module} import spec_for; "
             "from kafkalog.storage.generator import generate; generate(sys.argv[2], spec_for(int(sys.argv[3])))")
     subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(path), str(size_mb)], check=True)
-    marker.write_text(json.dumps({"size_mb": size_mb}))
+    marker.write_text(json.dumps(wanted))
     return time.perf_counter() - start
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections import Counter
 
@@ -15,6 +16,8 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_FAILED = 0, 1, 2
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # progress of long runs goes to stderr, so that stdout stays the result
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_FAILED
@@ -38,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compact(commands, "plan", "show which partitions compaction would clean, and what it would remove")
     _add_compact(commands, "compact", "compact with Kafka's semantics: one cleaning pass per chosen partition")
     _add_retain(commands)
+    _add_purge(commands)
+    _add_txn_report(commands)
     return parser
 
 
@@ -49,6 +54,9 @@ def _add_config_options(p) -> None:
                    help="a topic configuration for one topic")
     p.add_argument("--config-file", metavar="FILE",
                    help="Kafka-style .properties: broker log.* names, topic names, topic.<TOPIC>.<name> overrides")
+    p.add_argument("--topic-config-dir", metavar="DIR",
+                   help="one <TOPIC>.properties per topic, holding that topic's overrides under topic config names "
+                        "(over --config-file, under --topic-config)")
 
 
 def _resolver(args):
@@ -59,7 +67,26 @@ def _resolver(args):
         from .storage.fs import LogFileSystem
         fs, path = LogFileSystem.for_path(args.config_file)
         properties = parse_properties(fs.read_bytes(path).decode("utf-8"))
+    if args.topic_config_dir:
+        properties.update(_topic_config_dir(args.topic_config_dir))
     return resolver_from(properties, args.config, args.topic_config)
+
+
+def _topic_config_dir(path_or_uri: str) -> dict[str, str]:
+    from .config import topic_properties
+    from .errors import ConfigError
+    from .storage.fs import LogFileSystem
+    from .storage.logdir import parse_properties
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    if not fs.is_dir(path):
+        raise ConfigError("topic configuration directory does not exist or is not a directory", file=path)
+    properties = {}
+    for entry in sorted(fs.list_dir(path), key=lambda e: e.name):
+        if not entry.is_dir and entry.name.endswith(".properties"):
+            topic = entry.name[:-len(".properties")]
+            text = fs.read_bytes(entry.path).decode("utf-8")
+            properties.update(topic_properties(topic, parse_properties(text), file=entry.path))
+    return properties
 
 
 def _add_validate(commands) -> None:
@@ -152,15 +179,16 @@ def _run_compact(args) -> int:
     skipped = Counter(p["reason"] for p in partitions if not p["chosen"])
     for reason, count in skipped.most_common():
         print(f"not chosen ×{count}: {reason}")
-    if result.report:
-        print()
-        print(_table(result.report, list(result.report[0])))
+    for rows in (result.report, result.segments):
+        if rows:
+            print()
+            print(_table(rows, list(rows[0])))
     if args.report:
         from .storage.fs import LogFileSystem
         fs, path = LogFileSystem.for_path(args.report)
         fs.write_bytes(path, json.dumps({"now": now, "dry_run": dry_run, "log_dir": log_dir,
-                                         "partitions": partitions, "records": result.report},
-                                        indent=2).encode("utf-8"))
+                                         "partitions": partitions, "records": result.report,
+                                         "segments": result.segments}, indent=2).encode("utf-8"))
     return EXIT_OK
 
 
@@ -217,3 +245,91 @@ def _run_retain(args) -> int:
         fs.write_bytes(path, (text + "\n").encode("utf-8"))
     print(text if args.json else report.summary())
     return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK
+
+
+def _add_purge(commands) -> None:
+    p = commands.add_parser("purge", help="remove every record of given keys from every topic, offsets preserved, "
+                                          "with an audit ledger that stores no key")
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--keys", required=True, metavar="FILE", help="the keys: a text file, one key per line (UTF-8, or "
+                   "hex:..., base64:...), or a Parquet, CSV or Delta table with a `key` column")
+    p.add_argument("--keys-format", choices=["text", "parquet", "csv", "delta"],
+                   help="how to read --keys (default: from the path)")
+    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC",
+                   help="only this topic (repeatable; default: every topic but internal ones)")
+    p.add_argument("--where", metavar="SQL", help="also purge the records this Spark SQL expression over the records "
+                                                  "view selects (key, value, headers, topic, partition, offset, ...)")
+    p.add_argument("--tombstone", action="store_true", help="in compacted topics, keep the latest record of each key "
+                   "as a tombstone, which compaction removes after delete.retention.ms")
+    p.add_argument("--ledger", metavar="PATH", help="the Delta table of purged records (required unless --dry-run); "
+                   "the run table is PATH_runs")
+    p.add_argument("--secret-file", metavar="FILE", help="the secret of the key fingerprints (default: the "
+                   "environment variable KAFKALOG_PURGE_SECRET)")
+    p.add_argument("--reason", default="erasure request", help="the ledger's reason for keys without their own")
+    p.add_argument("--now", type=int, metavar="EPOCH_MS", help="the clock (default: now)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be purged; write nothing")
+    p.add_argument("--output", metavar="DIR", help="write a complete new log directory; LOG_DIR is untouched")
+    p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+    _add_config_options(p)
+    p.set_defaults(run=_run_purge)
+
+
+def _run_purge(args) -> int:
+    from .spark.purge import purge
+    from .spark.session import local_session
+    from .storage.ledger import load_secret
+    secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
+    spark = local_session(master=args.master) if args.master else local_session()
+    result = purge(spark, args.log_dir, args.keys, keys_format=args.keys_format, topics=args.topics, where=args.where,
+                   tombstone=args.tombstone, ledger=args.ledger, secret=secret, config=_resolver(args), now=args.now,
+                   reason=args.reason, output=args.output, dry_run=args.dry_run)
+    print(result.summary())
+    if result.partitions:
+        print()
+        print(_table(result.partitions, list(result.partitions[0])))
+    if args.report:
+        from .storage.fs import LogFileSystem
+        fs, path = LogFileSystem.for_path(args.report)
+        fs.write_bytes(path, (json.dumps(result.to_dict(), indent=2) + "\n").encode("utf-8"))
+    return EXIT_OK
+
+
+def _add_txn_report(commands) -> None:
+    from .storage.txn_report import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+    p = commands.add_parser("txn-report", help="open, hanging, empty and aborted transactions and the last stable "
+                                               "offset, per partition; exit 1 when a transaction hangs")
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    p.add_argument("--now", type=int, metavar="EPOCH_MS", help="the clock for transaction ages (default: now)")
+    p.add_argument("--transaction-max-timeout-ms", type=int, default=DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+                   metavar="MS", help="an open transaction idle longer than this hangs: the broker's "
+                                      "transaction.max.timeout.ms (default %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the full report as JSON")
+    p.set_defaults(run=_run_txn_report)
+
+
+def _run_txn_report(args) -> int:
+    import time
+    from .storage.txn_report import txn_report
+    now = args.now if args.now is not None else int(time.time() * 1000)
+    report = txn_report(args.log_dir, now_ms=now, topics=args.topics,
+                        transaction_max_timeout_ms=args.transaction_max_timeout_ms)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else _txn_tables(report))
+    return EXIT_PROBLEMS if report.hanging else EXIT_OK
+
+
+def _txn_tables(report) -> str:
+    """The partitions with transactions, then their open, aborted and empty transactions."""
+    parts = [p for p in report.partitions if p.has_transactions]
+    lines = [f"{len(parts)} partitions with transactions ({len(report.partitions) - len(parts)} without), "
+             f"{len(report.hanging)} hanging (open, idle > {report.transaction_max_timeout_ms} ms at "
+             f"now={report.now_ms})"]
+    if parts:
+        rows = [p.summary() for p in parts]
+        lines += ["", _table(rows, list(rows[0]))]
+    for kind in ("open", "aborted", "empty"):
+        txns = [{"topic": p.topic, "partition": p.partition, **t.to_dict()} for p in parts for t in getattr(p, kind)]
+        if txns:
+            lines += ["", f"{kind} transactions:", _table(txns, list(txns[0]))]
+    return "\n".join(lines)

@@ -263,6 +263,16 @@ def resolver_from(properties: Mapping[str, str] = (), settings: list[str] = (),
     return ConfigResolver(broker, topics_default, per_topic)
 
 
+def topic_properties(topic: str, properties: Mapping[str, str], file: str | None = None) -> dict[str, str]:
+    """One topic's own file (`<TOPIC>.properties`: topic config names, no prefix) as the
+    `topic.<TOPIC>.<name>` entries of a properties file."""
+    unknown = sorted(set(properties) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"unknown topic configuration {', '.join(unknown)} for topic {topic}: a topic's file holds "
+                          f"topic config names (retention.ms, cleanup.policy, ...)", file=file)
+    return {f"topic.{topic}.{name}": value for name, value in properties.items()}
+
+
 def _split_topic_key(rest: str) -> tuple[str, str]:
     for name in sorted(KEYS, key=len, reverse=True):
         if rest.endswith("." + name) and len(rest) > len(name) + 1:

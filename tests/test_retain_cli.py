@@ -49,6 +49,17 @@ def test_dry_run_reports_and_changes_nothing(generated, tmp_path, capsys):
     assert offsets["cleanupPolicy"] == "compact" and not offsets["changed"]
 
 
+def test_in_place_with_topic_changes_only_that_topic(copy, capsys):
+    log_dir, props = copy
+    before = snapshot(log_dir)
+    code = main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
+                 "--now", str(NOW), "--topic", "orders"])
+    assert code == 0 and "2 of 2 partitions change" in capsys.readouterr().out
+    changed = {path.parts[0] for path, content in snapshot(log_dir).items() if before.get(path) != content}
+    changed |= {path.parts[0] for path in before if not (log_dir / path).exists()}
+    assert {name for name in changed if (log_dir / name).is_dir()} == {"orders-0", "orders-1"}
+
+
 def test_delete_records_prints_the_tools_lines_and_exits_1_when_a_partition_is_refused(copy, tmp_path, capsys):
     log_dir, props = copy
     request = tmp_path / "delete.json"

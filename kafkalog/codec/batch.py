@@ -211,12 +211,13 @@ def build_batch(records: Sequence[Record], *, base_offset: int | None = None, co
                 log_append_time: int | None = None, partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                 producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
                 base_sequence: int = NO_SEQUENCE, is_transactional: bool = False, is_control: bool = False,
-                delete_horizon_ms: int | None = None) -> bytes:
+                delete_horizon_ms: int | None = None, max_timestamp: int | None = None) -> bytes:
     """Encode `records` (offsets absolute, strictly increasing) as one v2 batch.
 
     `last_offset_delta` defaults to the last record's delta; a compacted batch passes its original
     one. The base timestamp is the delete horizon when one is given, else the first record's
-    timestamp. For LogAppendTime, `log_append_time` is the batch max timestamp.
+    timestamp. For LogAppendTime, `log_append_time` is the batch max timestamp; for CreateTime it is
+    the largest record timestamp unless `max_timestamp` is given (a purged batch keeps its own).
     """
     if not records:
         raise ValueError("a batch with no records is written with build_empty_batch")
@@ -226,21 +227,23 @@ def build_batch(records: Sequence[Record], *, base_offset: int | None = None, co
         last_offset_delta = records[-1].offset - base_offset
     base_timestamp = delete_horizon_ms if delete_horizon_ms is not None else records[0].timestamp
     section = bytearray()
-    max_timestamp = NO_TIMESTAMP
+    largest = NO_TIMESTAMP
     for record in records:
         encode_record(section, record, base_offset, base_timestamp)
-        if record.timestamp > max_timestamp:
-            max_timestamp = record.timestamp
+        if record.timestamp > largest:
+            largest = record.timestamp
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         if log_append_time is None:
             raise ValueError("a LogAppendTime batch needs log_append_time")
-        max_timestamp = log_append_time
+        largest = log_append_time
+    elif max_timestamp is not None:
+        largest = max_timestamp
     attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
                   | (TRANSACTIONAL_FLAG if is_transactional else 0) | (CONTROL_FLAG if is_control else 0)
                   | (DELETE_HORIZON_FLAG if delete_horizon_ms is not None else 0))
     payload = compress(codec, bytes(section), magic=MAGIC)
     return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
-                     max_timestamp, producer_id, producer_epoch, base_sequence, len(records), payload)
+                     largest, producer_id, producer_epoch, base_sequence, len(records), payload)
 
 
 def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp: int,

@@ -37,12 +37,15 @@ class FilteredBatch(NamedTuple):
 
 
 def filter_batch(batch, retained: Sequence[Record], *, retention: BatchRetention, delete_horizon_ms: int,
-                 contains_marker_for_empty_txn: bool = False, all_retained: bool | None = None) -> FilteredBatch:
-    """Write `batch` keeping `retained` (a subsequence of its records, in order).
+                 contains_marker_for_empty_txn: bool = False, all_retained: bool | None = None,
+                 keep_max_timestamp: bool = False) -> FilteredBatch:
+    """Write `batch` keeping `retained` (its records, in order, some left out or changed).
 
     `delete_horizon_ms` (the pass's start time + delete.retention.ms) is installed on a v2 batch that
     keeps a tombstone, or is the marker of an emptied transaction, and has no horizon yet.
-    `all_retained` spares a record count when the caller knows nothing was removed."""
+    `all_retained` spares a record count when the caller knows nothing was removed or changed.
+    `keep_max_timestamp`: a re-encoded v2 batch keeps its max timestamp instead of taking its
+    retained records' largest (producer state, which a reload takes from it, stays as it was)."""
     if retention is BatchRetention.DELETE:
         return FilteredBatch(Outcome.DROPPED, b"", False)
     if not retained:
@@ -57,11 +60,11 @@ def filter_batch(batch, retained: Sequence[Record], *, retention: BatchRetention
     consistent = v2 or not batch.has_inconsistent_inner_magic
     if all_retained and consistent and not set_horizon:
         return FilteredBatch(Outcome.VERBATIM, batch.data, False)
-    return FilteredBatch(Outcome.REENCODED, _reencode(batch, retained, delete_horizon_ms if set_horizon else None),
-                         set_horizon)
+    return FilteredBatch(Outcome.REENCODED, _reencode(batch, retained, delete_horizon_ms if set_horizon else None,
+                                                      keep_max_timestamp), set_horizon)
 
 
-def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None) -> bytes:
+def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None, keep_max_timestamp: bool) -> bytes:
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     if not isinstance(batch, RecordBatch):  # legacy: base and wrapper offset follow the retained records
         return build_legacy_batch(retained, magic=batch.magic, codec=batch.codec, timestamp_type=batch.timestamp_type,
@@ -73,7 +76,7 @@ def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None) -> 
                        partition_leader_epoch=batch.partition_leader_epoch, producer_id=batch.producer_id,
                        producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
                        is_transactional=batch.is_transactional, is_control=batch.is_control,
-                       delete_horizon_ms=horizon)
+                       delete_horizon_ms=horizon, max_timestamp=batch.max_timestamp if keep_max_timestamp else None)
 
 
 def _empty_like(batch) -> bytes:

@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from ..codec.filter import BatchRetention
@@ -21,12 +22,19 @@ from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean
                                group_segments_by_size, log_to_clean)
 from ..storage.logdir import LogDir
 from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES
-from ..storage.rewrite import BatchPlan, rewrite_segments
-from ..storage.swap import recover_partition, replace_segments
+from ..storage.swap import FaultHook, recover_partition
+from .rewrite import OutputSegment, OutputStats, swap_in, write_outputs
 from .scan import narrow_scan, read_batches
 
+log = logging.getLogger("kafkalog")
+
+# One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
+# transaction's .txnindex entry (data of the transaction is still in the log).
+DECIDED_SCHEMA = ("topic string, partition int, segment_base_offset long, batch_position long, last_offset long, "
+                  "retention string, discard_records boolean, marker_for_empty_txn boolean, "
+                  "keeps_txn_index_entry boolean")
+DECIDED_COLUMNS = [c.split()[0] for c in DECIDED_SCHEMA.split(", ")]
 REASONS = ("kept", "superseded", "tombstone_expired", "aborted_transaction", "marker_removed", "unkeyed")
-_RETENTION = {r.value: r for r in BatchRetention}
 
 
 @dataclass
@@ -93,18 +101,15 @@ def _batch_decisions(spark, plan: CompactionPlan, resolver: ConfigResolver):
             horizon = None if pd.isna(b.delete_horizon_ms) else int(b.delete_horizon_ms)
             meta = BatchMeta(int(b.base_offset), int(b.last_offset), int(b.producer_id), int(b.producer_epoch),
                              bool(b.is_transactional), bool(b.is_control), control)
+            kept_before = len(tracker.kept_aborted)
             d = decide_batch(meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper,
                              now=now)
-            rows.append((topic, partition, int(b.segment_base_offset), int(b.batch_position), d.retention.value,
-                         d.discard_records, d.contains_marker_for_empty_txn))
-        kept = {(t.producer_id, t.last_offset) for t in tracker.kept_aborted}
-        return pd.DataFrame(rows, columns=["topic", "partition", "segment_base_offset", "batch_position",
-                                           "retention", "discard_records", "marker_for_empty_txn"]).assign(
-            kept_aborted=[sorted(kept)] * len(rows) if rows else [])
+            rows.append((topic, partition, int(b.segment_base_offset), int(b.batch_position), meta.last_offset,
+                         d.retention.value, d.discard_records, d.contains_marker_for_empty_txn,
+                         len(tracker.kept_aborted) > kept_before))
+        return pd.DataFrame(rows, columns=DECIDED_COLUMNS)
 
-    schema = ("topic string, partition int, segment_base_offset long, batch_position long, retention string, "
-              "discard_records boolean, marker_for_empty_txn boolean, kept_aborted array<array<long>>")
-    decided = batches.groupBy("topic", "partition").applyInPandas(decide, schema)
+    decided = batches.groupBy("topic", "partition").applyInPandas(decide, DECIDED_SCHEMA)
     return batches, decided
 
 
@@ -121,7 +126,7 @@ def _record_fates(spark, plan: CompactionPlan, decided):
         "topic string, partition int, segment_base_offset long, segment_mtime long")
     records = (narrow_scan(spark, plan.log_dir, topics=sorted({s.topic for s in chosen}))
                .join(ranges, ["topic", "partition"]).where(F.col("offset") < F.col("upper_bound"))
-               .join(decided.drop("kept_aborted"), ["topic", "partition", "segment_base_offset", "batch_position"])
+               .join(decided.drop("last_offset", "keeps_txn_index_entry"), ["topic", "partition", "segment_base_offset", "batch_position"])
                .join(segment_mtimes, ["topic", "partition", "segment_base_offset"]))
     in_map = (F.col("offset") >= F.col("first_dirty")) & F.col("key").isNotNull() & ~F.col("is_control") \
         & ~F.col("discard_records")
@@ -160,18 +165,20 @@ def _batch_plans(fates, decided):
     return joined.where(changes)
 
 
-# -- steps 4-6 ----------------------------------------------------------------------------------------
+# -- steps 4-7 ----------------------------------------------------------------------------------------
 
 @dataclass
 class CompactionResult:
     plan: CompactionPlan
-    report: list[dict]
-    outputs: dict = field(default_factory=dict)  # (topic, partition) -> list of written output bases
+    report: list[dict]  # per partition: records and bytes by reason
+    segments: list[dict] = field(default_factory=list)  # per output segment: records and bytes in and out
+    outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
 
 
 def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None,
-            dry_run: bool = False) -> CompactionResult:
-    """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol."""
+            dry_run: bool = False, fault: FaultHook | None = None) -> CompactionResult:
+    """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol.
+    `fault` is a test hook called at each commit step (see kafkalog/storage/swap.py)."""
     opened = LogDir.open(log_dir)
     if not dry_run:
         opened.ensure_unlocked()
@@ -181,73 +188,95 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
     plan = plan_compaction(log_dir, resolver, now, force=force, topics=topics)
     if not plan.chosen:
         return CompactionResult(plan, [])
-    _, decided = _batch_decisions(spark, plan, resolver)
-    decided = decided.cache()
+    log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
+    decided = _batch_decisions(spark, plan, resolver)[1].cache()
     fates = _record_fates(spark, plan, decided).cache()
-    report = _report(fates)
-    if dry_run:
-        return CompactionResult(plan, report)
-    plans = _batch_plans(fates, decided).collect()
-    kept = {(r.topic, r.partition): {tuple(x) for x in r.kept_aborted}
-            for r in decided.select("topic", "partition", "kept_aborted").dropDuplicates(["topic", "partition"])
-            .collect()}
-    result = CompactionResult(plan, report)
-    tasks, replaced = [], {}
-    for state in plan.chosen:
-        tp = (state.topic, state.partition)
-        batch_plans = {(r.segment_base_offset, r.batch_position): BatchPlan(
-            _RETENTION[r.retention], frozenset(r.removed or ()), bool(r.marker_for_empty_txn),
-            bool(r.has_tombstone)) for r in plans if (r.topic, r.partition) == tp}
-        config = resolver.for_topic(state.topic)
-        aborted = [t for t in state.aborted_txns if (t.producer_id, t.last_offset) in kept.get(tp, set())]
-        for group in group_segments_by_size(state.cleanable_segments(), config.segment_bytes,
-                                            config.segment_index_bytes, state.upper_bound):
-            bases = [s.base_offset for s in group]
-            group_plans = {k: v for k, v in batch_plans.items() if k[0] in bases}
-            if len(bases) == 1 and not group_plans:
-                continue  # a lone untouched segment would be rewritten to the same bytes
-            tasks.append((log_dir, state.topic, state.partition, bases, group_plans,
-                          now + config.delete_retention_ms, config.index_interval_bytes, aborted))
-            replaced.setdefault(tp, []).append(bases)
-    if tasks:  # step 5 on executors: one task per output segment
-        spark.sparkContext.parallelize(tasks, len(tasks)).map(_rewrite_group).collect()
-    for state in plan.chosen:  # step 6 on the driver: swap each partition's outputs in
-        tp = (state.topic, state.partition)
-        result.outputs[tp] = _swap_in(opened, tp, replaced.get(tp, []))
-    opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT,
-                             {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
-    fates.unpersist()
-    decided.unpersist()
+    plans = _batch_plans(fates, decided).cache()
+    try:
+        changed = {tuple(r) for r in plans.select("topic", "partition", "segment_base_offset").distinct().collect()}
+        outputs = _output_segments(plan, resolver, _kept_txn_index_entries(decided), changed)
+        reasons = _reason_counts(fates)
+        if dry_run:
+            return CompactionResult(plan, _partition_report(reasons), _segment_report(reasons, outputs, []))
+        log.info("compact: rewriting %d output segments on executors", len(outputs))
+        written = write_outputs(spark, log_dir, outputs, plans)
+    finally:
+        for df in (plans, fates, decided):
+            df.unpersist()
+    _fault(fault, "rewritten")
+    swap_in(opened, outputs, fault)
+    _fault(fault, "swapped")
+    opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
+    log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
+    result = CompactionResult(plan, _partition_report(reasons), _segment_report(reasons, outputs, written))
+    for o in outputs:
+        result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
 
 
-def _rewrite_group(task) -> int:
-    """Executor side: write one output segment as `.cleaned` files."""
-    log_dir, topic, partition, bases, plans, horizon, interval, aborted = task
-    part = LogDir.open(log_dir).partition(topic, partition)
-    sources = [s for s in part.segments if s.base_offset in set(bases)]
-    rewrite_segments(part.fs, part.path, sources, plans, delete_horizon_ms=horizon, index_interval_bytes=interval,
-                     aborted_txns=aborted)
-    return bases[0]
+def _fault(hook: FaultHook | None, step: str) -> None:
+    if hook is not None:
+        hook(step, "")
 
 
-def _swap_in(opened: LogDir, tp, groups: list[list[int]]) -> list[int]:
-    """Replace each group's source segments with its `.cleaned` output, with Kafka's swap protocol."""
-    written = [g[0] for g in groups]
-    if written:
-        part = opened.partition(*tp)
-        replaced = [b for g in groups for b in g]
-        survivors = {s.base_offset for s in part.segments} - set(replaced) | set(written)
-        replace_segments(opened.fs, part.path, written, replaced, keep_snapshots=survivors)
-    return written
+def _kept_txn_index_entries(decided) -> set[tuple]:
+    """(topic, partition, marker offset) of the ABORT markers whose `.txnindex` entry stays."""
+    rows = decided.where("keeps_txn_index_entry").select("topic", "partition", "last_offset").collect()
+    return {(r.topic, r.partition, r.last_offset) for r in rows}
 
 
-def _report(fates) -> list[dict]:
+def _output_segments(plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple],
+                     changed: set[tuple]) -> list[OutputSegment]:
+    """Step 4 (driver): source segments grouped into output segments as Kafka's cleaner groups them.
+    A lone segment none of whose batches changes is left alone: rewriting it would give the same bytes."""
+    outputs = []
+    for state in plan.chosen:
+        config = resolver.for_topic(state.topic)
+        aborted = tuple(tuple(t) for t in state.aborted_txns if (state.topic, state.partition, t.last_offset) in kept)
+        for group in group_segments_by_size(state.cleanable_segments(), config.segment_bytes,
+                                            config.segment_index_bytes, state.upper_bound):
+            if len(group) == 1 and (state.topic, state.partition, group[0].base_offset) not in changed:
+                continue
+            outputs.append(OutputSegment(state.topic, state.partition, tuple(s.base_offset for s in group),
+                                         plan.now + config.delete_retention_ms,
+                                         config.index_interval_bytes, aborted))
+    return outputs
+
+
+# -- step 7: report -----------------------------------------------------------------------------------
+
+def _reason_counts(fates) -> list:
+    """Records and record bytes (their uncompressed spans) per source segment and reason: small."""
     from pyspark.sql import functions as F
-    rows = fates.groupBy("topic", "partition", "reason").agg(F.count("*").alias("records")).collect()
+    return fates.groupBy("topic", "partition", "segment_base_offset", "reason").agg(
+        F.count("*").alias("records"), F.sum("record_span_size").alias("bytes")).collect()
+
+
+def _partition_report(reasons: list) -> list[dict]:
+    """Per partition: records by reason, and the record bytes that go."""
     out: dict = {}
-    for r in rows:
+    for r in reasons:
         entry = out.setdefault((r.topic, r.partition), {"topic": r.topic, "partition": r.partition,
-                                                        **{k: 0 for k in REASONS}})
-        entry[r.reason] = r.records
+                                                        **{k: 0 for k in REASONS}, "bytes_removed": 0})
+        entry[r.reason] += r.records
+        if r.reason != "kept":
+            entry["bytes_removed"] += r.bytes or 0
+    return [out[k] for k in sorted(out)]
+
+
+def _segment_report(reasons: list, outputs: list[OutputSegment], written: list[OutputStats]) -> list[dict]:
+    """Per output segment: its sources, records by reason, and (once written) records and file bytes
+    in and out."""
+    owner = {(o.topic, o.partition, b): o for o in outputs for b in o.bases}
+    stats = {(w.topic, w.partition, w.base_offset): w.to_dict() for w in written}
+    out = {}
+    for o in outputs:
+        key = (o.topic, o.partition, o.base_offset)
+        out[key] = {"topic": o.topic, "partition": o.partition, "base_offset": o.base_offset,
+                    "source_segments": len(o.bases), **{k: 0 for k in REASONS}}
+        out[key].update({k: v for k, v in stats.get(key, {}).items() if k not in out[key]})
+    for r in reasons:
+        o = owner.get((r.topic, r.partition, r.segment_base_offset))
+        if o is not None:
+            out[(o.topic, o.partition, o.base_offset)][r.reason] += r.records
     return [out[k] for k in sorted(out)]

@@ -57,6 +57,7 @@ class TopicSpec:
     records: int = 1000  # data records per partition (markers come on top)
     keys: int = 100  # key cardinality; 0 writes records without keys
     key_skew: float = 1.0  # zipf exponent: P(k-th key) ~ 1/k^skew; 0 is uniform
+    cyclic_keys: bool = False  # record n has key n mod keys instead of a random one (keys >= records: all distinct)
     key_prefix: str = "key"
     value_bytes: tuple[int, int] = (16, 256)  # min, max value size
     tombstone_ratio: float = 0.0  # share of keyed records with a null value
@@ -422,7 +423,7 @@ class _RecordMaker:
 
     def __init__(self, topic: TopicSpec, partition: int, rng: random.Random):
         self.topic, self.partition, self.rng = topic, partition, rng
-        if topic.keys:
+        if topic.keys and not topic.cyclic_keys:
             weights, total = [], 0.0
             for rank in range(1, topic.keys + 1):
                 total += 1.0 / rank ** topic.key_skew
@@ -437,7 +438,7 @@ class _RecordMaker:
         self.ordinal += 1
         key = None
         if t.keys:
-            rank = rng.choices(range(t.keys), cum_weights=self.cum_weights)[0]
+            rank = ordinal % t.keys if t.cyclic_keys else rng.choices(range(t.keys), cum_weights=self.cum_weights)[0]
             key = f"{t.key_prefix}-{rank:06d}".encode()
         if key is not None and t.tombstone_ratio and rng.random() < t.tombstone_ratio:
             value = None

@@ -1035,7 +1035,8 @@ def run_retention(log_dir_path: str, *, config_for: ConfigFor, now_ms: int, topi
         out_updates: dict[str, dict] = {}
         for part, plan, target in work:
             if target is None:
-                apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
+                if plan is not None:  # a partition of a topic not selected stays as it is
+                    apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
             elif plan is not None and part.path == target:  # recovered in the output, which is the partition now
                 _apply_to_copy(part, plan, out_updates, now_ms, fault)
             elif plan is not None and plan.changed:

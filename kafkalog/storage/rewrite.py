@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
 
 from ..codec.filter import BatchRetention, Outcome, filter_batch
+from ..codec.records import Record
 from ..errors import KafkaLogError
 from .fs import LogFileSystem
 from .log_writer import SegmentWriter, WrittenSegment
@@ -22,11 +23,30 @@ CLEANED = ".cleaned"
 
 
 class BatchPlan(NamedTuple):
-    """What happens to one batch: which records go, and whether it stays when none is left."""
+    """What happens to one batch: which records go or change, and whether it stays when none is left."""
     retention: BatchRetention
     removed: frozenset = frozenset()  # offsets of the records that go
     marker_for_empty_txn: bool = False  # a marker whose transaction has no data left (gets a horizon)
     has_tombstone: bool = False  # a retained record is a tombstone (gets a horizon if it has none)
+    tombstoned: frozenset = frozenset()  # offsets of records that stay as tombstones: value and headers dropped
+    redacted: frozenset = frozenset()  # offsets of records that stay with no key, value or headers
+
+    @property
+    def changes_records(self) -> bool:
+        return bool(self.removed or self.tombstoned or self.redacted)
+
+    def apply(self, records: Sequence[Record]) -> list[Record]:
+        """The records that stay, as they stay."""
+        out = []
+        for r in records:
+            if r.offset in self.removed:
+                continue
+            if r.offset in self.tombstoned:
+                r = r._replace(value=None, headers=())
+            elif r.offset in self.redacted:
+                r = r._replace(key=None, value=None, headers=())
+            out.append(r)
+        return out
 
 
 @dataclass
@@ -42,11 +62,12 @@ class RewriteStats:
 def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[LogSegment],
                      plans: Mapping[tuple[int, int], BatchPlan], *, delete_horizon_ms: int,
                      index_interval_bytes: int, aborted_txns: Sequence[AbortedTxn] = (),
-                     suffix: str = CLEANED) -> tuple[WrittenSegment, RewriteStats]:
+                     suffix: str = CLEANED, keep_max_timestamp: bool = False) -> tuple[WrittenSegment, RewriteStats]:
     """Write the output segment based at `sources[0].base_offset`. `plans` is keyed by
     (source segment base offset, file position of the batch). `aborted_txns` are the transactions
     whose `.txnindex` entries survive; those whose marker lands in this segment are indexed.
-    The output's mtime is the last source segment's, as Kafka's cleaner sets it."""
+    The output's mtime is the last source segment's, as Kafka's cleaner sets it.
+    `keep_max_timestamp`: re-encoded batches keep their max timestamp (codec/filter.py)."""
     stats = RewriteStats()
     writer = SegmentWriter(fs, partition_dir, sources[0].base_offset, index_interval_bytes=index_interval_bytes,
                            suffix=suffix)
@@ -55,7 +76,7 @@ def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[Lo
             for position, batch in source.batches():
                 plan = plans.get((source.base_offset, position))
                 try:
-                    data, outcome, horizon = _apply(batch, plan, delete_horizon_ms, stats)
+                    data, outcome, horizon = _apply(batch, plan, delete_horizon_ms, keep_max_timestamp, stats)
                 except KafkaLogError as err:
                     raise locate(err, source.log_path, position, batch) from None
                 stats.batches[outcome.value] += 1
@@ -71,7 +92,7 @@ def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[Lo
         return writer.close(mtime_ms=sources[-1].mtime_ms), stats
 
 
-def _apply(batch, plan: BatchPlan | None, delete_horizon_ms: int, stats: RewriteStats):
+def _apply(batch, plan: BatchPlan | None, delete_horizon_ms: int, keep_max_timestamp: bool, stats: RewriteStats):
     count = batch.records_count
     stats.records_in += count
     if plan is None:  # untouched: copied, never decoded
@@ -80,13 +101,13 @@ def _apply(batch, plan: BatchPlan | None, delete_horizon_ms: int, stats: Rewrite
     if plan.retention is BatchRetention.DELETE:
         return b"", Outcome.DROPPED, False
     needs_horizon = (plan.marker_for_empty_txn or plan.has_tombstone) and not batch.has_delete_horizon
-    if not plan.removed and not needs_horizon and count > 0:
+    if not plan.changes_records and not needs_horizon and count > 0:
         stats.records_out += count
         return batch.data, Outcome.VERBATIM, False
     records = batch.records()
-    retained = [r for r in records if r.offset not in plan.removed] if plan.removed else records
+    retained = plan.apply(records) if plan.changes_records else records
     out = filter_batch(batch, retained, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,
                        contains_marker_for_empty_txn=plan.marker_for_empty_txn,
-                       all_retained=len(retained) == len(records))
+                       all_retained=retained == records, keep_max_timestamp=keep_max_timestamp)
     stats.records_out += len(retained) if out.data else 0
     return out.data, out.outcome, out.horizon_set

@@ -93,7 +93,9 @@ def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
 
     `.deleted` files go; `.swap` files at or above the lowest `.cleaned` base offset belong to an
     incomplete step 1 and go, with every `.cleaned` file; the remaining `.swap` segments won, so
-    live files whose base offset lies in their offset range are deleted and the swaps renamed."""
+    live files whose base offset lies in their offset range are deleted and the swaps renamed. When
+    a replacement won, the producer snapshots it would have deleted in step 4 go as Kafka's loader
+    removes stray snapshots."""
     actions = []
     entries = in_flight_files(fs, partition_dir)
     for e in entries:
@@ -126,9 +128,26 @@ def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
     for e in swaps:
         fs.rename(e.path, _sibling(e, e.name[: -len(".swap")]))
         actions.append(f"renamed {e.name}")
+    if swaps or any(e.name.endswith(".deleted") for e in entries):  # a replacement won: step 4 is undone
+        actions += _remove_stray_snapshots(fs, partition_dir)
     if actions:
         fs.sync_dir(partition_dir)
     return actions
+
+
+def _remove_stray_snapshots(fs: LogFileSystem, partition_dir: str) -> list[str]:
+    """Kafka's removeStraySnapshots at load: a producer snapshot that matches no segment base offset
+    goes, except the latest one when it lies above the last segment's base offset."""
+    names = [(parse_segment_file_name(e.name), e) for e in fs.list_dir(partition_dir)]
+    bases = {p.base_offset for p, _ in names if p and p.state is None and p.kind == ".log"}
+    snapshots = sorted((p.base_offset, e) for p, e in names if p and p.state is None and p.kind == ".snapshot")
+    latest = snapshots[-1][0] if snapshots and bases and snapshots[-1][0] > max(bases) else None
+    removed = []
+    for offset, e in snapshots:
+        if offset not in bases and offset != latest:
+            fs.delete(e.path)
+            removed.append(f"deleted stray {e.name}")
+    return removed
 
 
 def _next_offset(fs: LogFileSystem, log_entry: FileEntry) -> int:

@@ -58,3 +58,26 @@ def test_rewrite_copies_untouched_filters_changed_and_stages_cleaned(tmp_path):
     assert (stats.records_in, stats.records_out, stats.horizons_set) == (6, 4, 1)
     assert dict(stats.batches) == {"reencoded": 2, "verbatim": 2, "empty": 1, "dropped": 1}
     assert all(isinstance(b, RecordBatch) and b.is_valid() for b in out)
+
+
+def test_purge_plans_tombstone_redact_and_keep_the_max_timestamp(tmp_path):
+    d = tmp_path / "t-0"
+    d.mkdir()
+    b0 = build_batch([Record(0, 30, b"a", b"1", (("h", b"pii"),)), Record(1, 10, b"b", b"2"),
+                      Record(2, 20, b"c", b"3")], codec=Codec.LZ4, producer_id=7, producer_epoch=1, base_sequence=0)
+    b1 = build_batch([Record(3, 40, b"d", b"4")])
+    _segment(d, 0, [b0, b1], 1_000)
+    fs = LogFileSystem.for_path(str(d))[0]
+    part = Partition.open(fs, str(d))
+    plans = {(0, 0): BatchPlan(BatchRetention.RETAIN_EMPTY, frozenset({0}), tombstoned=frozenset({1}),
+                               redacted=frozenset({2})),
+             (0, len(b0)): BatchPlan(BatchRetention.DELETE_EMPTY, tombstoned=frozenset({3}))}
+    rewrite_segments(fs, str(d), part.segments, plans, delete_horizon_ms=99_999, index_interval_bytes=0,
+                     keep_max_timestamp=True)
+    out = list(iter_batches((d / "00000000000000000000.log.cleaned").read_bytes()))
+    assert out[0].records() == [Record(1, 10, b"b", None), Record(2, 20, None, None)]
+    assert (out[0].max_timestamp, out[0].codec, out[0].last_sequence) == (30, Codec.LZ4, 2)  # as before the purge
+    assert out[0].delete_horizon_ms == 99_999  # it keeps a tombstone now
+    assert out[1].records() == [Record(3, 40, b"d", None)]
+    unchanged = BatchPlan(BatchRetention.DELETE_EMPTY, tombstoned=frozenset({3}))
+    assert unchanged.apply(out[1].records()) == out[1].records()  # a second purge finds nothing to change

@@ -1,0 +1,121 @@
+"""Steps 5 and 6 of every rewrite (compaction, purge): output segments are written on executors,
+then swapped in on the driver (DESIGN.md, data flow).
+
+A decide step hands over two things:
+
+* its output segments (`OutputSegment`): small, built on the driver;
+* a DataFrame of batch plans (`PLAN_COLUMNS`, one row per batch that changes), which can be
+  large: it goes from the decide step's executors straight to the task that writes the batch's
+  output segment, keyed by task, and never through the driver.
+
+Each task writes its segment under `.cleaned` names; the driver then runs Kafka's swap protocol
+per partition. A task that fails and is retried rewrites its `.cleaned` files from the start; a
+crash before the swap leaves only `.cleaned` files, which recovery deletes.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable, Sequence
+
+from ..codec.filter import BatchRetention, Outcome
+from ..storage.logdir import LogDir
+from ..storage.rewrite import BatchPlan, rewrite_segments
+from ..storage.swap import FaultHook, replace_segments
+from ..storage.txnindex import AbortedTxn
+
+PLAN_COLUMNS = ("topic", "partition", "segment_base_offset", "batch_position", "retention", "removed",
+                "marker_for_empty_txn", "has_tombstone", "tombstoned", "redacted")
+_RETENTION = {r.value: r for r in BatchRetention}
+
+
+@dataclass(frozen=True)
+class OutputSegment:
+    """One output segment: the source segments it replaces, and how its batches are rewritten."""
+    topic: str
+    partition: int
+    bases: tuple  # source segment base offsets, ascending; the output keeps the first
+    delete_horizon_ms: int  # the horizon given to batches that need one (now + delete.retention.ms)
+    index_interval_bytes: int
+    aborted_txns: tuple = ()  # AbortedTxn entries that stay in .txnindex
+    keep_max_timestamp: bool = False  # re-encoded batches keep their max timestamp (a purge)
+
+    @property
+    def base_offset(self) -> int:
+        return self.bases[0]
+
+
+@dataclass(frozen=True)
+class OutputStats:
+    """What one rewrite task wrote: a row of the per-segment report."""
+    topic: str
+    partition: int
+    base_offset: int
+    source_segments: int
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+    batches_rewritten: int
+    horizons_set: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) -> list[OutputStats]:
+    """Step 5: one Spark task per output segment writes its `.cleaned` files. `plans` is a DataFrame
+    with `PLAN_COLUMNS` (a missing one is null); its rows reach the task of their segment by an exact (identity) partitioner,
+    so every task gets one output segment and all of its plans."""
+    if not outputs:
+        return []
+    from pyspark.sql import functions as F
+    plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
+    tasks = spark.createDataFrame(
+        [(o.topic, o.partition, base, i) for i, o in enumerate(outputs) for base in o.bases],
+        "topic string, partition int, segment_base_offset long, task int")
+    keyed = (plans.join(tasks, ["topic", "partition", "segment_base_offset"])
+             .rdd.map(lambda r: (r.task, _plan_entry(r))))
+    n = len(outputs)
+    every_task = spark.sparkContext.parallelize([(i, None) for i in range(n)], n)  # plan-less outputs too
+    outputs = list(outputs)
+
+    def run(index: int, rows: Iterable) -> Iterable[OutputStats]:
+        yield rewrite_output(log_dir, outputs[index], dict(e for _, e in rows if e is not None))
+
+    return (keyed.union(every_task).partitionBy(n, lambda task: task)
+            .mapPartitionsWithIndex(run).collect())
+
+
+def _plan_entry(row) -> tuple:
+    plan = BatchPlan(_RETENTION[row.retention], frozenset(row.removed or ()), bool(row.marker_for_empty_txn),
+                     bool(row.has_tombstone), frozenset(row.tombstoned or ()), frozenset(row.redacted or ()))
+    return (row.segment_base_offset, row.batch_position), plan
+
+
+def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputStats:
+    """Executor side: write one output segment as `.cleaned` files."""
+    part = LogDir.open(log_dir).partition(output.topic, output.partition)
+    wanted = set(output.bases)
+    sources = [s for s in part.segments if s.base_offset in wanted]
+    _, stats = rewrite_segments(part.fs, part.path, sources, plans, delete_horizon_ms=output.delete_horizon_ms,
+                                index_interval_bytes=output.index_interval_bytes,
+                                aborted_txns=[AbortedTxn(*t) for t in output.aborted_txns],
+                                keep_max_timestamp=output.keep_max_timestamp)
+    rewritten = sum(n for outcome, n in stats.batches.items() if outcome != Outcome.VERBATIM.value)
+    return OutputStats(output.topic, output.partition, output.base_offset, len(output.bases), stats.records_in,
+                       stats.records_out, stats.bytes_in, stats.bytes_out, rewritten, stats.horizons_set)
+
+
+def swap_in(opened: LogDir, outputs: Sequence[OutputSegment], fault: FaultHook | None = None) -> None:
+    """Step 6, on the driver: per partition, Kafka's swap protocol replaces the source segments
+    with the `.cleaned` outputs; producer snapshots of segments merged away are deleted."""
+    by_partition: dict = {}
+    for o in outputs:
+        by_partition.setdefault((o.topic, o.partition), []).append(o)
+    for tp in sorted(by_partition):
+        part = opened.partition(*tp)
+        written = [o.base_offset for o in by_partition[tp]]
+        replaced = [b for o in by_partition[tp] for b in o.bases]
+        survivors = {s.base_offset for s in part.segments} - set(replaced) | set(written)
+        extra = {} if fault is None else {"fault": fault}
+        replace_segments(opened.fs, part.path, written, replaced, keep_snapshots=survivors, **extra)

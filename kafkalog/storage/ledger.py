@@ -1,0 +1,154 @@
+"""The audit ledger of purges: a Delta table with one row per purged record, and a run table.
+
+A records row says where a record was and what became of it -- run id, purge time, topic,
+partition, offset, the record's timestamp, the action (removed, tombstoned, redacted), what matched
+it (its key, or the `where` expression) and the reason -- and names the record's key only by its
+fingerprint: HMAC-SHA256 of the key bytes under the operator's secret, in hex. Whoever holds the
+secret can ask `find(ledger, key, secret)` "was this key purged, and where"; without it the ledger
+says nothing about keys. (A plain hash would not do: keys such as e-mail addresses can be guessed
+and hashed.)
+
+The run table, at `<ledger>_runs`, has one row per purge run with its totals.
+
+Both are written with the `deltalake` package: no JVM, any machine; anything that reads Delta reads
+them. Records rows are merged on (topic, partition, offset, action): a row that is already there is
+not written again, so a rerun, or a run that completes an interrupted one, adds no duplicates.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from typing import Mapping
+
+import pyarrow as pa
+
+from ..errors import KafkaLogError
+from .fs import LogFileSystem
+
+SECRET_ENV = "KAFKALOG_PURGE_SECRET"
+MIN_SECRET_BYTES = 16  # half of HMAC-SHA256's output, the least RFC 2104 recommends
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+RECORDS_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("purged_at", TIMESTAMP), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", TIMESTAMP), ("action", pa.string()), ("matched_by", pa.string()),
+    ("reason", pa.string()), ("key_fingerprint", pa.string()),
+])
+RUNS_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("started_at", TIMESTAMP), ("finished_at", TIMESTAMP), ("purged_at", TIMESTAMP),
+    ("log_dir", pa.string()), ("topics", pa.list_(pa.string())), ("keys", pa.int64()), ("where", pa.bool_()),
+    ("tombstone", pa.bool_()), ("partitions", pa.int32()), ("segments", pa.int32()),
+    ("records_removed", pa.int64()), ("records_tombstoned", pa.int64()), ("records_redacted", pa.int64()),
+    ("ledger_rows", pa.int64()), ("remaining", pa.int64()), ("kafkalog_version", pa.string()),
+])
+# what makes a records row unique: a record's offset is unique in its partition
+_ROW_IDENTITY = ("topic", "partition", "offset", "action")
+
+
+class LedgerError(KafkaLogError):
+    """A secret or ledger table that cannot be used."""
+
+
+def load_secret(secret_file: str | None = None, environ: Mapping[str, str] = os.environ) -> bytes:
+    """The fingerprint secret: the bytes of `secret_file` (one trailing line break dropped), else
+    the environment variable KAFKALOG_PURGE_SECRET. Never a command-line value, which shells and
+    process listings record."""
+    if secret_file is not None:
+        fs, path = LogFileSystem.for_path(secret_file)
+        if not fs.exists(path):
+            raise LedgerError("no such secret file", file=path)
+        secret, where = fs.read_bytes(path), path
+        secret = secret[:-2] if secret.endswith(b"\r\n") else secret[:-1] if secret.endswith(b"\n") else secret
+    elif environ.get(SECRET_ENV):
+        secret, where = environ[SECRET_ENV].encode("utf-8"), None
+    else:
+        raise LedgerError(f"a purge needs the ledger's fingerprint secret: --secret-file FILE or {SECRET_ENV}")
+    if len(secret) < MIN_SECRET_BYTES:
+        raise LedgerError(f"the fingerprint secret has {len(secret)} bytes; use at least {MIN_SECRET_BYTES}",
+                          file=where)
+    return secret
+
+
+def fingerprint(secret: bytes, key: bytes) -> str:
+    """HMAC-SHA256(secret, key), hex."""
+    return hmac.new(secret, key, hashlib.sha256).hexdigest()
+
+
+def runs_path(ledger: str) -> str:
+    return ledger.rstrip("/") + "_runs"
+
+
+def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms: int) -> pa.Table:
+    """Ledger rows (RECORDS_SCHEMA) for purged records given as topic, partition, offset, timestamp
+    (epoch ms), key, action, matched_by and reason: the key is replaced by its fingerprint."""
+    memo: dict = {}
+
+    def fp(key):
+        if key is None:
+            return None
+        if key not in memo:
+            memo[key] = fingerprint(secret, key)
+        return memo[key]
+    n = purged.num_rows
+    columns = {
+        "run_id": pa.array([run_id] * n, pa.string()),
+        "purged_at": pa.array([purged_at_ms * 1000] * n, pa.int64()).cast(TIMESTAMP),
+        "topic": purged.column("topic").cast(pa.string()),
+        "partition": purged.column("partition").cast(pa.int32()),
+        "offset": purged.column("offset").cast(pa.int64()),
+        "timestamp": pa.array([None if t is None else t * 1000 for t in purged.column("timestamp").to_pylist()],
+                              pa.int64()).cast(TIMESTAMP),
+        "action": purged.column("action").cast(pa.string()),
+        "matched_by": purged.column("matched_by").cast(pa.string()),
+        "reason": purged.column("reason").cast(pa.string()),
+        "key_fingerprint": pa.array([fp(k) for k in purged.column("key").to_pylist()], pa.string()),
+    }
+    return pa.table([columns[f.name] for f in RECORDS_SCHEMA], schema=RECORDS_SCHEMA)
+
+
+def write_records(ledger: str, rows: pa.Table) -> int:
+    """Add the rows not in the ledger yet (by topic, partition, offset and action); creates the
+    table when there is none. Returns how many rows were added."""
+    DeltaTable, write_deltalake = _deltalake(ledger)
+    try:
+        if not DeltaTable.is_deltatable(ledger):
+            write_deltalake(ledger, rows, mode="append")
+            return rows.num_rows
+        if rows.num_rows == 0:
+            return 0
+        predicate = " AND ".join(f't."{c}" = s."{c}"' for c in _ROW_IDENTITY)
+        merged = (DeltaTable(ledger).merge(source=rows, predicate=predicate, source_alias="s", target_alias="t")
+                  .when_not_matched_insert_all().execute())
+    except Exception as err:  # deltalake's own errors (schema mismatch, storage): name the table
+        raise LedgerError(f"cannot write the ledger: {type(err).__name__}: {err}", file=ledger) from err
+    return int(merged["num_target_rows_inserted"])
+
+
+def write_run(ledger: str, run: Mapping) -> None:
+    """Append one row (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to the ledger."""
+    DeltaTable, write_deltalake = _deltalake(ledger)
+    row = {f.name: [run.get(f.name)] for f in RUNS_SCHEMA}
+    for name in ("started_at", "finished_at", "purged_at"):
+        row[name] = pa.array([run[name] * 1000], pa.int64()).cast(TIMESTAMP)
+    try:
+        write_deltalake(runs_path(ledger), pa.table(row, schema=RUNS_SCHEMA), mode="append")
+    except Exception as err:
+        raise LedgerError(f"cannot write the run table: {type(err).__name__}: {err}", file=runs_path(ledger)) from err
+
+
+def find(ledger: str, key: bytes, secret: bytes) -> list[dict]:
+    """The ledger rows of `key`: where its records were, and what became of them."""
+    DeltaTable, _ = _deltalake(ledger)
+    import pyarrow.compute as pc
+    table = DeltaTable(ledger).to_pyarrow_table()
+    return table.filter(pc.equal(table.column("key_fingerprint"), fingerprint(secret, key))).to_pylist()
+
+
+def _deltalake(ledger: str):
+    try:
+        from deltalake import DeltaTable, write_deltalake
+    except ImportError:
+        raise LedgerError("the purge ledger needs the deltalake package (pip install 'kafkalog[spark]')",
+                          file=ledger) from None
+    return DeltaTable, write_deltalake

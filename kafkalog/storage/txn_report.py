@@ -1,0 +1,212 @@
+"""What an operator needs to know about a partition's transactions before compacting it (spec §6):
+the transactions still open, the hanging ones among them, the last stable offset and the producer
+holding it, the transactions that ended with no data, and the aborted ones.
+
+Open transactions and the last stable offset are what a broker computes when it loads the log
+(`replay_partition`: the latest snapshot, then the batches after it). Ended transactions come from a
+replay of the whole log, seeded from the snapshot at the first segment's base offset when there is
+one, so that a transaction begun below the first segment keeps its first offset.
+
+A transaction is hanging when it is open and `now - lastTimestamp > transaction.max.timeout.ms`,
+where lastTimestamp is the producer's latest append: the rule of `kafka-transactions.sh
+find-hanging`. No transaction can legitimately stay open that long, since the coordinator aborts
+it after at most transaction.max.timeout.ms; a hanging one holds the last stable offset, and with it
+READ_COMMITTED consumers and the cleaner, until it is aborted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..codec.batch import RecordBatch
+from ..errors import CorruptSnapshotError
+from .logdir import LogDir
+from .naming import REPLICATION_OFFSET_CHECKPOINT
+from .partition import Partition
+from .producer_state import ProducerStateManager, replay_partition
+from .snapshot import ProducerSnapshot
+
+DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000  # the broker's transaction.max.timeout.ms (15 minutes)
+
+
+@dataclass(frozen=True)
+class OpenTxn:
+    """A transaction with data in the log and no marker yet."""
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    last_timestamp: int  # the producer's latest append
+    age_ms: int  # now - last_timestamp
+    hanging: bool
+
+    def to_dict(self) -> dict:
+        return {"producerId": self.producer_id, "producerEpoch": self.producer_epoch,
+                "firstOffset": self.first_offset, "lastTimestamp": self.last_timestamp, "ageMs": self.age_ms,
+                "hanging": self.hanging}
+
+
+@dataclass(frozen=True)
+class EndedTxn:
+    """A transaction its COMMIT or ABORT marker ended. `first_offset` is the replay's: the marker's own
+    offset when the replay knows no data of it. `data_batches` counts its data batches in the log."""
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    marker_offset: int
+    aborted: bool
+    data_batches: int
+
+    @property
+    def empty(self) -> bool:
+        """No data before the marker: nothing was written, or the cleaner removed all of it."""
+        return self.first_offset == self.marker_offset
+
+    def to_dict(self) -> dict:
+        return {"producerId": self.producer_id, "producerEpoch": self.producer_epoch,
+                "firstOffset": self.first_offset, "lastOffset": self.marker_offset,
+                "marker": "ABORT" if self.aborted else "COMMIT", "dataBatches": self.data_batches,
+                "dataInLog": self.data_batches > 0}
+
+
+@dataclass
+class PartitionTxnReport:
+    topic: str
+    partition: int
+    log_end_offset: int
+    high_watermark: int
+    high_watermark_source: str  # "checkpoint" (replication-offset-checkpoint) or "logEnd"
+    open: list[OpenTxn] = field(default_factory=list)
+    ended: list[EndedTxn] = field(default_factory=list)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        return min((t.first_offset for t in self.open), default=None)
+
+    @property
+    def last_stable_offset(self) -> int:
+        unstable = self.first_unstable_offset
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
+
+    @property
+    def blocking(self) -> OpenTxn | None:
+        """The open transaction that holds the last stable offset below the high watermark."""
+        first = min(self.open, key=lambda t: t.first_offset, default=None)
+        return first if first is not None and first.first_offset < self.high_watermark else None
+
+    @property
+    def hanging(self) -> list[OpenTxn]:
+        return [t for t in self.open if t.hanging]
+
+    @property
+    def aborted(self) -> list[EndedTxn]:
+        return [t for t in self.ended if t.aborted]
+
+    @property
+    def empty(self) -> list[EndedTxn]:
+        return [t for t in self.ended if t.empty]
+
+    @property
+    def committed(self) -> int:
+        return sum(not t.aborted for t in self.ended)
+
+    @property
+    def has_transactions(self) -> bool:
+        return bool(self.open or self.ended)
+
+    def summary(self) -> dict:
+        """One line of counts, for a table."""
+        blocking = self.blocking
+        return {"topic": self.topic, "partition": self.partition, "lastStableOffset": self.last_stable_offset,
+                "highWatermark": self.high_watermark,
+                "blockingProducerId": "" if blocking is None else blocking.producer_id,
+                "open": len(self.open), "hanging": len(self.hanging), "aborted": len(self.aborted),
+                "empty": len(self.empty), "committed": self.committed}
+
+    def to_dict(self) -> dict:
+        blocking = self.blocking
+        return {"topic": self.topic, "partition": self.partition, "logEndOffset": self.log_end_offset,
+                "highWatermark": self.high_watermark, "highWatermarkSource": self.high_watermark_source,
+                "lastStableOffset": self.last_stable_offset,
+                "blockingProducerId": None if blocking is None else blocking.producer_id,
+                "committed": self.committed,
+                "open": [t.to_dict() for t in self.open],
+                "aborted": [t.to_dict() for t in self.aborted],
+                "empty": [t.to_dict() for t in self.empty]}
+
+
+@dataclass
+class TxnReport:
+    now_ms: int
+    transaction_max_timeout_ms: int
+    partitions: list[PartitionTxnReport] = field(default_factory=list)
+
+    @property
+    def hanging(self) -> list[tuple[PartitionTxnReport, OpenTxn]]:
+        return [(p, t) for p in self.partitions for t in p.hanging]
+
+    def to_dict(self) -> dict:
+        return {"nowMs": self.now_ms, "transactionMaxTimeoutMs": self.transaction_max_timeout_ms,
+                "hanging": len(self.hanging), "partitions": [p.to_dict() for p in self.partitions]}
+
+
+def txn_report(log_dir: str | LogDir, *, now_ms: int, topics: Iterable[str] | None = None,
+               transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS) -> TxnReport:
+    """The transactions of every partition of `log_dir` (a path, URI or LogDir), or of `topics`."""
+    log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(log_dir)
+    high_watermarks = log.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+    report = TxnReport(now_ms, transaction_max_timeout_ms)
+    for part in log.partitions(set(topics) if topics else None):
+        part.ensure_settled()  # the live files of a half-swapped partition may not be its log
+        report.partitions.append(partition_txn_report(part, high_watermarks.get((part.topic, part.partition)),
+                                                      now_ms, transaction_max_timeout_ms))
+    return report
+
+
+def partition_txn_report(part: Partition, checkpointed_high_watermark: int | None, now_ms: int,
+                         transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS) -> PartitionTxnReport:
+    manager, log_end = replay_partition(part)
+    if checkpointed_high_watermark is None:
+        high_watermark, source = log_end, "logEnd"
+    else:  # a checkpoint ahead of the log (data lost since) cannot make unwritten offsets stable
+        high_watermark, source = min(checkpointed_high_watermark, log_end), "checkpoint"
+    report = PartitionTxnReport(part.topic, part.partition, log_end, high_watermark, source)
+    for pid, first in sorted(manager.open_transactions().items(), key=lambda item: item[1]):
+        state = manager.producers[pid]
+        age = now_ms - state.last_timestamp
+        report.open.append(OpenTxn(pid, state.producer_epoch, first, state.last_timestamp, age,
+                                   hanging=age > transaction_max_timeout_ms))
+    report.ended = ended_transactions(part)
+    return report
+
+
+def ended_transactions(part: Partition) -> list[EndedTxn]:
+    """Every transaction a marker in the log ended, in marker order, with its data batches in the log."""
+    manager = _replay_start(part)
+    data_batches: dict[int, int] = {}  # producer id -> data batches of its current transaction
+    ended = []
+    for segment in part.segments:
+        for _, batch in segment.batches():
+            if not isinstance(batch, RecordBatch) or not batch.has_producer_id:
+                continue  # legacy and non-idempotent batches have no transactions
+            if batch.is_transactional and not batch.is_control:
+                data_batches[batch.producer_id] = data_batches.get(batch.producer_id, 0) + 1
+            completed = manager.append(batch)
+            if completed is not None:
+                ended.append(EndedTxn(completed.producer_id, batch.producer_epoch, completed.first_offset,
+                                      completed.last_offset, completed.is_aborted,
+                                      data_batches.pop(completed.producer_id, 0)))
+    return ended
+
+
+def _replay_start(part: Partition) -> ProducerStateManager:
+    """Producer state at the first segment's base offset: its snapshot, else nothing known (as for
+    Kafka, a corrupt snapshot counts as none)."""
+    base = part.segments[0].base_offset if part.segments else 0
+    entry = part.snapshots.get(base)
+    if entry is not None:
+        try:
+            snapshot = ProducerSnapshot.from_bytes(part.fs.read_bytes(entry.path), base, file=entry.path)
+            return ProducerStateManager.from_snapshot(snapshot)
+        except CorruptSnapshotError:
+            pass
+    return ProducerStateManager(base)

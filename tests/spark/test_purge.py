@@ -1,0 +1,318 @@
+"""Purge on Spark, end to end on the generated log (compacted and delete topics, every codec, v0/v1,
+transactions, many segments): kafka-python reads the result, `validate` checks it, the ledger reads
+back with deltalake and Spark, and reruns, crashes and dry runs leave what they should."""
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from deltalake import DeltaTable
+from kafka.record import MemoryRecords
+
+from kafkalog.codec.records import Record
+from kafkalog.config import resolver_from
+from kafkalog.storage.fs import LogFileSystem
+from kafkalog.storage.ledger import SECRET_ENV, fingerprint, find, runs_path
+from kafkalog.storage.log_writer import PartitionWriter
+from kafkalog.storage.logdir import LogDir, parse_properties
+from kafkalog.storage.naming import REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.storage.swap import SWAP_STEPS
+from kafkalog.storage.validate import validate_paths
+from kafkalog.spark.purge import PurgeVerificationError, purge
+
+NOW = 1_800_000_000_000
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+SECRET = b"purge-tests-secret-0123456789abcdef"
+# key-000005 ends legacy-v0 and key-000012 legacy-v1 (both redacted there); customer-000002 ends customers
+KEYS = [b"key-000005", b"key-000012", b"customer-000002", b"account-000002", b"account-000007", b"nobody"]
+KEY_FILE = "key-000005\nhex:6b65792d303030303132\ncustomer-000002\r\naccount-000002\nbase64:YWNjb3VudC0wMDAwMDc=\n" \
+           "\nnobody\n"
+WHERE = "topic = 'clicks' AND CAST(value AS STRING) LIKE '0:42 %'"  # one unkeyed record
+
+
+# -- reading a log directory with kafka-python, the independent reader ----------------------------------
+
+def read_log(root) -> dict:
+    """{(topic, partition): [(offset, key, value, headers, timestamp, is_control)]}, as kafka-python reads it."""
+    out = {}
+    for tp in LogDir.open(str(root)).topic_partitions:
+        rows = out.setdefault(tp, [])
+        for log in sorted((Path(root) / f"{tp[0]}-{tp[1]}").glob("*.log")):
+            records = MemoryRecords(log.read_bytes())
+            while records.has_next():
+                batch = records.next_batch()
+                control = getattr(batch, "is_control_batch", False)
+                for r in batch:
+                    headers = () if control else tuple(r.headers or ())
+                    rows.append((r.offset, None if control else r.key, None if control else r.value, headers,
+                                 r.timestamp, control))
+    return out
+
+
+def expected_after(before: dict) -> dict:
+    """The records a purge of KEYS and WHERE leaves: each partition's last record of a legacy topic
+    stays redacted, every other purged record goes, the rest is untouched."""
+    out = {}
+    for (topic, partition), rows in before.items():
+        if topic.startswith("__"):
+            out[(topic, partition)] = rows
+            continue
+        last = rows[-1][0]
+        kept = []
+        for row in rows:
+            offset, key, value, _, timestamp, control = row
+            purged = not control and (key in KEYS or (topic == "clicks" and partition == 0
+                                                      and value is not None and value.startswith(b"0:42 ")))
+            if not purged:
+                kept.append(row)
+            elif topic.startswith("legacy") and offset == last:
+                kept.append((offset, None, None, (), timestamp, False))
+        out[(topic, partition)] = kept
+    return out
+
+
+def files(root) -> dict:
+    """Every file's (inode, size, mtime) under `root`."""
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            st = os.stat(os.path.join(d, n))
+            out[os.path.relpath(os.path.join(d, n), root)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def segment_bytes(root, topics=None) -> dict:
+    return {os.path.relpath(p, root): p.read_bytes() for p in sorted(Path(root).rglob("0*.*"))
+            if topics is None or p.parent.name.rsplit("-", 1)[0] in topics}
+
+
+@pytest.fixture(scope="module")
+def resolver(small_log):
+    return resolver_from(parse_properties(small_log.summary.config_properties()))
+
+
+@pytest.fixture(scope="module")
+def purged(spark, small_log, resolver, tmp_path_factory):
+    """One purge of KEYS (from a key file in every written form) and WHERE, on a copy of the small log."""
+    tmp = tmp_path_factory.mktemp("purge")
+    root, ledger = tmp / "log", str(tmp / "ledger")
+    shutil.copytree(small_log.path, root)
+    keys = tmp / "keys.txt"
+    keys.write_bytes(KEY_FILE.encode())
+    before_files = files(root)
+    result = purge(spark, str(root), str(keys), ledger=ledger, secret=SECRET, where=WHERE, config=resolver, now=NOW)
+    return SimpleNamespace(root=root, ledger=ledger, result=result, keys=str(keys), before_files=before_files,
+                           before=read_log(small_log.path))
+
+
+def test_purged_keys_are_gone_and_every_other_record_is_unchanged(purged, resolver):
+    after = read_log(purged.root)
+    assert after == expected_after(purged.before)
+    assert not any(key in KEYS for rows in after.values() for _, key, *_ in rows)
+    report = {(p["topic"], p["partition"]): p for p in purged.result.partitions}
+    assert report[("legacy-v0", 0)]["redacted"] == 1 and report[("legacy-v1", 0)]["redacted"] == 1
+    assert report[("clicks", 0)]["removed"] == 1 and report[("payments", 0)]["removed"] > 0
+    gone = sum(len(purged.before[tp]) - len(after[tp]) for tp in after)
+    assert purged.result.total("removed") == gone and purged.result.remaining == 0
+    assert all(p["remaining"] == 0 for p in purged.result.partitions)
+    assert validate_paths([str(purged.root)], index_interval_bytes=resolver.values_of("index.interval.bytes")) \
+        .exit_code == 0
+
+
+def test_only_batches_with_a_purged_record_change(purged, small_log):
+    def batches(root):  # by partition and first offset (a legacy wrapper's is its last)
+        log = LogDir.open(str(root))
+        return {(tp, b.base_offset if b.magic == 2 else b.last_offset): b for tp in log.topic_partitions
+                for seg in log.partition(*tp).segments for _, b in seg.batches()}
+    before, after = batches(small_log.path), batches(purged.root)
+    after_rows = read_log(purged.root)
+    purged_offsets = {(tp, r[0]) for tp, rows in purged.before.items() for r in set(rows) - set(after_rows[tp])}
+    for key, batch in before.items():
+        touched = any((key[0], r.offset) in purged_offsets for r in batch.records())
+        if not touched:
+            assert after[key].data == batch.data  # copied byte for byte
+        elif batch.magic == 2 and batch.producer_id >= 0:  # producer state: the batch stays, maybe empty
+            assert (after[key].last_offset, after[key].last_sequence, after[key].max_timestamp) == \
+                (batch.last_offset, batch.last_sequence, batch.max_timestamp)
+    rewritten = {name for name, st in files(purged.root).items() if purged.before_files.get(name) != st}
+    touched_segments = {f"{o.topic}-{o.partition}/{o.base_offset:020d}.log" for o in purged.result.outputs}
+    assert {n for n in rewritten if n.endswith(".log")} == touched_segments  # untouched segments stay as they are
+
+
+def test_ledger_reads_back_with_deltalake_and_spark_and_holds_no_key(spark, purged):
+    table = DeltaTable(purged.ledger).to_pyarrow_table()
+    rows = table.to_pylist()
+    assert len(rows) == purged.result.ledger_rows == purged.result.total("removed") + purged.result.total("redacted")
+    assert {r["run_id"] for r in rows} == {purged.result.run_id}
+    by_place = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
+    for tp, records in purged.before.items():
+        for offset, key, value, _, timestamp, _ in records:
+            if key in KEYS:
+                row = by_place[(*tp, offset)]
+                assert row["key_fingerprint"] == fingerprint(SECRET, key) and row["matched_by"] == "key"
+                if timestamp is not None and timestamp >= 0:  # kafka-python has none for v0
+                    assert row["timestamp"] == EPOCH + timedelta(milliseconds=timestamp)
+    (click,) = [r for r in rows if r["matched_by"] == "where"]
+    assert click["key_fingerprint"] is None and click["reason"] == "erasure request"
+    assert {(r["topic"], r["action"]) for r in find(purged.ledger, b"key-000005", SECRET)} >= \
+        {("orders", "removed"), ("legacy-v0", "redacted")}
+    via_spark = spark.read.parquet(*DeltaTable(purged.ledger).file_uris())
+    assert via_spark.count() == len(rows) and "key_fingerprint" in via_spark.columns
+    runs = DeltaTable(runs_path(purged.ledger)).to_pyarrow_table().to_pylist()
+    assert [(r["run_id"], r["remaining"], r["ledger_rows"]) for r in runs] == \
+        [(purged.result.run_id, 0, len(rows))]
+    for path in [*Path(purged.ledger).rglob("*"), *Path(runs_path(purged.ledger)).rglob("*")]:
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(key in data for key in KEYS), path
+
+
+def test_a_rerun_changes_nothing_and_adds_no_ledger_rows(spark, purged, resolver, tmp_path):
+    root, ledger = tmp_path / "log", str(tmp_path / "ledger")
+    shutil.copytree(purged.root, root)
+    shutil.copytree(purged.ledger, ledger)
+    shutil.copytree(runs_path(purged.ledger), runs_path(ledger))
+    before = files(root)
+    again = purge(spark, str(root), purged.keys, ledger=ledger, secret=SECRET, where=WHERE, config=resolver, now=NOW)
+    assert files(root) == before
+    assert (again.outputs, again.ledger_rows, again.total("removed"), again.remaining) == ([], 0, 0, 0)
+    assert again.partitions == []  # nothing matches: the two redacted records have no key left
+    assert DeltaTable(ledger).to_pyarrow_table().num_rows == purged.result.ledger_rows
+    assert DeltaTable(runs_path(ledger)).to_pyarrow_table().num_rows == 2
+
+
+def test_dry_run_reports_per_partition_and_writes_nothing(spark, purged, small_log, tmp_path, capsys):
+    import json
+
+    from kafkalog.cli import main
+    root = tmp_path / "log"
+    shutil.copytree(small_log.path, root)
+    config = tmp_path / "topics.properties"
+    config.write_text(small_log.summary.config_properties())
+    before = files(root)
+    assert main(["purge", str(root), "--keys", purged.keys, "--where", WHERE, "--dry-run", "--config-file",
+                 str(config), "--now", str(NOW), "--ledger", str(tmp_path / "ledger"),
+                 "--report", str(tmp_path / "report.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"would purge {purged.result.total('removed')} records removed") and "legacy-v0" in out
+    assert files(root) == before and not (tmp_path / "ledger").exists()
+    dry = json.loads((tmp_path / "report.json").read_text())
+    counts = ("topic", "partition", "removed", "tombstoned", "redacted", "batches", "segments", "keys")
+    assert dry["dry_run"] and [{c: p[c] for c in counts} for p in dry["partitions"]] == \
+        [{c: p[c] for c in counts} for p in purged.result.partitions]
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("step", SWAP_STEPS)
+def test_a_crash_at_any_swap_step_then_a_rerun_completes_the_purge(spark, purged, small_log, resolver, tmp_path,
+                                                                    step):
+    topics = ["payments"]  # transactional and idempotent producers, aborts, seven segments per partition
+    root, ledger = tmp_path / "log", str(tmp_path / "ledger")
+    shutil.copytree(small_log.path, root)
+
+    def crash(at, name):
+        if at == step:
+            raise Crash(at)
+    with pytest.raises(Crash):
+        purge(spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW,
+              fault=crash)
+    purge(spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW)
+    assert segment_bytes(root, topics) == segment_bytes(purged.root, topics)
+    identity = ("topic", "partition", "offset", "action", "key_fingerprint")
+    rows = DeltaTable(ledger).to_pyarrow_table().select(identity).to_pylist()
+    reference = [r for r in DeltaTable(purged.ledger).to_pyarrow_table().select(identity).to_pylist()
+                 if r["topic"] in topics]
+    assert sorted(map(tuple, map(dict.values, rows))) == sorted(map(tuple, map(dict.values, reference)))
+
+
+def test_verification_fails_loudly_when_a_record_survives(spark, small_log, resolver, tmp_path, monkeypatch):
+    import kafkalog.spark.purge as module
+    root, ledger = tmp_path / "log", str(tmp_path / "ledger")
+    shutil.copytree(small_log.path, root)
+    monkeypatch.setattr(module, "swap_in", lambda *args, **kwargs: None)  # the rewrite never lands
+    with pytest.raises(PurgeVerificationError, match="legacy-v0-0"):
+        purge(spark, str(root), [b"key-000001"], topics=["legacy-v0"], ledger=ledger, secret=SECRET,
+              config=resolver, now=NOW)
+    (run,) = DeltaTable(runs_path(ledger)).to_pyarrow_table().to_pylist()
+    assert run["remaining"] == run["records_removed"] > 0
+
+
+def _compacted_log(tmp_path):
+    """One compacted partition: key a (a value with a header, then a tombstone with a header), key
+    b (its latest a value), key c untouched; an idempotent producer writes one batch."""
+    root = tmp_path / "compacted"
+    root.mkdir()
+    fs = LogFileSystem.for_path(str(root))[0]
+    w = PartitionWriter(fs, str(root), "t", 0, segment_bytes=1 << 20, segment_ms=1 << 40, index_interval_bytes=0,
+                        now_ms=NOW - 10_000)
+    h = (("email", b"someone@example.com"),)
+    w.append_records([Record(0, NOW - 9_000, b"a", b"1", h), Record(0, NOW - 8_000, b"b", b"2")])
+    w.append_records([Record(0, NOW - 7_000, b"a", b"3"), Record(0, NOW - 6_000, b"c", b"4")], producer_id=5,
+                     producer_epoch=0, base_sequence=0)
+    w.roll()
+    w.append_records([Record(0, NOW - 5_000, b"a", None, h)])
+    w.append_records([Record(0, NOW - 4_000, b"b", b"5"), Record(0, NOW - 3_000, b"c", b"6")])
+    w.roll()
+    w.close()
+    LogDir.open(str(root)).write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, {("t", 0): w.log_end_offset})
+    return str(root)
+
+
+def test_tombstones_keep_each_keys_latest_offset_until_compaction_horizon(spark, tmp_path, monkeypatch, capsys):
+    from kafkalog.cli import main
+    source, out, ledger = _compacted_log(tmp_path), str(tmp_path / "purged"), str(tmp_path / "ledger")
+    (tmp_path / "keys.txt").write_text("a\nb\n")
+    monkeypatch.setenv(SECRET_ENV, SECRET.decode())
+    before = files(source)
+    assert main(["purge", source, "--keys", str(tmp_path / "keys.txt"), "--tombstone", "--ledger", ledger,
+                 "--output", out, "--config", "cleanup.policy=compact", "--config", "delete.retention.ms=1000",
+                 "--now", str(NOW)]) == 0
+    assert capsys.readouterr().out.startswith("purged 3 records removed, 2 tombstoned")
+    assert files(source) == before  # --output: the input is untouched
+    batches = [b for seg in LogDir.open(out).partition("t", 0).segments for _, b in seg.batches()]
+    assert [(r.offset, r.key, r.value, r.headers) for b in batches for r in b.records()] == \
+        [(3, b"c", b"4", ()), (4, b"a", None, ()), (5, b"b", None, ()), (6, b"c", b"6", ())]
+    assert [b.delete_horizon_ms for b in batches if any(r.value is None for r in b.records())] == [NOW + 1000] * 2
+    assert batches[0].producer_id == 5 and batches[0].last_offset == 3  # the producer's batch keeps its range
+    before = files(out)
+    config = resolver_from(settings=["cleanup.policy=compact", "delete.retention.ms=1000"])
+    again = purge(spark, out, [b"a", b"b"], tombstone=True, ledger=ledger, secret=SECRET, config=config, now=NOW)
+    assert files(out) == before and again.ledger_rows == 0 and again.total("kept") == 2
+    assert sorted(r["action"] for r in find(ledger, b"a", SECRET)) == ["removed", "removed", "tombstoned"]
+    assert validate_paths([out]).exit_code == 0
+
+
+def test_keys_come_from_key_files_tables_and_dataframes(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+
+    from kafkalog.errors import ConfigError
+    from kafkalog.storage.keylist import KeyListError
+    from kafkalog.spark.purge import keys_frame
+
+    pq.write_table(pa.table({"key": pa.array([b"\x00\x01", b"a"], pa.binary())}), tmp_path / "keys.parquet")
+    (tmp_path / "keys.csv").write_text("key,reason\nhex:0001,ticket 1\nalice,\n")
+    write_deltalake(str(tmp_path / "keys-delta"), pa.table({"key": ["base64:AAE=", "alice"], "reason": ["t2", None]}))
+
+    def rows(keys):
+        df, count = keys_frame(spark, keys, reason="default")
+        return sorted((bytes(r.key), r.reason) for r in df.collect()), count
+    assert rows(str(tmp_path / "keys.parquet")) == ([(b"\x00\x01", "default"), (b"a", "default")], None)
+    assert rows(str(tmp_path / "keys.csv"))[0] == [(b"\x00\x01", "ticket 1"), (b"alice", "default")]
+    assert rows(str(tmp_path / "keys-delta"))[0] == [(b"\x00\x01", "t2"), (b"alice", "default")]
+    assert rows(["hex:0001", b"\x00\x01", "alice"]) == ([(b"\x00\x01", "default"), (b"alice", "default")], 2)
+    with pytest.raises(KeyListError, match="1 values of the `key` column"):
+        keys_frame(spark, spark.createDataFrame([("hex:zz",), ("ok",)], "key string"))
+    with pytest.raises(KeyListError, match="binary or string"):
+        keys_frame(spark, spark.createDataFrame([(1,)], "key int"))
+    log = _compacted_log(tmp_path)
+    with pytest.raises(ConfigError, match="--where"):
+        purge(spark, log, [], where="no_such_column = 1", dry_run=True)

@@ -1,0 +1,136 @@
+"""The spark-submit jobs of jobs/ and the files of conf/: arguments and configuration defaults without
+Spark, then compact, retain and validate through the real spark-submit of the installed pyspark."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from kafkalog import cli
+from kafkalog.job import job_arguments
+from kafkalog.spark.session import _LOG4J2, ALWAYS, LOCAL_DEFAULTS
+from kafkalog.storage.logdir import LogDir, parse_properties
+from kafkalog.storage.naming import CLEANER_OFFSET_CHECKPOINT
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+SPARK_SUBMIT = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+NOW = 1_700_100_000_000  # the small preset's records span 1_700_000_000_000 + a few minutes
+
+
+# -- without Spark ---------------------------------------------------------------------------------------
+
+def test_the_conf_dir_gives_the_configuration_options_the_arguments_leave_out(tmp_path):
+    (tmp_path / "kafkalog.properties").write_text("log.retention.hours=1\n")
+    (tmp_path / "topics").mkdir()
+    env = {"KAFKALOG_CONF_DIR": str(tmp_path)}
+    conf_file, topics = str(tmp_path / "kafkalog.properties"), str(tmp_path / "topics")
+    assert job_arguments("compact", ["LOG", "--now", "5"], env) == \
+        ["--config-file", conf_file, "--topic-config-dir", topics, "LOG", "--now", "5"]
+    assert job_arguments("validate", ["A", "B", "--config-file", "mine.properties"], env) == \
+        ["--topic-config-dir", topics, "A", "B", "--config-file", "mine.properties"]
+    assert job_arguments("retain", ["LOG"], {}) == ["LOG"]  # no $KAFKALOG_CONF_DIR: nothing implicit
+    (tmp_path / "kafkalog.properties").unlink()
+    assert job_arguments("retain", ["LOG", "--topic-config-dir", "t"], env) == ["LOG", "--topic-config-dir", "t"]
+    with pytest.raises(SystemExit) as exited:  # refused before any Spark starts
+        job_arguments("compact", ["LOG", "--now", "soon"], env)
+    assert exited.value.code == 2
+
+
+def test_topic_files_override_the_properties_file_and_are_overridden_by_the_command_line():
+    args = cli.build_parser().parse_args(["validate", "x", "--config-file", str(CONF / "kafkalog.properties"),
+                                          "--topic-config-dir", str(CONF / "topics"),
+                                          "--topic-config", "clickstream:retention.bytes=1"])
+    resolver = cli._resolver(args)
+    customers, clicks = resolver.for_topic("customers"), resolver.for_topic("clickstream")
+    assert customers.cleanup_policy == ("compact",) and customers.min_compaction_lag_ms == 3_600_000
+    assert (clicks.segment_ms, clicks.retention_bytes) == (86_400_000, 1)
+    assert resolver.for_topic("other").retention_ms == 168 * 3_600_000  # the properties file's broker setting
+    assert resolver.for_topic("__consumer_offsets").segment_bytes == 104_857_600
+
+
+def test_a_topic_file_with_a_broker_name_is_refused_naming_the_file(tmp_path, capsys):
+    (tmp_path / "orders.properties").write_text("log.retention.hours=1\n")
+    assert cli.main(["validate", str(tmp_path), "--topic-config-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "orders.properties" in err and "unknown topic configuration log.retention.hours for topic orders" in err
+
+
+def test_spark_defaults_are_the_sessions_local_defaults():
+    conf = dict(line.split(None, 1) for line in (CONF / "spark-defaults.conf").read_text().splitlines()
+                if line.strip() and not line.startswith("#"))
+    assert conf == {"spark.master": "local[2]", **LOCAL_DEFAULTS, **ALWAYS}
+
+
+def test_log4j2_properties_is_the_sessions_quiet_configuration():
+    assert parse_properties((CONF / "log4j2.properties").read_text()) == parse_properties(_LOG4J2)
+
+
+# -- through spark-submit (each run starts a JVM: three runs in all) -----------------------------------------
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """A small log dir (100 records per partition) and a conf dir holding its configuration."""
+    root = tmp_path_factory.mktemp("jobs")
+    (root / "conf").mkdir()
+    assert cli.main(["generate", str(root / "log"), "--preset", "small", "--seed", "7", "--records", "100",
+                     "--config-out", str(root / "conf" / "kafkalog.properties")]) == 0
+    return root
+
+
+def spark_submit(job: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run a job; its output is in `.stdout`, where spark-submit also sends the Python driver's stderr."""
+    python = sys.executable
+    command = [str(SPARK_SUBMIT), "--master", "local[2]", "--properties-file", str(CONF / "spark-defaults.conf"),
+               "--driver-java-options", f"-Dlog4j2.configurationFile=file:{CONF / 'log4j2.properties'}",
+               str(REPO / "jobs" / f"{job}.py"), *args]
+    environ = {k: v for k, v in os.environ.items() if k != "KAFKALOG_CONF_DIR"}
+    environ.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python, **(env or {}))
+    return subprocess.run(command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=600)
+
+
+@pytest.mark.spark
+def test_compact_job_reads_the_conf_dir_and_leaves_a_valid_log(generated, tmp_path):
+    log_dir, conf = tmp_path / "log", generated / "conf"
+    shutil.copytree(generated / "log", log_dir)
+    run = spark_submit("compact", str(log_dir), "--now", str(NOW), env={"KAFKALOG_CONF_DIR": str(conf)})
+    assert run.returncode == 0, run.stdout
+    assert f"kafkalog compact --config-file {conf / 'kafkalog.properties'} {log_dir}" in run.stdout
+    assert "master local[2]" in run.stdout and "kafkalog compact: exit code 0 (done) after" in run.stdout
+    assert "INFO SparkContext" not in run.stdout  # conf/log4j2.properties keeps Spark quiet
+    assert "\n1 of 4 compacted partitions chosen\n" in run.stdout
+    assert LogDir.open(str(log_dir)).read_checkpoint(CLEANER_OFFSET_CHECKPOINT).keys() == {("customers", 0)}
+    assert cli.main(["validate", str(log_dir), "--config-file", str(conf / "kafkalog.properties")]) == 0
+
+
+@pytest.mark.spark
+def test_retain_job_deletes_expired_segments(generated, tmp_path):
+    log_dir = tmp_path / "log"
+    shutil.copytree(generated / "log", log_dir)
+    run = spark_submit("retain", str(log_dir), "--now", str(NOW), "--topic", "orders",
+                       "--config-file", str(generated / "conf" / "kafkalog.properties"),
+                       "--config", "retention.ms=3600000")
+    assert run.returncode == 0, run.stdout
+    assert f"\nretain {log_dir} (in place, now={NOW}): 2 of 2 partitions change" in run.stdout
+    assert "kafkalog retain: exit code 0 (done) after" in run.stdout
+    assert cli.main(["validate", str(log_dir), "--config-file", str(generated / "conf" / "kafkalog.properties")]) == 0
+
+
+@pytest.mark.spark
+def test_validate_job_exits_1_on_a_corrupt_segment(generated, tmp_path):
+    log_dir = tmp_path / "log"
+    shutil.copytree(generated / "log", log_dir)
+    segment = log_dir / "orders-0" / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's CRC-covered bytes
+    segment.write_bytes(bytes(data))
+    run = spark_submit("validate", str(log_dir), "--fail-on", "error")
+    assert run.returncode == 1, run.stdout
+    assert "batch.crc: orders-0/00000000000000000000.log" in run.stdout
+    assert "kafkalog validate: exit code 1 (problems found) after" in run.stdout
