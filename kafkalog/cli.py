@@ -160,16 +160,14 @@ def _run_compact(args) -> int:
     import time
     from .spark.compaction import compact
     from .spark.session import local_session
-    from .storage.logdir import copy_log_dir
     now = args.now if args.now is not None else int(time.time() * 1000)
     dry_run = args.command == "plan" or args.dry_run
     resolver = _resolver(args)
-    log_dir = args.log_dir
-    if not dry_run and getattr(args, "output", None):
-        copy_log_dir(log_dir, args.output)
-        log_dir = args.output
+    output = None if dry_run else getattr(args, "output", None)
+    log_dir = output or args.log_dir
     spark = local_session(master=args.master) if args.master else local_session()
-    result = compact(spark, log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run)
+    result = compact(spark, args.log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run,
+                     output=output)
     partitions = result.plan.partitions()
     chosen = [p for p in partitions if p["chosen"]]
     print(f"{len(chosen)} of {len(partitions)} compacted partitions chosen")

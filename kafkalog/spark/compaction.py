@@ -20,7 +20,7 @@ from ..codec.filter import BatchRetention
 from ..config import ConfigResolver
 from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch,
                                group_segments_by_size, log_to_clean)
-from ..storage.logdir import LogDir
+from ..storage.logdir import LogDir, copy_log_dir
 from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES
 from ..storage.swap import FaultHook, recover_partition
 from .rewrite import OutputSegment, OutputStats, swap_in, write_outputs
@@ -176,9 +176,13 @@ class CompactionResult:
 
 
 def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None,
-            dry_run: bool = False, fault: FaultHook | None = None) -> CompactionResult:
-    """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol.
-    `fault` is a test hook called at each commit step (see kafkalog/storage/swap.py)."""
+            dry_run: bool = False, output: str | None = None, fault: FaultHook | None = None) -> CompactionResult:
+    """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
+    or into `output`, a complete copy of `log_dir` that leaves it untouched. `fault` is a test hook
+    called at each commit step (see kafkalog/storage/swap.py)."""
+    if output and not dry_run:
+        copy_log_dir(log_dir, output)
+        log_dir = output
     opened = LogDir.open(log_dir)
     if not dry_run:
         opened.ensure_unlocked()
