@@ -134,3 +134,25 @@ def test_validate_job_exits_1_on_a_corrupt_segment(generated, tmp_path):
     assert run.returncode == 1, run.stdout
     assert "batch.crc: orders-0/00000000000000000000.log" in run.stdout
     assert "kafkalog validate: exit code 1 (problems found) after" in run.stdout
+
+
+@pytest.mark.spark
+def test_purge_job_removes_the_keys_and_writes_the_ledger(generated, tmp_path):
+    log_dir, keys = tmp_path / "log", tmp_path / "erase.txt"
+    shutil.copytree(generated / "log", log_dir)
+    before = _keys_of(log_dir, "customers")
+    doomed = sorted(before)[:2]
+    keys.write_text("".join(k.decode() + "\n" for k in doomed))
+    run = spark_submit("purge", str(log_dir), "--keys", str(keys), "--topic", "customers",
+                       "--ledger", str(tmp_path / "ledger"), "--now", str(NOW),
+                       env={"KAFKALOG_PURGE_SECRET": "a-test-secret-of-32-bytes-length"})
+    assert run.returncode == 0, run.stdout
+    assert "kafkalog purge: exit code 0 (done) after" in run.stdout
+    assert _keys_of(log_dir, "customers") == before - set(doomed)
+    assert (tmp_path / "ledger" / "_delta_log").is_dir()
+    assert cli.main(["validate", str(log_dir), "--config-file", str(generated / "conf" / "kafkalog.properties")]) == 0
+
+
+def _keys_of(log_dir, topic) -> set:
+    part = LogDir.open(str(log_dir)).partition(topic, 0)
+    return {r.key for seg in part.segments for _, b in seg.batches() for r in b.records() if r.key is not None}
