@@ -11,7 +11,6 @@ Importing this package does not import pyspark; the functions that need it do.
 from .compaction import CompactionResult, compact, plan_compaction
 from .inventory import IOStats, SegmentInfo, list_segments, segment_inventory
 from .offsets import committed_offsets_df
-from .purge import PurgeResult, purge
 from .scan import (BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, ScanFilter, ScanMetrics, WorkUnit, narrow_scan,
                    plan_scan, read_batches, read_records, read_task)
 from .session import local_session
@@ -27,5 +26,6 @@ __all__ = [
     "local_session", "register", "segment_inventory", "list_segments", "SegmentInfo", "IOStats",
     "narrow_scan", "read_records", "read_batches", "plan_scan", "read_task", "ScanFilter", "ScanMetrics",
     "WorkUnit", "NARROW_SCHEMA", "RECORDS_SCHEMA", "BATCHES_SCHEMA", "committed_offsets_df",
-    "compact", "plan_compaction", "CompactionResult", "purge", "PurgeResult",
+    "compact", "plan_compaction", "CompactionResult",
 ]
+# `purge` is imported from kafkalog.spark.purge: a function of that name here would hide the module.
