@@ -31,9 +31,12 @@ log = logging.getLogger("kafkalog")
 # One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
 # transaction's .txnindex entry (data of the transaction is still in the log).
 DECIDED_SCHEMA = ("topic string, partition int, segment_base_offset long, batch_position long, last_offset long, "
-                  "retention string, discard_records boolean, marker_for_empty_txn boolean, "
+                  "record_count int, magic int, delete_horizon_ms long, retention string, discard_records boolean, marker_for_empty_txn boolean, "
                   "keeps_txn_index_entry boolean")
 DECIDED_COLUMNS = [c.split()[0] for c in DECIDED_SCHEMA.split(", ")]
+# The narrow view's columns that record fates, plans and the report read.
+FATE_INPUTS = ("topic", "partition", "segment_base_offset", "batch_position", "offset", "key", "value_is_null",
+               "record_span_size", "is_control", "delete_horizon_ms", "magic")
 REASONS = ("kept", "superseded", "tombstone_expired", "aborted_transaction", "marker_removed", "unkeyed")
 
 
@@ -105,9 +108,10 @@ def _batch_decisions(spark, plan: CompactionPlan, resolver: ConfigResolver):
             d = decide_batch(meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper,
                              now=now)
             rows.append((topic, partition, int(b.segment_base_offset), int(b.batch_position), meta.last_offset,
-                         d.retention.value, d.discard_records, d.contains_marker_for_empty_txn,
-                         len(tracker.kept_aborted) > kept_before))
-        return pd.DataFrame(rows, columns=DECIDED_COLUMNS)
+                         int(b.record_count), int(b.magic), horizon, d.retention.value, d.discard_records,
+                         d.contains_marker_for_empty_txn, len(tracker.kept_aborted) > kept_before))
+        out = pd.DataFrame(rows, columns=DECIDED_COLUMNS)
+        return out.astype({"delete_horizon_ms": "Int64"})  # nullable: most batches have no horizon
 
     decided = batches.groupBy("topic", "partition").applyInPandas(decide, DECIDED_SCHEMA)
     return batches, decided
@@ -124,10 +128,14 @@ def _record_fates(spark, plan: CompactionPlan, decided):
     segment_mtimes = spark.createDataFrame(
         [(s.topic, s.partition, seg.base_offset, seg.mtime_ms) for s in chosen for seg in s.segments],
         "topic string, partition int, segment_base_offset long, segment_mtime long")
-    records = (narrow_scan(spark, plan.log_dir, topics=sorted({s.topic for s in chosen}))
-               .join(ranges, ["topic", "partition"]).where(F.col("offset") < F.col("upper_bound"))
-               .join(decided.drop("last_offset", "keeps_txn_index_entry"), ["topic", "partition", "segment_base_offset", "batch_position"])
-               .join(segment_mtimes, ["topic", "partition", "segment_base_offset"]))
+    # Only the columns the decision needs travel through the shuffles, and the batch-level tables
+    # are broadcast: the window over keys is then the one shuffle of the records.
+    batch_fates = decided.select("topic", "partition", "segment_base_offset", "batch_position", "retention",
+                                 "discard_records")
+    records = (narrow_scan(spark, plan.log_dir, topics=sorted({s.topic for s in chosen})).select(*FATE_INPUTS)
+               .join(F.broadcast(ranges), ["topic", "partition"]).where(F.col("offset") < F.col("upper_bound"))
+               .join(F.broadcast(batch_fates), ["topic", "partition", "segment_base_offset", "batch_position"])
+               .join(F.broadcast(segment_mtimes), ["topic", "partition", "segment_base_offset"]))
     in_map = (F.col("offset") >= F.col("first_dirty")) & F.col("key").isNotNull() & ~F.col("is_control") \
         & ~F.col("discard_records")
     latest = F.max(F.when(in_map, F.col("offset"))).over(Window.partitionBy("topic", "partition", "key"))
@@ -144,24 +152,25 @@ def _record_fates(spark, plan: CompactionPlan, decided):
               .when(F.col("value_is_null") & ~F.col("retain_deletes"), "tombstone_expired")
               .otherwise("kept"))
     return (records.withColumn("latest_offset", latest).withColumn("retain_deletes", retain_deletes)
-            .withColumn("reason", reason))
+            .withColumn("reason", reason).select(*FATE_INPUTS, "reason").drop("key"))
 
 
 def _batch_plans(fates, decided):
     """One row per batch that changes: its retention, removed offsets and horizon needs."""
     from pyspark.sql import functions as F
     keys = ["topic", "partition", "segment_base_offset", "batch_position"]
-    per_batch = fates.groupBy(*keys).agg(
+    # Only records that go, and kept tombstones, say anything about their batch: the others stay out
+    # of the shuffle.
+    kept_tombstone = (F.col("reason") == "kept") & F.col("value_is_null") & ~F.col("is_control")
+    per_batch = fates.where((F.col("reason") != "kept") | kept_tombstone).groupBy(*keys).agg(
         F.collect_list(F.when(F.col("reason") != "kept", F.col("offset"))).alias("removed"),
-        F.max(F.when((F.col("reason") == "kept") & F.col("value_is_null") & ~F.col("is_control"), True)
-              .otherwise(False)).alias("has_tombstone"),
-        F.first("delete_horizon_ms").alias("delete_horizon_ms"), F.first("magic").alias("magic"))
+        F.max(kept_tombstone).alias("has_tombstone"))
     joined = decided.join(per_batch, keys, "left")
-    no_horizon = F.col("delete_horizon_ms").isNull() & (F.coalesce(F.col("magic"), F.lit(2)) >= 2)
+    no_horizon = F.col("delete_horizon_ms").isNull() & (F.col("magic") >= 2)
     changes = ((F.col("retention") == BatchRetention.DELETE.value)
                | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
-               | (F.col("removed").isNull() & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
-               | ((F.col("has_tombstone") | F.col("marker_for_empty_txn")) & no_horizon))
+               | ((F.col("record_count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
+               | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon))
     return joined.where(changes)
 
 
