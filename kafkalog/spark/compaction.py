@@ -132,7 +132,7 @@ def _record_fates(spark, plan: CompactionPlan, decided):
     # are broadcast: the window over keys is then the one shuffle of the records.
     batch_fates = decided.select("topic", "partition", "segment_base_offset", "batch_position", "retention",
                                  "discard_records")
-    records = (narrow_scan(spark, plan.log_dir, topics=sorted({s.topic for s in chosen})).select(*FATE_INPUTS)
+    records = (narrow_scan(spark, plan.log_dir, topics=sorted({s.topic for s in chosen}), columns=FATE_INPUTS)
                .join(F.broadcast(ranges), ["topic", "partition"]).where(F.col("offset") < F.col("upper_bound"))
                .join(F.broadcast(batch_fates), ["topic", "partition", "segment_base_offset", "batch_position"])
                .join(F.broadcast(segment_mtimes), ["topic", "partition", "segment_base_offset"]))

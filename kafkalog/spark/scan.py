@@ -729,9 +729,13 @@ def default_min_tasks(spark) -> int:
 
 
 def scan_dataframe(spark, plan: ScanPlan, view: str, *, verify_crc: bool = True,
-                   batch_rows: int = DEFAULT_BATCH_ROWS, metrics: ScanMetrics | None = None):
-    """Run a plan with `mapInArrow`: one Spark partition (task) per planned task."""
-    schema = spark_schema(SCHEMAS[view])
+                   batch_rows: int = DEFAULT_BATCH_ROWS, metrics: ScanMetrics | None = None,
+                   columns: Sequence[str] | None = None):
+    """Run a plan with `mapInArrow`: one Spark partition (task) per planned task. `columns` projects
+    the view on the executors, before Spark converts it: a column the caller does not read then
+    costs the JVM nothing."""
+    arrow_schema = SCHEMAS[view] if columns is None else pa.schema([SCHEMAS[view].field(c) for c in columns])
+    schema = spark_schema(arrow_schema)
     tasks = plan.tasks
     if not tasks:
         return spark.createDataFrame([], schema)
@@ -742,30 +746,33 @@ def scan_dataframe(spark, plan: ScanPlan, view: str, *, verify_crc: bool = True,
         for ids in iterator:
             for task_id in ids.column(0).to_pylist():
                 stats = IOStats()
-                yield from read_task(root, tasks[task_id], view, flt, verify_crc=verify_crc,
-                                     batch_rows=batch_rows, stats=stats)
+                for batch in read_task(root, tasks[task_id], view, flt, verify_crc=verify_crc,
+                                       batch_rows=batch_rows, stats=stats):
+                    yield batch if columns is None else batch.select(columns)
                 if accumulator is not None:
                     accumulator.add(stats.as_dict())
     return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, schema)
 
 
 def _scan(spark, view, log_dir, topics, partitions, start_offset, end_offset, max_bytes_per_task, min_tasks,
-          verify_crc, metrics):
+          verify_crc, metrics, columns=None):
     flt = ScanFilter.of(topics, partitions, start_offset, end_offset)
     plan = plan_scan(log_dir, flt, max_bytes_per_task=max_bytes_per_task,
                      min_tasks=default_min_tasks(spark) if min_tasks is None else min_tasks,
                      stats=metrics.driver if metrics is not None else None)
-    return scan_dataframe(spark, plan, view, verify_crc=verify_crc, metrics=metrics)
+    return scan_dataframe(spark, plan, view, verify_crc=verify_crc, metrics=metrics, columns=columns)
 
 
 def narrow_scan(spark, log_dir, topics=None, partitions=None, start_offset: int | None = None,
                 end_offset: int | None = None, *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
-                min_tasks: int | None = None, verify_crc: bool = True, metrics: ScanMetrics | None = None):
+                min_tasks: int | None = None, verify_crc: bool = True, metrics: ScanMetrics | None = None,
+                columns: Sequence[str] | None = None):
     """The compaction view of `log_dir` (`NARROW_SCHEMA`): one row per record with its key, value
     size and byte span, and its batch's header fields; values are not read. Offsets are selected in
-    [start_offset, end_offset); segments and index ranges outside the selection are not opened."""
+    [start_offset, end_offset); segments and index ranges outside the selection are not opened.
+    `columns` keeps only those columns, projected on the executors."""
     return _scan(spark, "narrow", log_dir, topics, partitions, start_offset, end_offset, max_bytes_per_task,
-                 min_tasks, verify_crc, metrics)
+                 min_tasks, verify_crc, metrics, columns)
 
 
 def read_records(spark, log_dir, topics=None, partitions=None, start_offset: int | None = None,

@@ -125,3 +125,11 @@ def test_segment_inventory_is_metadata_only(spark, small_log):
     assert all(r.max_timestamp and r.mtime for r in orders)
     assert df.columns == ["topic", "partition", "base_offset", "size", "path", "first_offset", "last_offset",
                           "max_timestamp", "is_active", "mtime"]
+
+
+def test_a_projected_narrow_scan_equals_the_full_view_selected(spark, small_log):
+    columns = ["topic", "partition", "offset", "key", "value_is_null", "delete_horizon_ms"]
+    projected = narrow_scan(spark, str(small_log.path), topics=["customers"], columns=columns)
+    assert projected.columns == columns
+    full = narrow_scan(spark, str(small_log.path), topics=["customers"]).select(*columns)
+    assert_df_equality(projected, full, ignore_row_order=True)
