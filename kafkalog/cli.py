@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # progress of long runs goes to stderr, so that stdout stays the result
-    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(format="%(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("kafkalog").setLevel(logging.INFO)  # ours only: py4j's INFO lines are not news
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_FAILED
