@@ -36,18 +36,21 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
     argv = job_arguments(command, sys.argv[1:] if argv is None else argv, os.environ)
     from .spark.session import local_session
     started = time.monotonic()
-    spark = local_session(app_name=f"kafkalog-{command}")
-    log.info("kafkalog %s %s", command, " ".join(argv))
-    log.info("Spark %s, master %s, application %s", spark.version, spark.conf.get("spark.master", "?"),
-             spark.conf.get("spark.app.id", "?"))
+    spark = None
     try:
+        spark = local_session(app_name=f"kafkalog-{command}")
+        log.info("kafkalog %s %s", command, " ".join(argv))
+        log.info("Spark %s, master %s, application %s", spark.version, spark.conf.get("spark.master", "?"),
+                 spark.conf.get("spark.app.id", "?"))
         code = cli.main([command, *argv])
-    except Exception:  # a bug, not bad input: the traceback is what a report needs
+    except Exception:  # a bug or a Spark that cannot start, not bad input: the traceback is what a report needs
         log.exception("kafkalog %s failed", command)
         code = cli.EXIT_FAILED
+    finally:
+        if spark is not None:
+            spark.stop()
     log.info("kafkalog %s: exit code %d (%s) after %.1f s", command, code, OUTCOMES.get(code, "?"),
              time.monotonic() - started)
-    spark.stop()
     return code
 
 

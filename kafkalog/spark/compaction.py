@@ -23,6 +23,7 @@ from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean
 from ..storage.logdir import LogDir, copy_log_dir
 from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES
 from ..storage.swap import FaultHook, recover_partition
+from .errors import raises_kafkalog_errors
 from .rewrite import OutputSegment, OutputStats, swap_in, write_outputs
 from .scan import narrow_scan, read_batches
 
@@ -79,7 +80,15 @@ def plan_compaction(log_dir: str, resolver: ConfigResolver, now: int, *, force: 
 
 # -- step 3: decide ------------------------------------------------------------------------------------
 
-def _batch_decisions(spark, plan: CompactionPlan, resolver: ConfigResolver):
+def _scan_scope(plan: CompactionPlan) -> dict:
+    """What the scans must read: the chosen partitions below their first uncleanable offset (the
+    joins that follow narrow it to exactly that; this prunes whole segments before they are opened)."""
+    chosen = plan.chosen
+    return {"topics": sorted({s.topic for s in chosen}), "partitions": sorted({s.partition for s in chosen}),
+            "end_offset": max(s.upper_bound for s in chosen)}
+
+
+def _batch_decisions(spark, plan: CompactionPlan):
     """Batch fates per partition with Kafka's transaction tracker (one task per partition)."""
     import pandas as pd
     from pyspark.sql import functions as F
@@ -87,7 +96,7 @@ def _batch_decisions(spark, plan: CompactionPlan, resolver: ConfigResolver):
     params = spark.sparkContext.broadcast({tp: (s.aborted_txns, s.active_producers, s.upper_bound)
                                            for tp, s in chosen.items()})
     now = plan.now
-    batches = read_batches(spark, plan.log_dir, topics=sorted({t for t, _ in chosen}))
+    batches = read_batches(spark, plan.log_dir, **_scan_scope(plan))
     bounds = spark.createDataFrame([(t, p, s.upper_bound) for (t, p), s in chosen.items()],
                                    "topic string, partition int, upper_bound long")
     batches = batches.join(bounds, ["topic", "partition"]).where(F.col("base_offset") < F.col("upper_bound"))
@@ -114,7 +123,7 @@ def _batch_decisions(spark, plan: CompactionPlan, resolver: ConfigResolver):
         return out.astype({"delete_horizon_ms": "Int64"})  # nullable: most batches have no horizon
 
     decided = batches.groupBy("topic", "partition").applyInPandas(decide, DECIDED_SCHEMA)
-    return batches, decided
+    return decided
 
 
 def _record_fates(spark, plan: CompactionPlan, decided):
@@ -132,7 +141,7 @@ def _record_fates(spark, plan: CompactionPlan, decided):
     # are broadcast: the window over keys is then the one shuffle of the records.
     batch_fates = decided.select("topic", "partition", "segment_base_offset", "batch_position", "retention",
                                  "discard_records")
-    records = (narrow_scan(spark, plan.log_dir, topics=sorted({s.topic for s in chosen}), columns=FATE_INPUTS)
+    records = (narrow_scan(spark, plan.log_dir, **_scan_scope(plan), columns=FATE_INPUTS)
                .join(F.broadcast(ranges), ["topic", "partition"]).where(F.col("offset") < F.col("upper_bound"))
                .join(F.broadcast(batch_fates), ["topic", "partition", "segment_base_offset", "batch_position"])
                .join(F.broadcast(segment_mtimes), ["topic", "partition", "segment_base_offset"]))
@@ -146,7 +155,6 @@ def _record_fates(spark, plan: CompactionPlan, decided):
     reason = (F.when(F.col("discard_records"), F.when(F.col("is_control"), "marker_removed")
                      .otherwise("aborted_transaction"))
               .when(F.col("is_control"), "kept")
-              .when(F.col("offset") > F.col("upper_bound") - 1, "kept")
               .when(F.col("key").isNull(), "unkeyed")
               .when(F.col("offset") < latest_or_none, "superseded")
               .when(F.col("value_is_null") & ~F.col("retain_deletes"), "tombstone_expired")
@@ -184,6 +192,7 @@ class CompactionResult:
     outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
 
 
+@raises_kafkalog_errors
 def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None,
             dry_run: bool = False, output: str | None = None, fault: FaultHook | None = None) -> CompactionResult:
     """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
@@ -202,7 +211,7 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
     if not plan.chosen:
         return CompactionResult(plan, [])
     log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
-    decided = _batch_decisions(spark, plan, resolver)[1].cache()
+    decided = _batch_decisions(spark, plan).cache()
     fates = _record_fates(spark, plan, decided).cache()
     plans = _batch_plans(fates, decided).cache()
     try:

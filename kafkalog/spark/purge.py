@@ -56,6 +56,7 @@ from ..storage.ledger import load_secret, records_table, write_records, write_ru
 from ..storage.logdir import LogDir, copy_log_dir
 from ..storage.swap import FaultHook, recover_partition
 from ..storage.txnindex import TransactionIndex
+from .errors import raises_kafkalog_errors
 from .inventory import list_segments, probe_segment
 from .rewrite import OutputSegment, swap_in, write_outputs
 from .scan import narrow_scan, read_records
@@ -102,6 +103,7 @@ class PurgeResult:
                 "segments": [o.to_dict() for o in self.outputs]}
 
 
+@raises_kafkalog_errors
 def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes | None = None,
           keys_format: str | None = None, topics: Iterable[str] | None = None, where: str | None = None,
           tombstone: bool = False, config: ConfigResolver | None = None, now: int | None = None,

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from ..codec.filter import BatchRetention, Outcome
+from ..errors import LogDirError
 from ..storage.logdir import LogDir
 from ..storage.rewrite import BatchPlan, rewrite_segments
 from ..storage.swap import FaultHook, replace_segments
@@ -97,6 +98,10 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputSt
     part = LogDir.open(log_dir).partition(output.topic, output.partition)
     wanted = set(output.bases)
     sources = [s for s in part.segments if s.base_offset in wanted]
+    if len(sources) != len(wanted):  # the swap would replace a segment whose records were never written
+        missing = sorted(wanted - {s.base_offset for s in sources})
+        raise LogDirError(f"segments {missing} of {output.topic}-{output.partition} are gone since the plan was "
+                          "made", file=part.path)
     _, stats = rewrite_segments(part.fs, part.path, sources, plans, delete_horizon_ms=output.delete_horizon_ms,
                                 index_interval_bytes=output.index_interval_bytes,
                                 aborted_txns=[AbortedTxn(*t) for t in output.aborted_txns],
@@ -116,6 +121,5 @@ def swap_in(opened: LogDir, outputs: Sequence[OutputSegment], fault: FaultHook |
         part = opened.partition(*tp)
         written = [o.base_offset for o in by_partition[tp]]
         replaced = [b for o in by_partition[tp] for b in o.bases]
-        survivors = {s.base_offset for s in part.segments} - set(replaced) | set(written)
         extra = {} if fault is None else {"fault": fault}
-        replace_segments(opened.fs, part.path, written, replaced, keep_snapshots=survivors, **extra)
+        replace_segments(opened.fs, part.path, written, replaced, **extra)

@@ -4,7 +4,7 @@ A rewrite writes its new segments as `<base>.<kind>.cleaned`, then:
   1. renames every new segment's files `.cleaned` -> `.swap`, the highest base offset first;
   2. renames every old segment's files to `.deleted`, the lowest base offset first;
   3. renames `.swap` -> final names (each segment's `.log` before its indexes) and syncs the directory;
-  4. deletes the `.deleted` files and the producer snapshots of segments that no longer exist.
+  4. deletes the producer snapshots of segments that no longer exist, then the `.deleted` files.
 Kafka's log loader, and `recover_partition` here, turn a directory interrupted anywhere in this
 sequence into either the complete old or the complete new set of segments.
 """
@@ -29,11 +29,10 @@ def _no_fault(step: str, name: str) -> None:
 
 
 def replace_segments(fs: LogFileSystem, partition_dir: str, new_bases: Iterable[int], old_bases: Iterable[int],
-                     *, keep_snapshots: Iterable[int] = (), fault: FaultHook = _no_fault) -> None:
+                     *, fault: FaultHook = _no_fault) -> None:
     """Swap the staged `.cleaned` segments `new_bases` in for the segments `old_bases`.
 
-    Producer snapshots at old base offsets that are not new base offsets are deleted, unless
-    listed in `keep_snapshots`."""
+    Producer snapshots at old base offsets that are not new base offsets are deleted."""
     new_bases, old_bases = sorted(set(new_bases)), sorted(set(old_bases))
     files = {e.name: e for e in fs.list_dir(partition_dir)}
     fault("cleaned-written", "")
@@ -47,12 +46,14 @@ def replace_segments(fs: LogFileSystem, partition_dir: str, new_bases: Iterable[
             fault("old-deleted", name)
     _complete_swaps(fs, partition_dir, fault)
     fs.sync_dir(partition_dir)
-    _delete_leftovers(fs, partition_dir, ".deleted", fault)
-    doomed = set(old_bases) - set(new_bases) - set(keep_snapshots)
+    # the snapshots go while `.deleted` files still mark the replacement: a crash here leaves
+    # recovery a sign that it must remove the strays
+    doomed = set(old_bases) - set(new_bases)
     for entry in fs.list_dir(partition_dir):
         parsed = parse_segment_file_name(entry.name)
         if parsed and parsed.kind == ".snapshot" and not parsed.state and parsed.base_offset in doomed:
             fs.delete(entry.path)
+    _delete_leftovers(fs, partition_dir, ".deleted", fault)
     fault("done", "")
 
 

@@ -152,3 +152,27 @@ def _kafka_python_records(root, topic, partition):
         while (batch := records.next_batch()) is not None:
             out += [(r.offset, r.key, r.value) for r in batch]
     return out
+
+
+def test_a_corrupt_batch_fails_the_run_as_a_kafkalog_error_and_changes_nothing(spark, tmp_path, small_log, capsys):
+    from kafkalog.cli import main
+    from kafkalog.errors import CrcMismatchError
+    root = str(tmp_path / "logs")
+    shutil.copytree(small_log.path, root)
+    segment = sorted((tmp_path / "logs" / "customers-0").glob("*.log"))[0]
+    data = bytearray(segment.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's CRC-covered bytes
+    segment.write_bytes(bytes(data))
+    before = {p: open(p, "rb").read() for p in _files(root)}
+    config = resolver_from(settings=["cleanup.policy=compact"])
+    try:
+        compact(spark, root, config, now=T0, force=True, topics=["customers"])
+    except CrcMismatchError as err:
+        assert f"{segment}, byte 17" in str(err)  # the CRC field of the first batch
+    else:
+        raise AssertionError("a corrupt batch was compacted")
+    live = {p: b for p, b in before.items()}
+    assert {p: open(p, "rb").read() for p in _files(root) if not p.endswith(".cleaned")} == live
+    assert main(["compact", root, "--config", "cleanup.policy=compact", "--force", "--topic", "customers",
+                 "--now", str(T0)]) == 2
+    assert "CrcMismatchError" not in capsys.readouterr().err.splitlines()[-1]  # one line, not a traceback
