@@ -59,7 +59,7 @@ from ..storage.txnindex import TransactionIndex
 from .errors import raises_kafkalog_errors
 from .inventory import list_segments, probe_segment
 from .rewrite import OutputSegment, swap_in, write_outputs
-from .scan import narrow_scan, read_records
+from .scan import RECORDS_SCHEMA, narrow_scan, read_records, spark_schema
 
 ACTIONS = ("removed", "tombstoned", "redacted")
 KEY_FORMATS = ("text", "parquet", "csv", "delta")
@@ -125,6 +125,8 @@ def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes
         raise ConfigError("a purge writes an audit ledger: give its path (--ledger)")
     secret = secret if secret is not None or dry_run else load_secret()
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
+    if where:  # and so does a bad expression: checked against the records view's columns
+        _where(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
     if output and not dry_run:
         copy_log_dir(log_dir, output)
         log_dir = output
@@ -153,6 +155,17 @@ def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes
                                      f"{first['remaining']} in {first['topic']}-{first['partition']} (run "
                                      f"{run_id}; the ledger lists what was purged)", file=log_dir)
     return result
+
+
+def _where(records, where: str):
+    """`records` filtered by the operator's expression; a typo is a ConfigError, not a traceback."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+    try:
+        return records.where(F.expr(where))
+    except AnalysisException as err:
+        raise ConfigError(f"--where is not a boolean Spark SQL expression over the records view "
+                          f"({', '.join(records.columns)}): {err}") from None
 
 
 def _open(log_dir: str, topics, dry_run: bool) -> tuple[LogDir, list]:
@@ -312,15 +325,10 @@ class _Decider:
                         F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason")))
 
     def _selected_by_where(self, topics: Sequence[str], partitions):
-        from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
         records = read_records(self.spark, self.log_dir, topics=topics, partitions=partitions) \
             .where(~F.col("is_control"))
-        try:
-            return records.where(F.expr(self.where))
-        except AnalysisException as err:  # a typo in the operator's expression, not a bug: say so plainly
-            raise ConfigError(f"--where is not a boolean Spark SQL expression over the records view "
-                              f"({', '.join(records.columns)}): {err}") from None
+        return _where(records, self.where)
 
     def _with_actions(self, matched, compacted: list[str]):
         """`matched` with `action`: removed, tombstoned (the latest record of a key in a compacted

@@ -316,3 +316,7 @@ def test_keys_come_from_key_files_tables_and_dataframes(spark, tmp_path):
     log = _compacted_log(tmp_path)
     with pytest.raises(ConfigError, match="--where"):
         purge(spark, log, [], where="no_such_column = 1", dry_run=True)
+    with pytest.raises(ConfigError, match="--where"):  # refused before the copy: no partial output
+        purge(spark, log, [b"k"], where="no_such_column = 1", ledger=str(tmp_path / "ledger"), secret=b"s" * 32,
+              output=str(tmp_path / "copy"))
+    assert not (tmp_path / "copy").exists()
