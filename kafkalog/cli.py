@@ -160,13 +160,12 @@ def _add_compact(commands, name: str, help_text: str) -> None:
 def _run_compact(args) -> int:
     import time
     from .spark.compaction import compact
-    from .spark.session import local_session
     now = args.now if args.now is not None else int(time.time() * 1000)
     dry_run = args.command == "plan" or args.dry_run
     resolver = _resolver(args)
     output = None if dry_run else getattr(args, "output", None)
     log_dir = output or args.log_dir
-    spark = local_session(master=args.master) if args.master else local_session()
+    spark = _session(args)
     result = compact(spark, args.log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run,
                      output=output)
     partitions = result.plan.partitions()
@@ -246,13 +245,20 @@ def _run_retain(args) -> int:
     return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK
 
 
+def _session(args):
+    """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice."""
+    from .spark.session import local_session
+    return local_session(master=args.master) if args.master else local_session()
+
+
 def _add_purge(commands) -> None:
+    from .storage.keylist import DEFAULT_REASON, KEY_FORMATS
     p = commands.add_parser("purge", help="remove every record of given keys from every topic, offsets preserved, "
                                           "with an audit ledger that stores no key")
     p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
     p.add_argument("--keys", required=True, metavar="FILE", help="the keys: a text file, one key per line (UTF-8, or "
                    "hex:..., base64:...), or a Parquet, CSV or Delta table with a `key` column")
-    p.add_argument("--keys-format", choices=["text", "parquet", "csv", "delta"],
+    p.add_argument("--keys-format", choices=KEY_FORMATS,
                    help="how to read --keys (default: from the path)")
     p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC",
                    help="only this topic (repeatable; default: every topic but internal ones)")
@@ -264,7 +270,7 @@ def _add_purge(commands) -> None:
                    "the run table is PATH_runs")
     p.add_argument("--secret-file", metavar="FILE", help="the secret of the key fingerprints (default: the "
                    "environment variable KAFKALOG_PURGE_SECRET)")
-    p.add_argument("--reason", default="erasure request", help="the ledger's reason for keys without their own")
+    p.add_argument("--reason", default=DEFAULT_REASON, help="the ledger's reason for keys without their own")
     p.add_argument("--now", type=int, metavar="EPOCH_MS", help="the clock (default: now)")
     p.add_argument("--dry-run", action="store_true", help="report what would be purged; write nothing")
     p.add_argument("--output", metavar="DIR", help="write a complete new log directory; LOG_DIR is untouched")
@@ -276,10 +282,9 @@ def _add_purge(commands) -> None:
 
 def _run_purge(args) -> int:
     from .spark.purge import purge
-    from .spark.session import local_session
     from .storage.ledger import load_secret
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
-    spark = local_session(master=args.master) if args.master else local_session()
+    spark = _session(args)
     result = purge(spark, args.log_dir, args.keys, keys_format=args.keys_format, topics=args.topics, where=args.where,
                    tombstone=args.tombstone, ledger=args.ledger, secret=secret, config=_resolver(args), now=args.now,
                    reason=args.reason, output=args.output, dry_run=args.dry_run)

@@ -51,7 +51,7 @@ from ..codec.filter import BatchRetention
 from ..config import ConfigResolver
 from ..errors import ConfigError, KafkaLogError
 from ..storage.fs import LogFileSystem
-from ..storage.keylist import KeyListError, parse_key, read_key_file
+from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.ledger import load_secret, records_table, write_records, write_run
 from ..storage.logdir import LogDir, copy_log_dir
 from ..storage.swap import FaultHook, recover_partition
@@ -62,9 +62,7 @@ from .rewrite import OutputSegment, swap_in, write_outputs
 from .scan import RECORDS_SCHEMA, narrow_scan, read_records, spark_schema
 
 ACTIONS = ("removed", "tombstoned", "redacted")
-KEY_FORMATS = ("text", "parquet", "csv", "delta")
 BROADCAST_KEYS = 1_000_000  # a key list this long or shorter is broadcast to the scan's tasks
-DEFAULT_REASON = "erasure request"
 
 
 class PurgeVerificationError(KafkaLogError):

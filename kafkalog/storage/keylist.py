@@ -17,6 +17,10 @@ from ..errors import KafkaLogError
 from .fs import LogFileSystem
 
 
+KEY_FORMATS = ("text", "parquet", "csv", "delta")  # a key file, or a table with a `key` column
+DEFAULT_REASON = "erasure request"  # the ledger's reason for a key that gives none
+
+
 class KeyListError(KafkaLogError):
     """A key that does not parse; names the file, the line and its byte position."""
 
