@@ -55,7 +55,6 @@ from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_k
 from ..storage.ledger import load_secret, records_table, write_records, write_run
 from ..storage.logdir import LogDir, copy_log_dir
 from ..storage.swap import FaultHook, recover_partition
-from ..storage.txnindex import TransactionIndex
 from .errors import raises_kafkalog_errors
 from .inventory import list_segments, probe_segment
 from .rewrite import OutputSegment, swap_in, write_outputs
@@ -410,12 +409,9 @@ def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int
         config = resolver.for_topic(r.topic)
         segment = next(s for s in opened.partition(r.topic, r.partition).segments
                        if s.base_offset == r.segment_base_offset)
-        data = segment.read(".txnindex")
-        aborted = TransactionIndex.from_bytes(data, segment.base_offset, file=segment.path(".txnindex")).entries \
-            if data else []
         outputs.append(OutputSegment(r.topic, r.partition, (r.segment_base_offset,),
                                      now + config.delete_retention_ms, config.index_interval_bytes,
-                                     tuple(tuple(t) for t in aborted), keep_max_timestamp=True))
+                                     tuple(tuple(t) for t in segment.aborted_txns()), keep_max_timestamp=True))
     return outputs
 
 

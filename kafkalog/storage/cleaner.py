@@ -317,10 +317,4 @@ def _file_size(seg, suffix: str) -> int:
 
 
 def _aborted_txns(part) -> list:
-    from .txnindex import TransactionIndex
-    out = []
-    for seg in part.segments:
-        data = seg.read(".txnindex")
-        if data:
-            out += TransactionIndex.from_bytes(data, seg.base_offset, file=seg.path(".txnindex")).entries
-    return out
+    return [txn for seg in part.segments for txn in seg.aborted_txns()]

@@ -52,7 +52,6 @@ from .producer_state import replay_partition
 from .rewrite import CLEANED, BatchPlan, rewrite_segments
 from .segment import LogSegment, SegmentReader
 from .swap import SEGMENT_KINDS, FaultHook, recover_partition, replace_segments
-from .txnindex import TransactionIndex
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka creates its internal topics compacted; without a per-topic cleanup.policy for them, the
@@ -725,11 +724,10 @@ def _stage_new_segments(part: Partition, plan: PartitionPlan, fs: LogFileSystem,
     bases = []
     if plan.truncation is not None:
         source = next(s for s in part.segments if s.base_offset == plan.truncation.base_offset)
-        txn_data = source.read(".txnindex")
-        aborted = TransactionIndex.from_bytes(txn_data, source.base_offset).entries if txn_data else []
         rewrite_segments(fs, dir_path, [source], plan.truncation.plans,
                          delete_horizon_ms=now_ms + plan.config.delete_retention_ms,
-                         index_interval_bytes=_index_interval(plan), aborted_txns=aborted, suffix=suffix)
+                         index_interval_bytes=_index_interval(plan), aborted_txns=source.aborted_txns(),
+                         suffix=suffix)
         bases.append(source.base_offset)
     if plan.outcome.rolled_at is not None:
         writer = SegmentWriter(fs, dir_path, plan.outcome.rolled_at, index_interval_bytes=_index_interval(plan),

@@ -12,6 +12,7 @@ from ..codec.reader import Batch, BatchReader, TruncatedTail
 from ..errors import KafkaLogError
 from .fs import FileEntry, LogFileSystem
 from .index import BatchSummary, TimeIndex
+from .txnindex import AbortedTxn, TransactionIndex
 from .naming import INT64_MAX
 
 CHUNK_SIZE = 8 * 1024 * 1024
@@ -53,6 +54,11 @@ class LogSegment:
         """The bytes of one of the segment's files, or None where it is absent."""
         entry = self.files.get(suffix)
         return None if entry is None else self.fs.read_bytes(entry.path)
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """The entries of the segment's `.txnindex` (none without the file)."""
+        data = self.read(".txnindex")
+        return TransactionIndex.from_bytes(data, self.base_offset, file=self.path(".txnindex")).entries if data else []
 
     def time_index_max_timestamp(self) -> int | None:
         """The time index's last timestamp, or None without entries. A preallocated zero tail (an
