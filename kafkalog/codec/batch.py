@@ -238,12 +238,27 @@ def build_batch(records: Sequence[Record], *, base_offset: int | None = None, co
         largest = log_append_time
     elif max_timestamp is not None:
         largest = max_timestamp
+    return build_batch_of_section(bytes(section), len(records), base_offset=base_offset, codec=codec,
+                                  last_offset_delta=last_offset_delta, timestamp_type=timestamp_type,
+                                  base_timestamp=base_timestamp, max_timestamp=largest,
+                                  partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                                  producer_epoch=producer_epoch, base_sequence=base_sequence,
+                                  is_transactional=is_transactional, is_control=is_control,
+                                  has_delete_horizon=delete_horizon_ms is not None)
+
+
+def build_batch_of_section(section: bytes, count: int, *, base_offset: int, codec: int, last_offset_delta: int,
+                           timestamp_type: int, base_timestamp: int, max_timestamp: int, partition_leader_epoch: int,
+                           producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool,
+                           is_control: bool, has_delete_horizon: bool) -> bytes:
+    """A v2 batch around `count` records already encoded (uncompressed) in `section`; the base
+    timestamp is the delete horizon when `has_delete_horizon`."""
     attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
                   | (TRANSACTIONAL_FLAG if is_transactional else 0) | (CONTROL_FLAG if is_control else 0)
-                  | (DELETE_HORIZON_FLAG if delete_horizon_ms is not None else 0))
-    payload = compress(codec, bytes(section), magic=MAGIC)
+                  | (DELETE_HORIZON_FLAG if has_delete_horizon else 0))
+    payload = compress(codec, section, magic=MAGIC)
     return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
-                     largest, producer_id, producer_epoch, base_sequence, len(records), payload)
+                     max_timestamp, producer_id, producer_epoch, base_sequence, count, payload)
 
 
 def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp: int,

@@ -205,8 +205,8 @@ def _add_base(base: int, deltas):
 
 class _Fields:
     """What every reader needs of each record, up to its value (positions index the section)."""
-    __slots__ = ("reader", "S", "E", "span", "offset", "timestamp", "key_start", "key_end", "key_len",
-                 "value_start", "value_end", "value_len")
+    __slots__ = ("reader", "S", "E", "span", "offset", "timestamp", "ts_start", "ts_delta", "ts_end", "offset_delta",
+                 "key_len_start", "key_start", "key_end", "key_len", "value_start", "value_end", "value_len")
 
 
 def _fields(section: bytes, bounds, base_offset: int, base_timestamp: int, log_append_time: int | None,
@@ -220,12 +220,13 @@ def _fields(section: bytes, bounds, base_offset: int, base_timestamp: int, log_a
     f.E = E = bounds[1:]
     f.span = span = E - S
     # the attributes byte follows the length varint, whose size follows from the record's span
-    pos = S + (_LENGTH_BOUNDS.searchsorted(span) + 2)
+    f.ts_start = S + (_LENGTH_BOUNDS.searchsorted(span) + 2)
     # timestamps are checked even when optimistic: delete-horizon batches have long deltas throughout
-    ts_delta, pos = read(pos, 10, checked=log_append_time is None)
-    ts_short = reader.short
-    offset_delta, pos = read(pos)
-    f.key_len, f.key_start = read(pos)
+    f.ts_delta, f.ts_end = read(f.ts_start, 10, checked=log_append_time is None)
+    ts_delta, ts_short = f.ts_delta, reader.short
+    f.offset_delta, f.key_len_start = read(f.ts_end)
+    offset_delta = f.offset_delta
+    f.key_len, f.key_start = read(f.key_len_start)
     f.key_end = f.key_start + np.maximum(f.key_len, 0)
     f.value_len, f.value_start = read(f.key_end)
     f.value_end = f.value_start + np.maximum(f.value_len, 0)
@@ -516,3 +517,120 @@ def _header_tail(section: bytes, pos: int, end: int, count: int | None) -> list:
     if pos != end:
         raise _GiveUp
     return out
+
+
+# -- splice: the retained records' own bytes -----------------------------------------------------
+# Kafka's cleaner writes every record it keeps again (attributes 0, minimal varints, timestamp delta
+# against the new batch's base timestamp). A record already in that form is those bytes, but for
+# its length and timestamp delta: `splice` reuses everything after the delta, and the whole record
+# when the delta stays.
+
+_VARLONG_BOUNDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
+_SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
+_COLUMNS = np.arange(10)
+
+
+def _zigzag(values):
+    return ((values << 1) ^ (values >> 63)).view(np.uint64)
+
+
+def _sizes(values):
+    """Bytes of each int64 as a minimal zig-zag varlong (a varint's count for int32 values)."""
+    return _VARLONG_BOUNDS.searchsorted(_zigzag(values), side="right") + 1
+
+
+def _minimal(reader: _Reader, start, end) -> bool:
+    """Whether the varints from `start` to `end` are all minimal: one byte, or a last byte that is not 0."""
+    return not _count((end - start > 1) & (reader.bytes.take(end - 1) == 0))
+
+
+class Spans:
+    """Where each record of a section is, and what a splice must know of it."""
+    __slots__ = ("S", "E", "ts_end", "offset", "timestamp", "ts_delta", "null_value")
+
+
+def read_spans(section: bytes, count: int, base_offset: int, base_timestamp: int,
+               log_append_time: int | None) -> Spans | None:
+    """The records' spans, or None unless the section is well-formed and every record is written
+    exactly as Kafka writes one (attributes 0, null lengths -1, every varint minimal, UTF-8 header
+    keys): only then are its bytes what Kafka's re-encoding would give."""
+    return _attempt(_spans, section, count, base_offset, base_timestamp, log_append_time)
+
+
+def _spans(section, bounds, base_offset, base_timestamp, log_append_time, checked) -> Spans:
+    f = _fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
+    starts = np.concatenate((f.ts_start, f.ts_end, f.key_len_start, f.key_end))
+    ends = np.concatenate((f.ts_end, f.key_len_start, f.key_start, f.value_start))
+    if (_count(f.reader.bytes.take(f.ts_start - 1))  # the attributes byte
+            or _count(f.offset_delta != f.offset_delta.astype(np.int32))
+            or _count(f.key_len < -1) or _count(f.value_len < -1) or not _minimal(f.reader, starts, ends)
+            or not _kafka_headers(section, f.reader, f.value_end, f.E)):
+        raise _GiveUp
+    s = Spans()
+    s.S, s.E, s.ts_end, s.offset, s.timestamp, s.ts_delta = f.S, f.E, f.ts_end, f.offset, f.timestamp, f.ts_delta
+    s.null_value = f.value_len < 0
+    return s
+
+
+def _kafka_headers(section: bytes, reader: _Reader, pos, E) -> bool:
+    """Whether every record's headers, from `pos` to its end, are as Kafka writes them."""
+    count, after = reader.read(pos, checked=True)
+    if _count(count < 0) or _count(count > E - after) or not _minimal(reader, pos, after):
+        return False
+    pos = after
+    while True:  # round r reads header r of every record that has more than r headers
+        done = count == 0
+        if pos[done].tobytes() != E[done].tobytes():
+            return False
+        if _count(done) == len(done):
+            return True
+        live = ~done
+        count, pos, E = count[live] - 1, pos[live], E[live]
+        key_len, key_start = reader.read(pos, checked=True)
+        if _count(key_len < 0) or not _minimal(reader, pos, key_start):
+            return False
+        key_end = key_start + key_len
+        value_len, value_start = reader.read(key_end, checked=True)
+        if _count(value_len < -1) or not _minimal(reader, key_end, value_start):
+            return False
+        pos = value_start + np.maximum(value_len, 0)
+        if _count(pos > E):
+            return False
+        try:
+            for a, b in zip(key_start.tolist(), key_end.tolist()):
+                section[a:b].decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+
+
+def splice(section: bytes, spans: Spans, keep, base_timestamp: int) -> bytes | None:
+    """The records where `keep` (a bool mask) is set, re-based on `base_timestamp`, as Kafka's
+    re-encoding writes them; None if a timestamp delta leaves int64."""
+    ts = spans.timestamp[keep]
+    if int(ts.min()) - base_timestamp < _INT64_MIN or int(ts.max()) - base_timestamp > _INT64_MAX:
+        return None
+    delta = ts - base_timestamp
+    if np.array_equal(delta, spans.ts_delta[keep]):  # the records stay as they are: copy runs of them
+        edges = np.flatnonzero(np.diff(keep.astype(np.int8), prepend=0, append=0))
+        firsts, ends = edges[0::2], edges[1::2]
+        return b"".join(section[a:b] for a, b in zip(spans.S[firsts].tolist(), spans.E[ends - 1].tolist()))
+    rest_start, rest_end = spans.ts_end[keep], spans.E[keep]
+    delta_size = _sizes(delta)
+    length = 1 + delta_size + (rest_end - rest_start)  # attributes, delta, the rest
+    length_size = _sizes(length)
+    prefixes = _varint_matrix(length, length_size, 5), np.zeros((len(length), 1), np.uint8), \
+        _varint_matrix(delta, delta_size, 10)
+    present = _COLUMNS[:5] < length_size[:, None], np.ones((len(length), 1), bool), _COLUMNS < delta_size[:, None]
+    packed = np.concatenate(prefixes, axis=1)[np.concatenate(present, axis=1)].tobytes()
+    cuts = np.concatenate(([0], np.cumsum(length_size + 1 + delta_size))).tolist()
+    out = []
+    for a, b, c, d in zip(cuts, cuts[1:], rest_start.tolist(), rest_end.tolist()):
+        out += (packed[a:b], section[c:d])
+    return b"".join(out)
+
+
+def _varint_matrix(values, sizes, width: int):
+    """Row i: the zig-zag varint of values[i] in its first sizes[i] bytes (the rest is padding)."""
+    groups = ((_zigzag(values)[:, None] >> _SHIFTS[:width]) & np.uint64(0x7F)).astype(np.uint8)
+    groups[_COLUMNS[:width] < (sizes - 1)[:, None]] |= 0x80
+    return groups

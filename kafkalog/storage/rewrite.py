@@ -11,7 +11,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
 
-from ..codec.filter import BatchRetention, Outcome, filter_batch
+from ..codec.batch import RecordBatch
+from ..codec.filter import BatchRetention, Outcome, filter_batch, splice_batch
 from ..codec.records import Record
 from ..errors import KafkaLogError
 from .fs import LogFileSystem
@@ -104,6 +105,13 @@ def _apply(batch, plan: BatchPlan | None, delete_horizon_ms: int, keep_max_times
     if not plan.changes_records and not needs_horizon and count > 0:
         stats.records_out += count
         return batch.data, Outcome.VERBATIM, False
+    if isinstance(batch, RecordBatch) and not (plan.tombstoned or plan.redacted):
+        out = splice_batch(batch, plan.removed, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,
+                           contains_marker_for_empty_txn=plan.marker_for_empty_txn,
+                           keep_max_timestamp=keep_max_timestamp)
+        if out is not None:
+            stats.records_out += RecordBatch(out.data).records_count if out.data else 0
+            return out.data, out.outcome, out.horizon_set
     records = batch.records()
     retained = plan.apply(records) if plan.changes_records else records
     out = filter_batch(batch, retained, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,

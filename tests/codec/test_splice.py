@@ -1,0 +1,155 @@
+"""Splicing a filtered batch (`filter.splice_batch`, `layout.splice`) against decoding and re-encoding it.
+
+Kafka's cleaner writes every retained record again; the splice reuses a record's bytes when they
+are what that re-encoding writes. The reference is `filter_batch` over the decoded records: on any
+batch the splice must give exactly its bytes, or decline (None) and leave the batch to it. It may
+decline only for a reason: a small batch, a record not written as Kafka writes one, a section
+that is not well-formed, or a timestamp delta past int64.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from kafkalog.codec.batch import RecordBatch, build_batch
+from kafkalog.codec.compression import Codec
+from kafkalog.codec.filter import SPLICE_THRESHOLD, BatchRetention, Outcome, filter_batch, splice_batch
+from kafkalog.codec.records import Record, encode_record
+from kafkalog.errors import KafkaLogError
+from tests.codec.test_layout import batch_fields, batch_of, record_specs, section_of
+
+SETTINGS = settings(max_examples=80, deadline=None)
+INT64_SAFE = 1 << 62
+choices = st.fixed_dictionaries({
+    "retention": st.sampled_from(list(BatchRetention)),
+    "delete_horizon_ms": st.integers(0, 2**42),
+    "contains_marker_for_empty_txn": st.booleans(),
+    "keep_max_timestamp": st.booleans(),
+})
+
+
+def expected(batch, removed, **kw):
+    retained = [r for r in batch.records() if r.offset not in removed]
+    return filter_batch(batch, retained, **kw)
+
+
+def written_by_kafka(spec: dict) -> dict:
+    """The spec with attributes 0, nulls as -1, minimal varints and an int32 offset delta."""
+    def null(field):
+        return None if isinstance(field, int) else field
+    return {"attributes": 0, "ts": spec["ts"], "od": spec["od"] % (1 << 31), "key": null(spec["key"]),
+            "value": null(spec["value"]), "headers": spec["headers"]}
+
+
+def written_as_kafka_writes(batch, records) -> bool:
+    """Whether re-encoding the records against the batch's own bases gives its section back."""
+    section = bytearray()
+    for r in records:
+        encode_record(section, r, batch.base_offset, batch.base_timestamp)
+    return bytes(section) == batch.records_section()
+
+
+@SETTINGS
+@given(data=st.data(), n=st.integers(1, 60), fields=batch_fields, kw=choices)
+def test_splice_equals_decode_and_reencode_on_any_section(data, n, fields, kw):
+    specs = data.draw(record_specs(n))
+    if data.draw(st.booleans()):  # records as Kafka writes them, so that these batches splice
+        specs = [written_by_kafka(spec) for spec in specs]
+    section, _, _ = section_of(specs)
+    batch = batch_of(section, n, **fields)
+    try:
+        records = batch.records()
+    except KafkaLogError:  # malformed: left to the decoder to say why, unless the batch goes unread
+        got = splice_batch(batch, set(), **kw)
+        assert got is None if kw["retention"] is not BatchRetention.DELETE else got.outcome is Outcome.DROPPED
+        return
+    removed = {r.offset for r in records if data.draw(st.booleans())}
+    got = splice_batch(batch, removed, **kw)
+    if got is not None:
+        assert got == expected(batch, removed, **kw)
+    elif n >= SPLICE_THRESHOLD and fields["log_append_time"] is None and written_as_kafka_writes(batch, records):
+        extremes = [r.timestamp for r in records] + [batch.base_timestamp, kw["delete_horizon_ms"]]
+        assert max(map(abs, extremes)) >= INT64_SAFE  # only an overflow may stop it
+
+
+@SETTINGS
+@given(data=st.data(), n=st.integers(SPLICE_THRESHOLD, 80), codec=st.sampled_from(list(Codec)),
+       log_append=st.booleans(), horizon=st.one_of(st.none(), st.integers(0, 2**42)), kw=choices)
+def test_builder_batches_always_splice(data, n, codec, log_append, horizon, kw):
+    """Batches as Kafka's builder (and ours) writes them: spliced, and equal to the re-encoding."""
+    base = data.draw(st.integers(0, 2**40))
+    offsets = sorted(data.draw(st.sets(st.integers(base, base + 5000), min_size=n, max_size=n)))
+    ts = data.draw(st.integers(0, 2**41))
+    headers = st.lists(st.tuples(st.text(max_size=6), st.one_of(st.none(), st.binary(max_size=9))), max_size=2)
+    records = [Record(o, ts + data.draw(st.integers(-10**6, 10**6)),
+                      data.draw(st.one_of(st.none(), st.binary(max_size=20))),
+                      data.draw(st.one_of(st.none(), st.binary(max_size=200))), tuple(data.draw(headers)))
+               for o in offsets]
+    batch = RecordBatch(build_batch(records, codec=codec, delete_horizon_ms=horizon, producer_id=4,
+                                    producer_epoch=1, base_sequence=0, timestamp_type=int(log_append),
+                                    log_append_time=ts if log_append else None))
+    removed = {o for o in offsets if data.draw(st.booleans())}
+    got = splice_batch(batch, removed, **kw)
+    assert got is not None and got == expected(batch, removed, **kw)
+
+
+def _batch(n, **kw):
+    return RecordBatch(build_batch([Record(100 + i, 5_000 + i, b"k%d" % i, b"v" * i, (("h", b"x"),))
+                                    for i in range(n)], **kw))
+
+
+def _record_bytes(record, base_offset, base_timestamp) -> bytes:
+    out = bytearray()
+    encode_record(out, record, base_offset, base_timestamp)
+    return bytes(out)
+
+
+def test_unchanged_deltas_copy_the_records_and_changed_ones_rewrite_them():
+    batch = _batch(40, codec=Codec.LZ4)
+    records = batch.records()
+    keep_first = RecordBatch(splice_batch(batch, {101, 102, 139}, retention=BatchRetention.DELETE_EMPTY,
+                                          delete_horizon_ms=0).data)
+    # the first record stays, so the base timestamp does and every retained record is its own bytes
+    assert keep_first.base_timestamp == batch.base_timestamp
+    assert keep_first.records_section() == b"".join(_record_bytes(r, 100, 5_000) for r in records
+                                                    if r.offset not in (101, 102, 139))
+    drop_first = RecordBatch(splice_batch(batch, {100}, retention=BatchRetention.DELETE_EMPTY,
+                                          delete_horizon_ms=0).data)
+    assert drop_first.base_timestamp == 5_001
+    assert drop_first.records() == records[1:]
+    assert (drop_first.base_offset, drop_first.last_offset, drop_first.codec) == (100, 139, Codec.LZ4)
+
+
+def test_outcomes_verbatim_empty_dropped_and_horizon():
+    batch = _batch(20)
+    every = set(range(100, 120))
+    assert splice_batch(batch, set(), retention=BatchRetention.DELETE_EMPTY, delete_horizon_ms=7) == \
+        (Outcome.VERBATIM, batch.data, False)
+    empty = splice_batch(batch, every, retention=BatchRetention.RETAIN_EMPTY, delete_horizon_ms=7)
+    assert empty.outcome is Outcome.EMPTY and RecordBatch(empty.data).size == 61
+    assert splice_batch(batch, every, retention=BatchRetention.DELETE_EMPTY, delete_horizon_ms=7).outcome \
+        is Outcome.DROPPED
+    marked = splice_batch(batch, set(), retention=BatchRetention.DELETE_EMPTY, delete_horizon_ms=7,
+                          contains_marker_for_empty_txn=True)
+    assert marked.horizon_set and RecordBatch(marked.data).delete_horizon_ms == 7
+
+
+def test_declines_small_batches_and_records_kafka_would_rewrite():
+    assert splice_batch(_batch(SPLICE_THRESHOLD - 1), {100}, retention=BatchRetention.DELETE_EMPTY,
+                        delete_horizon_ms=0) is None
+    specs = [{"ts": i, "od": i, "key": b"k", "value": b"v", "headers": ()} for i in range(20)]
+    for odd in ({"attributes": 1}, {"ts_pad": 1}, {"length_pad": 1}, {"key": -3}):
+        section, _, _ = section_of([{**specs[0], **odd}] + specs[1:])
+        batch = batch_of(section, 20)
+        assert splice_batch(batch, {1000}, retention=BatchRetention.DELETE_EMPTY, delete_horizon_ms=0) is None
+        # the re-encoding writes it as Kafka does
+        out = RecordBatch(expected(batch, {1000}, retention=BatchRetention.DELETE_EMPTY, delete_horizon_ms=0).data)
+        assert written_as_kafka_writes(out, out.records())
+
+
+def test_offsets_are_matched_exactly():
+    batch = _batch(30)
+    removed = np.array([100, 117, 129])
+    out = RecordBatch(splice_batch(batch, set(removed.tolist()), retention=BatchRetention.DELETE_EMPTY,
+                                   delete_horizon_ms=0).data)
+    assert [r.offset for r in out.records()] == [o for o in range(100, 130) if o not in (100, 117, 129)]
