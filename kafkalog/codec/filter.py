@@ -88,40 +88,75 @@ def _kept_fields(batch: RecordBatch) -> dict:
                 is_transactional=batch.is_transactional, is_control=batch.is_control)
 
 
-def splice_batch(batch: RecordBatch, removed: Collection[int], *, retention: BatchRetention, delete_horizon_ms: int,
-                 contains_marker_for_empty_txn: bool = False, keep_max_timestamp: bool = False) -> FilteredBatch | None:
-    """`filter_batch` for a v2 batch that loses the records at offsets `removed` and keeps the others
-    as they are, without decoding them: the retained records' bytes are reused (layout.splice) and
-    the result is the same. None where that cannot be done (a record not written as Kafka writes
-    it, a small batch): the caller decodes the batch and calls `filter_batch`."""
-    if retention is BatchRetention.DELETE:
-        return FilteredBatch(Outcome.DROPPED, b"", False)
-    count = batch.records_count
-    if count < SPLICE_THRESHOLD:
-        return None
-    section = batch.records_section()
-    log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
-    spans = read_spans(section, count, batch.base_offset, batch.base_timestamp,
-                       batch.max_timestamp if log_append else None)
+class SpliceJob(NamedTuple):
+    """A v2 batch that loses the records at offsets `removed` and keeps the others as they are."""
+    batch: RecordBatch
+    removed: Collection[int]
+    retention: BatchRetention
+    contains_marker_for_empty_txn: bool = False
+
+
+def splice_batches(jobs: Sequence[SpliceJob], *, delete_horizon_ms: int,
+                   keep_max_timestamp: bool = False) -> list[FilteredBatch | None]:
+    """`filter_batch` for batches of one partition, without decoding a record: the retained
+    records' bytes are reused (layout.splice), the batches read and written together, and the
+    result is the same. None for a batch where that cannot be done (a small one, or one with a
+    record not written as Kafka writes it): the caller decodes it and calls `filter_batch`."""
+    out: list[FilteredBatch | None] = [None] * len(jobs)
+    todo = []
+    for i, job in enumerate(jobs):
+        if job.retention is BatchRetention.DELETE:
+            out[i] = FilteredBatch(Outcome.DROPPED, b"", False)
+        elif job.batch.records_count >= SPLICE_THRESHOLD:
+            todo.append(i)
+    done = _splice([jobs[i] for i in todo], delete_horizon_ms, keep_max_timestamp) if todo else []
+    if done is None:  # a record somewhere is not as Kafka writes it: each batch on its own
+        done = [(_splice([jobs[i]], delete_horizon_ms, keep_max_timestamp) or [None])[0] for i in todo]
+    for i, result in zip(todo, done):
+        out[i] = result
+    return out
+
+
+def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int, keep_max_timestamp: bool) -> list | None:
+    batches = [job.batch for job in jobs]
+    appended = [b.timestamp_type == TimestampType.LOG_APPEND_TIME for b in batches]
+    spans = read_spans([b.records_section() for b in batches], [b.records_count for b in batches],
+                       [b.base_offset for b in batches], [b.base_timestamp for b in batches],
+                       [b.max_timestamp if a else None for b, a in zip(batches, appended)])
     if spans is None:
         return None
-    keep = np.fromiter([offset not in removed for offset in spans.offset.tolist()], bool, count)
-    kept = int(np.count_nonzero(keep))
-    if not kept:
-        return filter_batch(batch, [], retention=retention, delete_horizon_ms=delete_horizon_ms)
-    set_horizon = not batch.has_delete_horizon and (contains_marker_for_empty_txn or bool(spans.null_value[keep].any()))
-    if kept == count and not set_horizon:
-        return FilteredBatch(Outcome.VERBATIM, batch.data, False)
-    horizon = delete_horizon_ms if set_horizon else batch.delete_horizon_ms
-    base_timestamp = horizon if horizon is not None else int(spans.timestamp[keep][0])
-    records = splice(section, spans, keep, base_timestamp)
-    if records is None:
+    removed = set().union(*(job.removed for job in jobs))  # offsets are unique within a partition
+    keep = np.fromiter([offset not in removed for offset in spans.offset.tolist()], bool, len(spans.offset))
+    kept = np.add.reduceat(keep, spans.starts).tolist()
+    keeps_null = np.logical_or.reduceat(keep & spans.null_value, spans.starts).tolist()
+    kept_at = np.flatnonzero(keep)
+    first = spans.timestamp[kept_at[np.minimum(np.searchsorted(kept_at, spans.starts), len(kept_at) - 1)]] \
+        if len(kept_at) else spans.starts
+    largest = np.maximum.reduceat(np.where(keep, spans.timestamp, NO_TIMESTAMP), spans.starts).tolist()
+    out: list = []
+    bases = np.zeros(len(jobs), np.int64)
+    rewritten = np.zeros(len(jobs), bool)
+    for i, (job, batch) in enumerate(zip(jobs, batches)):
+        set_horizon = not batch.has_delete_horizon and (job.contains_marker_for_empty_txn or keeps_null[i])
+        if not kept[i]:
+            out.append(filter_batch(batch, [], retention=job.retention, delete_horizon_ms=delete_horizon_ms))
+        elif kept[i] == batch.records_count and not set_horizon:
+            out.append(FilteredBatch(Outcome.VERBATIM, batch.data, False))
+        else:
+            horizon = delete_horizon_ms if set_horizon else batch.delete_horizon_ms
+            bases[i] = horizon if horizon is not None else first[i]
+            rewritten[i] = True
+            out.append((set_horizon, horizon))
+    sections = splice(spans, keep & rewritten[spans.batch], bases) if rewritten.any() else []
+    if sections is None:
         return None
-    largest = (batch.max_timestamp if log_append or keep_max_timestamp
-               else max(NO_TIMESTAMP, int(spans.timestamp[keep].max())))
-    data = build_batch_of_section(records, kept, base_timestamp=base_timestamp, max_timestamp=largest,
-                                  has_delete_horizon=horizon is not None, **_kept_fields(batch))
-    return FilteredBatch(Outcome.REENCODED, data, set_horizon)
+    for i in np.flatnonzero(rewritten).tolist():
+        batch, (set_horizon, horizon) = batches[i], out[i]
+        max_timestamp = batch.max_timestamp if appended[i] or keep_max_timestamp else largest[i]
+        data = build_batch_of_section(sections[i], kept[i], base_timestamp=int(bases[i]), max_timestamp=max_timestamp,
+                                      has_delete_horizon=horizon is not None, **_kept_fields(batch))
+        out[i] = FilteredBatch(Outcome.REENCODED, data, set_horizon)
+    return out
 
 
 def _empty_like(batch) -> bytes:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from itertools import repeat
+from typing import Sequence
 
 import numpy as np
 
@@ -545,20 +546,41 @@ def _minimal(reader: _Reader, start, end) -> bool:
 
 
 class Spans:
-    """Where each record of a section is, and what a splice must know of it."""
-    __slots__ = ("S", "E", "ts_end", "offset", "timestamp", "ts_delta", "null_value")
+    """The records of several sections read as one: per record its batch (an index into the
+    sections), where its bytes are in `section`, and what a splice must know of it."""
+    __slots__ = ("section", "starts", "batch", "S", "E", "ts_end", "offset", "timestamp", "null_value")
 
 
-def read_spans(section: bytes, count: int, base_offset: int, base_timestamp: int,
-               log_append_time: int | None) -> Spans | None:
-    """The records' spans, or None unless the section is well-formed and every record is written
-    exactly as Kafka writes one (attributes 0, null lengths -1, every varint minimal, UTF-8 header
-    keys): only then are its bytes what Kafka's re-encoding would give."""
-    return _attempt(_spans, section, count, base_offset, base_timestamp, log_append_time)
+def read_spans(sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
+               base_timestamps: Sequence[int], log_append_times: Sequence[int | None]) -> Spans | None:
+    """The records of v2 record sections (one per batch, `counts[i]` records in `sections[i]`), read
+    together so that numpy's cost per call is paid once for all of them. None unless every section
+    is well-formed and every record is written exactly as Kafka writes one (attributes 0, null
+    lengths -1, every varint minimal, UTF-8 header keys): only then are its bytes what Kafka's
+    re-encoding would give. Also None where a base and a delta come near int64's limits."""
+    s = Spans()
+    s.section = b"".join(sections)
+    f = _attempt(_kafka_fields, s.section, sum(counts))
+    if f is None:
+        return None
+    s.starts = np.cumsum([0, *counts[:-1]])
+    s.batch = np.repeat(np.arange(len(counts)), counts)
+    s.offset = _rebase(f.offset_delta, base_offsets, s.batch)
+    timestamp = _rebase(f.ts_delta, base_timestamps, s.batch)
+    if s.offset is None or timestamp is None:
+        return None
+    appended = np.array([t is not None for t in log_append_times])
+    if appended.any():  # LogAppendTime: every record has the batch's max timestamp
+        times = np.array([-1 if t is None else t for t in log_append_times], np.int64)
+        timestamp = np.where(appended[s.batch], times[s.batch], timestamp)
+    s.timestamp = timestamp
+    s.S, s.E, s.ts_end, s.null_value = f.S, f.E, f.ts_end, f.value_len < 0
+    return s
 
 
-def _spans(section, bounds, base_offset, base_timestamp, log_append_time, checked) -> Spans:
-    f = _fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
+def _kafka_fields(section, bounds, checked) -> _Fields:
+    """The fields of every record (deltas: bases 0), if every record is as Kafka writes it."""
+    f = _fields(section, bounds, 0, 0, None, checked)
     starts = np.concatenate((f.ts_start, f.ts_end, f.key_len_start, f.key_end))
     ends = np.concatenate((f.ts_end, f.key_len_start, f.key_start, f.value_start))
     if (_count(f.reader.bytes.take(f.ts_start - 1))  # the attributes byte
@@ -566,10 +588,22 @@ def _spans(section, bounds, base_offset, base_timestamp, log_append_time, checke
             or _count(f.key_len < -1) or _count(f.value_len < -1) or not _minimal(f.reader, starts, ends)
             or not _kafka_headers(section, f.reader, f.value_end, f.E)):
         raise _GiveUp
-    s = Spans()
-    s.S, s.E, s.ts_end, s.offset, s.timestamp, s.ts_delta = f.S, f.E, f.ts_end, f.offset, f.timestamp, f.ts_delta
-    s.null_value = f.value_len < 0
-    return s
+    return f
+
+
+_SAFE = 1 << 62  # a sum or difference of two values below this stays inside int64
+
+
+def _safe(values) -> bool:
+    return not _count((values <= -_SAFE) | (values >= _SAFE))
+
+
+def _rebase(deltas, bases: Sequence[int], batch):
+    """deltas + their batch's base, or None near int64's limits (the decoder handles those)."""
+    bases = np.array(bases, np.int64)
+    if not (_safe(bases) and _safe(deltas)):
+        return None
+    return deltas + bases[batch]
 
 
 def _kafka_headers(section: bytes, reader: _Reader, pos, E) -> bool:
@@ -603,30 +637,31 @@ def _kafka_headers(section: bytes, reader: _Reader, pos, E) -> bool:
             return False
 
 
-def splice(section: bytes, spans: Spans, keep, base_timestamp: int) -> bytes | None:
-    """The records where `keep` (a bool mask) is set, re-based on `base_timestamp`, as Kafka's
-    re-encoding writes them; None if a timestamp delta leaves int64."""
-    ts = spans.timestamp[keep]
-    if int(ts.min()) - base_timestamp < _INT64_MIN or int(ts.max()) - base_timestamp > _INT64_MAX:
+def splice(spans: Spans, keep, base_timestamps) -> list[bytes] | None:
+    """Per section, its records where `keep` (a mask over all records) is set, re-based on the
+    section's new base timestamp (`base_timestamps`, int64 per section), as Kafka's re-encoding
+    writes them: each keeps its bytes after the timestamp delta, and gets its length, attributes and
+    delta written again. None where a delta would come near int64's limits."""
+    kept = np.flatnonzero(keep)
+    ts, base = spans.timestamp[kept], base_timestamps[spans.batch[kept]]
+    if not (_safe(ts) and _safe(base)):
         return None
-    delta = ts - base_timestamp
-    if np.array_equal(delta, spans.ts_delta[keep]):  # the records stay as they are: copy runs of them
-        edges = np.flatnonzero(np.diff(keep.astype(np.int8), prepend=0, append=0))
-        firsts, ends = edges[0::2], edges[1::2]
-        return b"".join(section[a:b] for a, b in zip(spans.S[firsts].tolist(), spans.E[ends - 1].tolist()))
-    rest_start, rest_end = spans.ts_end[keep], spans.E[keep]
+    delta = ts - base
+    rest_start, rest_end = spans.ts_end[kept], spans.E[kept]
     delta_size = _sizes(delta)
     length = 1 + delta_size + (rest_end - rest_start)  # attributes, delta, the rest
     length_size = _sizes(length)
-    prefixes = _varint_matrix(length, length_size, 5), np.zeros((len(length), 1), np.uint8), \
-        _varint_matrix(delta, delta_size, 10)
-    present = _COLUMNS[:5] < length_size[:, None], np.ones((len(length), 1), bool), _COLUMNS < delta_size[:, None]
+    n = len(kept)
+    prefixes = _varint_matrix(length, length_size, 5), np.zeros((n, 1), np.uint8), _varint_matrix(delta, delta_size, 10)
+    present = _COLUMNS[:5] < length_size[:, None], np.ones((n, 1), bool), _COLUMNS < delta_size[:, None]
     packed = np.concatenate(prefixes, axis=1)[np.concatenate(present, axis=1)].tobytes()
     cuts = np.concatenate(([0], np.cumsum(length_size + 1 + delta_size))).tolist()
-    out = []
+    section = spans.section
+    parts = []
     for a, b, c, d in zip(cuts, cuts[1:], rest_start.tolist(), rest_end.tolist()):
-        out += (packed[a:b], section[c:d])
-    return b"".join(out)
+        parts += (packed[a:b], section[c:d])
+    bounds = (2 * np.searchsorted(kept, np.append(spans.starts, len(spans.offset)))).tolist()
+    return [b"".join(parts[a:b]) for a, b in zip(bounds, bounds[1:])]
 
 
 def _varint_matrix(values, sizes, width: int):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple, Sequence
 
 from ..codec.batch import RecordBatch
-from ..codec.filter import BatchRetention, Outcome, filter_batch, splice_batch
+from ..codec.filter import BatchRetention, FilteredBatch, Outcome, SpliceJob, filter_batch, splice_batches
 from ..codec.records import Record
 from ..errors import KafkaLogError
 from .fs import LogFileSystem
@@ -21,6 +21,7 @@ from .segment import LogSegment, locate
 from .txnindex import AbortedTxn
 
 CLEANED = ".cleaned"
+WINDOW_BATCHES = 64  # batches spliced together: numpy's cost per call is paid once per window
 
 
 class BatchPlan(NamedTuple):
@@ -74,18 +75,21 @@ def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[Lo
                            suffix=suffix)
     with writer:
         for source in sources:
-            for position, batch in source.batches():
-                plan = plans.get((source.base_offset, position))
-                try:
-                    data, outcome, horizon = _apply(batch, plan, delete_horizon_ms, keep_max_timestamp, stats)
-                except KafkaLogError as err:
-                    raise locate(err, source.log_path, position, batch) from None
-                stats.batches[outcome.value] += 1
-                stats.bytes_in += batch.size
-                stats.horizons_set += horizon
-                if data:
-                    writer.append(data)
-                    stats.bytes_out += len(data)
+            for window in _windows(source.batches()):
+                window_plans = [plans.get((source.base_offset, position)) for position, _ in window]
+                spliced = _splice(window, window_plans, delete_horizon_ms, keep_max_timestamp)
+                for (position, batch), plan, done in zip(window, window_plans, spliced):
+                    try:
+                        data, outcome, horizon = _apply(batch, plan, done, delete_horizon_ms, keep_max_timestamp,
+                                                        stats)
+                    except KafkaLogError as err:
+                        raise locate(err, source.log_path, position, batch) from None
+                    stats.batches[outcome.value] += 1
+                    stats.bytes_in += batch.size
+                    stats.horizons_set += horizon
+                    if data:
+                        writer.append(data)
+                        stats.bytes_out += len(data)
         end = writer.next_offset
         for txn in aborted_txns:
             if writer.base_offset <= txn.last_offset < end:
@@ -93,7 +97,45 @@ def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[Lo
         return writer.close(mtime_ms=sources[-1].mtime_ms), stats
 
 
-def _apply(batch, plan: BatchPlan | None, delete_horizon_ms: int, keep_max_timestamp: bool, stats: RewriteStats):
+def _windows(batches, size: int = WINDOW_BATCHES):
+    """Lists of up to `size` consecutive (position, batch) pairs."""
+    window = []
+    for item in batches:
+        window.append(item)
+        if len(window) == size:
+            yield window
+            window = []
+    if window:
+        yield window
+
+
+def _splice(window, plans, delete_horizon_ms: int, keep_max_timestamp: bool) -> list:
+    """The window's batches that only lose records, spliced together (codec/filter.py); None for the others."""
+    jobs, where = [], []
+    for i, ((_, batch), plan) in enumerate(zip(window, plans)):
+        if _reads_records(batch, plan) and isinstance(batch, RecordBatch) and not (plan.tombstoned or plan.redacted):
+            jobs.append(SpliceJob(batch, plan.removed, plan.retention, plan.marker_for_empty_txn))
+            where.append(i)
+    out = [None] * len(window)
+    try:
+        done = splice_batches(jobs, delete_horizon_ms=delete_horizon_ms, keep_max_timestamp=keep_max_timestamp)
+    except KafkaLogError:  # a batch that cannot be read: the batch-by-batch path names it
+        return out
+    for i, result in zip(where, done):
+        out[i] = result
+    return out
+
+
+def _reads_records(batch, plan: BatchPlan | None) -> bool:
+    """Whether a batch's records must be read: some go or change, it gains a horizon, or it is empty."""
+    if plan is None or plan.retention is BatchRetention.DELETE:
+        return False
+    needs_horizon = (plan.marker_for_empty_txn or plan.has_tombstone) and not batch.has_delete_horizon
+    return plan.changes_records or needs_horizon or batch.records_count == 0
+
+
+def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_horizon_ms: int,
+           keep_max_timestamp: bool, stats: RewriteStats):
     count = batch.records_count
     stats.records_in += count
     if plan is None:  # untouched: copied, never decoded
@@ -101,17 +143,12 @@ def _apply(batch, plan: BatchPlan | None, delete_horizon_ms: int, keep_max_times
         return batch.data, Outcome.VERBATIM, False
     if plan.retention is BatchRetention.DELETE:
         return b"", Outcome.DROPPED, False
-    needs_horizon = (plan.marker_for_empty_txn or plan.has_tombstone) and not batch.has_delete_horizon
-    if not plan.changes_records and not needs_horizon and count > 0:
+    if not _reads_records(batch, plan):
         stats.records_out += count
         return batch.data, Outcome.VERBATIM, False
-    if isinstance(batch, RecordBatch) and not (plan.tombstoned or plan.redacted):
-        out = splice_batch(batch, plan.removed, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,
-                           contains_marker_for_empty_txn=plan.marker_for_empty_txn,
-                           keep_max_timestamp=keep_max_timestamp)
-        if out is not None:
-            stats.records_out += RecordBatch(out.data).records_count if out.data else 0
-            return out.data, out.outcome, out.horizon_set
+    if spliced is not None:
+        stats.records_out += RecordBatch(spliced.data).records_count if spliced.data else 0
+        return spliced.data, spliced.outcome, spliced.horizon_set
     records = batch.records()
     retained = plan.apply(records) if plan.changes_records else records
     out = filter_batch(batch, retained, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,

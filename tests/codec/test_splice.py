@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from kafkalog.codec.batch import RecordBatch, build_batch
 from kafkalog.codec.compression import Codec
-from kafkalog.codec.filter import SPLICE_THRESHOLD, BatchRetention, Outcome, filter_batch, splice_batch
+from kafkalog.codec.filter import SPLICE_THRESHOLD, BatchRetention, Outcome, SpliceJob, filter_batch, splice_batches
 from kafkalog.codec.records import Record, encode_record
 from kafkalog.errors import KafkaLogError
 from tests.codec.test_layout import batch_fields, batch_of, record_specs, section_of
@@ -26,6 +26,11 @@ choices = st.fixed_dictionaries({
     "contains_marker_for_empty_txn": st.booleans(),
     "keep_max_timestamp": st.booleans(),
 })
+
+
+def splice_batch(batch, removed, *, retention, contains_marker_for_empty_txn=False, **kw):
+    """One batch spliced on its own."""
+    return splice_batches([SpliceJob(batch, removed, retention, contains_marker_for_empty_txn)], **kw)[0]
 
 
 def expected(batch, removed, **kw):
@@ -153,3 +158,33 @@ def test_offsets_are_matched_exactly():
     out = RecordBatch(splice_batch(batch, set(removed.tolist()), retention=BatchRetention.DELETE_EMPTY,
                                    delete_horizon_ms=0).data)
     assert [r.offset for r in out.records()] == [o for o in range(100, 130) if o not in (100, 117, 129)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), kw=choices)
+def test_a_window_of_batches_splices_as_each_alone(data, kw):
+    """Batches spliced together (one read of all their records) give what each gives alone; a
+    batch that cannot be spliced (small, or not written as Kafka writes it) leaves the others be."""
+    retention, marker = kw.pop("retention"), kw.pop("contains_marker_for_empty_txn")
+    jobs, offset = [], 0
+    for _ in range(data.draw(st.integers(1, 8))):
+        n = data.draw(st.integers(1, 40))
+        records = [Record(offset + i, 1_000 + data.draw(st.integers(0, 10**6)), data.draw(st.binary(max_size=8)),
+                          data.draw(st.one_of(st.none(), st.binary(max_size=50))), ()) for i in range(n)]
+        batch = RecordBatch(build_batch(records, codec=data.draw(st.sampled_from(list(Codec))),
+                                        timestamp_type=data.draw(st.integers(0, 1)), log_append_time=77))
+        if data.draw(st.integers(0, 5)) == 0:  # a record Kafka would write differently: attributes 1
+            section, _, _ = section_of([{"attributes": 1, "ts": 0, "od": i, "key": b"k", "value": b"v"}
+                                        for i in range(n)])
+            batch = batch_of(section, n, base_offset=offset)
+        removed = frozenset(offset + i for i in range(n) if data.draw(st.booleans()))
+        jobs.append(SpliceJob(batch, removed, retention, marker and data.draw(st.booleans())))
+        offset += n + data.draw(st.integers(0, 3))
+    together = splice_batches(jobs, **kw)
+    assert together == [splice_batches([job], **kw)[0] for job in jobs]
+    for job, got in zip(jobs, together):
+        if got is not None:
+            assert got == expected(job.batch, job.removed, retention=job.retention,
+                                   contains_marker_for_empty_txn=job.contains_marker_for_empty_txn, **kw)
+        elif job.retention is not BatchRetention.DELETE and job.batch.records_count >= SPLICE_THRESHOLD:
+            assert job.batch.records()[0].timestamp == 1_700_000_000_000  # only the odd batches are declined
