@@ -138,7 +138,7 @@ def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes
         outputs = _output_segments(opened, decided, resolver, now)
         stats = write_outputs(spark, log_dir, outputs, _batch_plans(decided))
         rows = write_records(ledger, records_table(_purged_records(decided), secret=secret, run_id=run_id,
-                                                   purged_at_ms=now))
+                                                   purged_at_ms=now, log_dir=log_dir))
         swap_in(opened, outputs, fault)
     finally:
         matched.unpersist()

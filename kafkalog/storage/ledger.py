@@ -1,7 +1,7 @@
 """The audit ledger of purges: a Delta table with one row per purged record, and a run table.
 
-A records row says where a record was and what became of it -- run id, purge time, topic,
-partition, offset, the record's timestamp, the action (removed, tombstoned, redacted), what matched
+A records row says where a record was and what became of it -- run id, purge time, log directory,
+topic, partition, offset, the record's timestamp, the action (removed, tombstoned, redacted), what matched
 it (its key, or the `where` expression) and the reason -- and names the record's key only by its
 fingerprint: HMAC-SHA256 of the key bytes under the operator's secret, in hex. Whoever holds the
 secret can ask `find(ledger, key, secret)` "was this key purged, and where"; without it the ledger
@@ -11,8 +11,10 @@ and hashed.)
 The run table, at `<ledger>_runs`, has one row per purge run with its totals.
 
 Both are written with the `deltalake` package: no JVM, any machine; anything that reads Delta reads
-them. Records rows are merged on (topic, partition, offset, action): a row that is already there is
-not written again, so a rerun, or a run that completes an interrupted one, adds no duplicates.
+them. Records rows are merged on (log directory, topic, partition, offset, action): a row that is
+already there is not written again, so a rerun, or a run that completes an interrupted one, adds no
+duplicates, while the same partition purged in another directory (a replica on another broker, an
+archive) is a record of its own.
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ MIN_SECRET_BYTES = 16  # half of HMAC-SHA256's output, the least RFC 2104 recomm
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 RECORDS_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("purged_at", TIMESTAMP), ("topic", pa.string()), ("partition", pa.int32()),
+    ("run_id", pa.string()), ("purged_at", TIMESTAMP), ("log_dir", pa.string()), ("topic", pa.string()),
+    ("partition", pa.int32()),
     ("offset", pa.int64()), ("timestamp", TIMESTAMP), ("action", pa.string()), ("matched_by", pa.string()),
     ("reason", pa.string()), ("key_fingerprint", pa.string()),
 ])
@@ -42,8 +45,8 @@ RUNS_SCHEMA = pa.schema([
     ("records_removed", pa.int64()), ("records_tombstoned", pa.int64()), ("records_redacted", pa.int64()),
     ("ledger_rows", pa.int64()), ("remaining", pa.int64()), ("kafkalog_version", pa.string()),
 ])
-# what makes a records row unique: a record's offset is unique in its partition
-_ROW_IDENTITY = ("topic", "partition", "offset", "action")
+# what makes a records row unique: a record's offset is unique in its partition of one log directory
+_ROW_IDENTITY = ("log_dir", "topic", "partition", "offset", "action")
 
 
 class LedgerError(KafkaLogError):
@@ -79,9 +82,11 @@ def runs_path(ledger: str) -> str:
     return ledger.rstrip("/") + "_runs"
 
 
-def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms: int) -> pa.Table:
-    """Ledger rows (RECORDS_SCHEMA) for purged records given as topic, partition, offset, timestamp
-    (epoch ms), key, action, matched_by and reason: the key is replaced by its fingerprint."""
+def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str) -> pa.Table:
+    """Ledger rows (RECORDS_SCHEMA) for records purged from `log_dir`, given as topic, partition,
+    offset, timestamp (epoch ms), key, action, matched_by and reason: the key is replaced by its
+    fingerprint. A local `log_dir` is named by its absolute path, so that a rerun from another
+    working directory is the same directory."""
     memo: dict = {}
 
     def fp(key):
@@ -94,6 +99,7 @@ def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms:
     columns = {
         "run_id": pa.array([run_id] * n, pa.string()),
         "purged_at": pa.array([purged_at_ms * 1000] * n, pa.int64()).cast(TIMESTAMP),
+        "log_dir": pa.array([_identity(log_dir)] * n, pa.string()),
         "topic": purged.column("topic").cast(pa.string()),
         "partition": purged.column("partition").cast(pa.int32()),
         "offset": purged.column("offset").cast(pa.int64()),
@@ -105,6 +111,11 @@ def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms:
         "key_fingerprint": pa.array([fp(k) for k in purged.column("key").to_pylist()], pa.string()),
     }
     return pa.table([columns[f.name] for f in RECORDS_SCHEMA], schema=RECORDS_SCHEMA)
+
+
+def _identity(log_dir: str) -> str:
+    fs, path = LogFileSystem.for_path(log_dir)
+    return os.path.abspath(path) if fs.is_local else log_dir
 
 
 def write_records(ledger: str, rows: pa.Table) -> int:

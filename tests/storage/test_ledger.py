@@ -38,17 +38,23 @@ def _purged(offsets, key=b"alice", action="removed"):
 
 def test_rows_merge_without_duplicates_and_answer_by_key(tmp_path):
     ledger = str(tmp_path / "ledger")
-    rows = records_table(_purged([3, 7]), secret=SECRET, run_id="r1", purged_at_ms=1_800_000_000_000)
+    log_dir = str(tmp_path / "log")
+    rows = records_table(_purged([3, 7]), secret=SECRET, run_id="r1", purged_at_ms=1_800_000_000_000, log_dir=log_dir)
     assert rows.schema == RECORDS_SCHEMA and b"alice" not in str(rows.to_pylist()).encode()
     assert write_records(ledger, rows) == 2
-    again = records_table(_purged([3, 7, 9]), secret=SECRET, run_id="r2", purged_at_ms=1_800_000_000_001)
+    again = records_table(_purged([3, 7, 9]), secret=SECRET, run_id="r2", purged_at_ms=1_800_000_000_001,
+                          log_dir=log_dir)
     assert write_records(ledger, again) == 1  # 3 and 7 are there already
-    tombstone = records_table(_purged([9], action="tombstoned"), secret=SECRET, run_id="r3", purged_at_ms=0)
+    tombstone = records_table(_purged([9], action="tombstoned"), secret=SECRET, run_id="r3", purged_at_ms=0,
+                              log_dir=log_dir)
     assert write_records(ledger, tombstone) == 1  # another action on the same record is another row
+    replica = records_table(_purged([3]), secret=SECRET, run_id="r4", purged_at_ms=0, log_dir=str(tmp_path / "b2"))
+    assert write_records(ledger, replica) == 1  # the same partition in another log directory: its own record
     found = sorted((r["offset"], r["action"], r["run_id"]) for r in find(ledger, b"alice", SECRET))
-    assert found == [(3, "removed", "r1"), (7, "removed", "r1"), (9, "removed", "r2"), (9, "tombstoned", "r3")]
+    assert found == [(3, "removed", "r1"), (3, "removed", "r4"), (7, "removed", "r1"), (9, "removed", "r2"),
+                     (9, "tombstoned", "r3")]
     assert find(ledger, b"bob", SECRET) == [] and find(ledger, b"alice", b"another-secret-16b") == []
-    assert DeltaTable(ledger).to_pyarrow_table().num_rows == 4
+    assert DeltaTable(ledger).to_pyarrow_table().num_rows == 5
 
 
 def test_an_empty_first_write_creates_the_table_and_runs_append(tmp_path):
