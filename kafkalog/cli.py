@@ -47,6 +47,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool) -> None:
+    """LOG_DIR, --topic, --now, and for the commands that rewrite segments --dry-run, --output and
+    --report; --master for those that run on Spark."""
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    p.add_argument("--now", type=int, metavar="EPOCH_MS", help=f"{now_help} (default: the wall clock)")
+    if rewrites:
+        p.add_argument("--dry-run", action="store_true", help="plan and report only; write nothing")
+        p.add_argument("--output", metavar="DIR", help="write a complete new log directory there; LOG_DIR is "
+                                                       "untouched (default: in place, with Kafka's swap protocol)")
+        p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
+    if spark:
+        p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+
+
 def _add_config_options(p) -> None:
     """Kafka's topic configuration names, as `kafka-configs` and server.properties use them."""
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -143,16 +158,11 @@ def _run_dump(args) -> int:
 
 def _add_compact(commands, name: str, help_text: str) -> None:
     p = commands.add_parser(name, help=help_text)
-    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
-    p.add_argument("--now", type=int, help="the clock, in epoch milliseconds (default: the wall clock)")
+    _add_log_dir_options(p, now_help="the clock of every time rule", rewrites=name == "compact", spark=True)
     p.add_argument("--force", action="store_true", help="clean every partition with a cleanable segment, "
                    "whatever its dirty ratio")
-    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
-    p.add_argument("--report", metavar="FILE", help="write the plan and the per-reason report as JSON")
-    if name == "compact":
-        p.add_argument("--dry-run", action="store_true", help="plan and report only; write nothing")
-        p.add_argument("--output", metavar="DIR", help="write a complete new log directory; LOG_DIR is untouched")
-    p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+    if name == "plan":
+        p.add_argument("--report", metavar="FILE", help="also write the plan and the per-reason report as JSON")
     _add_config_options(p)
     p.set_defaults(run=_run_compact)
 
@@ -181,13 +191,17 @@ def _run_compact(args) -> int:
         if rows:
             print()
             print(_table(rows, list(rows[0])))
-    if args.report:
-        from .storage.fs import LogFileSystem
-        fs, path = LogFileSystem.for_path(args.report)
-        fs.write_bytes(path, json.dumps({"now": now, "dry_run": dry_run, "log_dir": log_dir,
-                                         "partitions": partitions, "records": result.report,
-                                         "segments": result.segments}, indent=2).encode("utf-8"))
+    _write_report(args.report, {"now": now, "dry_run": dry_run, "log_dir": log_dir, "partitions": partitions,
+                                "records": result.report, "segments": result.segments})
     return EXIT_OK
+
+
+def _write_report(path_or_uri: str | None, report: dict) -> None:
+    """--report FILE: the report as JSON, local or in object storage."""
+    if path_or_uri:
+        from .storage.fs import LogFileSystem
+        fs, path = LogFileSystem.for_path(path_or_uri)
+        fs.write_bytes(path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -202,13 +216,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 def _add_retain(commands) -> None:
     p = commands.add_parser("retain", help="time, size and log-start-offset retention, deleteRecords, consumed "
                                            "retention (KIP-68)")
-    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
-    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
-    p.add_argument("--now", type=int, metavar="EPOCH_MS", help="the clock for time retention (default: now)")
-    p.add_argument("--dry-run", action="store_true", help="plan and report only; change nothing")
-    p.add_argument("--output", metavar="DIR", help="write a complete new log directory there (the input stays "
-                                                   "untouched); default: in place, with Kafka's swap protocol")
-    p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
+    _add_log_dir_options(p, now_help="the clock for time retention", rewrites=True, spark=False)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a summary")
     p.add_argument("--delete-records", metavar="FILE", help="kafka-delete-records.sh's offset JSON file "
                                                            "(offset -1: the high watermark)")
@@ -236,12 +244,8 @@ def _run_retain(args) -> int:
                     committed_offsets=args.committed_offsets, include_groups=args.include_groups,
                     exclude_groups=args.exclude_groups, output=args.output, dry_run=args.dry_run,
                     missing_high_watermark=args.missing_high_watermark)
-    text = json.dumps(report.to_dict(), indent=2)
-    if args.report:
-        from .storage.fs import LogFileSystem
-        fs, path = LogFileSystem.for_path(args.report)
-        fs.write_bytes(path, (text + "\n").encode("utf-8"))
-    print(text if args.json else report.summary())
+    _write_report(args.report, report.to_dict())
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
     return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK
 
 
@@ -255,13 +259,11 @@ def _add_purge(commands) -> None:
     from .storage.keylist import DEFAULT_REASON, KEY_FORMATS
     p = commands.add_parser("purge", help="remove every record of given keys from every topic, offsets preserved, "
                                           "with an audit ledger that stores no key")
-    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    _add_log_dir_options(p, now_help="the clock", rewrites=True, spark=True)
     p.add_argument("--keys", required=True, metavar="FILE", help="the keys: a text file, one key per line (UTF-8, or "
                    "hex:..., base64:...), or a Parquet, CSV or Delta table with a `key` column")
     p.add_argument("--keys-format", choices=KEY_FORMATS,
                    help="how to read --keys (default: from the path)")
-    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC",
-                   help="only this topic (repeatable; default: every topic but internal ones)")
     p.add_argument("--where", metavar="SQL", help="also purge the records this Spark SQL expression over the records "
                                                   "view selects (key, value, headers, topic, partition, offset, ...)")
     p.add_argument("--tombstone", action="store_true", help="in compacted topics, keep the latest record of each key "
@@ -271,11 +273,6 @@ def _add_purge(commands) -> None:
     p.add_argument("--secret-file", metavar="FILE", help="the secret of the key fingerprints (default: the "
                    "environment variable KAFKALOG_PURGE_SECRET)")
     p.add_argument("--reason", default=DEFAULT_REASON, help="the ledger's reason for keys without their own")
-    p.add_argument("--now", type=int, metavar="EPOCH_MS", help="the clock (default: now)")
-    p.add_argument("--dry-run", action="store_true", help="report what would be purged; write nothing")
-    p.add_argument("--output", metavar="DIR", help="write a complete new log directory; LOG_DIR is untouched")
-    p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
-    p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
     _add_config_options(p)
     p.set_defaults(run=_run_purge)
 
@@ -292,10 +289,7 @@ def _run_purge(args) -> int:
     if result.partitions:
         print()
         print(_table(result.partitions, list(result.partitions[0])))
-    if args.report:
-        from .storage.fs import LogFileSystem
-        fs, path = LogFileSystem.for_path(args.report)
-        fs.write_bytes(path, (json.dumps(result.to_dict(), indent=2) + "\n").encode("utf-8"))
+    _write_report(args.report, result.to_dict())
     return EXIT_OK
 
 
@@ -303,9 +297,7 @@ def _add_txn_report(commands) -> None:
     from .storage.txn_report import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
     p = commands.add_parser("txn-report", help="open, hanging, empty and aborted transactions and the last stable "
                                                "offset, per partition; exit 1 when a transaction hangs")
-    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
-    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
-    p.add_argument("--now", type=int, metavar="EPOCH_MS", help="the clock for transaction ages (default: now)")
+    _add_log_dir_options(p, now_help="the clock for transaction ages", rewrites=False, spark=False)
     p.add_argument("--transaction-max-timeout-ms", type=int, default=DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
                    metavar="MS", help="an open transaction idle longer than this hangs: the broker's "
                                       "transaction.max.timeout.ms (default %(default)s)")
