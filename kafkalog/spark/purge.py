@@ -56,7 +56,6 @@ from ..storage.ledger import load_secret, records_table, write_records, write_ru
 from ..storage.logdir import LogDir, copy_log_dir
 from ..storage.swap import FaultHook, recover_partition
 from .errors import raises_kafkalog_errors
-from .inventory import list_segments, probe_segment
 from .rewrite import OutputSegment, swap_in, write_outputs
 from .scan import RECORDS_SCHEMA, narrow_scan, read_records, spark_schema
 
@@ -266,16 +265,13 @@ def _scope(opened: LogDir, topics: Iterable[str] | None) -> list[tuple[str, int]
 
 def _log_end_offsets(opened: LogDir, scope: Sequence[tuple[str, int]]) -> dict:
     """(topic, partition) -> log end offset: the end of the last batch of the last segment (its
-    base offset when it is empty), from its index and a walk over the batch headers after it."""
-    wanted = set(scope)
-    last = {}
-    for info in list_segments(opened, sorted({t for t, _ in scope}), probe=False):
-        if (info.topic, info.partition) in wanted:
-            last[(info.topic, info.partition)] = info  # segments come in offset order
+    base offset when it is empty)."""
     ends = {}
-    for tp, info in last.items():
-        probed = probe_segment(opened.fs, info, max_reads=1 << 40)  # no read limit: the end must be known
-        ends[tp] = info.base_offset if probed.last_offset is None else probed.last_offset + 1
+    for tp in scope:
+        segments = opened.partition(*tp).segments
+        if segments:
+            last = segments[-1].last_offset()
+            ends[tp] = segments[-1].base_offset if last is None else last + 1
     return ends
 
 

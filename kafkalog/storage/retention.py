@@ -30,7 +30,6 @@ validates clean once recovered (`recover`: Kafka's swap recovery, and index file
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
@@ -41,7 +40,6 @@ from .checkpoint import EpochEntry, format_leader_epoch_checkpoint, parse_leader
     truncate_epochs_from_start
 from .consumer_offsets import replay_committed_offsets
 from .fs import FileEntry, LogFileSystem
-from .index import OffsetIndex
 from .log_writer import SegmentWriter
 from .logdir import LOCK_FILE, LogDir
 from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
@@ -50,7 +48,7 @@ from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_STA
 from .partition import Partition
 from .producer_state import replay_partition
 from .rewrite import CLEANED, BatchPlan, rewrite_segments
-from .segment import LogSegment, SegmentReader
+from .segment import LogSegment
 from .swap import SEGMENT_KINDS, FaultHook, recover_partition, replace_segments
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -72,7 +70,6 @@ MISSING_HW_LOG_START, MISSING_HW_LOG_END = "log-start", "log-end"
 
 _CHECKPOINT_ORDER = (LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                      REPLICATION_OFFSET_CHECKPOINT)
-_TAIL_CHUNK = 256 * 1024
 
 
 def _no_fault(step: str, name: str) -> None:
@@ -120,46 +117,9 @@ def segment_meta(segment: LogSegment, *, with_last_offset: bool = True) -> Segme
     last offset-index entry."""
     largest = segment.time_index_max_timestamp()
     from_index = largest is not None and largest >= 0
-    last = _last_offset(segment) if with_last_offset else None
+    last = segment.last_offset() if with_last_offset else None
     return SegmentMeta(segment.base_offset, segment.size, largest if from_index else segment.mtime_ms, last,
                        from_index, segment.mtime_ms)
-
-
-def _last_index_position(segment: LogSegment) -> int:
-    """The file position of the last usable offset-index entry (0 without one): a batch boundary
-    after which only a few batches follow."""
-    entry = segment.files.get(".index")
-    size = OffsetIndex.ENTRY.size
-    if entry is None or entry.size < size:
-        return 0
-    whole = entry.size - entry.size % size
-    tail = segment.fs.read_range(entry.path, whole - size, size)
-    if any(tail):
-        candidates = [struct.unpack(">ii", tail)[1]]
-    else:  # a zero tail: the last entry before it
-        raw = segment.fs.read_bytes(entry.path)[:whole]
-        candidates = [p for _, p in struct.iter_unpack(">ii", raw) if p > 0]
-        candidates = candidates[-1:]
-    position = candidates[-1] if candidates else 0
-    return position if 0 <= position < segment.size else 0
-
-
-def _last_offset(segment: LogSegment) -> int | None:
-    if segment.size == 0:
-        return None
-    start = _last_index_position(segment)
-    for attempt in (start, 0) if start else (0,):
-        last = None
-        try:
-            for _, batch in SegmentReader(segment.fs, segment.log_path, segment.size, attempt, _TAIL_CHUNK):
-                last = batch.last_offset if last is None else max(last, batch.last_offset)
-        except KafkaLogError:
-            if attempt == 0:
-                raise
-            continue  # an index entry that is not a batch boundary: walk the whole file
-        if last is not None or attempt == 0:
-            return last
-    return None
 
 
 # -- the rules (pure) ------------------------------------------------------------------------------------

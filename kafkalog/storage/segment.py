@@ -5,18 +5,20 @@ memory. Positions handed out are positions in the `.log` file.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..codec.reader import Batch, BatchReader, TruncatedTail
 from ..errors import KafkaLogError
 from .fs import FileEntry, LogFileSystem
-from .index import BatchSummary, TimeIndex
+from .index import BatchSummary, OffsetIndex, TimeIndex
 from .txnindex import AbortedTxn, TransactionIndex
 from .naming import INT64_MAX
 
 CHUNK_SIZE = 8 * 1024 * 1024
 FIRST_BATCH_CHUNK = 64 * 1024  # enough for most first batches; a larger one is read whole
+TAIL_CHUNK = 256 * 1024  # the batches after the last offset-index entry: about index.interval.bytes
 
 
 @dataclass
@@ -85,6 +87,41 @@ class LogSegment:
         for _, batch in self.reader(chunk_size=FIRST_BATCH_CHUNK):
             return batch.max_timestamp if batch.max_timestamp >= 0 else INT64_MAX
         return INT64_MAX
+
+    def last_offset(self) -> int | None:
+        """The last offset of the last batch (None: no batch), from the batch headers after the last
+        offset-index entry; the whole file is walked when there is no usable entry."""
+        if self.size == 0:
+            return None
+        start = self._last_index_position()
+        for attempt in (start, 0) if start else (0,):
+            last = None
+            try:
+                for _, batch in SegmentReader(self.fs, self.log_path, self.size, attempt, TAIL_CHUNK):
+                    last = batch.last_offset if last is None else max(last, batch.last_offset)
+            except KafkaLogError:
+                if attempt == 0:
+                    raise
+                continue  # an index entry that is not a batch boundary: walk the whole file
+            if last is not None or attempt == 0:
+                return last
+        return None
+
+    def _last_index_position(self) -> int:
+        """The file position of the last usable offset-index entry (0 without one): a batch boundary
+        after which only a few batches follow."""
+        entry = self.files.get(".index")
+        size = OffsetIndex.ENTRY.size
+        if entry is None or entry.size < size:
+            return 0
+        whole = entry.size - entry.size % size
+        tail = self.fs.read_range(entry.path, whole - size, size)
+        if any(tail):
+            position = struct.unpack(">ii", tail)[1]
+        else:  # a zero tail: the last entry before it
+            raw = self.fs.read_bytes(entry.path)[:whole]
+            position = next((p for _, p in reversed(list(struct.iter_unpack(">ii", raw))) if p > 0), 0)
+        return position if 0 <= position < self.size else 0
 
     def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> "SegmentReader":
         return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
