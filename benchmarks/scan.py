@@ -9,6 +9,10 @@ holds a previous run's output. Rates are records and on-disk `.log` megabytes (1
 second of wall time. The Spark jobs write to the `noop` sink, so every column is produced; the
 Spark scans verify CRCs, the codec key scan does not. A warm-up job starts the Python workers
 first; every scan runs `--repeat` times and the fastest run counts. The target: the narrow Spark scan on 2 cores at 1.5x the single-core codec key scan or more.
+
+CPU seconds are reported next to wall time (the JVM's, and the Python workers' summed): the JVM's
+share is the conversion of Arrow batches into Spark rows, which the codec key scan does not pay.
+`--scans` runs only some of the Spark scans, to keep a run short.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafkalog.codec.scan import KeyColumns, scan_keys  # noqa: E402
@@ -33,6 +39,11 @@ CODECS = ("none", "lz4", "snappy", "zstd", "gzip")
 # on-disk bytes per record of the topic spec below, measured once; used to size the directory
 BYTES_PER_RECORD = {"none": 620, "lz4": 232, "snappy": 182, "zstd": 90, "gzip": 74}
 SPEC_MARKER = "benchmark-spec.json"
+SPARK_SCANS = {  # name: the report's label
+    "narrow": "Spark narrow scan (`narrow_scan`, {master})",
+    "full": "Spark full read (`read_records`, {master})",
+    "source": 'Spark data source (`format("kafkalog")`, {master})',
+}
 
 
 def spec_for(size_mb: int):
@@ -80,10 +91,31 @@ def codec_key_scan(log_dir: Path) -> tuple[int, float]:
     return records, time.perf_counter() - start
 
 
-def spark_job(df) -> float:
+def spark_cpu() -> tuple[float, float]:
+    """CPU seconds used so far by the JVM and by its Python workers (summed; reused workers live
+    through the run, so differences of two calls are a job's CPU)."""
+    jvm = workers = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            used = sum(child.cpu_times()[:2])
+            name = child.name()
+        except psutil.Error:  # a worker exited while sampled
+            continue
+        if name == "java":
+            jvm += used
+        elif name.startswith("python"):
+            workers += used
+    return jvm, workers
+
+
+def spark_job(df) -> tuple[float, float, float]:
+    """Wall seconds, JVM CPU seconds and Python workers' CPU seconds of writing `df` to noop."""
+    cpu_before = spark_cpu()
     start = time.perf_counter()
     df.write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    cpu_after = spark_cpu()
+    return seconds, cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
 
 
 def main(argv=None) -> None:
@@ -93,7 +125,10 @@ def main(argv=None) -> None:
     parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     parser.add_argument("--keep", action="store_true", help="keep a temporary directory")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each scan; the best is kept")
+    parser.add_argument("--scans", default=",".join(SPARK_SCANS),
+                        help=f"comma-separated Spark scans to run, of {', '.join(SPARK_SCANS)}")
     args = parser.parse_args(argv)
+    scans = [name for name in SPARK_SCANS if name in args.scans.split(",")]
 
     temporary = args.dir is None
     log_dir = Path(tempfile.mkdtemp(prefix="kafkalog-bench-")) / "log" if temporary else args.dir
@@ -111,19 +146,21 @@ def main(argv=None) -> None:
         spark = local_session("kafkalog-bench", args.master)
         session_seconds = time.perf_counter() - started
         root = str(log_dir)
+        frames = {"narrow": lambda: narrow_scan(spark, root), "full": lambda: read_records(spark, root),
+                  "source": lambda: spark.read.format("kafkalog").load(root)}
         warm = time.perf_counter()  # start every Python worker: one small task per unit
         spark_job(narrow_scan(spark, root, end_offset=1000, min_tasks=1, max_bytes_per_task=1))
         warm_seconds = time.perf_counter() - warm
         # Rounds interleave the scans, so that a busy neighbour slows all of them alike; the
-        # fastest round of each scan counts.
-        times: dict[str, list[float]] = {"codec": [], "narrow": [], "full": [], "source": []}
+        # fastest round of each scan counts. A run is (wall seconds, CPU seconds of the JVM, of Python).
+        runs: dict[str, list[tuple]] = {k: [] for k in ["codec"] + scans}
         for _ in range(args.repeat):
+            cpu = time.process_time()
             records, seconds = codec_key_scan(log_dir)
-            times["codec"].append(seconds)
-            times["narrow"].append(spark_job(narrow_scan(spark, root)))
-            times["full"].append(spark_job(read_records(spark, root)))
-            times["source"].append(spark_job(spark.read.format("kafkalog").load(root)))
-        codec_seconds, narrow_seconds, full_seconds, source_seconds = (min(times[k]) for k in times)
+            runs["codec"].append((seconds, 0.0, time.process_time() - cpu))
+            for name in scans:
+                runs[name].append(spark_job(frames[name]()))
+        best = {k: min(v) for k, v in runs.items()}
         load_after = os.getloadavg()[0]
         tasks = narrow_scan(spark, root).rdd.getNumPartitions()
         cores = spark.sparkContext.defaultParallelism
@@ -132,21 +169,23 @@ def main(argv=None) -> None:
         if temporary and not args.keep:
             shutil.rmtree(log_dir.parent, ignore_errors=True)
 
-    def row(name: str, seconds: float) -> str:
+    codec_seconds = best["codec"][0]
+
+    def row(name: str, run: tuple) -> str:
+        seconds, jvm, python = run
         return (f"| {name} | {seconds:.2f} | {records / seconds / 1e6:.3f} | {nbytes / seconds / 1e6:.1f} | "
-                f"{codec_seconds / seconds:.2f}x |")
+                f"{codec_seconds / seconds:.2f}x | {jvm:.2f} + {python:.2f} |")
 
     print(f"\n{records:,} records, {nbytes / 1e6:.0f} MB of .log in {len(segments)} segments; Spark {args.master} "
           f"({cores} cores, {tasks} tasks), session start {session_seconds:.1f} s, warm-up job {warm_seconds:.1f} s; "
           f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load_before:.1f} before "
           f"and {load_after:.1f} after the runs\n")
-    print("| scan | seconds | M records/s | MB/s | vs codec key scan |")
-    rounds = "; ".join(f"{k} " + ", ".join(f"{t:.2f}" for t in v) for k, v in times.items())
-    print("| --- | ---: | ---: | ---: | ---: |")
-    print(row("codec key scan (`scan_keys`, 1 core, no CRC)", codec_seconds))
-    print(row(f"Spark narrow scan (`narrow_scan`, {args.master})", narrow_seconds))
-    print(row(f"Spark full read (`read_records`, {args.master})", full_seconds))
-    print(row(f'Spark data source (`format("kafkalog")`, {args.master})', source_seconds))
+    print("| scan | seconds | M records/s | MB/s | vs codec key scan | CPU s (JVM + Python) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print(row("codec key scan (`scan_keys`, 1 core, no CRC)", best["codec"]))
+    for name in scans:
+        print(row(SPARK_SCANS[name].format(master=args.master), best[name]))
+    rounds = "; ".join(f"{k} " + ", ".join(f"{run[0]:.2f}" for run in v) for k, v in runs.items())
     print(f"\nseconds per round: {rounds}")
 
 
