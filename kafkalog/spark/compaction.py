@@ -5,7 +5,8 @@
 2. Scan (executors): the batch view and the narrow record view of the segments to clean.
 3. Decide: batch fates with Kafka's transaction tracker, one task per partition; the latest offset
    per key over the cleanable dirty range as a window over (topic, partition, key); record fates as
-   column expressions. Only batches that change get a plan.
+   column expressions, aggregated per batch as they leave the window. Only batches that change get a
+   plan; the report's counts come from the same per-batch table.
 4. Group (driver): source segments into output segments, as Kafka groups them.
 5. Rewrite (executors): one task per output segment writes `.cleaned` files; untouched batches are
    copied byte for byte.
@@ -35,9 +36,14 @@ DECIDED_SCHEMA = ("topic string, partition int, segment_base_offset long, batch_
                   "record_count int, magic int, delete_horizon_ms long, retention string, discard_records boolean, marker_for_empty_txn boolean, "
                   "keeps_txn_index_entry boolean")
 DECIDED_COLUMNS = [c.split()[0] for c in DECIDED_SCHEMA.split(", ")]
+# The batch view's columns that Kafka's transaction tracker reads.
+TRACKER_INPUTS = ("topic", "partition", "segment_base_offset", "batch_position", "base_offset", "last_offset",
+                  "record_count", "producer_id", "producer_epoch", "is_transactional", "is_control", "control_type",
+                  "delete_horizon_ms", "magic")
 # The narrow view's columns that record fates, plans and the report read.
 FATE_INPUTS = ("topic", "partition", "segment_base_offset", "batch_position", "offset", "key", "value_is_null",
                "record_span_size", "is_control", "delete_horizon_ms", "magic")
+BATCH_KEYS = ("topic", "partition", "segment_base_offset", "batch_position")
 REASONS = ("kept", "superseded", "tombstone_expired", "aborted_transaction", "marker_removed", "unkeyed")
 
 
@@ -99,7 +105,9 @@ def _batch_decisions(spark, plan: CompactionPlan):
     batches = read_batches(spark, plan.log_dir, **_scan_scope(plan))
     bounds = spark.createDataFrame([(t, p, s.upper_bound) for (t, p), s in chosen.items()],
                                    "topic string, partition int, upper_bound long")
-    batches = batches.join(bounds, ["topic", "partition"]).where(F.col("base_offset") < F.col("upper_bound"))
+    # Only the header fields the tracker reads are shuffled to it and converted to pandas.
+    batches = (batches.join(bounds, ["topic", "partition"]).where(F.col("base_offset") < F.col("upper_bound"))
+               .select(*TRACKER_INPUTS))
 
     def decide(pdf: pd.DataFrame) -> pd.DataFrame:
         pdf = pdf.sort_values("base_offset")
@@ -128,7 +136,7 @@ def _batch_decisions(spark, plan: CompactionPlan):
 
 def _record_fates(spark, plan: CompactionPlan, decided):
     """Per record: retained or the reason it goes (spec §5.8), with the latest offset per key over the
-    cleanable dirty range as a window."""
+    cleanable dirty range as a window. Not cached: `_batch_outcomes` is its one reader."""
     from pyspark.sql import Window, functions as F
     chosen = plan.chosen
     ranges = spark.createDataFrame(
@@ -147,7 +155,11 @@ def _record_fates(spark, plan: CompactionPlan, decided):
                .join(F.broadcast(segment_mtimes), ["topic", "partition", "segment_base_offset"]))
     in_map = (F.col("offset") >= F.col("first_dirty")) & F.col("key").isNotNull() & ~F.col("is_control") \
         & ~F.col("discard_records")
-    latest = F.max(F.when(in_map, F.col("offset"))).over(Window.partitionBy("topic", "partition", "key"))
+    # The window sorts every record by its partition columns, comparing rows by a prefix of the first
+    # one: the key's hash first makes that prefix tell nearly all rows apart (the topic, or keys with
+    # a common prefix, would leave almost every comparison to the whole row). The groups are the same.
+    by_key = Window.partitionBy(F.xxhash64("key"), "topic", "partition", "key")
+    latest = F.max(F.when(in_map, F.col("offset"))).over(by_key)
     retain_deletes = F.when(F.col("magic") >= 2, F.col("delete_horizon_ms").isNull()
                             | (F.lit(plan.now) < F.col("delete_horizon_ms"))) \
         .otherwise(F.col("segment_mtime") > F.col("legacy_horizon"))
@@ -159,27 +171,40 @@ def _record_fates(spark, plan: CompactionPlan, decided):
               .when(F.col("offset") < latest_or_none, "superseded")
               .when(F.col("value_is_null") & ~F.col("retain_deletes"), "tombstone_expired")
               .otherwise("kept"))
-    return (records.withColumn("latest_offset", latest).withColumn("retain_deletes", retain_deletes)
-            .withColumn("reason", reason).select(*FATE_INPUTS, "reason").drop("key"))
+    # retain_deletes before the window: its one column replaces four in the window's shuffle.
+    return (records.withColumn("retain_deletes", retain_deletes).withColumn("latest_offset", latest)
+            .withColumn("reason", reason)
+            .select(*BATCH_KEYS, "offset", "value_is_null", "is_control", "record_span_size", "reason"))
 
 
-def _batch_plans(fates, decided):
+def _batch_outcomes(fates, decided):
+    """Per batch below the upper bound: its decision and what becomes of its records, in one
+    aggregation of the record fates: the offsets that go, whether a kept tombstone needs a horizon,
+    records per reason and the record bytes removed. Plans, changed segments and the report all
+    come from this small table (a batch without records has nulls)."""
+    from pyspark.sql import functions as F
+    gone = F.col("reason") != "kept"
+    kept_tombstone = ~gone & F.col("value_is_null") & ~F.col("is_control")
+    # Past 128 groups (spark.sql.objectHashAggregate.sortBased.fallbackThreshold) collect_list's
+    # aggregation sorts its rows by the grouping columns, comparing a prefix of the first: the batch
+    # position tells rows apart, the topic would not.
+    per_batch = fates.groupBy("batch_position", "segment_base_offset", "partition", "topic").agg(
+        F.collect_list(F.when(gone, F.col("offset"))).alias("removed"),
+        F.max(kept_tombstone).alias("has_tombstone"),
+        F.sum(F.when(gone, F.col("record_span_size"))).alias("bytes_removed"),
+        *[F.count(F.when(F.col("reason") == r, True)).alias(r) for r in REASONS])
+    return decided.join(per_batch, list(BATCH_KEYS), "left")
+
+
+def _batch_plans(outcomes):
     """One row per batch that changes: its retention, removed offsets and horizon needs."""
     from pyspark.sql import functions as F
-    keys = ["topic", "partition", "segment_base_offset", "batch_position"]
-    # Only records that go, and kept tombstones, say anything about their batch: the others stay out
-    # of the shuffle.
-    kept_tombstone = (F.col("reason") == "kept") & F.col("value_is_null") & ~F.col("is_control")
-    per_batch = fates.where((F.col("reason") != "kept") | kept_tombstone).groupBy(*keys).agg(
-        F.collect_list(F.when(F.col("reason") != "kept", F.col("offset"))).alias("removed"),
-        F.max(kept_tombstone).alias("has_tombstone"))
-    joined = decided.join(per_batch, keys, "left")
     no_horizon = F.col("delete_horizon_ms").isNull() & (F.col("magic") >= 2)
     changes = ((F.col("retention") == BatchRetention.DELETE.value)
                | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
                | ((F.col("record_count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
                | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon))
-    return joined.where(changes)
+    return outcomes.where(changes)
 
 
 # -- steps 4-7 ----------------------------------------------------------------------------------------
@@ -211,26 +236,28 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
     if not plan.chosen:
         return CompactionResult(plan, [])
     log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
+    # Cached: the decisions feed both the record fates and the per-batch table, which every later
+    # step reads; the records themselves are aggregated once, as they come out of the window.
     decided = _batch_decisions(spark, plan).cache()
-    fates = _record_fates(spark, plan, decided).cache()
-    plans = _batch_plans(fates, decided).cache()
+    outcomes = _batch_outcomes(_record_fates(spark, plan, decided), decided).cache()
     try:
+        plans = _batch_plans(outcomes)
         changed = {tuple(r) for r in plans.select("topic", "partition", "segment_base_offset").distinct().collect()}
-        outputs = _output_segments(plan, resolver, _kept_txn_index_entries(decided), changed)
-        reasons = _reason_counts(fates)
+        outputs = _output_segments(plan, resolver, _kept_txn_index_entries(outcomes), changed)
+        counts = _segment_counts(outcomes)
         if dry_run:
-            return CompactionResult(plan, _partition_report(reasons), _segment_report(reasons, outputs, []))
+            return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
         log.info("compact: rewriting %d output segments on executors", len(outputs))
         written = write_outputs(spark, log_dir, outputs, plans)
     finally:
-        for df in (plans, fates, decided):
+        for df in (outcomes, decided):
             df.unpersist()
     _fault(fault, "rewritten")
     swap_in(opened, outputs, fault)
     _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
     log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
-    result = CompactionResult(plan, _partition_report(reasons), _segment_report(reasons, outputs, written))
+    result = CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, written))
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
@@ -241,9 +268,9 @@ def _fault(hook: FaultHook | None, step: str) -> None:
         hook(step, "")
 
 
-def _kept_txn_index_entries(decided) -> set[tuple]:
+def _kept_txn_index_entries(outcomes) -> set[tuple]:
     """(topic, partition, marker offset) of the ABORT markers whose `.txnindex` entry stays."""
-    rows = decided.where("keeps_txn_index_entry").select("topic", "partition", "last_offset").collect()
+    rows = outcomes.where("keeps_txn_index_entry").select("topic", "partition", "last_offset").collect()
     return {(r.topic, r.partition, r.last_offset) for r in rows}
 
 
@@ -267,26 +294,29 @@ def _output_segments(plan: CompactionPlan, resolver: ConfigResolver, kept: set[t
 
 # -- step 7: report -----------------------------------------------------------------------------------
 
-def _reason_counts(fates) -> list:
-    """Records and record bytes (their uncompressed spans) per source segment and reason: small."""
+def _segment_counts(outcomes) -> list:
+    """Per source segment with records: records per reason and the record bytes (their uncompressed
+    spans) that go. Small."""
     from pyspark.sql import functions as F
-    return fates.groupBy("topic", "partition", "segment_base_offset", "reason").agg(
-        F.count("*").alias("records"), F.sum("record_span_size").alias("bytes")).collect()
+    records = sum(F.col(r) for r in REASONS)
+    return (outcomes.groupBy("topic", "partition", "segment_base_offset")
+            .agg(*[F.sum(r).alias(r) for r in REASONS], F.sum("bytes_removed").alias("bytes_removed"))
+            .where(records > 0).collect())
 
 
-def _partition_report(reasons: list) -> list[dict]:
+def _partition_report(counts: list) -> list[dict]:
     """Per partition: records by reason, and the record bytes that go."""
     out: dict = {}
-    for r in reasons:
+    for r in counts:
         entry = out.setdefault((r.topic, r.partition), {"topic": r.topic, "partition": r.partition,
                                                         **{k: 0 for k in REASONS}, "bytes_removed": 0})
-        entry[r.reason] += r.records
-        if r.reason != "kept":
-            entry["bytes_removed"] += r.bytes or 0
+        for k in REASONS:
+            entry[k] += r[k]
+        entry["bytes_removed"] += r.bytes_removed or 0
     return [out[k] for k in sorted(out)]
 
 
-def _segment_report(reasons: list, outputs: list[OutputSegment], written: list[OutputStats]) -> list[dict]:
+def _segment_report(counts: list, outputs: list[OutputSegment], written: list[OutputStats]) -> list[dict]:
     """Per output segment: its sources, records by reason, and (once written) records and file bytes
     in and out."""
     owner = {(o.topic, o.partition, b): o for o in outputs for b in o.bases}
@@ -297,8 +327,9 @@ def _segment_report(reasons: list, outputs: list[OutputSegment], written: list[O
         out[key] = {"topic": o.topic, "partition": o.partition, "base_offset": o.base_offset,
                     "source_segments": len(o.bases), **{k: 0 for k in REASONS}}
         out[key].update({k: v for k, v in stats.get(key, {}).items() if k not in out[key]})
-    for r in reasons:
+    for r in counts:
         o = owner.get((r.topic, r.partition, r.segment_base_offset))
         if o is not None:
-            out[(o.topic, o.partition, o.base_offset)][r.reason] += r.records
+            for k in REASONS:
+                out[(o.topic, o.partition, o.base_offset)][k] += r[k]
     return [out[k] for k in sorted(out)]

@@ -13,7 +13,7 @@ from kafkalog.config import resolver_from
 from kafkalog.storage.index import BatchSummary, build_indexes
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
-from kafkalog.spark.compaction import compact
+from kafkalog.spark.compaction import REASONS, compact
 
 from ..reference.cleaner_model import CleanerConfig, clean, replay_producers, split_batches
 from ..reference.scenarios import T0, LogBuilder
@@ -81,6 +81,12 @@ def read_partition(root) -> list:
     return [(seg.base_offset, [b.data for _, b in seg.batches()]) for seg in part.segments]
 
 
+def reason_counts(result) -> dict:
+    """The report's records per reason: the model counts the same records (those of the segments it cleans)."""
+    (row,) = result.report
+    return {r: row[r] for r in REASONS}
+
+
 SEEDS = [1, 2, 3]
 
 
@@ -114,11 +120,14 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, seed):
     write_partition(tmp_path, segments, config)
     now = T0 + 10_000
     expected = clean(segments, now=now, config=config)
-    compact(spark, str(tmp_path), resolver, now, force=True)
+    result = compact(spark, str(tmp_path), resolver, now, force=True)
     assert read_partition(tmp_path) == [(s.base_offset, s.batches) for s in expected.segments]
+    assert reason_counts(result) == {r: expected.counts[r] for r in REASONS}
     # a second pass past the delete horizon: tombstones and emptied transactions' markers go
     later = now + DELETE_RETENTION_MS + 1
     again = clean(expected.as_input(), now=later, config=config, checkpoint=0)
     LogDir.open(str(tmp_path)).write_checkpoint("cleaner-offset-checkpoint", {("t", 0): 0})
-    compact(spark, str(tmp_path), resolver, later, force=True)
+    result = compact(spark, str(tmp_path), resolver, later, force=True)
     assert read_partition(tmp_path) == [(s.base_offset, s.batches) for s in again.segments]
+    assert reason_counts(result) == {r: again.counts[r] for r in REASONS}
+
