@@ -9,8 +9,8 @@ in one topic, transactions of which a third abort. Each round compacts a fresh c
 not timed) with `force=True`, so every segment below the active one is cleaned. Peak resident
 memory is sampled every 50 ms: the Python driver, the JVM, and the sum of the Python workers.
 
-`--keys-case N` (N > 0) instead compacts two logs of the same size whose records all have distinct
-keys, N/10 and N of them, to show that memory does not grow with the number of keys: the latest
+`--keys-case N` (N > 0) instead compacts three logs of the same size whose records all have distinct
+keys, N/10, N/2 and N of them, to show that memory does not grow with the number of keys: the latest
 offset per key is a window over a sort that spills, not a map held in memory.
 """
 from __future__ import annotations
@@ -142,7 +142,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
     parser.add_argument("--keys-case", type=int, default=0, metavar="N",
-                        help="instead: distinct-key logs of N/10 and N keys, memory compared")
+                        help="instead: distinct-key logs of N/10, N/2 and N keys, memory compared")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     parser.add_argument("--repeat", type=int, default=1, help="compaction rounds; the fastest counts")
@@ -205,7 +205,7 @@ def keys_case(args, base: Path) -> None:
     from kafkalog.storage.generator import generate
     spark, _ = _session(args.master)
     rows = []
-    for keys in (args.keys_case // 10, args.keys_case):
+    for keys in (args.keys_case // 10, args.keys_case // 2, args.keys_case):
         source = base / f"keys-{keys}"
         if not source.exists():
             generate(str(source), keys_spec_for(args.size_mb, keys))
