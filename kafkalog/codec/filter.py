@@ -133,25 +133,28 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int, keep_max_timestam
     first = spans.timestamp[kept_at[np.minimum(np.searchsorted(kept_at, spans.starts), len(kept_at) - 1)]] \
         if len(kept_at) else spans.starts
     largest = np.maximum.reduceat(np.where(keep, spans.timestamp, NO_TIMESTAMP), spans.starts).tolist()
-    out: list = []
+    out: list[FilteredBatch | None] = [None] * len(jobs)
+    horizons = {}  # batch index -> (whether its horizon is new, its horizon) of the batches written again
     bases = np.zeros(len(jobs), np.int64)
-    rewritten = np.zeros(len(jobs), bool)
     for i, (job, batch) in enumerate(zip(jobs, batches)):
         set_horizon = not batch.has_delete_horizon and (job.contains_marker_for_empty_txn or keeps_null[i])
         if not kept[i]:
-            out.append(filter_batch(batch, [], retention=job.retention, delete_horizon_ms=delete_horizon_ms))
+            out[i] = filter_batch(batch, [], retention=job.retention, delete_horizon_ms=delete_horizon_ms)
         elif kept[i] == batch.records_count and not set_horizon:
-            out.append(FilteredBatch(Outcome.VERBATIM, batch.data, False))
+            out[i] = FilteredBatch(Outcome.VERBATIM, batch.data, False)
         else:
             horizon = delete_horizon_ms if set_horizon else batch.delete_horizon_ms
             bases[i] = horizon if horizon is not None else first[i]
-            rewritten[i] = True
-            out.append((set_horizon, horizon))
-    sections = splice(spans, keep & rewritten[spans.batch], bases) if rewritten.any() else []
+            horizons[i] = set_horizon, horizon
+    if not horizons:
+        return out
+    rewritten = np.zeros(len(jobs), bool)
+    rewritten[list(horizons)] = True
+    sections = splice(spans, keep & rewritten[spans.batch], bases)
     if sections is None:
         return None
-    for i in np.flatnonzero(rewritten).tolist():
-        batch, (set_horizon, horizon) = batches[i], out[i]
+    for i, (set_horizon, horizon) in horizons.items():
+        batch = batches[i]
         max_timestamp = batch.max_timestamp if appended[i] or keep_max_timestamp else largest[i]
         data = build_batch_of_section(sections[i], kept[i], base_timestamp=int(bases[i]), max_timestamp=max_timestamp,
                                       has_delete_horizon=horizon is not None, **_kept_fields(batch))

@@ -523,8 +523,8 @@ def _header_tail(section: bytes, pos: int, end: int, count: int | None) -> list:
 # -- splice: the retained records' own bytes -----------------------------------------------------
 # Kafka's cleaner writes every record it keeps again (attributes 0, minimal varints, timestamp delta
 # against the new batch's base timestamp). A record already in that form is those bytes, but for
-# its length and timestamp delta: `splice` reuses everything after the delta, and the whole record
-# when the delta stays.
+# its length and timestamp delta: `splice` writes those two again and reuses everything after the
+# delta.
 
 _VARLONG_BOUNDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 _SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)

@@ -1,4 +1,4 @@
-"""Splicing a filtered batch (`filter.splice_batch`, `layout.splice`) against decoding and re-encoding it.
+"""Splicing filtered batches (`filter.splice_batches`, `layout.splice`) against decoding and re-encoding them.
 
 Kafka's cleaner writes every retained record again; the splice reuses a record's bytes when they
 are what that re-encoding writes. The reference is `filter_batch` over the decoded records: on any
