@@ -3,10 +3,10 @@
 1. Inventory (driver): per compacted partition, `LogToClean` from metadata, index tails and
    producer state: the cleanable range, dirty ratio, active producers, aborted transactions.
 2. Scan (executors): the batch view and the narrow record view of the segments to clean.
-3. Decide: batch fates with Kafka's transaction tracker, one task per partition; the latest offset
-   per key over the cleanable dirty range as a window over (topic, partition, key); record fates as
-   column expressions, aggregated per batch as they leave the window. Only batches that change get a
-   plan; the report's counts come from the same per-batch table.
+3. Decide: batch fates with Kafka's transaction tracker, one task per partition; record fates as
+   column expressions, with the latest offset per key over the cleanable dirty range as a window
+   over (partition, key); the fates aggregated per batch as they leave the window. Only batches that
+   change get a plan; changed segments and the report's counts come from the same per-batch table.
 4. Group (driver): source segments into output segments, as Kafka groups them.
 5. Rewrite (executors): one task per output segment writes `.cleaned` files; untouched batches are
    copied byte for byte.
@@ -17,6 +17,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+
 from ..codec.filter import BatchRetention
 from ..config import ConfigResolver
 from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch,
@@ -26,25 +28,28 @@ from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES
 from ..storage.swap import FaultHook, recover_partition
 from .errors import raises_kafkalog_errors
 from .rewrite import OutputSegment, OutputStats, swap_in, write_outputs
-from .scan import narrow_scan, read_batches
+from .scan import ScanFilter, narrow_scan, plan_scan, read_task, spark_schema
 
 log = logging.getLogger("kafkalog")
 
 # One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
 # transaction's .txnindex entry (data of the transaction is still in the log).
-DECIDED_SCHEMA = ("topic string, partition int, segment_base_offset long, batch_position long, last_offset long, "
-                  "record_count int, magic int, delete_horizon_ms long, retention string, discard_records boolean, marker_for_empty_txn boolean, "
-                  "keeps_txn_index_entry boolean")
-DECIDED_COLUMNS = [c.split()[0] for c in DECIDED_SCHEMA.split(", ")]
-# The batch view's columns that Kafka's transaction tracker reads.
-TRACKER_INPUTS = ("topic", "partition", "segment_base_offset", "batch_position", "base_offset", "last_offset",
-                  "record_count", "producer_id", "producer_epoch", "is_transactional", "is_control", "control_type",
-                  "delete_horizon_ms", "magic")
-# The narrow view's columns that record fates, plans and the report read.
+DECIDED = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("segment_base_offset", pa.int64()),
+    ("batch_position", pa.int64()), ("last_offset", pa.int64()), ("record_count", pa.int32()), ("magic", pa.int8()),
+    ("delete_horizon_ms", pa.int64()), ("retention", pa.string()), ("discard_records", pa.bool_()),
+    ("marker_for_empty_txn", pa.bool_()), ("keeps_txn_index_entry", pa.bool_())])
+# The narrow view's columns that record fates read.
 FATE_INPUTS = ("topic", "partition", "segment_base_offset", "batch_position", "offset", "key", "value_is_null",
                "record_span_size", "is_control", "delete_horizon_ms", "magic")
-BATCH_KEYS = ("topic", "partition", "segment_base_offset", "batch_position")
-REASONS = ("kept", "superseded", "tombstone_expired", "aborted_transaction", "marker_removed", "unkeyed")
+# A record's fate as a small integer: fates travel through the window's shuffle, where a string per
+# record would cost. The first three are keyed data records, in the offset map, whose fate the
+# window may still turn into SUPERSEDED.
+KEEP, KEEP_TOMBSTONE, EXPIRE_TOMBSTONE, CONTROL, MARKER, ABORTED, UNKEYED, SUPERSEDED = range(8)
+FATES_OF = {"kept": (KEEP, KEEP_TOMBSTONE, CONTROL), "superseded": (SUPERSEDED,),
+            "tombstone_expired": (EXPIRE_TOMBSTONE,), "aborted_transaction": (ABORTED,), "marker_removed": (MARKER,),
+            "unkeyed": (UNKEYED,)}
+REASONS = tuple(FATES_OF)
 
 
 @dataclass
@@ -95,116 +100,140 @@ def _scan_scope(plan: CompactionPlan) -> dict:
 
 
 def _batch_decisions(spark, plan: CompactionPlan):
-    """Batch fates per partition with Kafka's transaction tracker (one task per partition)."""
-    import pandas as pd
-    from pyspark.sql import functions as F
-    chosen = {(s.topic, s.partition): s for s in plan.chosen}
-    params = spark.sparkContext.broadcast({tp: (s.aborted_txns, s.active_producers, s.upper_bound)
-                                           for tp, s in chosen.items()})
-    now = plan.now
-    batches = read_batches(spark, plan.log_dir, **_scan_scope(plan))
-    bounds = spark.createDataFrame([(t, p, s.upper_bound) for (t, p), s in chosen.items()],
-                                   "topic string, partition int, upper_bound long")
-    # Only the header fields the tracker reads are shuffled to it and converted to pandas.
-    batches = (batches.join(bounds, ["topic", "partition"]).where(F.col("base_offset") < F.col("upper_bound"))
-               .select(*TRACKER_INPUTS))
+    """Batch fates with Kafka's transaction tracker: one task per partition reads the headers of its
+    batches below the upper bound, in offset order, and decides them (no shuffle, no pandas)."""
+    scan = plan_scan(plan.log_dir, ScanFilter.of(**_scan_scope(plan)), pack=False)
+    units: dict = {}
+    for unit in scan.units:
+        units.setdefault((unit.topic, unit.partition), []).append(unit)
+    tasks = [(s.topic, s.partition, s.aborted_txns, s.active_producers, s.upper_bound,
+              sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)))
+             for s in plan.chosen]
+    root, now = scan.root, plan.now
 
-    def decide(pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = pdf.sort_values("base_offset")
-        topic, partition = pdf["topic"].iloc[0], int(pdf["partition"].iloc[0])
-        aborted, active, upper = params.value[(topic, partition)]
-        tracker = CleanedTransactionMetadata()
-        tracker.add_aborted(aborted)
-        rows = []
-        for b in pdf.itertuples(index=False):
-            control = None if pd.isna(b.control_type) else int(b.control_type)
-            horizon = None if pd.isna(b.delete_horizon_ms) else int(b.delete_horizon_ms)
-            meta = BatchMeta(int(b.base_offset), int(b.last_offset), int(b.producer_id), int(b.producer_epoch),
-                             bool(b.is_transactional), bool(b.is_control), control)
+    def run(ids):
+        for batch in ids:
+            for i in batch.column(0).to_pylist():
+                yield _decide_partition(root, *tasks[i], now)
+    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, spark_schema(DECIDED))
+
+
+def _decide_partition(root: str, topic: str, partition: int, aborted, active, upper: int, units,
+                      now: int) -> pa.RecordBatch:
+    """The DECIDED rows of one partition's batches below `upper`. CRCs are left to the record scan,
+    which reads every one of these batches."""
+    tracker = CleanedTransactionMetadata()
+    tracker.add_aborted(aborted)
+    rows = []
+    for headers in read_task(root, units, "batches", ScanFilter.of(end_offset=upper), verify_crc=False):
+        c = headers.to_pydict()
+        for i in range(headers.num_rows):
+            meta = BatchMeta(c["base_offset"][i], c["last_offset"][i], c["producer_id"][i], c["producer_epoch"][i],
+                             c["is_transactional"][i], c["is_control"][i], c["control_type"][i])
+            horizon = c["delete_horizon_ms"][i]
             kept_before = len(tracker.kept_aborted)
             d = decide_batch(meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper,
                              now=now)
-            rows.append((topic, partition, int(b.segment_base_offset), int(b.batch_position), meta.last_offset,
-                         int(b.record_count), int(b.magic), horizon, d.retention.value, d.discard_records,
+            rows.append((topic, partition, c["segment_base_offset"][i], c["batch_position"][i], meta.last_offset,
+                         c["record_count"][i], c["magic"][i], horizon, d.retention.value, d.discard_records,
                          d.contains_marker_for_empty_txn, len(tracker.kept_aborted) > kept_before))
-        out = pd.DataFrame(rows, columns=DECIDED_COLUMNS)
-        return out.astype({"delete_horizon_ms": "Int64"})  # nullable: most batches have no horizon
-
-    decided = batches.groupBy("topic", "partition").applyInPandas(decide, DECIDED_SCHEMA)
-    return decided
+    columns = zip(*rows) if rows else [()] * len(DECIDED)
+    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, DECIDED)], schema=DECIDED)
 
 
-def _record_fates(spark, plan: CompactionPlan, decided):
-    """Per record: retained or the reason it goes (spec §5.8), with the latest offset per key over the
-    cleanable dirty range as a window. Not cached: `_batch_outcomes` is its one reader."""
+def _segments(spark, plan: CompactionPlan):
+    """One row per source segment of the chosen partitions, with a number of its own (`segment`)
+    and its partition's (`tp`), which stand for the topic, partition and segment in the window's
+    shuffle; and what record fates read of it and of its partition."""
+    rows = [(s.topic, s.partition, tp, seg.base_offset, seg.mtime_ms, s.range.first_dirty, s.upper_bound,
+             s.legacy_delete_horizon_ms) for tp, s in enumerate(plan.chosen) for seg in s.segments]
+    return spark.createDataFrame(
+        [r[:4] + (i,) + r[4:] for i, r in enumerate(rows)],
+        "topic string, partition int, tp int, segment_base_offset long, segment int, segment_mtime long, "
+        "first_dirty long, upper_bound long, legacy_horizon long")
+
+
+def _record_fates(spark, plan: CompactionPlan, decided, segments):
+    """Per record: its fate (spec §5.8), with the latest offset per key over the cleanable dirty
+    range as a window. Everything but superseding is decided before the window, so that the
+    shuffle carries numbers: the record's segment, batch position, offset, key, span size and fate.
+    Not cached: `_batch_outcomes` is its one reader."""
     from pyspark.sql import Window, functions as F
-    chosen = plan.chosen
-    ranges = spark.createDataFrame(
-        [(s.topic, s.partition, s.range.first_dirty, s.upper_bound, s.legacy_delete_horizon_ms) for s in chosen],
-        "topic string, partition int, first_dirty long, upper_bound long, legacy_horizon long")
-    segment_mtimes = spark.createDataFrame(
-        [(s.topic, s.partition, seg.base_offset, seg.mtime_ms) for s in chosen for seg in s.segments],
-        "topic string, partition int, segment_base_offset long, segment_mtime long")
-    # Only the columns the decision needs travel through the shuffles, and the batch-level tables
-    # are broadcast: the window over keys is then the one shuffle of the records.
-    batch_fates = decided.select("topic", "partition", "segment_base_offset", "batch_position", "retention",
-                                 "discard_records")
+    # The batch-level tables are broadcast: the window over keys is the one shuffle of the records.
+    # Of the batch decisions only the few batches whose records all go are looked up, by numbers.
+    discarded = (_numbered(decided, segments).where("discard_records")
+                 .select("segment", "batch_position", "discard_records"))
     records = (narrow_scan(spark, plan.log_dir, **_scan_scope(plan), columns=FATE_INPUTS)
-               .join(F.broadcast(ranges), ["topic", "partition"]).where(F.col("offset") < F.col("upper_bound"))
-               .join(F.broadcast(batch_fates), ["topic", "partition", "segment_base_offset", "batch_position"])
-               .join(F.broadcast(segment_mtimes), ["topic", "partition", "segment_base_offset"]))
-    in_map = (F.col("offset") >= F.col("first_dirty")) & F.col("key").isNotNull() & ~F.col("is_control") \
-        & ~F.col("discard_records")
-    # The window sorts every record by its partition columns, comparing rows by a prefix of the first
-    # one: the key's hash first makes that prefix tell nearly all rows apart (the topic, or keys with
-    # a common prefix, would leave almost every comparison to the whole row). The groups are the same.
-    by_key = Window.partitionBy(F.xxhash64("key"), "topic", "partition", "key")
-    latest = F.max(F.when(in_map, F.col("offset"))).over(by_key)
+               .join(F.broadcast(segments), ["topic", "partition", "segment_base_offset"])
+               .where(F.col("offset") < F.col("upper_bound"))
+               .join(F.broadcast(discarded), ["segment", "batch_position"], "left"))
     retain_deletes = F.when(F.col("magic") >= 2, F.col("delete_horizon_ms").isNull()
                             | (F.lit(plan.now) < F.col("delete_horizon_ms"))) \
         .otherwise(F.col("segment_mtime") > F.col("legacy_horizon"))
-    latest_or_none = F.coalesce(F.col("latest_offset"), F.lit(-1))
-    reason = (F.when(F.col("discard_records"), F.when(F.col("is_control"), "marker_removed")
-                     .otherwise("aborted_transaction"))
-              .when(F.col("is_control"), "kept")
-              .when(F.col("key").isNull(), "unkeyed")
-              .when(F.col("offset") < latest_or_none, "superseded")
-              .when(F.col("value_is_null") & ~F.col("retain_deletes"), "tombstone_expired")
-              .otherwise("kept"))
-    # retain_deletes before the window: its one column replaces four in the window's shuffle.
-    return (records.withColumn("retain_deletes", retain_deletes).withColumn("latest_offset", latest)
-            .withColumn("reason", reason)
-            .select(*BATCH_KEYS, "offset", "value_is_null", "is_control", "record_span_size", "reason"))
+    fate = (F.when(F.col("discard_records").isNotNull(), F.when(F.col("is_control"), MARKER).otherwise(ABORTED))
+            .when(F.col("is_control"), CONTROL)
+            .when(F.col("key").isNull(), UNKEYED)
+            .when(F.col("value_is_null"), F.when(retain_deletes, KEEP_TOMBSTONE).otherwise(EXPIRE_TOMBSTONE))
+            .otherwise(KEEP).cast("byte"))
+    in_map = (F.col("offset") >= F.col("first_dirty")) & (fate <= EXPIRE_TOMBSTONE)
+    records = records.select("tp", "segment", "batch_position", "offset", "key", "record_span_size",
+                             fate.alias("fate"), F.when(in_map, F.col("offset")).alias("map_offset"))
+    # The window sorts every record by its partition columns, comparing rows by a prefix of the first
+    # one: the key's hash first makes that prefix tell nearly all rows apart (keys with a common
+    # prefix would leave almost every comparison to the whole row). The groups are the same.
+    by_key = Window.partitionBy(F.xxhash64("key"), "tp", "key")
+    latest = F.coalesce(F.max("map_offset").over(by_key), F.lit(-1))
+    superseded = (F.col("fate") <= EXPIRE_TOMBSTONE) & (F.col("offset") < latest)
+    return records.select("segment", "batch_position", "offset", "record_span_size",
+                          F.when(superseded, F.lit(SUPERSEDED).cast("byte")).otherwise(F.col("fate")).alias("fate"))
 
 
-def _batch_outcomes(fates, decided):
-    """Per batch below the upper bound: its decision and what becomes of its records, in one
-    aggregation of the record fates: the offsets that go, whether a kept tombstone needs a horizon,
-    records per reason and the record bytes removed. Plans, changed segments and the report all
-    come from this small table (a batch without records has nulls)."""
+def _batch_outcomes(fates, decided, segments):
+    """Per batch below the upper bound: its decision and what becomes of its records: the offsets
+    that go, whether a kept tombstone needs a horizon, records per reason and the record bytes
+    removed. Plans, changed segments and the report all come from this small table (a batch
+    without records has nulls).
+
+    The records are aggregated first per run of 64 offsets of a batch, the offsets that go as the
+    bits of a long: that aggregation is of fixed-size values, hashed and combined before its
+    shuffle (collecting the offsets themselves would sort every record). The runs of a batch then
+    become its list of offsets."""
     from pyspark.sql import functions as F
-    gone = F.col("reason") != "kept"
-    kept_tombstone = ~gone & F.col("value_is_null") & ~F.col("is_control")
-    # Past 128 groups (spark.sql.objectHashAggregate.sortBased.fallbackThreshold) collect_list's
-    # aggregation sorts its rows by the grouping columns, comparing a prefix of the first: the batch
-    # position tells rows apart, the topic would not.
-    per_batch = fates.groupBy("batch_position", "segment_base_offset", "partition", "topic").agg(
-        F.collect_list(F.when(gone, F.col("offset"))).alias("removed"),
-        F.max(kept_tombstone).alias("has_tombstone"),
+    gone = ~F.col("fate").isin(*FATES_OF["kept"])
+    bit = F.expr("shiftleft(1L, cast(offset & 63 as int))")
+    runs = fates.groupBy("segment", "batch_position", F.expr("offset >> 6").alias("run")).agg(
+        F.bit_or(F.when(gone, bit).otherwise(0)).alias("bits"),
+        F.max(F.col("fate") == KEEP_TOMBSTONE).alias("has_tombstone"),
         F.sum(F.when(gone, F.col("record_span_size"))).alias("bytes_removed"),
-        *[F.count(F.when(F.col("reason") == r, True)).alias(r) for r in REASONS])
-    return decided.join(per_batch, list(BATCH_KEYS), "left")
+        *[F.count(F.when(F.col("fate").isin(*fates_), True)).alias(r) for r, fates_ in FATES_OF.items()])
+    per_batch = runs.groupBy("segment", "batch_position").agg(
+        F.flatten(F.collect_list(F.expr("filter(sequence(run << 6, (run << 6) + 63), "
+                                        "o -> (bits >> cast(o & 63 as int)) & 1 = 1)"))).alias("removed"),
+        F.max("has_tombstone").alias("has_tombstone"), F.sum("bytes_removed").alias("bytes_removed"),
+        *[F.sum(r).alias(r) for r in REASONS])
+    return _numbered(decided, segments).join(per_batch, ["segment", "batch_position"], "left").drop("segment")
+
+
+def _numbered(decided, segments):
+    """The batch decisions with their segment's number."""
+    from pyspark.sql import functions as F
+    return decided.join(F.broadcast(segments.select("topic", "partition", "segment_base_offset", "segment")),
+                        ["topic", "partition", "segment_base_offset"])
+
+
+def _changes():
+    """Whether a batch changes: it goes, records of it go, or it gains a horizon."""
+    from pyspark.sql import functions as F
+    no_horizon = F.col("delete_horizon_ms").isNull() & (F.col("magic") >= 2)
+    return ((F.col("retention") == BatchRetention.DELETE.value)
+            | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
+            | ((F.col("record_count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
+            | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon))
 
 
 def _batch_plans(outcomes):
     """One row per batch that changes: its retention, removed offsets and horizon needs."""
-    from pyspark.sql import functions as F
-    no_horizon = F.col("delete_horizon_ms").isNull() & (F.col("magic") >= 2)
-    changes = ((F.col("retention") == BatchRetention.DELETE.value)
-               | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
-               | ((F.col("record_count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
-               | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon))
-    return outcomes.where(changes)
+    return outcomes.where(_changes())
 
 
 # -- steps 4-7 ----------------------------------------------------------------------------------------
@@ -239,12 +268,15 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
     # Cached: the decisions feed both the record fates and the per-batch table, which every later
     # step reads; the records themselves are aggregated once, as they come out of the window.
     decided = _batch_decisions(spark, plan).cache()
-    outcomes = _batch_outcomes(_record_fates(spark, plan, decided), decided).cache()
+    segments = _segments(spark, plan)
+    outcomes = _batch_outcomes(_record_fates(spark, plan, decided, segments), decided, segments).cache()
     try:
         plans = _batch_plans(outcomes)
-        changed = {tuple(r) for r in plans.select("topic", "partition", "segment_base_offset").distinct().collect()}
-        outputs = _output_segments(plan, resolver, _kept_txn_index_entries(outcomes), changed)
-        counts = _segment_counts(outcomes)
+        summaries = _segment_summaries(outcomes)
+        changed = {(r.topic, r.partition, r.segment_base_offset) for r in summaries if r.changed}
+        kept = {(r.topic, r.partition, o) for r in summaries for o in r.kept_txn_markers}
+        outputs = _output_segments(plan, resolver, kept, changed)
+        counts = [r for r in summaries if sum(r[k] for k in REASONS)]
         if dry_run:
             return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
         log.info("compact: rewriting %d output segments on executors", len(outputs))
@@ -268,12 +300,6 @@ def _fault(hook: FaultHook | None, step: str) -> None:
         hook(step, "")
 
 
-def _kept_txn_index_entries(outcomes) -> set[tuple]:
-    """(topic, partition, marker offset) of the ABORT markers whose `.txnindex` entry stays."""
-    rows = outcomes.where("keeps_txn_index_entry").select("topic", "partition", "last_offset").collect()
-    return {(r.topic, r.partition, r.last_offset) for r in rows}
-
-
 def _output_segments(plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple],
                      changed: set[tuple]) -> list[OutputSegment]:
     """Step 4 (driver): source segments grouped into output segments as Kafka's cleaner groups them.
@@ -294,14 +320,16 @@ def _output_segments(plan: CompactionPlan, resolver: ConfigResolver, kept: set[t
 
 # -- step 7: report -----------------------------------------------------------------------------------
 
-def _segment_counts(outcomes) -> list:
-    """Per source segment with records: records per reason and the record bytes (their uncompressed
-    spans) that go. Small."""
+def _segment_summaries(outcomes) -> list:
+    """Per source segment below the upper bound, in one small collect: records per reason, the
+    record bytes (their uncompressed spans) that go, whether any batch changes, and the ABORT
+    markers whose `.txnindex` entry stays (data of their transaction is still in the log)."""
     from pyspark.sql import functions as F
-    records = sum(F.col(r) for r in REASONS)
     return (outcomes.groupBy("topic", "partition", "segment_base_offset")
-            .agg(*[F.sum(r).alias(r) for r in REASONS], F.sum("bytes_removed").alias("bytes_removed"))
-            .where(records > 0).collect())
+            .agg(*[F.coalesce(F.sum(r), F.lit(0)).alias(r) for r in REASONS],
+                 F.sum("bytes_removed").alias("bytes_removed"), F.max(_changes()).alias("changed"),
+                 F.collect_list(F.when(F.col("keeps_txn_index_entry"), F.col("last_offset"))).alias("kept_txn_markers"))
+            .collect())
 
 
 def _partition_report(counts: list) -> list[dict]:

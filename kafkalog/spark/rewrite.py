@@ -65,8 +65,10 @@ class OutputStats:
 
 def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) -> list[OutputStats]:
     """Step 5: one Spark task per output segment writes its `.cleaned` files. `plans` is a DataFrame
-    with `PLAN_COLUMNS` (a missing one is null); its rows reach the task of their segment by an exact (identity) partitioner,
-    so every task gets one output segment and all of its plans."""
+    with `PLAN_COLUMNS` (a missing one is null). Its rows are cut, where they are, into one Arrow
+    IPC blob per output segment (pickling the rows one by one, offsets and all, would cost more than
+    the rewrite's codecs), and the blobs reach the task of their segment by an exact (identity)
+    partitioner, so every task gets one output segment and all of its plans."""
     if not outputs:
         return []
     from pyspark.sql import functions as F
@@ -74,23 +76,50 @@ def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) 
     tasks = spark.createDataFrame(
         [(o.topic, o.partition, base, i) for i, o in enumerate(outputs) for base in o.bases],
         "topic string, partition int, segment_base_offset long, task int")
-    keyed = (plans.join(tasks, ["topic", "partition", "segment_base_offset"])
-             .rdd.map(lambda r: (r.task, _plan_entry(r))))
+    blobs = (plans.join(tasks, ["topic", "partition", "segment_base_offset"])
+             .mapInArrow(_plan_blobs, "task int, plans binary").rdd.map(tuple))
     n = len(outputs)
     every_task = spark.sparkContext.parallelize([(i, None) for i in range(n)], n)  # plan-less outputs too
     outputs = list(outputs)
 
     def run(index: int, rows: Iterable) -> Iterable[OutputStats]:
-        yield rewrite_output(log_dir, outputs[index], dict(e for _, e in rows if e is not None))
+        yield rewrite_output(log_dir, outputs[index], _read_plans(blob for _, blob in rows if blob is not None))
 
-    return (keyed.union(every_task).partitionBy(n, lambda task: task)
+    return (blobs.union(every_task).partitionBy(n, lambda task: task)
             .mapPartitionsWithIndex(run).collect())
 
 
-def _plan_entry(row) -> tuple:
-    plan = BatchPlan(_RETENTION[row.retention], frozenset(row.removed or ()), bool(row.marker_for_empty_txn),
-                     bool(row.has_tombstone), frozenset(row.tombstoned or ()), frozenset(row.redacted or ()))
-    return (row.segment_base_offset, row.batch_position), plan
+def _plan_blobs(batches: Iterable) -> Iterable:
+    """The plan rows of this Spark partition as one Arrow IPC stream per task: (task, bytes)."""
+    import numpy as np
+    import pyarrow as pa
+    batches = list(batches)
+    if not sum(b.num_rows for b in batches):
+        return
+    table = pa.Table.from_batches(batches)
+    table = table.sort_by("task")
+    task = table.column("task").to_numpy()
+    starts = np.flatnonzero(np.diff(task, prepend=-1))  # where each task's rows begin
+    table = table.select(list(PLAN_COLUMNS))
+    for begin, end in zip(starts.tolist(), [*starts[1:].tolist(), len(task)]):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table.slice(begin, end - begin))
+        yield pa.record_batch([pa.array([int(task[begin])], pa.int32()), pa.array([sink.getvalue().to_pybytes()])],
+                              names=["task", "plans"])
+
+
+def _read_plans(blobs: Iterable[bytes]) -> dict:
+    """{(segment base offset, batch position): BatchPlan} from `_plan_blobs` streams."""
+    import pyarrow as pa
+    out = {}
+    for blob in blobs:
+        for row in pa.ipc.open_stream(blob).read_all().to_pylist():
+            plan = BatchPlan(_RETENTION[row["retention"]], frozenset(row["removed"] or ()),
+                             bool(row["marker_for_empty_txn"]), bool(row["has_tombstone"]),
+                             frozenset(row["tombstoned"] or ()), frozenset(row["redacted"] or ()))
+            out[row["segment_base_offset"], row["batch_position"]] = plan
+    return out
 
 
 def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputStats:
