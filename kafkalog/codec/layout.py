@@ -6,18 +6,21 @@ read for all records at once: the two bytes at every record's position are gathe
 (a one-byte-stride view of the section), two lookup tables give each varint's value and size
 (varints of three bytes or more are decoded byte by byte), and the positions advance together.
 Keys, values and headers are cut out last; header keys and values that repeat from record to
-record, as they usually do, are decoded once and shared.
+record, as they usually do, are decoded once and shared. The key scan packs its keys into one
+buffer instead (`PackedKeys`, ready to become an Arrow column), and `scan_sections` reads the
+sections of several batches as one, paying the per-call cost below once for all of them.
 
 What the scalar readers (`records.decode_record`, `scan._scan_v2`) check record by record is checked
 here on whole columns -- varints too long, lengths past the record's end, the header count, the
 record size consumed exactly -- but the vectorised reader never raises and never decides what an
 error is: whenever a section is not plainly well-formed (or needs what int64 cannot hold, or a
-non-minimal length varint, or a header key that is not UTF-8), `decode_section` and `scan_section`
-return None and the caller runs its scalar reader, the reference, which raises the precise
-KafkaLogError. For any section the result is therefore exactly the scalar reader's.
+non-minimal length varint, or a header key that is not UTF-8), `decode_section`, `scan_section`
+and `scan_sections` return None and the caller runs its scalar reader, the reference, which raises
+the precise KafkaLogError. For any section the result is therefore exactly the scalar reader's.
 
 numpy's per-call overhead (about a microsecond, some 30 calls per batch) makes this a loss for a
-handful of records, so below the thresholds below both functions return None at once.
+handful of records, so below the thresholds below `decode_section` and `scan_section` return None
+at once (`scan.scan_batches` applies the scan's to a window's records).
 """
 from __future__ import annotations
 
@@ -317,7 +320,7 @@ def _attempt(read, section: bytes, count: int, *args):
 # -- key scan ------------------------------------------------------------------------------------
 def scan_section(section: bytes, count: int, base_offset: int, base_timestamp: int,
                  log_append_time: int | None, *, force: bool = False):
-    """The key scan's columns for `count` records: (key list, offset, timestamp, value_size,
+    """The key scan's columns for `count` records: (keys as PackedKeys, offset, timestamp, value_size,
     span_start, span_size), the numeric ones int64 arrays; None to let the scalar scan decide
     (and raise), which it also does below the thresholds unless `force`."""
     if not force and count < (SCAN_THRESHOLD if len(section) >= _SMALL_RECORD * count
@@ -328,8 +331,63 @@ def scan_section(section: bytes, count: int, base_offset: int, base_timestamp: i
 
 def _scan(section, bounds, base_offset, base_timestamp, log_append_time, checked):
     f = _fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
-    keys = _slices(f.reader, section, f.key_start, f.key_end, f.key_len)
-    return keys, f.offset, f.timestamp, np.maximum(f.value_len, -1), f.S, f.span
+    return _packed(f.reader, f.key_start, f.key_len), f.offset, f.timestamp, np.maximum(f.value_len, -1), f.S, f.span
+
+
+class PackedKeys:
+    """Keys laid out as an Arrow binary column lays them out: every key's bytes back to back in
+    `data` (uint8), `offsets` where each key starts there and where the last ends (int64), `null`
+    where a key is null (bool; a null key has no bytes). Cut out with one gather, instead of one
+    bytes object per record that Arrow would then copy again."""
+    __slots__ = ("data", "offsets", "null")
+
+    def __init__(self, data, offsets, null):
+        self.data, self.offsets, self.null = data, offsets, null
+
+    def __len__(self) -> int:
+        return len(self.null)
+
+    def tolist(self) -> list:
+        """The keys as bytes, None for a null key."""
+        data = self.data.tobytes()
+        out = [data[a:b] for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())]
+        for i in np.flatnonzero(self.null).tolist():
+            out[i] = None
+        return out
+
+
+def _packed(reader: _Reader, start, length) -> PackedKeys:
+    """The fields at `start` (lengths `length`, null where negative) packed into one buffer."""
+    size = np.maximum(length, 0)
+    offsets = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    # the byte at k of the packed buffer is at its field's start + (k - where the field begins at)
+    index = np.repeat(start - offsets[:-1], size)
+    index += np.arange(len(index))
+    return PackedKeys(reader.bytes.take(index), offsets, length < 0)
+
+
+def scan_sections(sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
+                  base_timestamps: Sequence[int], log_append_times: Sequence[int | None]):
+    """`scan_section`'s columns for the records of several v2 record sections (one per batch,
+    `counts[i] > 0` records in `sections[i]`), read together so that numpy's cost per call is paid
+    once for all of them; span starts are relative to each record's own section. None unless the
+    records of every section are exactly its own (each section the per-batch scan would accept,
+    with the same result); the caller then scans the sections one by one."""
+    section = b"".join(sections)
+    f = _attempt(_fields, section, sum(counts), 0, 0, None)  # deltas: bases 0, timestamps checked
+    if f is None:
+        return None
+    section_start = _section_starts(f, sections, counts)
+    if section_start is None:
+        return None
+    batch = np.repeat(np.arange(len(counts)), counts)
+    offset = _rebase(f.offset_delta, base_offsets, batch)
+    timestamp = _timestamps(f.ts_delta, base_timestamps, log_append_times, batch)
+    if offset is None or timestamp is None:
+        return None
+    keys = _packed(f.reader, f.key_start, f.key_len)
+    return keys, offset, timestamp, np.maximum(f.value_len, -1), f.S - section_start[batch], f.span
 
 
 # -- full decode ---------------------------------------------------------------------------------
@@ -563,17 +621,14 @@ def read_spans(sections: Sequence[bytes], counts: Sequence[int], base_offsets: S
     f = _attempt(_kafka_fields, s.section, sum(counts))
     if f is None:
         return None
+    if _section_starts(f, sections, counts) is None:
+        return None
     s.starts = np.cumsum([0, *counts[:-1]])
     s.batch = np.repeat(np.arange(len(counts)), counts)
     s.offset = _rebase(f.offset_delta, base_offsets, s.batch)
-    timestamp = _rebase(f.ts_delta, base_timestamps, s.batch)
-    if s.offset is None or timestamp is None:
+    s.timestamp = _timestamps(f.ts_delta, base_timestamps, log_append_times, s.batch)
+    if s.offset is None or s.timestamp is None:
         return None
-    appended = np.array([t is not None for t in log_append_times])
-    if appended.any():  # LogAppendTime: every record has the batch's max timestamp
-        times = np.array([-1 if t is None else t for t in log_append_times], np.int64)
-        timestamp = np.where(appended[s.batch], times[s.batch], timestamp)
-    s.timestamp = timestamp
     s.S, s.E, s.ts_end, s.null_value = f.S, f.E, f.ts_end, f.value_len < 0
     return s
 
@@ -604,6 +659,28 @@ def _rebase(deltas, bases: Sequence[int], batch):
     if not (_safe(bases) and _safe(deltas)):
         return None
     return deltas + bases[batch]
+
+
+def _section_starts(f: _Fields, sections: Sequence[bytes], counts: Sequence[int]):
+    """Where each section starts in the joined ones (int64 array), or None when a section's count
+    does not fit it: a pass over joined sections only checks that all the records fill all the bytes,
+    so a record one section lacks could be counted in the next."""
+    first = np.cumsum([0, *counts[:-1]])  # each section's first record
+    section_start = np.cumsum([0, *map(len, sections[:-1])])
+    holds = np.asarray(counts) > 0
+    if f.S[first[holds]].tobytes() != section_start[holds].tobytes():
+        return None
+    return section_start
+
+
+def _timestamps(deltas, base_timestamps: Sequence[int], log_append_times: Sequence[int | None], batch):
+    """Each record's timestamp from its delta and its batch (see _rebase: None near int64's limits)."""
+    timestamp = _rebase(deltas, base_timestamps, batch)
+    appended = np.array([t is not None for t in log_append_times])
+    if timestamp is not None and appended.any():  # LogAppendTime: every record has the batch's max timestamp
+        times = np.array([-1 if t is None else t for t in log_append_times], np.int64)
+        timestamp = np.where(appended[batch], times[batch], timestamp)
+    return timestamp
 
 
 def _kafka_headers(section: bytes, reader: _Reader, pos, E) -> bool:

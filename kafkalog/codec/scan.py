@@ -7,15 +7,20 @@ headers are stepped over by the record length, and nothing is built per record b
 Batches of `layout.SCAN_THRESHOLD` records or more are read all at once with numpy
 (`layout.scan_section`); smaller ones, and any batch the vectorised reader does not vouch for, by
 the scalar loop `_scan_v2`, which decides what is an error. Both agree on every section.
+`scan_batches` reads the records of several batches in one vectorised pass (`layout.scan_sections`),
+which pays numpy's cost per call once per window instead of once per batch; where it does not vouch
+for every batch, the caller scans them one by one with `scan_keys`.
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
 from ..errors import CorruptBatchError, KafkaLogError
 from .batch import RecordBatch, TIMESTAMP_TYPE_MASK
 from .compression import DEFAULT_DECOMPRESSION_LIMIT
-from .layout import scan_section
+from .layout import SCAN_THRESHOLD, PackedKeys, scan_section, scan_sections
 from .varint import read_varint, read_varlong
 
 _NUMERIC = ("offset", "timestamp", "value_size", "span_start", "span_size")
@@ -35,26 +40,46 @@ class KeyColumns:
     * ``span_start``, ``span_size``: numpy ``int64`` arrays, the record's bytes inside its batch's
       (decompressed) records section; -1 for legacy records, which have no v2 record layout.
 
-    The numeric columns are kept as the chunks the scan produced and joined on first access, so
-    read them after the scan, not per batch. `to_arrow()` gives the table as a `pyarrow.RecordBatch`
-    without copying the numeric columns again.
+    The columns are kept as the chunks the scan produced and joined on first access, so read them
+    after the scan, not per batch. `to_arrow()` gives the table as a `pyarrow.RecordBatch` and
+    `key_array()` the keys as a pyarrow array, without a bytes object per key where the vectorised
+    scan packed them (`layout.PackedKeys`) and without copying the numeric columns again.
     """
 
-    __slots__ = ("key", "_chunks", "_pending")
+    __slots__ = ("_keys", "_chunks", "_pending")
 
     def __init__(self):
-        self.key: list = []
+        self._keys: list = []  # lists of bytes (the scalar scan) and PackedKeys (the vectorised one)
         self._chunks: list[list] = [[] for _ in _NUMERIC]  # numpy arrays per column
         self._pending: list[list] = [[] for _ in _NUMERIC]  # Python ints not yet in a chunk
 
     def __len__(self) -> int:
-        return len(self.key)
+        return sum(map(len, self._keys))
 
     def clear(self) -> None:
-        self.key.clear()
+        self._keys.clear()
         for chunks, pending in zip(self._chunks, self._pending):
             chunks.clear()
             pending.clear()
+
+    @property
+    def key(self) -> list:
+        """The keys: bytes, None for a null key."""
+        chunks = self._keys
+        if len(chunks) != 1 or not isinstance(chunks[0], list):
+            joined: list = []
+            for chunk in chunks:
+                joined += chunk if isinstance(chunk, list) else chunk.tolist()
+            chunks[:] = [joined]
+        return chunks[0]
+
+    def key_array(self):
+        """The keys as a `pyarrow.BinaryArray`."""
+        import pyarrow as pa
+
+        arrays = [pa.array(chunk, pa.large_binary()) if isinstance(chunk, list) else _arrow_keys(chunk, pa)
+                  for chunk in self._keys]
+        return pa.concat_arrays(arrays).cast(pa.binary()) if arrays else pa.array([], pa.binary())
 
     def _column(self, i: int) -> np.ndarray:
         chunks = self._chunks[i]
@@ -66,9 +91,9 @@ class KeyColumns:
             chunks[:] = [joined]
         return chunks[0]
 
-    def _extend_arrays(self, keys: list, *arrays) -> None:
+    def _extend_arrays(self, keys: PackedKeys, *arrays) -> None:
         """Append one batch's rows given as int64 arrays (the vectorised scan)."""
-        self.key += keys
+        self._keys.append(keys)
         for chunks, pending, array in zip(self._chunks, self._pending, arrays):
             if pending:  # keep the row order: rows from the scalar scan came first
                 chunks.append(np.array(pending, np.int64))
@@ -77,7 +102,10 @@ class KeyColumns:
 
     def _extend_lists(self, keys: list, *lists) -> None:
         """Append one batch's rows given as lists of ints (the scalar scan)."""
-        self.key += keys
+        if self._keys and isinstance(self._keys[-1], list):
+            self._keys[-1] += keys
+        else:
+            self._keys.append(keys)
         for pending, values in zip(self._pending, lists):
             pending += values
 
@@ -85,9 +113,8 @@ class KeyColumns:
         """The table as a `pyarrow.RecordBatch` (columns int64 but `key`, which is binary)."""
         import pyarrow as pa
 
-        return pa.record_batch([pa.array(self.offset), pa.array(self.timestamp),
-                                pa.array(self.key, pa.binary()), pa.array(self.value_size),
-                                pa.array(self.span_start), pa.array(self.span_size)],
+        return pa.record_batch([pa.array(self.offset), pa.array(self.timestamp), self.key_array(),
+                                pa.array(self.value_size), pa.array(self.span_start), pa.array(self.span_size)],
                                names=["offset", "timestamp", "key", "value_size", "span_start", "span_size"])
 
     offset = property(lambda self: self._column(0), doc="int64 array: the record offsets")
@@ -97,8 +124,16 @@ class KeyColumns:
     span_size = property(lambda self: self._column(4), doc="int64 array: record size in bytes")
 
 
-def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT) -> int:
-    """Append the batch's records to `out`; returns how many were appended.
+def _arrow_keys(keys: PackedKeys, pa):
+    """PackedKeys as a `pyarrow.LargeBinaryArray` over the same buffers."""
+    validity = pa.py_buffer(np.packbits(~keys.null, bitorder="little")) if keys.null.any() else None
+    return pa.Array.from_buffers(pa.large_binary(), len(keys),
+                                 [validity, pa.py_buffer(keys.offsets), pa.py_buffer(keys.data)])
+
+
+def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT, section: bytes | None = None) -> int:
+    """Append the batch's records to `out`; returns how many were appended. `section`: the v2
+    batch's records section, when the caller has decompressed it already.
 
     On an error nothing of the batch is appended. Offsets and timestamps that do not fit in int64
     (possible only in corrupt data) are a CorruptBatchError here, where `records()` would return them.
@@ -108,8 +143,9 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT) 
     count = batch._checked_count()
     if count == 0:
         return 0
-    section = batch.records_section(limit)
-    log_append_time = batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
+    if section is None:
+        section = batch.records_section(limit)
+    log_append_time = _log_append_time(batch)
     columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time)
     if columns is not None:
         out._extend_arrays(*columns)
@@ -125,6 +161,28 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT) 
     _check_int64(batch, rows[1], rows[2])
     out._extend_lists(*rows)
     return count
+
+
+def scan_batches(batches: Sequence[RecordBatch], sections: Sequence[bytes], out: KeyColumns) -> bool:
+    """Append the records of v2 batches, each of at least one record and given with its records
+    section, exactly as `scan_keys` one batch after the other would, but read in one vectorised
+    pass. False, with nothing appended, where that pass does not vouch for every batch or the
+    batches hold too few records for it to pay: then scan each batch with `scan_keys`, which
+    also raises the error of a failing one."""
+    counts = [batch.records_count for batch in batches]
+    if sum(counts) < SCAN_THRESHOLD:
+        return False
+    columns = scan_sections(sections, counts, [batch.base_offset for batch in batches],
+                            [batch.base_timestamp for batch in batches], list(map(_log_append_time, batches)))
+    if columns is None:
+        return False
+    out._extend_arrays(*columns)
+    return True
+
+
+def _log_append_time(batch: RecordBatch) -> int | None:
+    """The timestamp of every record of a LogAppendTime batch (its max timestamp); None otherwise."""
+    return batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
 
 
 def _check_int64(batch, offsets: list, timestamps: list) -> None:

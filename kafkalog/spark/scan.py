@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.compression import Codec
 from ..codec.control import ControlType, parse_control_type, parse_coordinator_epoch
-from ..codec.scan import KeyColumns, scan_keys
+from ..codec.scan import KeyColumns, scan_batches, scan_keys
 from ..errors import CorruptBatchError, CorruptIndexError, KafkaLogError
 from ..storage.fs import LogFileSystem
 from ..storage.index import OffsetPosition
@@ -399,6 +399,9 @@ class _ViewBuilder:
     def add(self, position: int, batch) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def settle(self) -> None:
+        """Decode the batches `add` holds back, if any; errors name their batch's file and byte."""
+
     def flush(self) -> pa.RecordBatch:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -407,8 +410,18 @@ _NARROW_BATCH_FIELDS = ("batch_base_offset", "batch_last_offset", "batch_positio
                         "producer_epoch", "is_transactional", "is_control", "delete_horizon_ms", "magic", "codec")
 
 
+# A window of v2 batches is scanned in one vectorised pass (`scan_batches`) once it holds this many
+# batches or decompressed bytes: enough to pay numpy's cost per call once for thousands of records,
+# few enough to keep the held-back sections small.
+WINDOW_BATCHES = 64
+WINDOW_BYTES = 1 << 20
+
+
 class NarrowBuilder(_ViewBuilder):
-    """The compaction view: `scan_keys` per batch (values are never materialised)."""
+    """The compaction view: the keys of a window of batches scanned at once (`scan_batches`),
+    batch by batch (`scan_keys`) where that pass does not vouch for them all (values are never
+    materialised). `add` holds the window's batches back until it is full, `settle` or `flush`;
+    `rows` counts them already."""
     schema = NARROW_SCHEMA
 
     def __init__(self, unit: WorkUnit):
@@ -420,23 +433,54 @@ class NarrowBuilder(_ViewBuilder):
         self.batch = _BatchColumns(_NARROW_BATCH_FIELDS)
         self.control_types: list[tuple[int, int]] = []  # (row, control type) of control records
         self.rows = 0
+        self.window: list[tuple[int, RecordBatch, bytes]] = []  # (position, batch, records section)
+        self.window_bytes = 0
 
     def add(self, position: int, batch) -> None:
-        n = scan_keys(batch, self.keys)
-        if n == 0:
+        if not isinstance(batch, RecordBatch) or batch.records_count <= 0:
+            self.settle()  # legacy, empty or with an invalid count: on its own, as before
+            n = scan_keys(batch, self.keys)
+            if n:
+                self._count(position, batch, n)
             return
-        start = self.rows
+        section = batch.records_section()  # a decompression error is this batch's, raised now
+        if batch.is_control:
+            self._control_types(batch, section)
+        self.window.append((position, batch, section))
+        self.window_bytes += len(section)
+        self._count(position, batch, batch.records_count)
+        if len(self.window) >= WINDOW_BATCHES or self.window_bytes >= WINDOW_BYTES:
+            self.settle()
+
+    def _control_types(self, batch: RecordBatch, section: bytes) -> None:
+        """Note the control type of each record of a control batch (rare and tiny: decoded)."""
+        try:
+            types = [int(parse_control_type(record.key)[1]) for record in batch.records()]
+        except Exception:  # the batch's own scan error, if it has one, comes first (as without windows)
+            self.settle()
+            scan_keys(batch, KeyColumns(), section=section)
+            raise
+        self.control_types += [(self.rows + i, t) for i, t in enumerate(types)]
+
+    def _count(self, position: int, batch, n: int) -> None:
         self.rows += n
         self.batch.add(self.rows, (batch.base_offset, batch.last_offset, position, batch.producer_id,
                                    batch.producer_epoch, batch.is_transactional, batch.is_control,
                                    batch.delete_horizon_ms, batch.magic, batch.codec))
-        if batch.is_control:  # rare and tiny: decode the records for their keys
-            for i, record in enumerate(batch.records()):
-                self.control_types.append((start + i, int(parse_control_type(record.key)[1])))
+
+    def settle(self) -> None:
+        window = self.window
+        self.window, self.window_bytes = [], 0
+        if len(window) > 1 and scan_batches([b for _, b, _ in window], [s for _, _, s in window], self.keys):
+            return
+        for position, batch, section in window:  # the first failing batch raises its own error
+            with _Decoding(self.unit, position, batch):
+                scan_keys(batch, self.keys, section=section)
 
     def flush(self) -> pa.RecordBatch:
+        self.settle()
         n, unit, b, k = self.rows, self.unit, self.batch, self.keys
-        key = _arrow(k.key, pa.binary())
+        key = k.key_array()
         value_size = _arrow(k.value_size, pa.int32())
         columns = {
             "topic": _constant(unit.topic, pa.string(), n),
@@ -621,11 +665,19 @@ def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: Scan
     `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
     """
     builder = BUILDERS[view](unit)
+    try:
+        yield from _read_unit(unit, fs, builder, view, flt, verify_crc, batch_rows)
+    except Exception:
+        builder.settle()  # the batches it holds back come first: the first of them to fail raises
+        raise
+
+
+def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: str, flt: ScanFilter,
+               verify_crc: bool, batch_rows: int) -> Iterator[pa.RecordBatch]:
     reader = SegmentReader(fs, unit.path, unit.end, unit.start)
     start, end = flt.start_offset, flt.end_offset
     low, high = unit.low_offset, unit.high_offset
     completed = True
-    position, batch = unit.start, None
     iterator = iter(reader)
     while True:
         try:
@@ -638,7 +690,7 @@ def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: Scan
         if item is None:
             break
         position, batch = item
-        try:
+        with _Decoding(unit, position, batch):
             v2 = isinstance(batch, RecordBatch)
             last = batch.last_offset
             first = batch.base_offset if v2 or batch.codec == Codec.NONE else None
@@ -656,13 +708,6 @@ def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: Scan
             if verify_crc:
                 batch.verify()
             builder.add(position, batch)
-        except KafkaLogError as err:
-            if err.file is not None:
-                raise
-            raise locate(err, unit.path, position, batch) from None
-        except Exception as err:
-            raise CorruptBatchError(f"cannot decode the batch: {type(err).__name__}: {err}", file=unit.path,
-                                    position=position, offset=getattr(batch, "last_offset", None)) from err
         if builder.rows >= batch_rows:
             yield _filtered(builder.flush(), view, flt)
     if completed and not unit.is_last_range and (reader.truncated_tail is not None or reader.end_position != unit.end):
@@ -672,6 +717,27 @@ def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: Scan
             file=unit.index_path or unit.path, position=unit.end)
     if builder.rows:
         yield _filtered(builder.flush(), view, flt)
+
+
+class _Decoding:
+    """A block decoding the batch at `position` of the unit's file: what it raises leaves as a
+    KafkaLogError naming the file and byte (the codec's, located, or a CorruptBatchError wrapping
+    anything else)."""
+    __slots__ = ("unit", "position", "batch")
+
+    def __init__(self, unit: WorkUnit, position: int, batch):
+        self.unit, self.position, self.batch = unit, position, batch
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind, err, traceback) -> None:
+        if not isinstance(err, Exception) or isinstance(err, KafkaLogError) and err.file is not None:
+            return
+        if isinstance(err, KafkaLogError):
+            raise locate(err, self.unit.path, self.position, self.batch) from None
+        raise CorruptBatchError(f"cannot decode the batch: {type(err).__name__}: {err}", file=self.unit.path,
+                                position=self.position, offset=getattr(self.batch, "last_offset", None)) from err
 
 
 def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBatch:

@@ -175,7 +175,7 @@ def assert_same_as_scalar(batch):
     if forced[1] is not None:
         keys, *numeric = forced[1]
         assert all(isinstance(column, np.ndarray) and column.dtype == np.int64 for column in numeric)
-        got = list(zip(*(column.tolist() for column in numeric[:2]), keys,
+        got = list(zip(*(column.tolist() for column in numeric[:2]), keys.tolist(),
                        *(column.tolist() for column in numeric[2:])))
         assert expected_scan == ("ok", got)
     return expected
@@ -483,6 +483,8 @@ def test_key_columns_keep_batch_order_across_scalar_and_vectorised_batches():
         scan_keys(RecordBatch(build_batch(records)), cols)
         expected += records
     assert len(cols) == len(expected) == cols.offset.size
+    # packed (vectorised) and listed (scalar) keys, as one Arrow array and then as one list
+    assert cols.key_array().type == pa.binary() and cols.key_array().to_pylist() == [r.key for r in expected]
     for name in ("offset", "timestamp", "value_size", "span_start", "span_size"):
         column = getattr(cols, name)
         assert isinstance(column, np.ndarray) and column.dtype == np.int64 and len(column) == len(expected)
@@ -506,3 +508,98 @@ def test_thresholds_keep_small_batches_scalar():
     assert layout.scan_section(section, 3, 0, 0, None) is None
     assert layout.decode_section(section, 3, 0, 0, None, force=True) is not None
     assert layout.decode_section(section, 0, 0, 0, None, force=True) is None
+
+
+# -- windows of batches read as one (scan_batches) -----------------------------------------------
+def window_rows(batches) -> tuple:
+    """What `scan_keys` batch after batch gives: ('ok', rows) or the first batch's error."""
+    got = []
+    for i, batch in enumerate(batches):
+        scanned = outcome(lambda: scan(batch))
+        if scanned[0] == "error":
+            return ("error", i, *scanned[1:])
+        got += scanned[1]
+    return ("ok", got)
+
+
+def assert_window_as_batch_by_batch(batches) -> bool:
+    """scan_batches appends exactly the rows of scan_keys batch by batch, or nothing (False); it
+    may decline a window only below the threshold or where some batch is not plainly well-formed."""
+    expected = window_rows(batches)
+    cols = KeyColumns()
+    done = scan_module.scan_batches(batches, [b.records_section() for b in batches], cols)
+    if done:
+        assert expected == ("ok", rows(cols))
+    else:
+        assert len(cols) == 0
+    return done
+
+
+@SETTINGS
+@given(data=st.data(), sizes_=st.lists(sizes, min_size=1, max_size=6),
+       damaged=rarely(st.just(-1), st.integers(0, 5), 2), defect=st.sampled_from(DEFECTS), byte=st.integers(0, 255))
+def test_a_window_scans_as_its_batches_one_by_one(data, sizes_, damaged, defect, byte):
+    """Random sections (every varint length, LogAppendTime, base offsets and timestamps near int64's
+    limits, mixed codecs), at most one of them damaged."""
+    batches = []
+    for i, n in enumerate(sizes_):
+        specs = data.draw(record_specs(n))
+        section, starts, fields = section_of(specs)
+        count = n
+        if i == damaged:
+            j = data.draw(st.integers(0, n - 1))
+            if defect in SPEC_DEFECTS:
+                specs[j] = SPEC_DEFECTS[defect](specs[j])
+                section, starts, fields = section_of(specs)
+            section, count = damage(section, starts, fields, defect, j, byte)
+        if count:  # the window takes batches of at least one record
+            batches.append(batch_of(section, count, **data.draw(batch_fields)))
+    if batches:
+        assert_window_as_batch_by_batch(batches)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), n=st.integers(1, 6))
+def test_windows_of_builder_batches_are_read_in_one_pass(data, n):
+    """Batches as Kafka writes them, any codec and timestamp type, small or large, deltas of every
+    size: the window reads them (True) and equals the batch-by-batch scan."""
+    batches = []
+    offset = data.draw(st.integers(0, 2**40))
+    for _ in range(n):
+        count = data.draw(st.integers(1, 70))
+        ts = data.draw(st.integers(0, 2**41))
+        records = [Record(offset + i, ts + data.draw(st.integers(-10**8, 10**8)),
+                          data.draw(st.one_of(st.none(), st.binary(max_size=30))),
+                          data.draw(st.one_of(st.none(), st.binary(max_size=300), st.just(b"x" * 9000))),
+                          tuple(data.draw(st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=4)),
+                                                   max_size=2))))
+                   for i in range(count)]
+        offset += count + data.draw(st.integers(0, 100))
+        log_append = data.draw(st.booleans())
+        batches.append(RecordBatch(build_batch(records, codec=data.draw(st.sampled_from(list(Codec))),
+                                               timestamp_type=int(log_append),
+                                               log_append_time=ts + 5 if log_append else None)))
+    done = assert_window_as_batch_by_batch(batches)
+    assert done == (sum(b.records_count for b in batches) >= layout.SCAN_THRESHOLD)
+
+
+def test_a_window_declines_counts_that_do_not_fit_their_sections():
+    """Two sections whose records add up but do not split as declared: each batch alone is corrupt."""
+    specs = [{"ts": i, "od": i, "key": b"k%d" % i, "value": b"v"} for i in range(60)]
+    section, starts, _ = section_of(specs)
+    first, second = section[:starts[31]], section[starts[31]:]  # 31 and 29 records
+    batches = [batch_of(first, 30), batch_of(second, 30)]
+    assert window_rows(batches)[:2] == ("error", 0)
+    assert not assert_window_as_batch_by_batch(batches)
+    assert assert_window_as_batch_by_batch([batch_of(first, 31), batch_of(second, 29)])
+
+
+def test_a_window_with_an_offset_or_timestamp_near_int64_limits_is_declined_not_wrapped():
+    specs = [{"ts": 10**9 * i, "od": i, "key": b"k", "value": b"v"} for i in range(30)]
+    section, _, _ = section_of(specs)
+    for fields, fits in (({"base_offset": 2**63 - 10}, False), ({"base_timestamp": 2**63 - 10}, False),
+                         ({"base_offset": 2**63 - 100}, True), ({"base_timestamp": -2**63}, True),
+                         ({"base_timestamp": 2**63 - 1, "log_append_time": 5}, True)):
+        batches = [batch_of(section, 30), batch_of(section, 30, **fields)]
+        assert window_rows(batches)[0] == ("ok" if fits else "error")
+        assert not assert_window_as_batch_by_batch(batches)  # declined, then scanned batch by batch

@@ -14,6 +14,7 @@ from hypothesis import given, settings, strategies as st
 from kafkalog.codec.batch import RecordBatch, build_batch
 from kafkalog.codec.compression import Codec
 from kafkalog.codec.filter import SPLICE_THRESHOLD, BatchRetention, Outcome, SpliceJob, filter_batch, splice_batches
+from kafkalog.codec.layout import read_spans
 from kafkalog.codec.records import Record, encode_record
 from kafkalog.errors import KafkaLogError
 from tests.codec.test_layout import batch_fields, batch_of, record_specs, section_of
@@ -188,3 +189,17 @@ def test_a_window_of_batches_splices_as_each_alone(data, kw):
                                    contains_marker_for_empty_txn=job.contains_marker_for_empty_txn, **kw)
         elif job.retention is not BatchRetention.DELETE and job.batch.records_count >= SPLICE_THRESHOLD:
             assert job.batch.records()[0].timestamp == 1_700_000_000_000  # only the odd batches are declined
+
+
+def test_a_count_that_does_not_fit_its_section_is_not_read_into_the_next():
+    """Two sections whose records fill them both, but the first holds one record more than it
+    declares and the second one fewer: read together, the records would fill all the bytes, so
+    each section's start is checked too, and the window is declined (each batch then fails alone)."""
+    def section(offsets):
+        out = bytearray()
+        for o in offsets:
+            encode_record(out, Record(o, 1_000, b"k%d" % o, b"v", ()), 0, 1_000)
+        return bytes(out)
+    first, second = section(range(31)), section(range(31, 60))
+    assert read_spans([first, second], [30, 30], [0, 0], [1_000, 1_000], [None, None]) is None
+    assert read_spans([first, second], [31, 29], [0, 0], [1_000, 1_000], [None, None]) is not None

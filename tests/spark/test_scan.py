@@ -133,3 +133,110 @@ def test_a_projected_narrow_scan_equals_the_full_view_selected(spark, small_log)
     assert projected.columns == columns
     full = narrow_scan(spark, str(small_log.path), topics=["customers"]).select(*columns)
     assert_df_equality(projected, full, ignore_row_order=True)
+
+
+# -- the narrow view's windows of batches (no Spark needed) ---------------------------------------------
+
+def _mixed_segment(tmp_path, corrupt_at=None, crc_error_at=None, bad_control_at=None):
+    """A .log of batches of every kind a window meets: codecs, LogAppendTime, small and large, legacy,
+    control and empty batches; `corrupt_at`: that batch's records are malformed (its CRC is right),
+    `crc_error_at`: that batch's stored CRC is wrong, `bad_control_at`: a control batch whose record
+    key is too short. Returns the work unit and each batch's position."""
+    from kafkalog.codec.batch import build_batch, build_empty_batch
+    from kafkalog.codec.compression import Codec
+    from kafkalog.codec.control import build_end_txn_marker
+    from kafkalog.codec.legacy import build_legacy_batch
+    from kafkalog.codec.records import Record
+    from kafkalog.spark.scan import WorkUnit
+    from tests.codec.test_layout import batch_of, damage, section_of
+
+    data, positions, offset = bytearray(), [], 0
+    codecs = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
+    for i in range(40):
+        n = [1, 3, 25, 110][i % 4]
+        records = [Record(offset + j, 1_700_000_000_000 + 9000 * j - 5 * i, b"key-%d" % ((i * 7 + j) % 50),
+                          None if j % 9 == 4 else b"v" * (j % 200)) for j in range(n)]
+        if i == corrupt_at:
+            specs = [{"ts": 9000 * j, "od": j, "key": r.key, "value": r.value} for j, r in enumerate(records)]
+            section, starts, fields = section_of(specs)
+            damaged, count = damage(section, starts, fields, "key_past_end", n // 2, 3)
+            batch = batch_of(damaged, count, base_offset=offset, codec=Codec.LZ4).data
+        elif i == bad_control_at:
+            batch = build_batch([Record(offset, 5, b"\0", None)], is_control=True, is_transactional=True,
+                                producer_id=3, producer_epoch=0)
+            n = 1
+        elif i % 10 == 7:
+            batch = build_legacy_batch(records, magic=1, codec=Codec.GZIP if i % 20 == 7 else Codec.NONE)
+        elif i % 10 == 5:
+            batch = build_end_txn_marker(offset=offset, timestamp=5, producer_id=3, producer_epoch=0, commit=True)
+            n = 1
+        elif i % 10 == 9:
+            batch = build_empty_batch(base_offset=offset, last_offset_delta=2, max_timestamp=7)
+            n = 3
+        else:
+            log_append = i % 3 == 1
+            batch = build_batch(records, codec=codecs[i % 5], timestamp_type=int(log_append),
+                                log_append_time=1_800_000_000_000 + i if log_append else None)
+        if i == crc_error_at:
+            batch = batch[:-1] + bytes([batch[-1] ^ 1])
+        positions.append(len(data))
+        data += batch
+        offset += n
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(bytes(data))
+    return WorkUnit("t", 0, 0, str(path), 0, len(data), len(data)), positions
+
+
+def _read(unit, windowed: bool, **kw):
+    """read_unit's batches, with windows or batch by batch (each batch scanned on its own as `add`
+    gets it: what the narrow view did before windows)."""
+    from unittest import mock
+
+    from kafkalog.spark import scan as spark_scan
+    with mock.patch.object(spark_scan, "WINDOW_BATCHES", spark_scan.WINDOW_BATCHES if windowed else 1):
+        return list(spark_scan.read_unit(unit, spark_scan.filesystem(str(unit.path)), "narrow", **kw))
+
+
+def _error(fn):
+    from kafkalog.errors import KafkaLogError
+    with pytest.raises(KafkaLogError) as err:
+        fn()
+    return type(err.value), err.value.message, err.value.file, err.value.position, err.value.offset
+
+
+@pytest.mark.parametrize("batch_rows", [1, 50, 64 * 1024])
+@pytest.mark.parametrize("offsets", [(None, None), (30, None), (None, 400), (101, 377)])
+def test_narrow_windows_equal_the_batch_by_batch_scan(tmp_path, batch_rows, offsets):
+    from kafkalog.spark.scan import ScanFilter
+    unit, _ = _mixed_segment(tmp_path)
+    flt = ScanFilter.of(start_offset=offsets[0], end_offset=offsets[1])
+    got = _read(unit, True, flt=flt, batch_rows=batch_rows)
+    expected = _read(unit, False, flt=flt, batch_rows=batch_rows)
+    assert [b.num_rows for b in got] == [b.num_rows for b in expected]  # the same Arrow batches
+    assert all(a.equals(b) for a, b in zip(got, expected))
+    assert sum(b.num_rows for b in got) > 500 or offsets != (None, None)
+
+
+@pytest.mark.parametrize("corrupt_at", [0, 2, 11, 21, 38])
+def test_a_corrupt_batch_in_a_window_raises_its_own_error(tmp_path, corrupt_at):
+    """The batch's own located CorruptBatchError, as batch by batch, even when a later batch of the
+    window fails its CRC check first."""
+    from kafkalog.errors import CorruptBatchError
+    for crc_error_at in (None, corrupt_at + 1):
+        unit, positions = _mixed_segment(tmp_path, corrupt_at, crc_error_at)
+        expected = _error(lambda: _read(unit, False))
+        assert expected[0] is CorruptBatchError and expected[2] == unit.path
+        assert expected[3] == positions[corrupt_at] and expected[1].startswith("record at byte")
+        assert _error(lambda: _read(unit, True)) == expected
+
+
+@pytest.mark.parametrize("crc_error_at", [None, 14])
+def test_a_bad_control_batch_in_a_window_raises_as_before(tmp_path, crc_error_at):
+    from kafkalog.errors import CorruptBatchError
+    unit, positions = _mixed_segment(tmp_path, bad_control_at=13, crc_error_at=crc_error_at)
+    expected = _error(lambda: _read(unit, False))
+    assert expected[0] is CorruptBatchError and expected[2] == unit.path and "control record key" in expected[1]
+    assert _error(lambda: _read(unit, True)) == expected
+    unit, positions = _mixed_segment(tmp_path, corrupt_at=12, bad_control_at=13)  # the earlier batch first
+    expected = _error(lambda: _read(unit, False))
+    assert expected[3] == positions[12] and _error(lambda: _read(unit, True)) == expected
