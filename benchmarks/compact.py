@@ -144,6 +144,7 @@ def main(argv=None) -> None:
     parser.add_argument("--keys-case", type=int, default=0, metavar="N",
                         help="instead: distinct-key logs of N/10, N/2 and N keys, memory compared")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="2g", help="the JVM heap of local mode (spark.driver.memory)")
     parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     parser.add_argument("--repeat", type=int, default=1, help="compaction rounds; the fastest counts")
     args = parser.parse_args(argv)
@@ -158,10 +159,10 @@ def main(argv=None) -> None:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def _session(master: str):
+def _session(master, driver_memory: str):
     from kafkalog.spark import local_session
     started = time.perf_counter()
-    spark = local_session("kafkalog-bench", master)
+    spark = local_session("kafkalog-bench", master, conf={"spark.driver.memory": driver_memory})
     spark.range(4).count()  # start the JVM and the executors before anything is timed
     return spark, time.perf_counter() - started
 
@@ -179,7 +180,7 @@ def end_to_end(args, base: Path) -> None:
           + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)
     load_before = os.getloadavg()[0]
     records, decode_seconds = kafka_python_decode(source)
-    spark, session_seconds = _session(args.master)
+    spark, session_seconds = _session(args.master, args.driver_memory)
     now = int(time.time() * 1000)
     runs = [compact_copy(spark, source, base / "work", now) for _ in range(args.repeat)]
     seconds, totals, peak = min(runs, key=lambda r: r[0])
@@ -203,7 +204,7 @@ def end_to_end(args, base: Path) -> None:
 
 def keys_case(args, base: Path) -> None:
     from kafkalog.storage.generator import generate
-    spark, _ = _session(args.master)
+    spark, _ = _session(args.master, args.driver_memory)
     rows = []
     for keys in (args.keys_case // 10, args.keys_case // 2, args.keys_case):
         source = base / f"keys-{keys}"
@@ -215,8 +216,8 @@ def keys_case(args, base: Path) -> None:
         rows.append((keys, sum(s.size for s in segments), seconds, peak))
         shutil.rmtree(base / "work", ignore_errors=True)
     spark.stop()
-    print(f"\nSpark {args.master}; every record has a distinct key, so nothing is superseded and every key "
-          "is in the window\n")
+    print(f"\nSpark {args.master}, {args.driver_memory} heap; every record has a distinct key, so nothing is "
+          "superseded and every key is in the window\n")
     print("| distinct keys | MB of .log | seconds | peak driver MiB | peak JVM MiB | peak workers MiB |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for keys, nbytes, seconds, peak in rows:
