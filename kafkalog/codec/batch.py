@@ -108,6 +108,11 @@ class RecordBatch:
         return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
 
     @property
+    def log_append_time(self) -> int | None:
+        """The timestamp of every record of a LogAppendTime batch (its max timestamp); None otherwise."""
+        return self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+
+    @property
     def is_transactional(self) -> bool:
         return bool(self.attributes & TRANSACTIONAL_FLAG)
 
@@ -170,7 +175,7 @@ class RecordBatch:
         if count == 0:  # Kafka does not look at the payload of an empty batch
             return []
         section = self.records_section(limit)
-        log_append_time = self.max_timestamp if self.attributes & TIMESTAMP_TYPE_MASK else None
+        log_append_time = self.log_append_time
         base_offset, base_timestamp = self.base_offset, self.base_timestamp
         # all records at once (numpy); None for small batches and whatever only the scalar path can tell
         out = decode_section(section, count, base_offset, base_timestamp, log_append_time)

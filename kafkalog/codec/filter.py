@@ -122,7 +122,7 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int, keep_max_timestam
     appended = [b.timestamp_type == TimestampType.LOG_APPEND_TIME for b in batches]
     spans = read_spans([b.records_section() for b in batches], [b.records_count for b in batches],
                        [b.base_offset for b in batches], [b.base_timestamp for b in batches],
-                       [b.max_timestamp if a else None for b, a in zip(batches, appended)])
+                       [b.log_append_time for b in batches])
     if spans is None:
         return None
     removed = set().union(*(job.removed for job in jobs))  # offsets are unique within a partition

@@ -374,8 +374,27 @@ def scan_sections(sections: Sequence[bytes], counts: Sequence[int], base_offsets
     once for all of them; span starts are relative to each record's own section. None unless the
     records of every section are exactly its own (each section the per-batch scan would accept,
     with the same result); the caller then scans the sections one by one."""
+    joined = _read_joined(_base_zero_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
+    if joined is None:
+        return None
+    _, f, section_start, batch, offset, timestamp = joined
+    keys = _packed(f.reader, f.key_start, f.key_len)
+    return keys, offset, timestamp, np.maximum(f.value_len, -1), f.S - section_start[batch], f.span
+
+
+def _base_zero_fields(section, bounds, checked) -> _Fields:
+    """`_fields` with bases 0 (deltas) and timestamps read checked."""
+    return _fields(section, bounds, 0, 0, None, checked)
+
+
+def _read_joined(read, sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
+                 base_timestamps: Sequence[int], log_append_times: Sequence[int | None]):
+    """Read several sections joined as one with `read` (a `_fields` of bases 0, through `_attempt`):
+    (the joined section, fields, where each section starts in it, each record's section, offsets,
+    timestamps), or None where the pass gives up, a count does not fit its section, or a base and a
+    delta come near int64's limits."""
     section = b"".join(sections)
-    f = _attempt(_fields, section, sum(counts), 0, 0, None)  # deltas: bases 0, timestamps checked
+    f = _attempt(read, section, sum(counts))
     if f is None:
         return None
     section_start = _section_starts(f, sections, counts)
@@ -386,8 +405,7 @@ def scan_sections(sections: Sequence[bytes], counts: Sequence[int], base_offsets
     timestamp = _timestamps(f.ts_delta, base_timestamps, log_append_times, batch)
     if offset is None or timestamp is None:
         return None
-    keys = _packed(f.reader, f.key_start, f.key_len)
-    return keys, offset, timestamp, np.maximum(f.value_len, -1), f.S - section_start[batch], f.span
+    return section, f, section_start, batch, offset, timestamp
 
 
 # -- full decode ---------------------------------------------------------------------------------
@@ -616,26 +634,19 @@ def read_spans(sections: Sequence[bytes], counts: Sequence[int], base_offsets: S
     is well-formed and every record is written exactly as Kafka writes one (attributes 0, null
     lengths -1, every varint minimal, UTF-8 header keys): only then are its bytes what Kafka's
     re-encoding would give. Also None where a base and a delta come near int64's limits."""
+    joined = _read_joined(_kafka_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
+    if joined is None:
+        return None
     s = Spans()
-    s.section = b"".join(sections)
-    f = _attempt(_kafka_fields, s.section, sum(counts))
-    if f is None:
-        return None
-    if _section_starts(f, sections, counts) is None:
-        return None
+    s.section, f, _, s.batch, s.offset, s.timestamp = joined
     s.starts = np.cumsum([0, *counts[:-1]])
-    s.batch = np.repeat(np.arange(len(counts)), counts)
-    s.offset = _rebase(f.offset_delta, base_offsets, s.batch)
-    s.timestamp = _timestamps(f.ts_delta, base_timestamps, log_append_times, s.batch)
-    if s.offset is None or s.timestamp is None:
-        return None
     s.S, s.E, s.ts_end, s.null_value = f.S, f.E, f.ts_end, f.value_len < 0
     return s
 
 
 def _kafka_fields(section, bounds, checked) -> _Fields:
     """The fields of every record (deltas: bases 0), if every record is as Kafka writes it."""
-    f = _fields(section, bounds, 0, 0, None, checked)
+    f = _base_zero_fields(section, bounds, checked)
     starts = np.concatenate((f.ts_start, f.ts_end, f.key_len_start, f.key_end))
     ends = np.concatenate((f.ts_end, f.key_len_start, f.key_start, f.value_start))
     if (_count(f.reader.bytes.take(f.ts_start - 1))  # the attributes byte

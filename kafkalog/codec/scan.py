@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import CorruptBatchError, KafkaLogError
-from .batch import RecordBatch, TIMESTAMP_TYPE_MASK
+from .batch import RecordBatch
 from .compression import DEFAULT_DECOMPRESSION_LIMIT
 from .layout import SCAN_THRESHOLD, PackedKeys, scan_section, scan_sections
 from .varint import read_varint, read_varlong
@@ -145,7 +145,7 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT, 
         return 0
     if section is None:
         section = batch.records_section(limit)
-    log_append_time = _log_append_time(batch)
+    log_append_time = batch.log_append_time
     columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time)
     if columns is not None:
         out._extend_arrays(*columns)
@@ -173,16 +173,11 @@ def scan_batches(batches: Sequence[RecordBatch], sections: Sequence[bytes], out:
     if sum(counts) < SCAN_THRESHOLD:
         return False
     columns = scan_sections(sections, counts, [batch.base_offset for batch in batches],
-                            [batch.base_timestamp for batch in batches], list(map(_log_append_time, batches)))
+                            [batch.base_timestamp for batch in batches], [batch.log_append_time for batch in batches])
     if columns is None:
         return False
     out._extend_arrays(*columns)
     return True
-
-
-def _log_append_time(batch: RecordBatch) -> int | None:
-    """The timestamp of every record of a LogAppendTime batch (its max timestamp); None otherwise."""
-    return batch.max_timestamp if batch.attributes & TIMESTAMP_TYPE_MASK else None
 
 
 def _check_int64(batch, offsets: list, timestamps: list) -> None:
