@@ -171,5 +171,10 @@ class SegmentReader:
 
 
 def locate(err: KafkaLogError, path: str, file_position: int, batch: Batch) -> KafkaLogError:
-    """An error raised by a batch read from `path` at `file_position`, in the file's frame."""
-    return err.located(file=path, base_position=file_position - batch.position)
+    """An error raised by a batch read from `path` at `file_position`, in the file's frame. An error
+    that names no byte of its own (a control record's key, say) names the batch's first byte, and
+    one that names no offset names the batch's last offset (read from its header)."""
+    located = err.located(file=path, base_position=file_position - batch.position, offset=batch.last_offset)
+    if located.position is None:
+        located.position = file_position
+    return located

@@ -236,6 +236,7 @@ def test_a_bad_control_batch_in_a_window_raises_as_before(tmp_path, crc_error_at
     unit, positions = _mixed_segment(tmp_path, bad_control_at=13, crc_error_at=crc_error_at)
     expected = _error(lambda: _read(unit, False))
     assert expected[0] is CorruptBatchError and expected[2] == unit.path and "control record key" in expected[1]
+    assert expected[3] == positions[13] and expected[4] is not None  # the batch's first byte and an offset
     assert _error(lambda: _read(unit, True)) == expected
     unit, positions = _mixed_segment(tmp_path, corrupt_at=12, bad_control_at=13)  # the earlier batch first
     expected = _error(lambda: _read(unit, False))
