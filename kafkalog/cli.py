@@ -60,6 +60,8 @@ def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool) -> No
         p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
     if spark:
         p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+        p.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr (default: "
+                                                              "in kafkalog-spark.log of the temp directory)")
 
 
 def _add_config_options(p) -> None:
@@ -193,7 +195,10 @@ def _run_compact(args) -> int:
             print(_table(rows, list(rows[0])))
     _write_report(args.report, {"now": now, "dry_run": dry_run, "log_dir": log_dir, "partitions": partitions,
                                 "records": result.report, "segments": result.segments})
-    return EXIT_OK
+    for (topic, partition), err in sorted(result.plan.uncleanable.items()):
+        print(f"kafkalog {args.command}: {topic}-{partition} is uncleanable and was left as it is: {err}",
+              file=sys.stderr)
+    return EXIT_PROBLEMS if result.plan.uncleanable else EXIT_OK
 
 
 def _write_report(path_or_uri: str | None, report: dict) -> None:
@@ -252,7 +257,7 @@ def _run_retain(args) -> int:
 def _session(args):
     """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice."""
     from .spark.session import local_session
-    return local_session(master=args.master) if args.master else local_session()
+    return local_session(master=args.master or "local[2]", verbose=args.verbose)
 
 
 def _add_purge(commands) -> None:

@@ -23,10 +23,12 @@ from ..codec.filter import BatchRetention
 from ..config import ConfigResolver
 from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch,
                                group_segments_by_size, log_to_clean)
-from ..storage.logdir import LogDir, copy_log_dir
-from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES
+from ..errors import KafkaLogError
+from ..storage.destination import Destination, destination
+from ..storage.logdir import LogDir
+from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES, partition_of_file
 from ..storage.swap import FaultHook, recover_partition
-from .errors import raises_kafkalog_errors
+from .errors import from_spark_error, raises_kafkalog_errors
 from .rewrite import OutputSegment, OutputStats, swap_in, write_outputs
 from .scan import ScanFilter, narrow_scan, plan_scan, read_task, spark_schema
 
@@ -57,19 +59,37 @@ class CompactionPlan:
     log_dir: str
     now: int
     logs: list[LogToClean] = field(default_factory=list)
+    # (topic, partition) -> the error that makes it uncleanable: it cannot be read whole (KIP-346)
+    uncleanable: dict[tuple[str, int], KafkaLogError] = field(default_factory=dict)
 
     @property
     def chosen(self) -> list[LogToClean]:
-        return [log for log in self.logs if log.eligible]
+        return [log for log in self.logs if log.eligible and (log.topic, log.partition) not in self.uncleanable]
+
+    def mark_uncleanable(self, err: KafkaLogError) -> bool:
+        """Make the chosen partition whose file `err` names uncleanable; False when it names none."""
+        tp = partition_of_file(err.file) if err.file else None
+        if tp is None or tp not in {(s.topic, s.partition) for s in self.chosen}:
+            return False
+        self.uncleanable[tp] = err
+        log.warning("compact: %s-%d is uncleanable and is left as it is: %s", tp[0], tp[1], err)
+        return True
 
     def partitions(self) -> list[dict]:
         """Why each compacted partition was or was not chosen: the plan's partition table."""
-        return [{"topic": s.topic, "partition": s.partition, "chosen": s.eligible, "reason": s.reason,
+        rows = [{"topic": s.topic, "partition": s.partition, "chosen": s.eligible, "reason": s.reason,
                  "first_dirty_offset": s.range.first_dirty, "first_uncleanable_offset": s.range.first_uncleanable,
                  "log_start_offset": s.log_start_offset, "log_end_offset": s.log_end_offset,
                  "last_stable_offset": s.last_stable_offset, "clean_bytes": s.stats.clean_bytes,
                  "cleanable_bytes": s.stats.cleanable_bytes, "dirty_ratio": round(s.stats.cleanable_ratio, 6),
                  "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000} for s in self.logs]
+        rows += [{"topic": t, "partition": p} for t, p in self.uncleanable
+                 if not any((s.topic, s.partition) == (t, p) for s in self.logs)]
+        for row in rows:
+            err = self.uncleanable.get((row["topic"], row["partition"]))
+            if err is not None:
+                row.update(chosen=False, reason=f"uncleanable: {err}")
+        return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
 
 
 def plan_compaction(log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False,
@@ -82,10 +102,13 @@ def plan_compaction(log_dir: str, resolver: ConfigResolver, now: int, *, force: 
         config = resolver.for_topic(topic)
         if not config.compact or (topics and topic not in topics):
             continue
-        part = opened.partition(topic, partition)
-        part.ensure_settled()
-        if part.segments:
-            plan.logs.append(log_to_clean(part, checkpoints, config, now, force=force))
+        try:
+            part = opened.partition(topic, partition)
+            part.ensure_settled()
+            if part.segments:
+                plan.logs.append(log_to_clean(part, checkpoints, config, now, force=force))
+        except KafkaLogError as err:  # its metadata or producer state cannot be read: uncleanable
+            plan.uncleanable[(topic, partition)] = err
     return plan
 
 
@@ -246,33 +269,32 @@ class CompactionResult:
     outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
 
 
-@raises_kafkalog_errors
 def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None,
             dry_run: bool = False, output: str | None = None, fault: FaultHook | None = None) -> CompactionResult:
     """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
-    or into `output`, a complete copy of `log_dir` that leaves it untouched. `fault` is a test hook
-    called at each commit step (see kafkalog/storage/swap.py)."""
-    if output and not dry_run:
-        copy_log_dir(log_dir, output)
-        log_dir = output
-    opened = LogDir.open(log_dir)
+    or into `output`, a complete copy of `log_dir` that leaves it untouched. A partition that cannot
+    be read whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its
+    error, and the others are cleaned. `fault` is a test hook called at each commit step (see
+    kafkalog/storage/swap.py)."""
+    with destination(log_dir, output, dry_run=dry_run) as target:
+        return _compact(spark, target, resolver, now, force=force, topics=topics, dry_run=dry_run, fault=fault)
+
+
+@raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files
+def _compact(spark, target: Destination, resolver: ConfigResolver, now: int, *, force: bool, topics, dry_run: bool,
+             fault: FaultHook | None) -> CompactionResult:
+    """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
+    opened = LogDir.open(target.path)
     if not dry_run:
-        opened.ensure_unlocked()
         for tp in opened.topic_partitions:
             if resolver.for_topic(tp[0]).compact:
                 recover_partition(opened.fs, opened.partition_paths[tp])
-    plan = plan_compaction(log_dir, resolver, now, force=force, topics=topics)
-    if not plan.chosen:
+    plan = plan_compaction(target.path, resolver, now, force=force, topics=topics)
+    decision = _decide_cleanable(spark, plan, target)
+    if decision is None:
         return CompactionResult(plan, [])
-    log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
-    # Cached: the decisions feed both the record fates and the per-batch table, which every later
-    # step reads; the records themselves are aggregated once, as they come out of the window.
-    decided = _batch_decisions(spark, plan).cache()
-    segments = _segments(spark, plan)
-    outcomes = _batch_outcomes(_record_fates(spark, plan, decided, segments), decided, segments).cache()
+    decided, outcomes, summaries = decision
     try:
-        plans = _batch_plans(outcomes)
-        summaries = _segment_summaries(outcomes)
         changed = {(r.topic, r.partition, r.segment_base_offset) for r in summaries if r.changed}
         kept = {(r.topic, r.partition, o) for r in summaries for o in r.kept_txn_markers}
         outputs = _output_segments(plan, resolver, kept, changed)
@@ -280,7 +302,7 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
         if dry_run:
             return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
         log.info("compact: rewriting %d output segments on executors", len(outputs))
-        written = write_outputs(spark, log_dir, outputs, plans)
+        written = _write(spark, opened, outputs, _batch_plans(outcomes))
     finally:
         for df in (outcomes, decided):
             df.unpersist()
@@ -293,6 +315,39 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
+
+
+def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
+    """Steps 2 and 3 over the chosen partitions: (decided, outcomes, segment summaries), the first
+    two cached; None when no partition is chosen. A partition whose batches cannot be read whole
+    becomes uncleanable and the pass is decided again without it, as Kafka's cleaner marks a
+    partition uncleanable and goes on with the others (KIP-346)."""
+    while plan.chosen:
+        log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
+        # Cached: the decisions feed both the record fates and the per-batch table, which every later
+        # step reads; the records themselves are aggregated once, as they come out of the window.
+        decided = _batch_decisions(spark, plan).cache()
+        segments = _segments(spark, plan)
+        outcomes = _batch_outcomes(_record_fates(spark, plan, decided, segments), decided, segments).cache()
+        try:
+            return decided, outcomes, _segment_summaries(outcomes)
+        except Exception as err:
+            for df in (outcomes, decided):
+                df.unpersist()
+            found = err if isinstance(err, KafkaLogError) else from_spark_error(err)
+            if found is None or not plan.mark_uncleanable(target.relocate(found)):
+                raise
+    return None
+
+
+def _write(spark, opened: LogDir, outputs: list[OutputSegment], plans) -> list[OutputStats]:
+    """Step 5; a failure leaves no `.cleaned` file behind (recovery deletes them)."""
+    try:
+        return write_outputs(spark, opened.path, outputs, plans)
+    except BaseException:
+        for tp in sorted({(o.topic, o.partition) for o in outputs}):
+            recover_partition(opened.fs, opened.partition_paths[tp])
+        raise
 
 
 def _fault(hook: FaultHook | None, step: str) -> None:

@@ -9,6 +9,10 @@ from .. import errors
 
 # The last line of the worker's traceback: "kafkalog.errors.CrcMismatchError: <message naming file and byte>"
 _WORKER_ERROR = re.compile(r"kafkalog\.errors\.(\w+): (.+)")
+# KafkaLogError.__str__'s "FILE, byte N, offset M: message" (each part optional); a file is a path or URI.
+_LOCATED = re.compile(r"(?:(?P<file>[^,:]*/[^,]*?|[a-z0-9+]+://[^,]*?)(?:, |(?=: )))?"
+                      r"(?:byte (?P<position>\d+)(?:, |(?=: )))?(?:offset (?P<offset>-?\d+)(?=: ))?(?:: )?(?P<message>.+)",
+                      re.DOTALL)
 
 
 def from_spark_error(err: BaseException) -> errors.KafkaLogError | None:
@@ -16,14 +20,18 @@ def from_spark_error(err: BaseException) -> errors.KafkaLogError | None:
     found = _WORKER_ERROR.findall(str(err))
     if not found:
         return None
-    name, message = found[-1]
+    name, text = found[-1]
     cls = getattr(errors, name, errors.KafkaLogError)
     if not (isinstance(cls, type) and issubclass(cls, errors.KafkaLogError)):
         cls = errors.KafkaLogError
+    where = _LOCATED.fullmatch(text.strip())
+    file, position, offset, message = where["file"], where["position"], where["offset"], where["message"]
+    located = dict(file=file, position=None if position is None else int(position),
+                   offset=None if offset is None else int(offset))
     try:
-        return cls(message.strip())
+        return cls(message, **located)
     except TypeError:  # a subclass with a constructor of its own
-        return errors.KafkaLogError(message.strip())
+        return errors.KafkaLogError(message, **located)
 
 
 def raises_kafkalog_errors(function):

@@ -53,7 +53,8 @@ from ..errors import ConfigError, KafkaLogError
 from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.ledger import load_secret, records_table, write_records, write_run
-from ..storage.logdir import LogDir, copy_log_dir
+from ..storage.destination import destination
+from ..storage.logdir import LogDir
 from ..storage.swap import FaultHook, recover_partition
 from .errors import raises_kafkalog_errors
 from .rewrite import OutputSegment, swap_in, write_outputs
@@ -123,9 +124,19 @@ def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
     if where:  # and so does a bad expression: checked against the records view's columns
         _where(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
-    if output and not dry_run:
-        copy_log_dir(log_dir, output)
-        log_dir = output
+    with destination(log_dir, output, dry_run=dry_run) as target:
+        result = _purge(spark, target.path, output or log_dir, key_df, key_count, run_id=run_id, now=now,
+                        started=started, ledger=ledger, secret=secret, topics=topics, where=where,
+                        tombstone=tombstone, resolver=resolver, reason=reason, dry_run=dry_run, fault=fault)
+    return result
+
+
+@raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files
+def _purge(spark, log_dir: str, named: str, key_df, key_count, *, run_id: str, now: int, started: int, ledger,
+           secret, topics, where, tombstone: bool, resolver: ConfigResolver, reason: str, dry_run: bool,
+           fault) -> PurgeResult:
+    """The purge of `log_dir`, the directory rewritten in place (the input, or the staged output),
+    which the result and the ledger call `named` (the input, or the output's own name)."""
     opened, scope = _open(log_dir, topics, dry_run)
     decider = _Decider(spark, log_dir, key_df, key_count, where, tombstone, resolver, reason,
                        _log_end_offsets(opened, scope))
@@ -133,15 +144,15 @@ def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes
     try:
         report = _partition_report(decided)
         if dry_run:
-            return PurgeResult(run_id, now, dry_run, log_dir, report)
+            return PurgeResult(run_id, now, dry_run, named, report)
         outputs = _output_segments(opened, decided, resolver, now)
         stats = write_outputs(spark, log_dir, outputs, _batch_plans(decided))
         rows = write_records(ledger, records_table(_purged_records(decided), secret=secret, run_id=run_id,
-                                                   purged_at_ms=now, log_dir=log_dir))
+                                                   purged_at_ms=now, log_dir=named))
         swap_in(opened, outputs, fault)
     finally:
         matched.unpersist()
-    result = PurgeResult(run_id, now, dry_run, log_dir, report, rows, stats)
+    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats)
     _verify(decider, result, {(o.topic, o.partition) for o in outputs})
     write_run(ledger, _run_row(result, started, key_df.count() if key_count is None else key_count, topics,
                                where, tombstone))
@@ -149,7 +160,7 @@ def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes
         first = next(p for p in result.partitions if p["remaining"])
         raise PurgeVerificationError(f"after the rewrite {result.remaining} records of purged keys remain, "
                                      f"{first['remaining']} in {first['topic']}-{first['partition']} (run "
-                                     f"{run_id}; the ledger lists what was purged)", file=log_dir)
+                                     f"{run_id}; the ledger lists what was purged)", file=named)
     return result
 
 
@@ -166,11 +177,10 @@ def _where(records, where: str):
 
 def _open(log_dir: str, topics, dry_run: bool) -> tuple[LogDir, list]:
     """The log directory and the partitions to purge, settled: interrupted swaps recovered (a dry
-    run, which writes nothing, refuses them), a directory a broker holds refused."""
+    run, which writes nothing, refuses them)."""
     opened = LogDir.open(log_dir)
     scope = _scope(opened, topics)
     if not dry_run:
-        opened.ensure_unlocked()
         for tp in scope:
             recover_partition(opened.fs, opened.partition_paths[tp])
     for tp in scope:

@@ -159,7 +159,8 @@ class WorkUnit:
     """A byte range [start, end) of one segment's `.log`, starting at a batch boundary.
 
     `low_offset`/`high_offset` bound the offsets of its batches as the offset index tells them
-    (None: only the segment's own bounds); the reader checks them.
+    (None: only the segment's own bounds); the reader checks them. Only the active segment (the
+    partition's last) may end in a torn batch (see SegmentReader).
     """
     topic: str
     partition: int
@@ -171,6 +172,7 @@ class WorkUnit:
     low_offset: int | None = None
     high_offset: int | None = None
     index_path: str | None = None
+    is_active: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -289,7 +291,8 @@ def plan_units(segments: Iterable[SegmentInfo], flt: ScanFilter, *, unit_bytes: 
             if not flt.overlaps(low, high):
                 continue
             units.append(WorkUnit(seg.topic, seg.partition, seg.base_offset, seg.path, start, end, seg.size,
-                                  low if start > 0 else None, high if end < seg.size else None, seg.index_path))
+                                  low if start > 0 else None, high if end < seg.size else None, seg.index_path,
+                                  seg.is_active))
     return units
 
 
@@ -674,7 +677,8 @@ def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: Scan
 
 def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: str, flt: ScanFilter,
                verify_crc: bool, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    reader = SegmentReader(fs, unit.path, unit.end, unit.start)
+    reader = SegmentReader(fs, unit.path, unit.end, unit.start,
+                           torn_tail_ok=unit.is_active or not unit.is_last_range)
     start, end = flt.start_offset, flt.end_offset
     low, high = unit.low_offset, unit.high_offset
     completed = True

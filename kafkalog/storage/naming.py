@@ -1,6 +1,7 @@
 """Names of the files and directories in a Kafka log directory (spec §4.1, §4.2)."""
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import NamedTuple
 
@@ -80,3 +81,8 @@ def parse_partition_dir_name(name: str) -> TopicPartition | None:
     if number > INT32_MAX:
         return None
     return TopicPartition(topic, number)
+
+
+def partition_of_file(path: str) -> TopicPartition | None:
+    """The partition whose directory holds the file at `path` (a segment, index or snapshot)."""
+    return parse_partition_dir_name(posixpath.basename(posixpath.dirname(path.rstrip("/"))))

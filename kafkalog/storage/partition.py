@@ -55,6 +55,8 @@ class Partition:
             else:
                 part.orphan_indexes.append(entry)
         part.segments = [segments[b] for b in sorted(segments)]
+        for segment in part.segments[:-1]:
+            segment.is_active = False
         return part
 
     def ensure_settled(self) -> None:

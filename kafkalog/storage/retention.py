@@ -35,12 +35,13 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from ..codec.filter import BatchRetention
 from ..config import TopicConfig
-from ..errors import KafkaLogError, LogDirError
+from ..errors import KafkaLogError
 from .checkpoint import EpochEntry, format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint, \
     truncate_epochs_from_start
 from .consumer_offsets import replay_committed_offsets
 from .fs import FileEntry, LogFileSystem
 from .log_writer import SegmentWriter
+from .destination import destination
 from .logdir import LOCK_FILE, LogDir
 from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                      OFFSET_CHECKPOINT_FILES, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
@@ -48,7 +49,7 @@ from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_STA
 from .partition import Partition
 from .producer_state import replay_partition
 from .rewrite import CLEANED, BatchPlan, rewrite_segments
-from .segment import LogSegment
+from .segment import LogSegment, locate
 from .swap import SEGMENT_KINDS, FaultHook, recover_partition, replace_segments
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
@@ -368,7 +369,11 @@ def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPla
         # straddles the log start offset: keep the records at or above it
         if batch.is_control:
             continue
-        removed = sum(1 for r in batch.records() if r.offset < log_start_offset)
+        try:  # the one batch decoded here: its damage stops the run, named in the file
+            batch.verify()
+            removed = sum(1 for r in batch.records() if r.offset < log_start_offset)
+        except KafkaLogError as err:
+            raise locate(err, segment.log_path, position, batch) from None
         if removed:
             retention = BatchRetention.RETAIN_EMPTY if v2_producer else BatchRetention.DELETE_EMPTY
             plan.plans[(segment.base_offset, position)] = BatchPlan(retention, below)
@@ -924,20 +929,21 @@ def run_retention(log_dir_path: str, *, config_for: ConfigFor, now_ms: int, topi
     offsets, or a function that reads them from the log dir (called only when some selected topic
     has consumed retention enabled). Unless it is a dry run, a log dir locked by a running broker is
     refused; interrupted swaps are recovered first (in the output's copy with `output`). Every
-    partition is planned before any is changed, so unreadable input changes nothing; an output
-    that fails half-way is removed."""
-    log_dir = LogDir.open(log_dir_path)
+    partition is planned before any is changed, so unreadable input changes nothing; an output is
+    staged and appears under its name only when whole (storage/destination.py)."""
+    with destination(log_dir_path, output, dry_run=dry_run, copy=False) as staged:
+        out_fs = None if output is None else LogFileSystem.for_path(output)[0]
+        return _retain(LogDir.open(log_dir_path), config_for=config_for, now_ms=now_ms, topics=topics,
+                       delete_records=delete_records, truncate_below_start=truncate_below_start, committed=committed,
+                       output=output, out_fs=out_fs, out_path=None if output is None or dry_run else staged.path,
+                       dry_run=dry_run, missing_high_watermark=missing_high_watermark, fault=fault)
+
+
+def _retain(log_dir: LogDir, *, config_for: ConfigFor, now_ms: int, topics, delete_records, truncate_below_start: bool,
+            committed, output: str | None, out_fs: LogFileSystem | None, out_path: str | None, dry_run: bool,
+            missing_high_watermark: str, fault: FaultHook) -> RetentionReport:
+    """run_retention's work; `out_path` is where the output is staged (None: in place or a dry run)."""
     fs = log_dir.fs
-    out_fs = out_path = None
-    if output is not None:
-        out_fs, out_path = LogFileSystem.for_path(output)
-        if out_fs.exists(out_path) and (not out_fs.is_dir(out_path) or out_fs.list_dir(out_path)):
-            raise LogDirError("the output must not exist or be an empty directory", file=out_path)
-        if out_fs.is_local == fs.is_local and out_path.rstrip("/") == log_dir.path.rstrip("/"):
-            raise LogDirError("the output is the input log directory; omit --output to retain in place",
-                              file=out_path)
-    if not dry_run:
-        log_dir.ensure_unlocked()
     wanted = None if topics is None else set(topics)
     selected = {tp for tp in log_dir.topic_partitions if wanted is None or tp[0] in wanted}
     requests = dict(delete_records or {})
@@ -952,66 +958,60 @@ def run_retention(log_dir_path: str, *, config_for: ConfigFor, now_ms: int, topi
         committed = committed(log_dir) if wants else None
     report.committed_offsets = committed
     checkpoints = {name: log_dir.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
-    writing_output = output is not None and not dry_run
-    created = writing_output and not out_fs.exists(out_path)
-    try:
-        if writing_output:
-            _start_output(log_dir, out_fs, out_path)
-        # 1. recover and plan every selected partition
-        work = []
-        for tp in log_dir.topic_partitions:
-            part = log_dir.partition(*tp)
-            target = out_fs.join(out_path, fs.name(part.path)) if output is not None else None
-            if tp not in selected:
-                work.append((part, None, target))
+    writing_output = out_path is not None
+    if writing_output:
+        _start_output(log_dir, out_fs, out_path)
+    # 1. recover and plan every selected partition
+    work = []
+    for tp in log_dir.topic_partitions:
+        part = log_dir.partition(*tp)
+        target = out_fs.join(out_path, fs.name(part.path)) if out_path is not None else None
+        if tp not in selected:
+            work.append((part, None, target))
+            continue
+        recovered = []
+        if part.in_flight or part.orphan_indexes:
+            if dry_run:
+                plan = PartitionPlan(tp[0], tp[1], part.path, configs[tp[0]], [], 0, 0, 0, "",
+                                     RetentionOutcome([], [], 0))
+                plan.skipped = ("an interrupted rewrite left .cleaned/.swap/.deleted files or index files "
+                                "without a .log; a run without --dry-run recovers them first")
+                report.partitions.append(plan)
                 continue
-            recovered = []
-            if part.in_flight or part.orphan_indexes:
-                if dry_run:
-                    plan = PartitionPlan(tp[0], tp[1], part.path, configs[tp[0]], [], 0, 0, 0, "",
-                                         RetentionOutcome([], [], 0))
-                    plan.skipped = ("an interrupted rewrite left .cleaned/.swap/.deleted files or index files "
-                                    "without a .log; a run without --dry-run recovers them first")
-                    report.partitions.append(plan)
-                    continue
-                if target is not None:  # recover a copy: the input stays untouched
-                    copy_tree(fs, part.path, out_fs, target)
-                    recovered = recover(out_fs, target)
-                    part = Partition.open(out_fs, target)
-                else:
-                    recovered = recover(fs, part.path)
-                    part = log_dir.partition(*tp)
-            plan = plan_partition(part, config=configs[tp[0]], checkpoints=checkpoints, now_ms=now_ms,
-                                  delete_records=requests.get(tp), truncate_below_start=truncate_below_start,
-                                  committed=committed, missing_high_watermark=missing_high_watermark)
-            plan.recovered = recovered
-            report.partitions.append(plan)
-            work.append((part, plan, target))
-        if dry_run:
-            return report
-        # 2. apply
-        out_updates: dict[str, dict] = {}
-        for part, plan, target in work:
-            if target is None:
-                if plan is not None:  # a partition of a topic not selected stays as it is
-                    apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
-            elif plan is not None and part.path == target:  # recovered in the output, which is the partition now
-                _apply_to_copy(part, plan, out_updates, now_ms, fault)
-            elif plan is not None and plan.changed:
-                write_partition(part, plan, out_fs, target, now_ms=now_ms)
-                _collect(out_updates, plan)
-            else:
+            if target is not None:  # recover a copy: the input stays untouched
                 copy_tree(fs, part.path, out_fs, target)
-        if writing_output:
-            out_log_dir = LogDir(out_fs, out_path)
-            for name, updates in out_updates.items():
-                if updates:
-                    out_log_dir.update_checkpoint(name, updates)
-                    out_fs.set_mtime(out_fs.join(out_path, name), now_ms)
-    except BaseException:
-        if created and out_fs.exists(out_path):
-            out_fs.delete_dir(out_path)
-        raise
+                recovered = recover(out_fs, target)
+                part = Partition.open(out_fs, target)
+            else:
+                recovered = recover(fs, part.path)
+                part = log_dir.partition(*tp)
+        plan = plan_partition(part, config=configs[tp[0]], checkpoints=checkpoints, now_ms=now_ms,
+                              delete_records=requests.get(tp), truncate_below_start=truncate_below_start,
+                              committed=committed, missing_high_watermark=missing_high_watermark)
+        plan.recovered = recovered
+        report.partitions.append(plan)
+        work.append((part, plan, target))
+    if dry_run:
+        return report
+    # 2. apply
+    out_updates: dict[str, dict] = {}
+    for part, plan, target in work:
+        if target is None:
+            if plan is not None:  # a partition of a topic not selected stays as it is
+                apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
+        elif plan is not None and part.path == target:  # recovered in the output, which is the partition now
+            _apply_to_copy(part, plan, out_updates, now_ms, fault)
+        elif plan is not None and plan.changed:
+            write_partition(part, plan, out_fs, target, now_ms=now_ms)
+            _collect(out_updates, plan)
+        else:
+            copy_tree(fs, part.path, out_fs, target)
+    if writing_output:
+        out_log_dir = LogDir(out_fs, out_path)
+        for name, updates in out_updates.items():
+            if updates:
+                out_log_dir.update_checkpoint(name, updates)
+                out_fs.set_mtime(out_fs.join(out_path, name), now_ms)
     return report
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..codec.reader import Batch, BatchReader, TruncatedTail
-from ..errors import KafkaLogError
+from ..errors import KafkaLogError, TruncatedDataError
 from .fs import FileEntry, LogFileSystem
 from .index import BatchSummary, OffsetIndex, TimeIndex
 from .txnindex import AbortedTxn, TransactionIndex
@@ -24,11 +24,13 @@ TAIL_CHUNK = 256 * 1024  # the batches after the last offset-index entry: about 
 @dataclass
 class LogSegment:
     """One segment of a partition. `files` maps a suffix ('.log', '.index', '.timeindex',
-    '.txnindex') to the file that is there; only '.log' is required."""
+    '.txnindex') to the file that is there; only '.log' is required. `is_active`: the partition's
+    last segment (a lone file is taken as one), the only one that may end in a torn batch."""
     fs: LogFileSystem
     dir: str
     base_offset: int
     files: dict[str, FileEntry] = field(default_factory=dict)
+    is_active: bool = True
 
     @property
     def log(self) -> FileEntry:
@@ -123,13 +125,16 @@ class LogSegment:
             position = next((p for _, p in reversed(list(struct.iter_unpack(">ii", raw))) if p > 0), 0)
         return position if 0 <= position < self.size else 0
 
-    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> "SegmentReader":
-        return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
+    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE, *,
+               torn_tail_ok: bool = True) -> "SegmentReader":
+        return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size,
+                             torn_tail_ok=torn_tail_ok)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Batch]]:
-        """(file position, batch) for each whole batch; see SegmentReader for the truncated tail.
+        """(file position, batch) for each whole batch. A torn tail ends the walk in the active
+        segment, as Kafka's readers ignore it there; anywhere else it raises (see SegmentReader).
         A batch's own `position` is in the chunk it was read from, not in the file."""
-        return iter(self.reader(start, end))
+        return iter(self.reader(start, end, torn_tail_ok=self.is_active or end is not None))
 
     def batch_summaries(self) -> Iterator[BatchSummary]:
         """What the index builder needs of each batch, with file positions."""
@@ -140,12 +145,19 @@ class LogSegment:
 class SegmentReader:
     """Iterates (file position, batch) over a `.log` file in chunks. A batch that straddles a chunk
     boundary starts the next chunk; one larger than a chunk is read whole. After iteration,
-    `truncated_tail` names bytes after the last whole batch (Kafka's readers ignore them)."""
+    `truncated_tail` names bytes after the last whole batch (Kafka's readers ignore them).
 
-    def __init__(self, fs: LogFileSystem, path: str, end: int, start: int = 0, chunk_size: int = CHUNK_SIZE):
+    Without `torn_tail_ok` such bytes raise TruncatedDataError instead: only the active segment
+    may end in a torn batch (a broker stopped uncleanly); in any other segment they are data lost
+    from the middle of the log (a torn copy, or a batch length that was overwritten)."""
+
+    def __init__(self, fs: LogFileSystem, path: str, end: int, start: int = 0, chunk_size: int = CHUNK_SIZE, *,
+                 torn_tail_ok: bool = True):
         self.fs, self.path, self.end, self.start, self.chunk_size = fs, path, end, start, chunk_size
+        self.torn_tail_ok = torn_tail_ok
         self.truncated_tail: TruncatedTail | None = None
         self.end_position = start
+        self.last_offset_read: int | None = None
 
     def __iter__(self) -> Iterator[tuple[int, Batch]]:
         with self.fs.open_input(self.path) as f:
@@ -156,6 +168,7 @@ class SegmentReader:
                 reader = BatchReader(buf)
                 try:
                     for batch in reader:
+                        self.last_offset_read = batch.last_offset
                         yield pos + batch.position, batch
                 except KafkaLogError as err:
                     raise err.located(file=self.path, base_position=pos) from None
@@ -166,8 +179,21 @@ class SegmentReader:
                     continue
                 if pos + tail.length >= self.end:  # the bytes really end here
                     self.truncated_tail = TruncatedTail(pos, tail.length, tail.declared_size)
+                    if not self.torn_tail_ok:
+                        at = reader.end_position  # the torn batch's base offset, where its header has one
+                        raise self._torn(self.truncated_tail, struct.unpack_from(">q", buf, at)[0]
+                                         if tail.length >= 8 else None)
                     return
                 want = max(self.chunk_size, tail.declared_size or 0)
+
+
+    def _torn(self, tail: TruncatedTail, base_offset: int | None) -> TruncatedDataError:
+        declared = f", where a batch declares {tail.declared_size} bytes" if tail.declared_size else ""
+        if base_offset is None and self.last_offset_read is not None:
+            base_offset = self.last_offset_read + 1
+        return TruncatedDataError(f"{tail.length} bytes after the last whole batch{declared}, in a segment that "
+                                  f"is not the active one: the segment is torn or a batch length is corrupt",
+                                  file=self.path, position=tail.position, offset=base_offset)
 
 
 def locate(err: KafkaLogError, path: str, file_position: int, batch: Batch) -> KafkaLogError:

@@ -154,7 +154,7 @@ def _kafka_python_records(root, topic, partition):
     return out
 
 
-def test_a_corrupt_batch_fails_the_run_as_a_kafkalog_error_and_changes_nothing(spark, tmp_path, small_log, capsys):
+def test_a_corrupt_batch_makes_its_partition_uncleanable_and_changes_nothing(spark, tmp_path, small_log, capsys):
     from kafkalog.cli import main
     from kafkalog.errors import CrcMismatchError
     root = str(tmp_path / "logs")
@@ -165,14 +165,16 @@ def test_a_corrupt_batch_fails_the_run_as_a_kafkalog_error_and_changes_nothing(s
     segment.write_bytes(bytes(data))
     before = {p: open(p, "rb").read() for p in _files(root)}
     config = resolver_from(settings=["cleanup.policy=compact"])
-    try:
-        compact(spark, root, config, now=T0, force=True, topics=["customers"])
-    except CrcMismatchError as err:
-        assert f"{segment}, byte 17" in str(err)  # the CRC field of the first batch
-    else:
-        raise AssertionError("a corrupt batch was compacted")
-    live = {p: b for p, b in before.items()}
-    assert {p: open(p, "rb").read() for p in _files(root) if not p.endswith(".cleaned")} == live
+    result = compact(spark, root, config, now=T0, force=True, topics=["customers"])
+    err = result.plan.uncleanable[("customers", 0)]
+    assert isinstance(err, CrcMismatchError) and f"{segment}, byte 17, offset" in str(err)  # the first CRC field
+    assert not result.plan.chosen and result.outputs == {}
+    assert {p: open(p, "rb").read() for p in _files(root)} == before
     assert main(["compact", root, "--config", "cleanup.policy=compact", "--force", "--topic", "customers",
-                 "--now", str(T0)]) == 2
-    assert "CrcMismatchError" not in capsys.readouterr().err.splitlines()[-1]  # one line, not a traceback
+                 "--now", str(T0)]) == 1  # something was skipped
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert err_lines[-1].startswith(f"kafkalog compact: customers-0 is uncleanable and was left as it is: {segment}, "
+                                    "byte 17, offset")
+    assert not any("Traceback" in line or line.startswith("\tat ") for line in err_lines)
+
+

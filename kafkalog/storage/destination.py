@@ -1,0 +1,127 @@
+"""Where a rewriting command (compact, retain, purge) writes: the log directory itself, under the
+broker's lock, or a new log directory at `--output` that appears under its name only when whole.
+
+An output is built under a staging name beside it (`<output>.kafkalog-incomplete`) and renamed
+into place at the end; a run that fails removes it. So a directory at the output's name is always
+complete, and a leftover staging directory (a killed run) says in its name what it is. Errors
+raised while working on a staged copy of the input name the input's file, not the copy's.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..errors import KafkaLogError, LogDirError
+from .fs import LogFileSystem
+from .logdir import LogDir, copy_log_dir
+
+STAGING_SUFFIX = ".kafkalog-incomplete"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """`path`: the log directory the command rewrites in place (the input, or the staging copy of
+    it); `source`: the input as the filesystem names it."""
+    path: str
+    source: str
+
+    def relocate(self, err: KafkaLogError) -> KafkaLogError:
+        """`err` naming the input's file where it names the staging copy's."""
+        if err.file is None or self.path == self.source or not err.file.startswith(self.path):
+            return err
+        return err.located(file=self.source + err.file[len(self.path):])
+
+
+def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
+    """The output's filesystem and path, refused where it would overwrite or contain the input:
+    it must not exist (or be an empty directory) and must not lie inside the log directory."""
+    in_fs, source = LogFileSystem.for_path(log_dir)
+    fs, path = LogFileSystem.for_path(output)
+    if fs.exists(path) and (not fs.is_dir(path) or fs.list_dir(path)):
+        if _same(in_fs, source, fs, path):
+            raise LogDirError("the output is the input log directory; omit --output to rewrite in place", file=path)
+        raise LogDirError("the output must not exist or be an empty directory; choose a new one", file=path)
+    if in_fs.is_local == fs.is_local and _inside(_real(fs, path), _real(in_fs, source)):
+        raise LogDirError(f"the output lies inside the input log directory {source}; choose a directory outside it",
+                          file=path)
+    staging = path + STAGING_SUFFIX
+    if fs.exists(staging):
+        raise LogDirError("an earlier run that did not finish left this staging directory; remove it (it is an "
+                          "incomplete copy) and run again", file=staging)
+    return fs, path
+
+
+@contextmanager
+def destination(log_dir: str, output: str | None, *, dry_run: bool = False, copy: bool = True
+                ) -> Iterator[Destination]:
+    """The directory to rewrite, for the length of the block.
+
+    In place (`output` None): the log directory, refused while a broker holds its lock. With
+    `output`: a staging directory, filled with a copy of the input when `copy` (else left for the
+    caller to create), renamed to `output` when the block ends normally and removed when it raises.
+    A dry run writes nothing: the input itself."""
+    in_fs, source = LogFileSystem.for_path(log_dir)
+    if dry_run:
+        yield Destination(source, source)
+        return
+    if output is None:
+        LogDir.open(log_dir).ensure_unlocked()
+        yield Destination(source, source)
+        return
+    fs, path = check_output(log_dir, output)
+    staging = path + STAGING_SUFFIX
+    target = Destination(staging, source)
+    try:
+        if copy:
+            copy_log_dir(log_dir, _uri(output, staging))
+        yield target
+    except KafkaLogError as err:
+        _remove(fs, staging)
+        raise target.relocate(err) from err
+    except BaseException:
+        _remove(fs, staging)
+        raise
+    _publish(fs, staging, path)
+
+
+def _publish(fs: LogFileSystem, staging: str, path: str) -> None:
+    """Rename the whole staging directory to the output's name (a copy on stores without renames)."""
+    if fs.exists(path):  # an empty directory the caller made for us
+        fs.delete_dir(path)
+    if fs.is_local:
+        os.rename(staging, path)
+        fs.sync_dir(os.path.dirname(path))
+        return
+    try:
+        fs.rename(staging, path)
+    except (NotImplementedError, OSError):
+        import pyarrow.fs as pafs
+        pafs.copy_files(staging, path, source_filesystem=fs.fs, destination_filesystem=fs.fs)
+        fs.delete_dir(staging)
+
+
+def _remove(fs: LogFileSystem, path: str) -> None:
+    if fs.exists(path):
+        fs.delete_dir(path)
+
+
+def _uri(output: str, path: str) -> str:
+    """`path` (in the output's filesystem) in the form `output` was given: a URI stays a URI."""
+    if "://" not in output:
+        return path
+    scheme = output.split("://", 1)[0]
+    return f"{scheme}://{path}"
+
+
+def _real(fs: LogFileSystem, path: str) -> str:
+    return os.path.realpath(path) if fs.is_local else path.rstrip("/")
+
+
+def _inside(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _same(a_fs: LogFileSystem, a: str, b_fs: LogFileSystem, b: str) -> bool:
+    return a_fs.is_local == b_fs.is_local and _real(a_fs, a) == _real(b_fs, b)

@@ -1,0 +1,281 @@
+"""Corrupted input through every rewriting command (compact, retain, purge), in place and with
+--output: a nonzero exit, one line on stderr naming the input's file, byte and offset, the input
+byte-identical afterwards, and no output left where the run failed.
+
+Each mutation damages one batch of a middle segment (not the active one) of a compacted topic:
+the kinds of damage a hostile run found compaction silently compacting over."""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import crc32c
+import pytest
+
+from kafkalog.cli import main
+from kafkalog.errors import KafkaLogError
+
+T0 = 1_700_100_000_000
+V2_CRC_AT, V2_ATTRIBUTES_AT, V2_COUNT_AT, V2_RECORDS_AT = 17, 21, 57, 61
+
+
+def _batches(data: bytes) -> list[tuple[int, int]]:
+    """(position, total size) of each batch of a segment."""
+    out, pos = [], 0
+    while pos + 12 <= len(data):
+        size = 12 + struct.unpack_from(">i", data, pos + 8)[0]
+        out.append((pos, size))
+        pos += size
+    return out
+
+
+def _recrc(data: bytearray, pos: int, size: int) -> None:
+    """Make the batch's CRC match its (damaged) bytes: damage the CRC alone cannot catch."""
+    struct.pack_into(">I", data, pos + V2_CRC_AT, crc32c.crc32c(bytes(data[pos + V2_ATTRIBUTES_AT:pos + size])))
+
+
+def torn_tail(data: bytearray, batches) -> bytearray:
+    return data[:-20]
+
+
+def huge_length(data: bytearray, batches) -> bytearray:
+    struct.pack_into(">i", data, batches[1][0] + 8, 2**31 - 1)
+    return data
+
+
+def bad_crc(data: bytearray, batches) -> bytearray:
+    pos, size = batches[1]
+    data[pos + size - 3] ^= 0xFF
+    return data
+
+
+def bad_record_count(data: bytearray, batches) -> bytearray:
+    pos, size = batches[1]
+    count = struct.unpack_from(">i", data, pos + V2_COUNT_AT)[0]
+    struct.pack_into(">i", data, pos + V2_COUNT_AT, count + 1)
+    _recrc(data, pos, size)
+    return data
+
+
+def bad_varint(data: bytearray, batches) -> bytearray:
+    pos, size = batches[1]  # an uncompressed batch: its first record's length varint never ends
+    data[pos + V2_RECORDS_AT:pos + V2_RECORDS_AT + 6] = b"\xff" * 6
+    _recrc(data, pos, size)
+    return data
+
+
+def bad_compression(data: bytearray, batches) -> bytearray:
+    pos, size = batches[1]  # an lz4 batch: its frame's payload garbled
+    for i in range(pos + V2_RECORDS_AT + 8, pos + size):
+        data[i] ^= 0x5A
+    _recrc(data, pos, size)
+    return data
+
+
+MUTATIONS = {  # name -> (damage, the topic it damages)
+    "torn_tail": (torn_tail, "plain"), "huge_length": (huge_length, "plain"), "bad_crc": (bad_crc, "plain"),
+    "bad_record_count": (bad_record_count, "plain"), "bad_varint": (bad_varint, "plain"),
+    "bad_compression": (bad_compression, "packed"),
+}
+
+
+@pytest.fixture(scope="module")
+def clean_log(tmp_path_factory) -> Path:
+    """Two compacted topics with five segments each: `plain` uncompressed, `packed` lz4."""
+    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+    path = tmp_path_factory.mktemp("bad-input") / "clean"
+    generate(str(path), GeneratorSpec(seed=11, consumer_offsets=None, topics=[
+        TopicSpec(name, records=300, keys=40, value_bytes=(20, 60), codec=codec, batch_records=(2, 6),
+                  cleanup_policy="compact", segment_bytes=4096) for name, codec in (("plain", "none"),
+                                                                                    ("packed", "lz4"))]))
+    return path
+
+
+def _damaged(clean: Path, tmp_path: Path, mutation: str) -> tuple[Path, Path, int]:
+    """A copy of the clean log with the second batch of a middle segment damaged (or the segment's
+    end torn): (log dir, damaged file, the base offset of that second batch)."""
+    import shutil
+    damage, topic = MUTATIONS[mutation]
+    root = tmp_path / "in"
+    shutil.copytree(clean, root)
+    segments = sorted((root / f"{topic}-0").glob("*.log"))
+    assert len(segments) >= 4, "the fixture must have middle segments"
+    target = segments[len(segments) // 2]
+    data = bytearray(target.read_bytes())
+    batches = _batches(bytes(data))
+    second = struct.unpack_from(">q", data, batches[1][0])[0]
+    target.write_bytes(bytes(damage(data, batches)))
+    return root, target, second
+
+
+def _snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _error_line(capsys, command: str) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines, "no error was printed"
+    assert not any("Traceback" in line or line.startswith("\tat ") for line in lines), lines
+    return lines[-1]
+
+
+def _assert_names(line: str, command: str, damaged: Path) -> None:
+    """One line: `kafkalog <command>: ...<the input's file>, byte N, offset M: ...`."""
+    assert line.startswith(f"kafkalog {command}: "), line
+    assert f"{damaged}, byte " in line and ", offset " in line, line
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_compact_leaves_a_partition_it_cannot_read_whole_uncleanable(spark, clean_log, tmp_path, capsys, mutation,
+                                                                     output):
+    root, damaged, _ = _damaged(clean_log, tmp_path, mutation)
+    before = _snapshot(root)
+    out = tmp_path / "out"
+    args = ["compact", str(root), "--config", "cleanup.policy=compact", "--force", "--now", str(T0)]
+    code = main(args + (["--output", str(out)] if output else []))
+    line = _error_line(capsys, "compact")
+    assert code == 1, "a skipped partition must show in the exit code"
+    _assert_names(line, "compact", damaged)
+    assert f"{damaged.parent.name} is uncleanable" in line
+    topic_dir = damaged.parent.name
+    healthy = "packed-0" if topic_dir == "plain-0" else "plain-0"
+    if output:
+        assert _snapshot(root) == before  # the input is never touched
+        written = _snapshot(out)
+        assert {k: v for k, v in written.items() if k.startswith(topic_dir)} == \
+            {k: v for k, v in before.items() if k.startswith(topic_dir)}
+        assert any(written.get(k) != v for k, v in before.items() if k.startswith(healthy)), \
+            "the other partition was compacted"
+        assert not (tmp_path / "out.kafkalog-incomplete").exists()
+    else:
+        after = _snapshot(root)
+        assert {k: v for k, v in after.items() if k.startswith(topic_dir)} == \
+            {k: v for k, v in before.items() if k.startswith(topic_dir)}
+        assert any(after.get(k) != v for k, v in before.items() if k.startswith(healthy))
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_purge_stops_whole_on_a_batch_it_cannot_read(spark, clean_log, tmp_path, capsys, mutation, output):
+    """A purge that skipped a partition would leave the keys there: it refuses the whole run."""
+    root, damaged, _ = _damaged(clean_log, tmp_path, mutation)
+    before = _snapshot(root)
+    keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
+    keys.write_text("key-1\nkey-2\n")
+    secret.write_bytes(b"0123456789abcdef0123456789abcdef")
+    out = tmp_path / "out"
+    args = ["purge", str(root), "--keys", str(keys), "--ledger", str(tmp_path / "ledger"), "--secret-file",
+            str(secret), "--now", str(T0)]
+    code = main(args + (["--output", str(out)] if output else []))
+    assert code == 2
+    _assert_names(_error_line(capsys, "purge"), "purge", damaged)
+    assert _snapshot(root) == before
+    assert not out.exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
+    assert not (tmp_path / "ledger").exists()
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_retain_stops_on_a_batch_it_must_read(clean_log, tmp_path, capsys, mutation, output):
+    """Deleting records up to an offset inside the damaged batch, with --truncate-below-start,
+    decodes that batch and copies the rest of its segment: damage stops the run before anything
+    is written. (A CRC-valid batch that retention copies whole without decoding is copied as it is.)"""
+    import json
+    root, damaged, second = _damaged(clean_log, tmp_path, mutation)
+    before = _snapshot(root)
+    topic = damaged.parent.name.rsplit("-", 1)[0]
+    requests = tmp_path / "delete.json"
+    requests.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0,
+                                                                  "offset": second + 1}]}))
+    out = tmp_path / "out"
+    args = ["retain", str(root), "--delete-records", str(requests), "--truncate-below-start", "--now", str(T0),
+            "--topic", topic]
+    code = main(args + (["--output", str(out)] if output else []))
+    assert code == 2
+    _assert_names(_error_line(capsys, "retain"), "retain", damaged)
+    assert _snapshot(root) == before
+    assert not out.exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+# -- property: any damage to a small log, through the whole compaction pass ------------------------
+
+def _records(partition_dir: Path) -> dict:
+    """offset -> (key, value) of every record, read through kafkalog's storage layer."""
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.partition import Partition
+    fs, path = LogFileSystem.for_path(str(partition_dir))
+    return {r.offset: (r.key, r.value) for s in Partition.open(fs, path).segments for _, b in s.batches()
+            for r in b.records() if not b.is_control}
+
+
+@pytest.fixture(scope="module")
+def tiny_log(tmp_path_factory) -> Path:
+    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+    path = tmp_path_factory.mktemp("tiny") / "log"
+    generate(str(path), GeneratorSpec(seed=5, consumer_offsets=None, topics=[
+        TopicSpec("t", records=120, keys=15, value_bytes=(8, 24), batch_records=(1, 5), cleanup_policy="compact",
+                  segment_bytes=1500)]))
+    return path
+
+
+def _examples() -> int:
+    import os
+    return int(os.environ.get("KAFKALOG_BAD_INPUT_EXAMPLES", "12"))
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spark, tiny_log, tmp_path_factory, data):
+    """Damage anywhere in a non-active segment (bytes overwritten, with or without a matching CRC, or
+    the file cut short): compaction either leaves the partition uncleanable, byte for byte as it was,
+    with an error naming a file of it, a byte and an offset; or it reads the damaged log whole, and
+    then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
+    import shutil
+    from kafkalog.config import resolver_from
+    from kafkalog.spark.compaction import compact
+    root = tmp_path_factory.mktemp("damage") / "log"
+    shutil.copytree(tiny_log, root)
+    segments = sorted((root / "t-0").glob("*.log"))[:-1]  # not the active one
+    target = data.draw(st.sampled_from(segments), label="segment")
+    raw = bytearray(target.read_bytes())
+    batches = _batches(bytes(raw))
+    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut"]), label="kind")
+    at = data.draw(st.integers(0, len(raw) - 1), label="byte")
+    if kind == "cut":
+        raw = raw[:at]
+    else:
+        raw[at:at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
+        if kind == "overwrite+crc":
+            pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
+            if pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
+                _recrc(raw, pos, size)
+    target.write_bytes(bytes(raw))
+    before = _snapshot(root)
+    active_base = int(sorted((root / "t-0").glob("*.log"))[-1].stem)
+    try:
+        source = _records(root / "t-0")
+    except KafkaLogError:
+        source = None
+    result = compact(spark, str(root), resolver_from(settings=["cleanup.policy=compact"]), now=T0, force=True)
+    err = result.plan.uncleanable.get(("t", 0))
+    if err is not None:
+        assert _snapshot(root) == before
+        assert err.file and Path(err.file).parent == root / "t-0" and err.position is not None \
+            and err.offset is not None, str(err)
+        return
+    # read whole by the compaction: then the input reads whole too, and the cleaned part of the
+    # output holds the latest record of each key below the active segment, and only those
+    assert source is not None, "compaction read a log that kafkalog's reader refuses"
+    kept = _records(root / "t-0")
+    latest = {}
+    for offset, (key, _) in sorted(source.items()):
+        if offset < active_base:
+            latest[key] = offset
+    for key, offset in latest.items():
+        assert kept.get(offset) == source[offset], f"the latest record of {key!r} (offset {offset}) was lost"
+    assert all(source.get(o) == r for o, r in kept.items()), "a record that was not in the input appeared"
+    assert all(latest[r[0]] == o for o, r in kept.items() if o < active_base)
