@@ -330,7 +330,7 @@ def scan_section(section: bytes, count: int, base_offset: int, base_timestamp: i
 
 
 def _scan(section, bounds, base_offset, base_timestamp, log_append_time, checked):
-    f = _fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
+    f = _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
     return _packed(f.reader, f.key_start, f.key_len), f.offset, f.timestamp, np.maximum(f.value_len, -1), f.S, f.span
 
 
@@ -374,7 +374,7 @@ def scan_sections(sections: Sequence[bytes], counts: Sequence[int], base_offsets
     once for all of them; span starts are relative to each record's own section. None unless the
     records of every section are exactly its own (each section the per-batch scan would accept,
     with the same result); the caller then scans the sections one by one."""
-    joined = _read_joined(_base_zero_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
+    joined = _read_joined(_scan_base_zero_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
     if joined is None:
         return None
     _, f, section_start, batch, offset, timestamp = joined
@@ -385,6 +385,19 @@ def scan_sections(sections: Sequence[bytes], counts: Sequence[int], base_offsets
 def _base_zero_fields(section, bounds, checked) -> _Fields:
     """`_fields` with bases 0 (deltas) and timestamps read checked."""
     return _fields(section, bounds, 0, 0, None, checked)
+
+
+def _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked) -> _Fields:
+    """`_fields`, and the headers after each value stepped over: the key scan reads no header, but
+    a record whose headers do not fill it exactly is not one the scan may vouch for."""
+    f = _fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
+    if not _headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=False):
+        raise _GiveUp
+    return f
+
+
+def _scan_base_zero_fields(section, bounds, checked) -> _Fields:
+    return _scan_fields(section, bounds, 0, 0, None, checked)
 
 
 def _read_joined(read, sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
@@ -652,7 +665,7 @@ def _kafka_fields(section, bounds, checked) -> _Fields:
     if (_count(f.reader.bytes.take(f.ts_start - 1))  # the attributes byte
             or _count(f.offset_delta != f.offset_delta.astype(np.int32))
             or _count(f.key_len < -1) or _count(f.value_len < -1) or not _minimal(f.reader, starts, ends)
-            or not _kafka_headers(section, f.reader, f.value_end, f.E)):
+            or not _headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=True)):
         raise _GiveUp
     return f
 
@@ -694,10 +707,13 @@ def _timestamps(deltas, base_timestamps: Sequence[int], log_append_times: Sequen
     return timestamp
 
 
-def _kafka_headers(section: bytes, reader: _Reader, pos, E) -> bool:
-    """Whether every record's headers, from `pos` to its end, are as Kafka writes them."""
+def _headers_fit(section: bytes, reader: _Reader, pos, E, *, as_kafka_writes: bool) -> bool:
+    """Whether every record's headers, from `pos` on, end exactly at its end `E`; with
+    `as_kafka_writes`, also whether they are written as Kafka writes them (minimal varints, UTF-8
+    keys)."""
+    strict = as_kafka_writes
     count, after = reader.read(pos, checked=True)
-    if _count(count < 0) or _count(count > E - after) or not _minimal(reader, pos, after):
+    if _count(count < 0) or _count(count > E - after) or (strict and not _minimal(reader, pos, after)):
         return False
     pos = after
     while True:  # round r reads header r of every record that has more than r headers
@@ -709,15 +725,19 @@ def _kafka_headers(section: bytes, reader: _Reader, pos, E) -> bool:
         live = ~done
         count, pos, E = count[live] - 1, pos[live], E[live]
         key_len, key_start = reader.read(pos, checked=True)
-        if _count(key_len < 0) or not _minimal(reader, pos, key_start):
+        if _count(key_len < 0) or (strict and not _minimal(reader, pos, key_start)):
             return False
         key_end = key_start + key_len
+        if _count(key_end > E):
+            return False
         value_len, value_start = reader.read(key_end, checked=True)
-        if _count(value_len < -1) or not _minimal(reader, key_end, value_start):
+        if _count(value_len < -1) or (strict and not _minimal(reader, key_end, value_start)):
             return False
         pos = value_start + np.maximum(value_len, 0)
         if _count(pos > E):
             return False
+        if not strict:
+            continue
         try:
             for a, b in zip(key_start.tolist(), key_end.tolist()):
                 section[a:b].decode("utf-8")

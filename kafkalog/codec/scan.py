@@ -2,7 +2,8 @@
 
 From a batch it appends, per record, only what a decision needs: offset, timestamp, key, value size
 (-1 for a tombstone) and the record's byte span inside the records section. Values are skipped,
-headers are stepped over by the record length, and nothing is built per record but the key.
+headers are stepped over (their count and lengths must fill the record exactly, as a full decode
+requires), and nothing is built per record but the key.
 
 Batches of `layout.SCAN_THRESHOLD` records or more are read all at once with numpy
 (`layout.scan_section`); smaller ones, and any batch the vectorised reader does not vouch for, by
@@ -231,6 +232,9 @@ def _scan_v2(section: bytes, count: int, base_offset: int, base_timestamp: int,
             value_size, p = read_varint(section, p)
         if p > end or value_size > end - p:
             raise CorruptBatchError(f"record at byte {pos}: key or value runs past the end of the record")
+        p += max(value_size, 0)
+        if p + 1 != end or section[p] != 0:  # not the common "no headers" ending
+            _step_headers(section, p, end, pos)
         add_offset(base_offset + offset_delta)
         add_timestamp(log_append_time if log_append_time is not None else base_timestamp + ts_delta)
         add_key(key)
@@ -239,6 +243,23 @@ def _scan_v2(section: bytes, count: int, base_offset: int, base_timestamp: int,
         add_span_size(end - pos)
         pos = end
     return pos
+
+
+def _step_headers(section: bytes, p: int, end: int, record: int) -> None:
+    """Step over a record's headers from `p`: they must end exactly at the record's `end`."""
+    count, p = read_varint(section, p) if p < end else (-1, p)
+    if count < 0 or count > (end - p) // 2:  # a header takes two bytes at least
+        raise CorruptBatchError(f"record at byte {record}: invalid header count {count}")
+    for _ in range(count):
+        key_size, p = read_varint(section, p)
+        if key_size < 0 or p + key_size > end:
+            raise CorruptBatchError(f"record at byte {record}: a header key runs past the end of the record")
+        value_size, p = read_varint(section, p + key_size)
+        if value_size < -1 or p > end or p + max(value_size, 0) > end:
+            raise CorruptBatchError(f"record at byte {record}: a header value runs past the end of the record")
+        p += max(value_size, 0)
+    if p != end:
+        raise CorruptBatchError(f"record at byte {record}: {end - p} bytes remain after its headers")
 
 
 def _scan_legacy(batch, out: KeyColumns, limit: int) -> int:

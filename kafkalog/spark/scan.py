@@ -24,13 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec.batch import INT32_MAX, RecordBatch
-from ..codec.compression import Codec
 from ..codec.control import ControlType, parse_control_type, parse_coordinator_epoch
 from ..codec.scan import KeyColumns, scan_batches, scan_keys
 from ..errors import CorruptBatchError, CorruptIndexError, KafkaLogError
 from ..storage.fs import LogFileSystem
 from ..storage.index import OffsetPosition
-from ..storage.segment import SegmentReader, locate
+from ..storage.segment import SegmentReader, first_offset, locate
 from .inventory import (CountingFileSystem, IOStats, SegmentInfo, list_segments, log_dir_uri, open_log_dir,
                         probe_segment, read_offset_index)
 
@@ -159,8 +158,9 @@ class WorkUnit:
     """A byte range [start, end) of one segment's `.log`, starting at a batch boundary.
 
     `low_offset`/`high_offset` bound the offsets of its batches as the offset index tells them
-    (None: only the segment's own bounds); the reader checks them. Only the active segment (the
-    partition's last) may end in a torn batch (see SegmentReader).
+    (None: only the segment's own bounds); the reader checks them, and that every batch lies in
+    [segment_base_offset, next_base_offset) after the one before it. Only the active segment (no
+    `next_base_offset`) may end in a torn batch (see SegmentReader).
     """
     topic: str
     partition: int
@@ -172,7 +172,7 @@ class WorkUnit:
     low_offset: int | None = None
     high_offset: int | None = None
     index_path: str | None = None
-    is_active: bool = False
+    next_base_offset: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -292,7 +292,7 @@ def plan_units(segments: Iterable[SegmentInfo], flt: ScanFilter, *, unit_bytes: 
                 continue
             units.append(WorkUnit(seg.topic, seg.partition, seg.base_offset, seg.path, start, end, seg.size,
                                   low if start > 0 else None, high if end < seg.size else None, seg.index_path,
-                                  seg.is_active))
+                                  seg.next_base_offset))
     return units
 
 
@@ -678,7 +678,8 @@ def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: Scan
 def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: str, flt: ScanFilter,
                verify_crc: bool, batch_rows: int) -> Iterator[pa.RecordBatch]:
     reader = SegmentReader(fs, unit.path, unit.end, unit.start,
-                           torn_tail_ok=unit.is_active or not unit.is_last_range)
+                           torn_tail_ok=unit.next_base_offset is None or not unit.is_last_range,
+                           offset_range=(unit.segment_base_offset, unit.next_base_offset))
     start, end = flt.start_offset, flt.end_offset
     low, high = unit.low_offset, unit.high_offset
     completed = True
@@ -695,9 +696,7 @@ def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: s
             break
         position, batch = item
         with _Decoding(unit, position, batch):
-            v2 = isinstance(batch, RecordBatch)
-            last = batch.last_offset
-            first = batch.base_offset if v2 or batch.codec == Codec.NONE else None
+            last, first = batch.last_offset, first_offset(batch)
             if (high is not None and last >= high) or (low is not None and first is not None and first < low):
                 raise CorruptIndexError(
                     f"the offset index of the segment disagrees with the log: the batch at byte {position} "

@@ -55,8 +55,8 @@ class Partition:
             else:
                 part.orphan_indexes.append(entry)
         part.segments = [segments[b] for b in sorted(segments)]
-        for segment in part.segments[:-1]:
-            segment.is_active = False
+        for segment, following in zip(part.segments, part.segments[1:]):
+            segment.next_base_offset = following.base_offset
         return part
 
     def ensure_settled(self) -> None:

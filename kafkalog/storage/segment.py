@@ -9,8 +9,10 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from ..codec.batch import RecordBatch
+from ..codec.compression import Codec
 from ..codec.reader import Batch, BatchReader, TruncatedTail
-from ..errors import KafkaLogError, TruncatedDataError
+from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError
 from .fs import FileEntry, LogFileSystem
 from .index import BatchSummary, OffsetIndex, TimeIndex
 from .txnindex import AbortedTxn, TransactionIndex
@@ -24,13 +26,18 @@ TAIL_CHUNK = 256 * 1024  # the batches after the last offset-index entry: about 
 @dataclass
 class LogSegment:
     """One segment of a partition. `files` maps a suffix ('.log', '.index', '.timeindex',
-    '.txnindex') to the file that is there; only '.log' is required. `is_active`: the partition's
-    last segment (a lone file is taken as one), the only one that may end in a torn batch."""
+    '.txnindex') to the file that is there; only '.log' is required. `next_base_offset`: the next
+    segment's (None for the partition's last, the active segment; a lone file is taken as one)."""
     fs: LogFileSystem
     dir: str
     base_offset: int
     files: dict[str, FileEntry] = field(default_factory=dict)
-    is_active: bool = True
+    next_base_offset: int | None = None
+
+    @property
+    def is_active(self) -> bool:
+        """The only segment that may end in a torn batch, and whose offsets have no upper bound."""
+        return self.next_base_offset is None
 
     @property
     def log(self) -> FileEntry:
@@ -125,16 +132,17 @@ class LogSegment:
             position = next((p for _, p in reversed(list(struct.iter_unpack(">ii", raw))) if p > 0), 0)
         return position if 0 <= position < self.size else 0
 
-    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE, *,
-               torn_tail_ok: bool = True) -> "SegmentReader":
-        return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size,
-                             torn_tail_ok=torn_tail_ok)
+    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> "SegmentReader":
+        return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Batch]]:
-        """(file position, batch) for each whole batch. A torn tail ends the walk in the active
-        segment, as Kafka's readers ignore it there; anywhere else it raises (see SegmentReader).
-        A batch's own `position` is in the chunk it was read from, not in the file."""
-        return iter(self.reader(start, end, torn_tail_ok=self.is_active or end is not None))
+        """(file position, batch) for each whole batch, checked as SegmentReader checks a segment
+        that must read whole: offsets in order and within the segment's range, and no torn tail
+        but in the active segment (Kafka's readers ignore one there). A batch's own `position`
+        is in the chunk it was read from, not in the file."""
+        return iter(SegmentReader(self.fs, self.log_path, self.size if end is None else end, start,
+                                  torn_tail_ok=self.is_active or end is not None,
+                                  offset_range=(self.base_offset, self.next_base_offset)))
 
     def batch_summaries(self) -> Iterator[BatchSummary]:
         """What the index builder needs of each batch, with file positions."""
@@ -149,12 +157,15 @@ class SegmentReader:
 
     Without `torn_tail_ok` such bytes raise TruncatedDataError instead: only the active segment
     may end in a torn batch (a broker stopped uncleanly); in any other segment they are data lost
-    from the middle of the log (a torn copy, or a batch length that was overwritten)."""
+    from the middle of the log (a torn copy, or a batch length that was overwritten). With
+    `offset_range` ([low, high), high None: unbounded), every batch's offsets must lie in it and
+    come after the previous batch's: a base offset is not covered by the CRC, so this is what
+    catches one that was overwritten."""
 
     def __init__(self, fs: LogFileSystem, path: str, end: int, start: int = 0, chunk_size: int = CHUNK_SIZE, *,
-                 torn_tail_ok: bool = True):
+                 torn_tail_ok: bool = True, offset_range: tuple[int, int | None] | None = None):
         self.fs, self.path, self.end, self.start, self.chunk_size = fs, path, end, start, chunk_size
-        self.torn_tail_ok = torn_tail_ok
+        self.torn_tail_ok, self.offset_range = torn_tail_ok, offset_range
         self.truncated_tail: TruncatedTail | None = None
         self.end_position = start
         self.last_offset_read: int | None = None
@@ -168,6 +179,8 @@ class SegmentReader:
                 reader = BatchReader(buf)
                 try:
                     for batch in reader:
+                        if self.offset_range is not None:
+                            self._check_offsets(pos + batch.position, batch)
                         self.last_offset_read = batch.last_offset
                         yield pos + batch.position, batch
                 except KafkaLogError as err:
@@ -187,6 +200,21 @@ class SegmentReader:
                 want = max(self.chunk_size, tail.declared_size or 0)
 
 
+    def _check_offsets(self, position: int, batch: Batch) -> None:
+        low, high = self.offset_range
+        last, first = batch.last_offset, first_offset(batch)
+        previous = self.last_offset_read
+        if first is not None and first > last:
+            problem = f"its first offset {first} is after its last offset {last}"
+        elif previous is not None and (last if first is None else first) <= previous:
+            problem = f"its offsets do not come after the previous batch's last offset {previous}"
+        elif (first if first is not None else last) < low or (high is not None and last >= high):
+            problem = f"its offsets lie outside the segment's range [{low}, {'end' if high is None else high})"
+        else:
+            return
+        raise CorruptBatchError(f"batch offsets {'?' if first is None else first}..{last} are out of order: {problem}",
+                                file=self.path, position=position, offset=last)
+
     def _torn(self, tail: TruncatedTail, base_offset: int | None) -> TruncatedDataError:
         declared = f", where a batch declares {tail.declared_size} bytes" if tail.declared_size else ""
         if base_offset is None and self.last_offset_read is not None:
@@ -194,6 +222,12 @@ class SegmentReader:
         return TruncatedDataError(f"{tail.length} bytes after the last whole batch{declared}, in a segment that "
                                   f"is not the active one: the segment is torn or a batch length is corrupt",
                                   file=self.path, position=tail.position, offset=base_offset)
+
+
+def first_offset(batch: Batch) -> int | None:
+    """A batch's first offset where its header tells it: a v2 batch's or a plain legacy message's
+    (a legacy wrapper names only its last offset; the rest needs decompressing)."""
+    return batch.base_offset if isinstance(batch, RecordBatch) or batch.codec == Codec.NONE else None
 
 
 def locate(err: KafkaLogError, path: str, file_position: int, batch: Batch) -> KafkaLogError:
