@@ -9,6 +9,11 @@ in one topic, transactions of which a third abort. Each round compacts a fresh c
 not timed) with `force=True`, so every segment below the active one is cleaned. Peak resident
 memory is sampled every 50 ms: the Python driver, the JVM, and the sum of the Python workers.
 
+`--many-partitions N` instead times the shape of a real broker's log directory: one compacted lz4
+topic of N partitions of 400 records each in 8 KiB segments, `kafkalog compact --force --output`
+as a user runs it (the whole command, Spark's start included), next to kafka-python's decode and
+`kafkalog validate` of the same directory: the cost must follow the bytes, not the partitions.
+
 `--keys-case N` (N > 0) instead compacts three logs of the same size whose records all have distinct
 keys, N/10, N/2 and N of them, to show that memory does not grow with the number of keys: the latest
 offset per key is a window over a sort that spills, not a map held in memory.
@@ -138,9 +143,56 @@ def compact_copy(spark, source: Path, work: Path, now: int) -> tuple[float, dict
     return seconds, totals, memory.peak
 
 
+def many_spec(partitions: int):
+    """One compacted lz4 topic of many small partitions, as a broker's log dir mostly holds."""
+    from kafkalog.storage.generator import GeneratorSpec, TopicSpec
+    return GeneratorSpec(seed=1, topics=[TopicSpec("events", partitions=partitions, records=400, keys=100,
+                                                   value_bytes=(20, 80), codec="lz4", cleanup_policy="compact",
+                                                   segment_bytes=8192)])
+
+
+def many_partitions(args, base: Path) -> None:
+    import subprocess
+    from kafkalog.storage.generator import generate
+    source = base / f"many-{args.many_partitions}"
+    if not source.exists():
+        generate(str(source), many_spec(args.many_partitions))
+    segments = list_segments(str(source), probe=False)
+    nbytes = sum(s.size for s in segments)
+    records, decode_seconds = kafka_python_decode(source)
+    cli = [str(Path(sys.executable).parent / "kafkalog")]
+
+    def timed(command: list[str]) -> float:
+        start = time.perf_counter()
+        subprocess.run(cli + command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - start
+
+    validate_seconds = timed(["validate", str(source), "--config", "cleanup.policy=compact", "--fail-on", "error"])
+    rounds = []
+    for _ in range(args.repeat):
+        shutil.rmtree(base / "out", ignore_errors=True)
+        rounds.append(timed(["compact", str(source), "--config", "cleanup.policy=compact", "--force",
+                             "--output", str(base / "out"), "--master", args.master]))
+    partitions = len({(s.topic, s.partition) for s in segments})
+    print(f"
+{records:,} records, {nbytes / 1e6:.1f} MB of .log in {len(segments)} segments of {partitions} "
+          f"partitions; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}\n")
+    print("| run | seconds | vs kafka-python decode |")
+    print("| --- | ---: | ---: |")
+    for name, seconds in (("kafka-python: decode every record (1 core)", decode_seconds),
+                          ("`kafkalog validate` (one process, every record)", validate_seconds),
+                          (f"`kafkalog compact --force --output` ({args.master}, whole command with Spark's start)",
+                           min(rounds))):
+        print(f"| {name} | {seconds:.1f} | {decode_seconds / seconds:.2f}x |")
+    print(f"\ncompaction rounds (s): {', '.join(f'{r:.1f}' for r in rounds)}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
+    parser.add_argument("--many-partitions", type=int, default=0, metavar="N",
+                        help="instead: a log dir of N small partitions, compacted by the CLI")
     parser.add_argument("--keys-case", type=int, default=0, metavar="N",
                         help="instead: distinct-key logs of N/10, N/2 and N keys, memory compared")
     parser.add_argument("--master", default="local[2]")
@@ -150,7 +202,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     base = args.dir or Path(tempfile.mkdtemp(prefix="kafkalog-bench-"))
     try:
-        if args.keys_case:
+        if args.many_partitions:
+            many_partitions(args, base)
+        elif args.keys_case:
             keys_case(args, base)
         else:
             end_to_end(args, base)

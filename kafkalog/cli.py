@@ -71,30 +71,32 @@ def _add_config_options(p) -> None:
     p.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
                    help="a topic configuration for one topic")
     p.add_argument("--config-file", metavar="FILE",
-                   help="Kafka-style .properties: broker log.* names, topic names, topic.<TOPIC>.<name> overrides")
+                   help="a broker's server.properties (broker names; topic names apply to every topic; "
+                        "topic.<TOPIC>.<name> overrides one topic), or the output of kafka-configs.sh --describe "
+                        "[--all] for topics and brokers: a topic's section fixes that topic's settings to the "
+                        "values listed, broker sections and broker-level synonyms are broker settings. Any "
+                        "name Kafka 4.x defines is accepted; unknown names are refused")
     p.add_argument("--topic-config-dir", metavar="DIR",
                    help="one <TOPIC>.properties per topic, holding that topic's overrides under topic config names "
                         "(over --config-file, under --topic-config)")
 
 
 def _resolver(args):
-    from .config import resolver_from
-    from .storage.logdir import parse_properties
+    from .config import parse_config_file, resolver_from
     properties = {}
     if args.config_file:
         from .storage.fs import LogFileSystem
         fs, path = LogFileSystem.for_path(args.config_file)
-        properties = parse_properties(fs.read_bytes(path).decode("utf-8"))
+        properties = parse_config_file(fs.read_bytes(path).decode("utf-8"), file=path)
     if args.topic_config_dir:
         properties.update(_topic_config_dir(args.topic_config_dir))
     return resolver_from(properties, args.config, args.topic_config)
 
 
 def _topic_config_dir(path_or_uri: str) -> dict[str, str]:
-    from .config import topic_properties
+    from .config import parse_java_properties, topic_properties
     from .errors import ConfigError
     from .storage.fs import LogFileSystem
-    from .storage.logdir import parse_properties
     fs, path = LogFileSystem.for_path(path_or_uri)
     if not fs.is_dir(path):
         raise ConfigError("topic configuration directory does not exist or is not a directory", file=path)
@@ -103,7 +105,7 @@ def _topic_config_dir(path_or_uri: str) -> dict[str, str]:
         if not entry.is_dir and entry.name.endswith(".properties"):
             topic = entry.name[:-len(".properties")]
             text = fs.read_bytes(entry.path).decode("utf-8")
-            properties.update(topic_properties(topic, parse_properties(text), file=entry.path))
+            properties.update(topic_properties(topic, parse_java_properties(text), file=entry.path))
     return properties
 
 
@@ -150,11 +152,9 @@ def _add_dump(commands) -> None:
 
 
 def _run_dump(args) -> int:
-    from .storage.dump import dump_paths
-    out = sys.stdout
-    for obj in dump_paths(args.paths, records=args.records, offsets_decoder=args.offsets_decoder,
-                          txn_index=args.txn_index, snapshots=args.snapshot):
-        out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    from .storage.dump import write_dump
+    write_dump(args.paths, sys.stdout, records=args.records, offsets_decoder=args.offsets_decoder,
+               txn_index=args.txn_index, snapshots=args.snapshot)
     return EXIT_OK
 
 

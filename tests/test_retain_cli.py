@@ -144,10 +144,83 @@ def test_a_locked_log_dir_is_refused(copy, capsys):
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert main(["retain", str(log_dir), "--now", str(NOW)]) == 2
-        assert "locked by a running process" in capsys.readouterr().err
+        assert "locked by another process (a running broker or another kafkalog run)" in capsys.readouterr().err
     finally:
         holder.stdin.close()
         holder.wait(timeout=10)
+
+
+HOLD_FLOCK = """
+import fcntl, sys
+f = open(sys.argv[1], "rb")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+TRY_LOCK = """
+import fcntl, sys
+f = open(sys.argv[1], "a+")
+for lock in (fcntl.lockf, fcntl.flock):
+    try:
+        lock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("acquired")
+        lock(f, fcntl.LOCK_UN)
+    except OSError:
+        print("refused")
+"""
+
+
+def test_a_log_dir_under_flock_is_refused_and_left_as_it_was(copy, capsys):
+    log_dir, props = copy
+    before = snapshot(log_dir)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_FLOCK, str(log_dir / ".lock")], stdout=subprocess.PIPE,
+                              stdin=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        assert main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
+                     "--now", str(NOW)]) == 2
+        assert "locked by another process" in capsys.readouterr().err
+        assert snapshot(log_dir) == before
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+
+
+def test_an_in_place_rewrite_holds_both_locks_until_it_ends(copy, monkeypatch, capsys):
+    log_dir, props = copy
+    seen = []
+    from kafkalog import retain
+
+    def fault(step, name):  # called at each commit step of the swap, in the middle of the rewrite
+        if not seen:
+            out = subprocess.run([sys.executable, "-c", TRY_LOCK, str(log_dir / ".lock")], capture_output=True,
+                                 text=True, timeout=10, check=True).stdout.split()
+            seen.append(out)
+
+    run = retain.run_retention
+    monkeypatch.setattr(retain, "run_retention", lambda *a, **kw: run(*a, **{**kw, "fault": fault}))
+    assert main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
+                 "--now", str(NOW)]) == 0
+    assert seen == [["refused", "refused"]]  # a broker's tryLock (lockf) and flock(1) both fail meanwhile
+    after = subprocess.run([sys.executable, "-c", TRY_LOCK, str(log_dir / ".lock")], capture_output=True,
+                           text=True, timeout=10, check=True).stdout.split()
+    assert after == ["acquired", "acquired"]
+
+
+@pytest.mark.parametrize("output", [False, True])
+def test_an_illegal_partition_dir_stops_a_rewrite_before_anything_is_written(copy, tmp_path, capsys, output):
+    log_dir, props = copy
+    shutil.copytree(log_dir / "orders-0", log_dir / "my orders-0")
+    before = snapshot(log_dir)
+    extra = ["--output", str(tmp_path / "out")] if output else []
+    assert main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
+                 "--now", str(NOW), *extra]) == 2
+    err = capsys.readouterr().err
+    assert f"{log_dir / 'my orders-0'}: not a partition directory Kafka could have made" in err
+    assert err.count("\n") == 1  # one line
+    assert snapshot(log_dir) == before
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob("out*"))
 
 
 def test_an_interrupted_swap_is_recovered_first(copy, capsys):

@@ -38,6 +38,13 @@ NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
 INT32_MAX = 0x7FFFFFFF
 
+# An uncompressed batch of at least this many bytes whose records average at least _IN_PLACE_RECORD
+# bytes is decoded where it lies in the segment's buffer rather than from a copy of its records
+# section: the copy would cost as much memory as the batch, and with records this large the scalar
+# decoder (which reads a memoryview) is as fast as the vectorised one (which needs bytes).
+_IN_PLACE_SECTION = 1 << 20
+_IN_PLACE_RECORD = 64 * 1024
+
 
 class TimestampType:
     NO_TIMESTAMP_TYPE = -1
@@ -174,13 +181,19 @@ class RecordBatch:
         count = self._checked_count()
         if count == 0:  # Kafka does not look at the payload of an empty batch
             return []
-        section = self.records_section(limit)
         log_append_time = self.log_append_time
         base_offset, base_timestamp = self.base_offset, self.base_timestamp
-        # all records at once (numpy); None for small batches and whatever only the scalar path can tell
-        out = decode_section(section, count, base_offset, base_timestamp, log_append_time)
-        if out is not None:
-            return out
+        start = self.position + RECORD_BATCH_OVERHEAD
+        size = self.size - RECORD_BATCH_OVERHEAD
+        if (self.codec == Codec.NONE and isinstance(self.buf, bytes) and size >= _IN_PLACE_SECTION
+                and size >= count * _IN_PLACE_RECORD):
+            section = memoryview(self.buf)[start:start + size]
+        else:
+            section = self.records_section(limit)
+            # all records at once (numpy); None for small batches and whatever only the scalar path can tell
+            out = decode_section(section, count, base_offset, base_timestamp, log_append_time)
+            if out is not None:
+                return out
         out = []
         pos = 0
         try:

@@ -47,6 +47,12 @@ _LZ4_STORED = 0x80000000  # block-size high bit: the block is stored uncompresse
 _ZSTD_MAX_EXPANSION = 32 * 1024
 _ZSTD_FEED_MIN, _ZSTD_FEED_MAX = 64, 64 * 1024
 
+# gzip is inflated in steps of at most this many output bytes, from at most this many input bytes:
+# one step asking zlib for everything up to the limit would build (and then copy) an output as large
+# as the limit before the limit could refuse it, and zlib's leftover input is copied at every step.
+_GZIP_OUT_STEP = 1 << 20
+_GZIP_IN_STEP = 1 << 20
+
 
 def compress(codec: int, data: bytes, *, magic: int = 2) -> bytes:
     """`data` compressed with `codec` as Kafka's Java producer writes it for message format `magic`."""
@@ -79,7 +85,9 @@ def _codec(codec: int, magic: int) -> Codec:
 
 
 class _Output:
-    """Decompressed chunks that refuse to grow past the limit."""
+    """Decompressed chunks that refuse to grow past the limit. The codecs add chunks of bounded
+    size, so a payload that expands past the limit is refused holding about `limit` bytes; a result
+    within the limit costs twice its size while the chunks are joined."""
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -100,7 +108,11 @@ class _Output:
         self.chunks.append(chunk)
 
     def result(self) -> bytes:
-        return b"".join(self.chunks)
+        if len(self.chunks) == 1:
+            return self.chunks.pop()
+        joined = b"".join(self.chunks)
+        self.chunks.clear()
+        return joined
 
 
 def _none_compress(data, magic: int) -> bytes:
@@ -120,17 +132,28 @@ def _gzip_decompress(view: memoryview, magic: int, out: _Output) -> None:
     start = 0
     while True:
         member = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip wrapper only, like GZIPInputStream
-        pending = view[start:]
+        pos = start  # input handed to zlib so far
+        tail = b""  # input zlib left over from the last step
+        full = False  # the last step filled its output: zlib may hold more without new input
         while not member.eof:
-            if not pending:
+            if tail:
+                data = tail
+            elif pos < len(view):
+                data = view[pos:pos + _GZIP_IN_STEP]
+                pos += len(data)
+            elif full:
+                data = b""
+            else:
                 raise TruncatedDataError("gzip data ends inside a member", position=start)
+            step = min(out.room() + 1, _GZIP_OUT_STEP)
             try:
-                chunk = member.decompress(pending, out.room() + 1)
+                chunk = member.decompress(data, step)
             except zlib.error as e:
                 raise CorruptBatchError(f"invalid gzip data: {e}", position=start) from None
+            full = len(chunk) == step
             out.add(chunk)
-            pending = member.unconsumed_tail
-        start = len(view) - len(member.unused_data)
+            tail = member.unconsumed_tail
+        start = pos - len(member.unused_data)
         # GZIPInputStream reads on when another member header follows and silently ignores any
         # other trailing bytes, so concatenated members are read and padding is not an error
         if view[start:start + 3] != b"\x1f\x8b\x08":

@@ -26,11 +26,12 @@ from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean
 from ..errors import KafkaLogError
 from ..storage.destination import Destination, destination
 from ..storage.logdir import LogDir
-from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES, partition_of_file
+from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FILES,
+                              is_kraft_metadata, partition_of_file)
 from ..storage.swap import FaultHook, recover_partition
 from .errors import from_spark_error, raises_kafkalog_errors
 from .rewrite import OutputSegment, OutputStats, swap_in, write_outputs
-from .scan import ScanFilter, narrow_scan, plan_scan, read_task, spark_schema
+from .scan import ScanFilter, narrow_scan, pack_tasks, plan_scan, read_task, spark_schema
 
 log = logging.getLogger("kafkalog")
 
@@ -61,6 +62,8 @@ class CompactionPlan:
     logs: list[LogToClean] = field(default_factory=list)
     # (topic, partition) -> the error that makes it uncleanable: it cannot be read whole (KIP-346)
     uncleanable: dict[tuple[str, int], KafkaLogError] = field(default_factory=dict)
+    # (topic, partition) -> why kafkalog never cleans it, whatever its configuration
+    excluded: dict[tuple[str, int], str] = field(default_factory=dict)
 
     @property
     def chosen(self) -> list[LogToClean]:
@@ -83,8 +86,10 @@ class CompactionPlan:
                  "last_stable_offset": s.last_stable_offset, "clean_bytes": s.stats.clean_bytes,
                  "cleanable_bytes": s.stats.cleanable_bytes, "dirty_ratio": round(s.stats.cleanable_ratio, 6),
                  "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000} for s in self.logs]
-        rows += [{"topic": t, "partition": p} for t, p in self.uncleanable
-                 if not any((s.topic, s.partition) == (t, p) for s in self.logs)]
+        planned = {(s.topic, s.partition) for s in self.logs}
+        rows += [{"topic": t, "partition": p, "chosen": False, "reason": reason}
+                 for (t, p), reason in self.excluded.items()]
+        rows += [{"topic": t, "partition": p} for t, p in self.uncleanable if (t, p) not in planned]
         for row in rows:
             err = self.uncleanable.get((row["topic"], row["partition"]))
             if err is not None:
@@ -99,6 +104,10 @@ def plan_compaction(log_dir: str, resolver: ConfigResolver, now: int, *, force: 
     checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     plan = CompactionPlan(log_dir, now)
     for topic, partition in opened.topic_partitions:
+        if is_kraft_metadata(topic):  # listed, never chosen, whatever the configuration; not even read
+            if not topics or topic in topics:
+                plan.excluded[(topic, partition)] = KRAFT_METADATA_NOT_REWRITTEN
+            continue
         config = resolver.for_topic(topic)
         if not config.compact or (topics and topic not in topics):
             continue
@@ -123,21 +132,24 @@ def _scan_scope(plan: CompactionPlan) -> dict:
 
 
 def _batch_decisions(spark, plan: CompactionPlan):
-    """Batch fates with Kafka's transaction tracker: one task per partition reads the headers of its
-    batches below the upper bound, in offset order, and decides them (no shuffle, no pandas)."""
+    """Batch fates with Kafka's transaction tracker: each partition's batches below the upper bound
+    are read (headers only), in offset order, and decided in one task (no shuffle, no pandas);
+    partitions are packed into tasks by their bytes, so many small ones share a task."""
     scan = plan_scan(plan.log_dir, ScanFilter.of(**_scan_scope(plan)), pack=False)
     units: dict = {}
     for unit in scan.units:
         units.setdefault((unit.topic, unit.partition), []).append(unit)
-    tasks = [(s.topic, s.partition, s.aborted_txns, s.active_producers, s.upper_bound,
-              sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)))
-             for s in plan.chosen]
+    partitions = [(s.topic, s.partition, s.aborted_txns, s.active_producers, s.upper_bound,
+                   sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)))
+                  for s in plan.chosen]
+    tasks = pack_tasks(spark, partitions, lambda p: sum(u.nbytes for u in p[-1]))
     root, now = scan.root, plan.now
 
     def run(ids):
         for batch in ids:
             for i in batch.column(0).to_pylist():
-                yield _decide_partition(root, *tasks[i], now)
+                for partition in tasks[i]:
+                    yield _decide_partition(root, *partition, now)
     return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, spark_schema(DECIDED))
 
 
@@ -369,7 +381,7 @@ def _output_segments(plan: CompactionPlan, resolver: ConfigResolver, kept: set[t
                 continue
             outputs.append(OutputSegment(state.topic, state.partition, tuple(s.base_offset for s in group),
                                          plan.now + config.delete_retention_ms,
-                                         config.index_interval_bytes, aborted))
+                                         config.index_interval_bytes, aborted, nbytes=sum(s.size for s in group)))
     return outputs
 
 

@@ -55,6 +55,7 @@ from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_k
 from ..storage.ledger import load_secret, records_table, write_records, write_run
 from ..storage.destination import destination
 from ..storage.logdir import LogDir
+from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.swap import FaultHook, recover_partition
 from .errors import raises_kafkalog_errors
 from .rewrite import OutputSegment, swap_in, write_outputs
@@ -270,6 +271,10 @@ def _scope(opened: LogDir, topics: Iterable[str] | None) -> list[tuple[str, int]
     if topics is None:
         return [tp for tp in opened.topic_partitions if not tp[0].startswith("__")]
     wanted = set([topics] if isinstance(topics, str) else topics)
+    refused = sorted(filter(is_kraft_metadata, wanted))
+    if refused:
+        raise ConfigError(f"purge refuses topic {refused[0]}: {KRAFT_METADATA_NOT_REWRITTEN}, nor does kafkalog "
+                          "rewrite it")
     return [tp for tp in opened.topic_partitions if tp[0] in wanted]
 
 
@@ -417,7 +422,8 @@ def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int
                        if s.base_offset == r.segment_base_offset)
         outputs.append(OutputSegment(r.topic, r.partition, (r.segment_base_offset,),
                                      now + config.delete_retention_ms, config.index_interval_bytes,
-                                     tuple(tuple(t) for t in segment.aborted_txns()), keep_max_timestamp=True))
+                                     tuple(tuple(t) for t in segment.aborted_txns()), keep_max_timestamp=True,
+                                     nbytes=segment.size))
     return outputs
 
 

@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 from ..codec.filter import BatchRetention, Outcome
 from ..errors import LogDirError
 from ..storage.logdir import LogDir
+from ..storage.partition import Partition
 from ..storage.rewrite import BatchPlan, rewrite_segments
 from ..storage.swap import FaultHook, replace_segments
 from ..storage.txnindex import AbortedTxn
@@ -39,6 +40,7 @@ class OutputSegment:
     index_interval_bytes: int
     aborted_txns: tuple = ()  # AbortedTxn entries that stay in .txnindex
     keep_max_timestamp: bool = False  # re-encoded batches keep their max timestamp (a purge)
+    nbytes: int = 0  # the sources' bytes: what packs output segments into tasks
 
     @property
     def base_offset(self) -> int:
@@ -64,29 +66,38 @@ class OutputStats:
 
 
 def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) -> list[OutputStats]:
-    """Step 5: one Spark task per output segment writes its `.cleaned` files. `plans` is a DataFrame
-    with `PLAN_COLUMNS` (a missing one is null). Its rows are cut, where they are, into one Arrow
-    IPC blob per output segment (pickling the rows one by one, offsets and all, would cost more than
-    the rewrite's codecs), and the blobs reach the task of their segment by an exact (identity)
-    partitioner, so every task gets one output segment and all of its plans."""
+    """Step 5: Spark tasks write the output segments' `.cleaned` files, the segments packed into
+    tasks by their bytes (many small ones share a task). `plans` is a DataFrame with
+    `PLAN_COLUMNS` (a missing one is null). Its rows are cut, where they are, into one Arrow IPC
+    blob per output segment (pickling the rows one by one, offsets and all, would cost more than
+    the rewrite's codecs), and the blobs reach the task of their segment by an exact partitioner,
+    so every task gets its output segments and all of their plans."""
     if not outputs:
         return []
     from pyspark.sql import functions as F
+    from .scan import pack_tasks
     plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
-    tasks = spark.createDataFrame(
+    segments = spark.createDataFrame(
         [(o.topic, o.partition, base, i) for i, o in enumerate(outputs) for base in o.bases],
         "topic string, partition int, segment_base_offset long, task int")
-    blobs = (plans.join(tasks, ["topic", "partition", "segment_base_offset"])
+    blobs = (plans.join(segments, ["topic", "partition", "segment_base_offset"])
              .mapInArrow(_plan_blobs, "task int, plans binary").rdd.map(tuple))
-    n = len(outputs)
-    every_task = spark.sparkContext.parallelize([(i, None) for i in range(n)], n)  # plan-less outputs too
     outputs = list(outputs)
+    tasks = pack_tasks(spark, range(len(outputs)), lambda i: outputs[i].nbytes)
+    task_of = {i: t for t, members in enumerate(tasks) for i in members}
+    every_output = spark.sparkContext.parallelize([(i, None) for i in range(len(outputs))], len(tasks))
 
-    def run(index: int, rows: Iterable) -> Iterable[OutputStats]:
-        yield rewrite_output(log_dir, outputs[index], _read_plans(blob for _, blob in rows if blob is not None))
+    def run(rows: Iterable) -> Iterable[OutputStats]:
+        blobs_of: dict = {}
+        for i, blob in rows:
+            blobs_of.setdefault(i, [])
+            if blob is not None:
+                blobs_of[i].append(blob)
+        for i in sorted(blobs_of):
+            yield rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i]))
 
-    return (blobs.union(every_task).partitionBy(n, lambda task: task)
-            .mapPartitionsWithIndex(run).collect())
+    return (blobs.union(every_output).partitionBy(len(tasks), task_of.__getitem__)
+            .mapPartitions(run).collect())
 
 
 def _plan_blobs(batches: Iterable) -> Iterable:
@@ -124,7 +135,9 @@ def _read_plans(blobs: Iterable[bytes]) -> dict:
 
 def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputStats:
     """Executor side: write one output segment as `.cleaned` files."""
-    part = LogDir.open(log_dir).partition(output.topic, output.partition)
+    from .scan import filesystem_and_path
+    fs, root = filesystem_and_path(log_dir)
+    part = Partition.open(fs, fs.join(root, f"{output.topic}-{output.partition}"))
     wanted = set(output.bases)
     sources = [s for s in part.segments if s.base_offset in wanted]
     if len(sources) != len(wanted):  # the swap would replace a segment whose records were never written

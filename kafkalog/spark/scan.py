@@ -36,6 +36,7 @@ from .inventory import (CountingFileSystem, IOStats, SegmentInfo, list_segments,
 DEFAULT_MAX_BYTES_PER_TASK = 64 * 1024 * 1024  # half spark.sql.files.maxPartitionBytes: decoding is CPU-bound
 DEFAULT_OPEN_COST = 4 * 1024 * 1024  # like spark.sql.files.openCostInBytes
 MIN_SPLIT_BYTES = 1024 * 1024  # parallelism alone never cuts ranges smaller than this
+SMALL_OPEN_COST = 64 * 1024  # what a partition or an output segment costs a task beyond its bytes
 SEEK_MIN_BYTES = 1024 * 1024  # an offset range seeks with the index only in segments at least this big
 DEFAULT_BATCH_ROWS = 64 * 1024  # rows per Arrow record batch
 
@@ -303,20 +304,36 @@ def task_bytes(total_bytes: int, max_bytes: int, min_tasks: int, open_cost: int 
     return max(1, min(max_bytes, max(MIN_SPLIT_BYTES, math.ceil(total_bytes / min_tasks))))
 
 
-def pack_units(units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST) -> list[tuple]:
-    """Pack units, in order, into tasks of about `target_bytes`, counting `open_cost` per unit
-    (as Spark packs small files); a unit larger than the target is a task of its own."""
-    tasks, current, current_bytes = [], [], 0
-    for unit in units:
-        cost = unit.nbytes + open_cost
+def pack(items: Sequence, nbytes: Callable[[object], int], target_bytes: int,
+         open_cost: int = DEFAULT_OPEN_COST) -> list[tuple]:
+    """Pack items, in order, into groups of about `target_bytes`, counting `nbytes(item)` plus
+    `open_cost` for each (as Spark packs small files); an item larger than the target is a group
+    of its own. The tasks of a scan, a decision or a rewrite: cost follows bytes, not items."""
+    groups, current, current_bytes = [], [], 0
+    for item in items:
+        cost = nbytes(item) + open_cost
         if current and current_bytes + cost > target_bytes:
-            tasks.append(tuple(current))
+            groups.append(tuple(current))
             current, current_bytes = [], 0
-        current.append(unit)
+        current.append(item)
         current_bytes += cost
     if current:
-        tasks.append(tuple(current))
-    return tasks
+        groups.append(tuple(current))
+    return groups
+
+
+def pack_units(units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST) -> list[tuple]:
+    """Pack work units, in order, into tasks of about `target_bytes` (see `pack`)."""
+    return pack(units, lambda unit: unit.nbytes, target_bytes, open_cost)
+
+
+def pack_tasks(spark, items: Sequence, nbytes: Callable[[object], int]) -> list[tuple]:
+    """Items (partitions to decide, segments to write) packed into tasks by bytes, at least twice
+    the default parallelism of them where the bytes allow. Their fixed cost is a small Python call,
+    not a file open on a cluster store: a small open cost."""
+    total = sum(nbytes(i) + SMALL_OPEN_COST for i in items)
+    return pack(items, nbytes, task_bytes(total, DEFAULT_MAX_BYTES_PER_TASK, default_min_tasks(spark)),
+                SMALL_OPEN_COST)
 
 
 def plan_scan(log_dir, flt: ScanFilter = ScanFilter(), *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
@@ -352,9 +369,14 @@ _FILESYSTEMS: dict[str, tuple[LogFileSystem, str]] = {}
 
 def filesystem(root: str) -> LogFileSystem:
     """The filesystem of a log-dir path or URI, created once per process."""
+    return filesystem_and_path(root)[0]
+
+
+def filesystem_and_path(root: str) -> tuple[LogFileSystem, str]:
+    """The filesystem of a log-dir path or URI and the log dir's path in it, made once per process."""
     if root not in _FILESYSTEMS:
         _FILESYSTEMS[root] = LogFileSystem.for_path(root)
-    return _FILESYSTEMS[root][0]
+    return _FILESYSTEMS[root]
 
 
 def _arrow(values, type_: pa.DataType) -> pa.Array:

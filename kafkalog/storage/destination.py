@@ -58,17 +58,22 @@ def destination(log_dir: str, output: str | None, *, dry_run: bool = False, copy
                 ) -> Iterator[Destination]:
     """The directory to rewrite, for the length of the block.
 
-    In place (`output` None): the log directory, refused while a broker holds its lock. With
-    `output`: a staging directory, filled with a copy of the input when `copy` (else left for the
-    caller to create), renamed to `output` when the block ends normally and removed when it raises.
-    A dry run writes nothing: the input itself."""
+    Refused first, dry runs included, when the log directory holds a partition directory Kafka
+    could not have made (LogDir.ensure_legal_partition_dirs). In place (`output` None): the log
+    directory, under its `.lock` for the whole block (LogDir.locked: refused while a broker or
+    another kafkalog run holds it, and a broker started meanwhile cannot open it). With `output`:
+    a staging directory, filled with a copy of the input when `copy` (else left for the caller to
+    create), renamed to `output` when the block ends normally and removed when it raises. A dry run
+    writes nothing: the input itself."""
     in_fs, source = LogFileSystem.for_path(log_dir)
+    opened = LogDir.open(log_dir)
+    opened.ensure_legal_partition_dirs()
     if dry_run:
         yield Destination(source, source)
         return
     if output is None:
-        LogDir.open(log_dir).ensure_unlocked()
-        yield Destination(source, source)
+        with opened.locked():
+            yield Destination(source, source)
         return
     fs, path = check_output(log_dir, output)
     staging = path + STAGING_SUFFIX

@@ -2,12 +2,19 @@
 
 Field names follow Kafka's (baseOffset, lastOffset, producerId, isTransactional, ...); bytes are
 base64. Paths may be log directories, partition directories or single segment files.
+
+`dump_paths` yields the objects; `write_dump` writes them as JSON lines (what `kafkalog dump`
+prints) without ever holding the whole base64 text of a large key or value: a record of N bytes
+costs about 2N of memory (the batch as read, the record's value), not the 6N that building and
+serialising its base64 string would.
 """
 from __future__ import annotations
 
 import base64
+import binascii
+import json
 import posixpath
-from typing import Iterator
+from typing import Iterable, Iterator, TextIO
 
 from ..codec.control import control_record
 from ..codec.batch import RecordBatch
@@ -27,6 +34,32 @@ CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 
 def b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+# Keys, values and header values of at least this many bytes become Base64Bytes when the objects are
+# made for write_dump; they are written this many input bytes (a multiple of 3) at a time.
+_LAZY_AT = 64 * 1024
+_B64_PIECE = 3 << 18  # 768 KiB in, 1 MiB of base64 out
+
+
+class Base64Bytes:
+    """A bytes field that `write_dump` writes as a base64 JSON string piece by piece."""
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __str__(self) -> str:
+        return b64(self.data)
+
+    def __repr__(self) -> str:
+        return f"Base64Bytes(<{len(self.data)} bytes>)"
+
+
+def _lazy_b64(data: bytes | None):
+    if data is not None and len(data) >= _LAZY_AT:
+        return Base64Bytes(data)
+    return b64(data)
 
 
 def batch_json(batch, position: int) -> dict:
@@ -49,12 +82,13 @@ def _timestamp_type_name(ts_type: int) -> str:
     return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[ts_type]
 
 
-def record_json(record, batch, offsets_decoder: bool) -> dict:
+def record_json(record, batch, offsets_decoder: bool, encode=b64) -> dict:
+    """A record's fields; `encode` turns bytes into their JSON value (base64 text by default)."""
     out = {"offset": record.offset, "timestamp": record.timestamp,
            "keySize": -1 if record.key is None else len(record.key),
            "valueSize": -1 if record.value is None else len(record.value),
-           "key": b64(record.key), "value": b64(record.value),
-           "headers": [{"key": k, "value": b64(v)} for k, v in record.headers]}
+           "key": encode(record.key), "value": encode(record.value),
+           "headers": [{"key": k, "value": encode(v)} for k, v in record.headers]}
     if offsets_decoder and not batch.is_control and record.key is not None:
         out["payload"] = _coordinator_json(record.key, record.value)
     return out
@@ -84,8 +118,10 @@ def _plain(value):
 
 
 def dump_segment(segment: LogSegment, *, records: bool = False, offsets_decoder: bool = False,
-                 context: dict | None = None) -> Iterator[dict]:
-    """One object per batch (and per record with `records`), then one for a truncated tail."""
+                 context: dict | None = None, lazy: bool = False) -> Iterator[dict]:
+    """One object per batch (and per record with `records`), then one for a truncated tail. With
+    `lazy`, large keys and values are Base64Bytes (for write_dump) instead of base64 text."""
+    encode = _lazy_b64 if lazy else b64
     reader = segment.reader()
     base = {"file": segment.log_path, **(context or {})}
     for position, batch in reader:
@@ -100,7 +136,7 @@ def dump_segment(segment: LogSegment, *, records: bool = False, offsets_decoder:
                            "controlType": ctl.type.name, "coordinatorEpoch": ctl.coordinator_epoch}
                 continue
             for record in batch.records():
-                yield {"type": "record", **base, **record_json(record, batch, offsets_decoder)}
+                yield {"type": "record", **base, **record_json(record, batch, offsets_decoder, encode)}
         except KafkaLogError as err:
             raise locate(err, segment.log_path, position, batch) from None
     if reader.truncated_tail is not None:
@@ -137,20 +173,78 @@ def _camel_name(name: str) -> str:
 
 
 def dump_paths(paths: list[str], *, records: bool = False, offsets_decoder: bool = False,
-               txn_index: bool = False, snapshots: bool = False) -> Iterator[dict]:
-    """Dump log directories, partition directories or segment files, in order."""
+               txn_index: bool = False, snapshots: bool = False, lazy: bool = False) -> Iterator[dict]:
+    """Dump log directories, partition directories or segment files, in order. `lazy`: see dump_segment."""
     for path_or_uri in paths:
         fs, path = LogFileSystem.for_path(path_or_uri)
         info = fs.info(path)
         if info is None:
             raise LogDirError("no such file or directory", file=path)
         if info.is_dir:
-            yield from _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots)
+            yield from _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots, lazy)
         else:
-            yield from _dump_file(fs, info, records, offsets_decoder)
+            yield from _dump_file(fs, info, records, offsets_decoder, lazy)
 
 
-def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots):
+def write_dump(paths: list[str], out: TextIO, *, records: bool = False, offsets_decoder: bool = False,
+               txn_index: bool = False, snapshots: bool = False) -> None:
+    """`kafkalog dump`: dump_paths's objects written to `out`, one JSON object a line, each exactly
+    `json.dumps(obj, separators=(",", ":"))`, but large keys and values written in pieces."""
+    write_json_lines(dump_paths(paths, records=records, offsets_decoder=offsets_decoder, txn_index=txn_index,
+                                snapshots=snapshots, lazy=True), out)
+
+
+def write_json_lines(objs: Iterable[dict], out: TextIO) -> None:
+    """Each object as one line of compact JSON (`json.dumps(obj, separators=(",", ":"))`); a
+    Base64Bytes anywhere in it is written as its base64 string, 1 MiB of text at a time."""
+    for obj in objs:
+        try:  # the C encoder for every object without a Base64Bytes
+            line = json.dumps(obj, separators=_SEPARATORS, default=_no_lazy)
+        except _Lazy:
+            _write_json(out, obj)
+            out.write("\n")
+        else:
+            out.write(line + "\n")
+
+
+_SEPARATORS = (",", ":")
+
+
+class _Lazy(Exception):
+    pass
+
+
+def _no_lazy(value):
+    if isinstance(value, Base64Bytes):
+        raise _Lazy
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _write_json(out: TextIO, value) -> None:
+    if isinstance(value, Base64Bytes):
+        out.write('"')
+        view = memoryview(value.data)
+        for i in range(0, len(view), _B64_PIECE):
+            out.write(binascii.b2a_base64(view[i:i + _B64_PIECE], newline=False).decode("ascii"))
+        out.write('"')
+    elif isinstance(value, dict):
+        out.write("{")
+        for i, (k, v) in enumerate(value.items()):
+            out.write(("," if i else "") + json.dumps(str(k)) + ":")
+            _write_json(out, v)
+        out.write("}")
+    elif isinstance(value, (list, tuple)):
+        out.write("[")
+        for i, v in enumerate(value):
+            if i:
+                out.write(",")
+            _write_json(out, v)
+        out.write("]")
+    else:
+        out.write(json.dumps(value, separators=_SEPARATORS))
+
+
+def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots, lazy=False):
     if parse_partition_dir_name(fs.name(path)) is not None:
         partition_paths = [path]
     else:
@@ -161,7 +255,7 @@ def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots):
         context = {"topic": part.topic, "partition": part.partition}
         decode = offsets_decoder and part.topic == CONSUMER_OFFSETS_TOPIC
         for segment in part.segments:
-            yield from dump_segment(segment, records=records, offsets_decoder=decode, context=context)
+            yield from dump_segment(segment, records=records, offsets_decoder=decode, context=context, lazy=lazy)
             if txn_index and ".txnindex" in segment.files:
                 yield from dump_index_file(fs, segment.files[".txnindex"].path, ".txnindex", segment.base_offset)
         if snapshots:
@@ -169,7 +263,7 @@ def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots):
                 yield from dump_index_file(fs, entry.path, ".snapshot", offset)
 
 
-def _dump_file(fs, info, records, offsets_decoder):
+def _dump_file(fs, info, records, offsets_decoder, lazy=False):
     name = parse_segment_file_name(info.name)
     if name is None or name.state:
         raise LogDirError("not a segment, index or snapshot file name", file=info.path)
@@ -177,4 +271,4 @@ def _dump_file(fs, info, records, offsets_decoder):
         yield from dump_index_file(fs, info.path, name.kind, name.base_offset)
         return
     segment = LogSegment(fs, posixpath.dirname(info.path), name.base_offset, {".log": info})
-    yield from dump_segment(segment, records=records, offsets_decoder=offsets_decoder)
+    yield from dump_segment(segment, records=records, offsets_decoder=offsets_decoder, lazy=lazy)

@@ -7,7 +7,8 @@ the segment holds ABORT markers. Compaction uses it with the `.cleaned` suffix.
 
 `PartitionWriter` is `UnifiedLog.append` for one partition: it rolls segments by Kafka's rules,
 replays every batch into producer state (snapshots at every roll and at close), indexes aborted
-transactions in the segment that holds their marker, and tracks the leader-epoch cache.
+transactions in the segment that holds their marker (not those without data: as in Kafka, a marker
+of an empty transaction completes no transaction), and tracks the leader-epoch cache.
 Timestamps come from the data (or from the `now_ms` the caller gives), never from the wall clock,
 so the same appends give byte-identical files with identical mtimes.
 """
@@ -258,7 +259,7 @@ class AppendInfo(NamedTuple):
     segment_base_offset: int
     position: int  # byte position of the record set in the segment's .log
     size: int
-    completed_txns: tuple  # CompletedTxn of the markers in the set
+    completed_txns: tuple  # CompletedTxn of the markers in the set (none for an empty transaction)
 
 
 @dataclass

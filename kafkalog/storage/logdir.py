@@ -1,29 +1,45 @@
 """A Kafka `log.dirs` directory: its partition directories and broker checkpoint files (spec §4.1, §4.10)."""
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from ..errors import LogDirError
 from .checkpoint import format_offset_checkpoint, parse_offset_checkpoint
 from .fs import LogFileSystem
-from .naming import parse_partition_dir_name
+from .meta_properties import META_PROPERTIES, MetaProperties, read_meta_properties
+from .naming import illegal_partition_dir_reason, parse_partition_dir_name
 from .partition import Partition
 
-META_PROPERTIES = "meta.properties"
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
 
 
+LOCKED_BY_ANOTHER_PROCESS = ("the log directory is locked by another process (a running broker or another "
+                             "kafkalog run); stop it before modifying the log")
+
+
 @dataclass
 class LogDir:
-    """A log directory. Partition directories are listed eagerly, opened on demand."""
+    """A log directory. Partition directories are listed eagerly, opened on demand.
+
+    A directory named like a partition (`<topic>-<partition>`) that Kafka could not have made -- a
+    topic name outside Kafka's rule (`[a-zA-Z0-9._-]`, at most 249 characters, not `.` or `..`) or
+    a partition number with leading zeros -- is not one of `partition_paths`, so reading the other
+    partitions works as before. It is listed in `illegal_dirs` (path -> reason), which
+    `ensure_legal_partition_dirs` turns into a refusal for the commands that rewrite the directory;
+    `kafkalog validate` reports it."""
     fs: LogFileSystem
     path: str
     partition_paths: dict[TopicPartition, str] = field(default_factory=dict)
+    illegal_dirs: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path_or_uri: str) -> "LogDir":
@@ -33,9 +49,28 @@ class LogDir:
         log_dir = cls(fs, path)
         for entry in fs.list_dir(path):
             parsed = parse_partition_dir_name(entry.name) if entry.is_dir else None
-            if parsed is not None:
+            if parsed is None:
+                continue
+            reason = illegal_partition_dir_reason(entry.name)
+            if reason is not None:
+                log_dir.illegal_dirs[entry.path] = reason
+            else:
                 log_dir.partition_paths[parsed] = entry.path
         return log_dir
+
+    def ensure_legal_partition_dirs(self) -> None:
+        """Refuse to rewrite a log directory that holds a partition directory Kafka could not have
+        made (see the class docstring), whichever topics the rewrite is about: the rewriting
+        commands call this before anything is written or copied. The LogDirError names the first
+        such directory (by path) and counts the others."""
+        if not self.illegal_dirs:
+            return
+        path, reason = min(self.illegal_dirs.items())
+        more = len(self.illegal_dirs) - 1
+        others = (f" ({more} more such director{'y' if more == 1 else 'ies'}; `kafkalog validate` lists them)"
+                  if more else "")
+        raise LogDirError(f"not a partition directory Kafka could have made: {reason}{others}. kafkalog does not "
+                          "rewrite a log directory holding one; rename it or move it out first", file=path)
 
     @property
     def topic_partitions(self) -> list[TopicPartition]:
@@ -76,27 +111,113 @@ class LogDir:
         self.write_checkpoint(name, entries)
 
     def meta_properties(self) -> dict[str, str]:
+        """meta.properties's keys and values as they stand, unchecked ({} without the file)."""
         path = self.fs.join(self.path, META_PROPERTIES)
         if not self.fs.exists(path):
             return {}
         return parse_properties(self.fs.read_bytes(path).decode("utf-8", "replace"))
 
-    # -- the broker's lock ------------------------------------------------------------------------
-    def ensure_unlocked(self) -> None:
-        """Refuse to modify a directory whose `.lock` a live process (a running broker) holds.
+    def read_meta(self) -> MetaProperties | None:
+        """meta.properties checked as Kafka reads it (None without the file); LogDirError when
+        Kafka would refuse it (see kafkalog.storage.meta_properties)."""
+        path = self.fs.join(self.path, META_PROPERTIES)
+        if not self.fs.exists(path):
+            return None
+        return read_meta_properties(self.fs.read_bytes(path), file=path)
 
-        An existing `.lock` that nobody holds is normal: a stopped broker leaves it behind."""
-        path = self.fs.join(self.path, LOCK_FILE)
-        if not self.fs.is_local or not os.path.exists(path):
+    # -- the broker's lock ------------------------------------------------------------------------
+    @property
+    def lock_path(self) -> str:
+        return self.fs.join(self.path, LOCK_FILE)
+
+    def ensure_unlocked(self) -> None:
+        """Refuse to modify a directory whose `.lock` another live process holds: a running broker
+        (Java's FileChannel.tryLock takes a POSIX record lock, fcntl/lockf), another kafkalog run
+        (`locked` takes both kinds) or a tool that took it with flock(2) (`flock(1)`, some wrappers).
+        On Linux the two kinds do not see each other, so both are tested.
+
+        An existing `.lock` that nobody holds is normal: a stopped broker leaves it behind. The lock
+        this process holds through `locked()` is not a reason to refuse (and the test leaves it
+        held). Non-local filesystems (object stores, HDFS) have no such lock: nothing is checked."""
+        path = self.lock_path
+        if not self.fs.is_local or not os.path.exists(path) or _held_here(path):
             return
-        # Java's FileChannel.tryLock takes a POSIX record lock, which flock() would not see: lockf.
-        with open(path, "rb+") as f:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as err:
+            raise LogDirError(f"cannot open the broker's lock file to test it: {err.strerror}", file=path) from None
+        try:
+            # shared locks need only read access, and conflict with any exclusive holder
+            _try_locks(fd, path, fcntl.LOCK_SH, keep=False)
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold `<log dir>/.lock` for the length of the block, as a running broker holds it: an
+        exclusive POSIX record lock (what Kafka's FileChannel.tryLock takes, so a broker started
+        meanwhile refuses the directory) and an exclusive flock(2) lock (what flock(1) and other
+        tools take). The file is created when absent, as Kafka creates it, and is left in place.
+
+        Refused with a LogDirError when another process holds either kind (a broker, another
+        kafkalog run), and when this process already holds it: POSIX record locks belong to a
+        process, so a second lock from the same process would be granted, and the first release
+        would drop both; a nested or concurrent rewrite of one directory from one process is
+        therefore refused. Both locks are released when the block ends, normally or by an
+        exception, and die with the process. `ensure_unlocked` inside the block leaves them held.
+
+        On non-local filesystems (object stores, HDFS) there is no lock to take: the block runs
+        unguarded, and keeping brokers and other writers away is up to the caller."""
+        if not self.fs.is_local:
+            yield
+            return
+        path = self.lock_path
+        key = os.path.realpath(path)
+        with _HELD_GUARD:
+            if key in _HELD:
+                raise LogDirError("this process already holds the log directory's lock (a rewrite of it is under "
+                                  "way); one rewrite of a directory at a time", file=path)
+            _HELD.add(key)
+        try:
             try:
-                fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise LogDirError("the log directory is locked by a running process (a broker?); "
-                                  "stop it before modifying the log", file=path) from None
-            fcntl.lockf(f, fcntl.LOCK_UN)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as err:
+                raise LogDirError(f"cannot open the broker's lock file: {err.strerror}", file=path) from None
+            try:
+                _try_locks(fd, path, fcntl.LOCK_EX, keep=True)
+                yield
+            finally:
+                os.close(fd)  # drops the record lock and the flock lock together
+        finally:
+            with _HELD_GUARD:
+                _HELD.discard(key)
+
+
+# The `.lock` files (real paths) this process holds through LogDir.locked.
+_HELD: set[str] = set()
+_HELD_GUARD = threading.Lock()
+
+
+def _held_here(path: str) -> bool:
+    with _HELD_GUARD:
+        return os.path.realpath(path) in _HELD
+
+
+def _try_locks(fd: int, path: str, kind: int, *, keep: bool) -> None:
+    """Take a flock(2) lock and a POSIX record lock of `kind` (LOCK_SH, LOCK_EX) on `fd` without
+    waiting; unless `keep`, release each at once (a probe). LogDirError when another process holds
+    a conflicting lock, or when the filesystem cannot lock at all (then nobody can tell whether a
+    broker uses the directory)."""
+    for name, lock in (("flock", fcntl.flock), ("POSIX record", fcntl.lockf)):
+        try:
+            lock(fd, kind | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise LogDirError(LOCKED_BY_ANOTHER_PROCESS, file=path) from None
+            raise LogDirError(f"cannot take a {name} lock on the broker's lock file ({err.strerror}), so whether a "
+                              "broker uses the directory cannot be told; not modifying it", file=path) from None
+        if not keep:
+            lock(fd, fcntl.LOCK_UN)
 
 
 def parse_properties(text: str) -> dict[str, str]:

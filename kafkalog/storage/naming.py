@@ -86,3 +86,58 @@ def parse_partition_dir_name(name: str) -> TopicPartition | None:
 def partition_of_file(path: str) -> TopicPartition | None:
     """The partition whose directory holds the file at `path` (a segment, index or snapshot)."""
     return parse_partition_dir_name(posixpath.basename(posixpath.dirname(path.rstrip("/"))))
+
+
+# Kafka's rule for topic names (org.apache.kafka.common.internals.Topic): ASCII letters and digits,
+# '.', '_' and '-', at most 249 characters, and neither "." nor "..".
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def illegal_topic_reason(topic: str) -> str | None:
+    """Why Kafka would refuse `topic` as a topic name (Topic.validate), or None for a legal one."""
+    if not topic:
+        return "a topic name must not be empty"
+    if topic in (".", ".."):
+        return f"a topic name must not be {topic!r}"
+    if len(topic) > MAX_TOPIC_NAME_LENGTH:
+        return f"a topic name has at most {MAX_TOPIC_NAME_LENGTH} characters, this one has {len(topic)}"
+    if not _LEGAL_TOPIC.fullmatch(topic):
+        bad = sorted({c for c in topic if not _LEGAL_TOPIC.fullmatch(c)})
+        return (f"topic {topic!r} contains {', '.join(map(repr, bad[:5]))}: Kafka allows only ASCII letters, "
+                "digits, '.', '_' and '-'")
+    return None
+
+
+def illegal_partition_dir_reason(name: str) -> str | None:
+    """Why a directory named `<topic>-<partition>` (as parse_partition_dir_name reads it) is not one
+    Kafka could have made, or None: the topic breaks Kafka's naming rule, or the partition number
+    is not written as Kafka writes it (decimal, no leading zeros: `t-007` and `t-7` would be read as
+    the same partition)."""
+    parsed = parse_partition_dir_name(name)
+    if parsed is None:
+        return None
+    reason = illegal_topic_reason(parsed.topic)
+    if reason is not None:
+        return reason
+    if name != f"{parsed.topic}-{parsed.partition}":
+        return f"partition number {name.rpartition('-')[2]!r} has leading zeros; Kafka writes {parsed.partition}"
+    return None
+
+
+# KRaft's metadata log (Kafka 4.x runs only in KRaft mode): `__cluster_metadata-0` is the controller
+# quorum's Raft log (Topic.CLUSTER_METADATA_TOPIC_PARTITION, written by KafkaRaftManager through
+# KafkaMetadataLog), and `bootstrap.checkpoint` (BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME, at
+# the top of metadata.log.dir) is what `kafka-storage format` wrote. Kafka never applies topic
+# retention or compaction to the metadata log: KafkaMetadataLog forces retention.ms and
+# retention.bytes to -1 and never compacts; its segments go only below a snapshot
+# (`<offset>-<epoch>.checkpoint`), by metadata.max.retention.ms/bytes. kafkalog never rewrites either.
+KRAFT_METADATA_TOPIC = "__cluster_metadata"
+KRAFT_BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+KRAFT_METADATA_NOT_REWRITTEN = "KRaft metadata log: Kafka never compacts or retains it"
+
+
+def is_kraft_metadata(topic: str) -> bool:
+    """Whether `topic` is KRaft's metadata log (`__cluster_metadata`, whose one partition is 0),
+    which kafkalog never compacts, retains, truncates or purges, whatever the configuration."""
+    return topic == KRAFT_METADATA_TOPIC

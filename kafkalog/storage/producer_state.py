@@ -94,7 +94,10 @@ class ProducerStateManager:
 
     # -- replay ---------------------------------------------------------------------------------
     def append(self, batch) -> CompletedTxn | None:
-        """Apply one batch; returns the transaction an end marker completed, if any."""
+        """Apply one batch; returns the transaction an end marker completed, if any. As Kafka's
+        ProducerAppendInfo.appendEndTxnMarker, a marker whose transaction has no data (none written,
+        or all of it removed by the cleaner) completes none: it has no `.txnindex` entry and no
+        effect on the last stable offset."""
         completed = None
         if isinstance(batch, RecordBatch) and batch.has_producer_id:
             if batch.is_control:
@@ -122,11 +125,13 @@ class ProducerStateManager:
         state = self.producers.get(batch.producer_id)
         if state is None:
             state = self.producers[batch.producer_id] = ProducerState(batch.producer_id, batch.producer_epoch)
-        first = state.current_txn_first_offset if state.current_txn_first_offset != NO_OFFSET else marker.offset
+        first = state.current_txn_first_offset
         state._set_epoch(batch.producer_epoch)
         state.coordinator_epoch = marker.coordinator_epoch
         state.current_txn_first_offset = NO_OFFSET
         state.last_timestamp = marker.timestamp
+        if first == NO_OFFSET:
+            return None  # an empty transaction: Kafka emits no CompletedTxn for it
         return CompletedTxn(batch.producer_id, first, marker.offset, marker.type == ControlType.ABORT)
 
     # -- transactions -------------------------------------------------------------------------------

@@ -43,9 +43,9 @@ from .fs import FileEntry, LogFileSystem
 from .log_writer import SegmentWriter
 from .destination import destination
 from .logdir import LOCK_FILE, LogDir
-from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                     OFFSET_CHECKPOINT_FILES, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
-                     parse_partition_dir_name, segment_file_name)
+from .naming import (CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_NOT_REWRITTEN, LEADER_EPOCH_CHECKPOINT,
+                     LOG_START_OFFSET_CHECKPOINT, OFFSET_CHECKPOINT_FILES, RECOVERY_POINT_CHECKPOINT,
+                     REPLICATION_OFFSET_CHECKPOINT, is_kraft_metadata, parse_partition_dir_name, segment_file_name)
 from .partition import Partition
 from .producer_state import replay_partition
 from .rewrite import CLEANED, BatchPlan, rewrite_segments
@@ -948,10 +948,11 @@ def _retain(log_dir: LogDir, *, config_for: ConfigFor, now_ms: int, topics, dele
     selected = {tp for tp in log_dir.topic_partitions if wanted is None or tp[0] in wanted}
     requests = dict(delete_records or {})
     report = RetentionReport(log_dir.path, output, dry_run, now_ms)
-    report.delete_records_unknown = sorted((t, p, o) for (t, p), o in requests.items()
-                                           if (t, p) not in log_dir.partition_paths)
+    report.delete_records_unknown = sorted((t, p, o) for (t, p), o in requests.items()  # a broker: not a topic
+                                           if (t, p) not in log_dir.partition_paths or is_kraft_metadata(t))
     report.delete_records_unselected = sorted((t, p, o) for (t, p), o in requests.items()
-                                              if (t, p) in log_dir.partition_paths and (t, p) not in selected)
+                                              if (t, p) in log_dir.partition_paths and (t, p) not in selected
+                                              and not is_kraft_metadata(t))
     configs = {topic: config_for(topic) for topic in sorted({t for t, _ in selected})}
     if callable(committed):
         wants = any(c.delete and c.retention_commitoffset_enable for c in configs.values())
@@ -966,7 +967,11 @@ def _retain(log_dir: LogDir, *, config_for: ConfigFor, now_ms: int, topics, dele
     for tp in log_dir.topic_partitions:
         part = log_dir.partition(*tp)
         target = out_fs.join(out_path, fs.name(part.path)) if out_path is not None else None
-        if tp not in selected:
+        if tp in selected and is_kraft_metadata(tp[0]):  # reported, and copied to an output as it is
+            plan = PartitionPlan(tp[0], tp[1], part.path, configs[tp[0]], [], 0, 0, 0, "",
+                                 RetentionOutcome([], [], 0), skipped=KRAFT_METADATA_NOT_REWRITTEN)
+            report.partitions.append(plan)
+        if tp not in selected or is_kraft_metadata(tp[0]):
             work.append((part, None, target))
             continue
         recovered = []

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..codec.batch import RecordBatch
+from ..codec.control import ControlType, control_record
 from ..errors import CorruptSnapshotError
 from .logdir import LogDir
 from .naming import REPLICATION_OFFSET_CHECKPOINT
@@ -195,6 +196,11 @@ def ended_transactions(part: Partition) -> list[EndedTxn]:
                 ended.append(EndedTxn(completed.producer_id, batch.producer_epoch, completed.first_offset,
                                       completed.last_offset, completed.is_aborted,
                                       data_batches.pop(completed.producer_id, 0)))
+            elif batch.is_control:  # a marker completes no transaction when the replay knows no data of it
+                marker = control_record(batch)
+                if marker is not None and marker.type in (ControlType.ABORT, ControlType.COMMIT):
+                    ended.append(EndedTxn(batch.producer_id, batch.producer_epoch, marker.offset, marker.offset,
+                                          marker.type == ControlType.ABORT, data_batches.pop(batch.producer_id, 0)))
     return ended
 
 

@@ -68,18 +68,23 @@ Transaction index (`.txnindex`):
   ``txnindex.parse``       an entry version Kafka refuses
   ``txnindex.sanity``      an entry's lastOffset below the segment base, or lastOffsets not increasing
   ``txnindex.entry``       an entry without an ABORT marker of its producer at lastOffset in the
-                           segment, or whose firstOffset / lastStableOffset differ from a replay of
-                           producer state (not checked for compacted partitions, see below)
-  ``txnindex.missing_entry`` an ABORT marker without its entry (not for compacted partitions: the
-                           cleaner drops entries of transactions with no data left, spec §5.7.2)
+                           segment, or for a transaction without data (Kafka completes no
+                           transaction for a marker that follows no data of its producer, and
+                           indexes none), or whose firstOffset / lastStableOffset differ from a
+                           replay of producer state (these two not checked for compacted partitions)
+  ``txnindex.missing_entry`` an ABORT marker of a transaction with data without its entry (not for
+                           compacted partitions: the cleaner drops entries of transactions with no
+                           data left, spec §5.7.2)
 Producer snapshots (`.snapshot`):
   ``snapshot.parse``       version, size or CRC-32C wrong (Kafka deletes it and falls back)
   ``snapshot.range``       offset above the log end offset (error) or below the log start (warning)
   ``snapshot.state``       (deep) a producer whose batches are in the log has other values than a
                            replay of the log up to the snapshot's offset (for compacted partitions:
                            Kafka keeps snapshots through cleaning, so a snapshot may describe a
-                           batch the cleaner removed, then only an older epoch is an error, and
-                           a rewritten batch's max timestamp may have changed)
+                           batch the cleaner removed, then only an older epoch is an error; a
+                           rewritten batch's max timestamp may have changed; and an open
+                           transaction's first offset may lie below the replay's, whose first
+                           batches are gone, but not at or below the producer's previous batch)
   ``snapshot.producer_absent`` (info) producers of the log the snapshot does not hold (expired)
 Partition and log directory files:
   ``checkpoint.parse``     a log-dir checkpoint file Kafka's CheckpointFile would refuse
@@ -92,6 +97,16 @@ Partition and log directory files:
   ``leader_epoch.batches`` (warning) a v2 batch's partitionLeaderEpoch differs from the epoch the
                            checkpoint gives its offset
   ``partition_metadata.parse``  partition.metadata malformed
+  ``partition.illegal_name`` a directory named `<topic>-<partition>` that Kafka could not have made: the
+                           topic breaks Kafka's rule (`[a-zA-Z0-9._-]`, at most 249 characters, not `.`
+                           or `..`) or the partition number has leading zeros. Its files are still
+                           checked; the rewriting commands refuse the log directory
+  ``meta_properties.parse`` meta.properties that Kafka refuses (error: not text, no known key, a
+                           version that is not 0 or 1, broker.id/node.id not an int32 or negative,
+                           version 1 without node.id or cluster.id, an empty cluster.id, a directory.id
+                           that is not a UUID or is reserved) or that only some versions accept
+                           (warning: no version, version 0 without broker.id, a cluster.id that is not
+                           a base64url UUID)
   ``partition.leftover``   `.cleaned` / `.swap` / `.deleted` files: an interrupted swap or delete
   ``partition.orphan_index``  index files without a `.log` (Kafka deletes them on load)
   ``partition.empty``      (info) a partition directory without any `.log`
@@ -117,6 +132,7 @@ then only checked for order), and index files beside it are checked when present
 from __future__ import annotations
 
 import json
+import re
 from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -130,11 +146,13 @@ from .checkpoint import (EpochEntry, parse_leader_epoch_checkpoint, parse_offset
                          parse_partition_metadata)
 from .fs import FileEntry, LogFileSystem
 from .index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex
+from .meta_properties import META_PROPERTIES, check_meta_properties
 from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                      OFFSET_CHECKPOINT_FILES, PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT,
-                     REPLICATION_OFFSET_CHECKPOINT, parse_partition_dir_name, parse_segment_file_name)
+                     REPLICATION_OFFSET_CHECKPOINT, illegal_partition_dir_reason, parse_partition_dir_name,
+                     parse_segment_file_name)
 from .partition import Partition
-from .producer_state import ProducerStateManager
+from .producer_state import NO_OFFSET, ProducerStateManager
 from .segment import CHUNK_SIZE, LogSegment, locate
 from .snapshot import ProducerSnapshot
 from .txnindex import ENTRY_SIZE as TXN_ENTRY_SIZE
@@ -157,10 +175,11 @@ CHECKS = (
     "checkpoint.parse", "checkpoint.range", "checkpoint.unknown_partition",
     "leader_epoch.parse", "leader_epoch.range", "leader_epoch.batches",
     "partition_metadata.parse", "partition.leftover", "partition.orphan_index", "partition.empty",
+    "partition.illegal_name", "meta_properties.parse",
     "logdir.not_a_log_dir", "io.read",
 )
 
-_LOG_DIR_MARKERS = OFFSET_CHECKPOINT_FILES + ("meta.properties", ".kafka_cleanshutdown")
+_LOG_DIR_MARKERS = OFFSET_CHECKPOINT_FILES + (META_PROPERTIES, ".kafka_cleanshutdown")
 
 
 # -- the report ------------------------------------------------------------------------------------
@@ -271,7 +290,7 @@ class ValidationReport:
         for p in shown[:max_lines]:
             if root and p.file and p.file.startswith(root):
                 p = replace(p, file=p.file[len(root):].lstrip("/") or p.file)
-            lines.append("  " + _shorten(str(p), 160))
+            lines.append("  " + _shorten(_printable(str(p)), 160))
         hidden = len(self.findings) - min(len(shown), max_lines) + sum(self.suppressed.values())
         if hidden > 0:
             lines.append(f"  ... and {hidden} more findings (see the JSON report)")
@@ -294,6 +313,14 @@ def _size(n: int) -> str:
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _printable(text: str) -> str:
+    """`text` with control characters escaped (a directory name with a newline stays on one line)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _shorten(text: str, width: int) -> str:
@@ -419,6 +446,29 @@ class _ReplayState:
         self.epoch_first_mismatch: tuple | None = None
         self.log_start = 0
         self.compacted = False  # snapshots may describe batches the cleaner has since removed
+        # compacted partitions only: where each producer's open transaction may have begun
+        self.floor_default = -1  # below the first segment's base offset
+        self.last_of_producer: dict[int, int] = {}  # last offset of the producer's latest batch
+        self.txn_floor: dict[int, int] = {}  # producer -> last offset of its batch before its open transaction
+        self._was_open = False
+
+    def before_batch(self, pid: int) -> None:
+        producer = self.manager.producers.get(pid)
+        self._was_open = producer is not None and producer.current_txn_first_offset != NO_OFFSET
+
+    def after_batch(self, pid: int, last: int) -> None:
+        producer = self.manager.producers.get(pid)
+        if not self._was_open and producer is not None and producer.current_txn_first_offset != NO_OFFSET:
+            self.txn_floor[pid] = self.last_of_producer.get(pid, self.floor_default)
+        self.last_of_producer[pid] = last
+
+    def txn_start_cleaned(self, pid: int, stored: int, replayed: int) -> bool:
+        """A snapshot's currentTxnFirstOffset `stored` below the replay's: the transaction's first
+        batches were removed by the cleaner after the snapshot was taken (Kafka's cleaner keeps
+        snapshots as they are, and a replay starts the transaction at its first batch left). It must
+        still lie after the producer's previous batch, which is not part of the transaction."""
+        floor = self.txn_floor.get(pid)
+        return floor is not None and NO_OFFSET not in (stored, replayed) and floor < stored < replayed
 
 
 # -- the walk ------------------------------------------------------------------------------------
@@ -469,6 +519,9 @@ class _Validator:
                      "(meta.properties, checkpoint files): nothing was validated", path)
             return
         self.report.counts["log_dirs"] += 1
+        entry = names.get(META_PROPERTIES)
+        if entry is not None and not entry.is_dir:
+            self._meta_properties(fs, entry.path)
         ctx = _DirContext()
         checkpoint_texts: dict[str, str] = {}
         for name in OFFSET_CHECKPOINT_FILES:
@@ -535,6 +588,10 @@ class _Validator:
 
     # -- partition directories ----------------------------------------------------------------------
     def partition_dir(self, fs: LogFileSystem, path: str, ctx: _DirContext) -> _PartitionResult | None:
+        reason = illegal_partition_dir_reason(fs.name(path))
+        if reason is not None:
+            self.add("partition.illegal_name", ERROR, f"not a partition directory Kafka could have made: {reason}; "
+                     "kafkalog's rewriting commands refuse this log directory", path)
         try:
             part = Partition.open(fs, path)
         except KafkaLogError as err:
@@ -594,6 +651,7 @@ class _Validator:
         if compacted is None:
             compacted = ctx.get(CLEANER_OFFSET_CHECKPOINT, part.topic, part.partition) is not None
         state.compacted = compacted
+        state.floor_default = (first_base or 0) - 1
         log_end = None
         for i, segment in enumerate(part.segments):
             nxt = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
@@ -656,6 +714,9 @@ class _Validator:
         if name in OFFSET_CHECKPOINT_FILES or name == LEADER_EPOCH_CHECKPOINT or name == PARTITION_METADATA:
             self._single_checkpoint(fs, info)
             return
+        if name == META_PROPERTIES:
+            self._meta_properties(fs, info.path)
+            return
         parsed = parse_segment_file_name(name)
         if parsed is not None and parsed.state is None and parsed.kind == ".snapshot":
             self.report.counts["snapshots"] += 1
@@ -689,6 +750,18 @@ class _Validator:
                          state, exact_txn=False)
         except OSError as err:
             self.add("io.read", ERROR, f"cannot read the segment: {err}", info.path)
+
+    def _meta_properties(self, fs: LogFileSystem, path: str) -> None:
+        self.report.counts["meta_properties"] += 1
+        try:
+            data = fs.read_bytes(path)
+        except OSError as err:
+            self.add("io.read", ERROR, f"cannot read: {err}", path)
+            return
+        _, issues = check_meta_properties(data)
+        for issue in issues:
+            self.add("meta_properties.parse", ERROR if issue.severity == "error" else WARNING, issue.message, path,
+                     issue.position)
 
     def _single_checkpoint(self, fs: LogFileSystem, info: FileEntry) -> None:
         self.report.counts["checkpoint_files"] += 1
@@ -796,21 +869,26 @@ class _Validator:
                 # producer state, transactions, snapshots, leader epochs
                 self._compare_snapshots(state, first_offset)
                 self._check_epoch(state, batch, pos, path)
-                completed = None
+                completed, replayed = None, False
                 if is_v2 and batch.has_producer_id:
                     state.seen_pids.add(batch.producer_id)
+                    if state.compacted:
+                        state.before_batch(batch.producer_id)
                 if not (is_v2 and batch.is_control and ctl is None and batch.records_count != 0):
                     try:
-                        completed = state.manager.append(batch)
+                        completed, replayed = state.manager.append(batch), True
                     except KafkaLogError:
                         completed = None  # reported by batch.control / batch.records
                 else:
                     state.manager.map_end_offset = last + 1
+                if is_v2 and batch.has_producer_id and state.compacted:
+                    state.after_batch(batch.producer_id, last)
                 if xcheck is not None and ctl is not None and ctl.type in (ControlType.ABORT, ControlType.COMMIT):
                     expected = None
                     if completed is not None and completed.is_aborted:
                         expected = state.manager.aborted_txn(completed)
-                    xcheck.on_marker(ctl, batch.producer_id, expected, pos, path)
+                    # a marker the replay applied without completing a transaction: it had no data
+                    xcheck.on_marker(ctl, batch.producer_id, expected, replayed and completed is None, pos, path)
                 state.last_offset = last if state.last_offset is None else max(state.last_offset, last)
                 state.last_file = path
                 first = False
@@ -944,6 +1022,9 @@ class _Validator:
                 fields = [f for f in ("producer_epoch",) if getattr(stored, f) < getattr(expected, f)]
             elif state.compacted:  # the cleaner recomputes a rewritten batch's max timestamp
                 fields = [f for f in fields if f != "timestamp"]
+                if "current_txn_first_offset" in fields and state.txn_start_cleaned(
+                        pid, stored.current_txn_first_offset, expected.current_txn_first_offset):
+                    fields.remove("current_txn_first_offset")
             diffs = [f"{f} {getattr(stored, f)} (replay: {getattr(expected, f)})" for f in fields
                      if getattr(stored, f) != getattr(expected, f)]
             if diffs:
@@ -1160,7 +1241,10 @@ class _TxnIndexCheck:
         self.v.add("txnindex.entry", ERROR, f"entry {i} {tuple(e)} {message}", self.path, i * TXN_ENTRY_SIZE,
                    e.last_offset)
 
-    def on_marker(self, ctl, producer_id: int, expected: AbortedTxn | None, pos: int, log_path: str) -> None:
+    def on_marker(self, ctl, producer_id: int, expected: AbortedTxn | None, empty: bool, pos: int,
+                  log_path: str) -> None:
+        """`expected`: the entry the replay computes for an ABORT; `empty`: the replay knows no data of
+        the marker's transaction (with an incomplete replay, data below the first segment may exist)."""
         entries = self.index.entries if self.index is not None else []
         while self.j < len(self.by_last) and entries[self.by_last[self.j]].last_offset < ctl.offset:
             self._no_marker(self.by_last[self.j])
@@ -1178,11 +1262,14 @@ class _TxnIndexCheck:
                           f"{producer_id}'s")
             elif e.first_offset > e.last_offset:
                 self._bad(i, f"has firstOffset {e.first_offset} above its lastOffset")
+            elif self.exact and self.replay_complete and empty:
+                self._bad(i, "is for a transaction without data: Kafka indexes no aborted transaction that wrote "
+                          "nothing (ProducerAppendInfo.appendEndTxnMarker completes none)")
             elif self.exact and self.replay_complete and expected is not None and (
                     e.first_offset != expected.first_offset or e.last_stable_offset != expected.last_stable_offset):
                 self._bad(i, f"differs from the replay of producer state: firstOffset {expected.first_offset}, "
                           f"lastStableOffset {expected.last_stable_offset}")
-        if not found and self.exact and ctl.type == ControlType.ABORT:
+        if not found and self.exact and ctl.type == ControlType.ABORT and not empty:
             self.v.add("txnindex.missing_entry", ERROR,
                        f"the ABORT marker of producer {producer_id} at offset {ctl.offset} ({log_path}, byte {pos}) "
                        "has no .txnindex entry: READ_COMMITTED consumers would read the aborted data", self.path,

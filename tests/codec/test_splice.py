@@ -74,8 +74,8 @@ def test_splice_equals_decode_and_reencode_on_any_section(data, n, fields, kw):
     if got is not None:
         assert got == expected(batch, removed, **kw)
     elif n >= SPLICE_THRESHOLD and fields["log_append_time"] is None and written_as_kafka_writes(batch, records):
-        extremes = [r.timestamp for r in records] + [batch.base_timestamp, kw["delete_horizon_ms"]]
-        assert max(map(abs, extremes)) >= INT64_SAFE  # only an overflow may stop it
+        extremes = [r.timestamp for r in records] + [batch.base_timestamp, kw["delete_horizon_ms"], batch.base_offset]
+        assert max(map(abs, extremes)) >= INT64_SAFE  # only an overflow (of a timestamp or an offset) may stop it
 
 
 @SETTINGS

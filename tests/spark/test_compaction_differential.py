@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -114,7 +115,7 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, seed):
     config = _model_config()
     resolver = resolver_from(settings=["cleanup.policy=compact", f"delete.retention.ms={DELETE_RETENTION_MS}",
                                        f"segment.bytes={SEGMENT_BYTES}", "index.interval.bytes=256",
-                                       f"producer.id.expiration.ms={2**62}"])
+                                       f"producer.id.expiration.ms={2**31 - 1}"])
     segments = random_partition(seed)
     assert len(segments) >= 3
     write_partition(tmp_path, segments, config)
@@ -131,3 +132,50 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, seed):
     assert read_partition(tmp_path) == [(s.base_offset, s.batches) for s in again.segments]
     assert reason_counts(result) == {r: again.counts[r] for r in REASONS}
 
+
+
+def test_snapshots_stay_as_the_broker_wrote_them_and_the_cleaned_log_validates(spark, tmp_path):
+    """Issue 14 §2. Producer 11's transaction is open across the roll at 3, so the broker's snapshot
+    at 3 says it began at 0. The cleaner removes its first batch (key 1, superseded at 3) and, as
+    Kafka's UnifiedLog.replaceSegments, deletes only the snapshots of segments that no longer exist:
+    the snapshot keeps 0 while a replay of the cleaned log begins the transaction at 2, its first
+    batch left (ProducerAppendInfo.appendDataBatch). Both are Kafka's, and validate accepts them."""
+    from kafkalog.codec.batch import RecordBatch
+    from kafkalog.storage.producer_state import ProducerStateManager
+    from kafkalog.storage.validate import validate_paths
+
+    log = LogBuilder()
+    txn = log.transactional(11)
+    txn([1])  # 0
+    log.record(2, "x")  # 1
+    txn([3])  # 2
+    log.roll()
+    txn([1])  # 3
+    log.commit(11)  # 4
+    log.roll()
+    log.record(5, "y")  # 5, the active segment
+    segments = log.build()
+    config = replace(_model_config(), segment_bytes=sum(map(len, segments[0].batches)) + 1)  # no merging
+    write_partition(tmp_path, segments, config)
+    part = tmp_path / "t-0"
+    manager, snapshots = ProducerStateManager(), {}
+    for seg in segments:  # the broker snapshots producer state at every roll
+        if seg.base_offset > 0:
+            manager.map_end_offset = seg.base_offset
+            snapshots[seg.base_offset] = manager.snapshot().to_bytes()
+            (part / f"{seg.base_offset:020d}.snapshot").write_bytes(snapshots[seg.base_offset])
+        for data in seg.batches:
+            for batch in split_batches(data):
+                manager.append(batch)
+    resolver = resolver_from(settings=["cleanup.policy=compact", f"delete.retention.ms={DELETE_RETENTION_MS}",
+                                       f"segment.bytes={config.segment_bytes}", "index.interval.bytes=256",
+                                       f"producer.id.expiration.ms={2**31 - 1}"])
+    now = T0 + 10_000
+    expected = clean(segments, now=now, config=config)
+    compact(spark, str(tmp_path), resolver, now, force=True)
+    assert read_partition(tmp_path) == [(s.base_offset, s.batches) for s in expected.segments]
+    assert [s.base_offset for s in expected.segments] == [0, 3, 5]
+    assert [b.base_offset for _, batches in read_partition(tmp_path)[:1] for b in map(RecordBatch, batches)] == [1, 2]
+    assert {int(p.stem): p.read_bytes() for p in part.glob("*.snapshot")} == snapshots
+    report = validate_paths([str(tmp_path)])
+    assert report.problems == [] and report.counts["snapshot_producers_compared"] >= 2

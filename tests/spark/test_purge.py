@@ -76,10 +76,13 @@ def expected_after(before: dict) -> dict:
 
 
 def files(root) -> dict:
-    """Every file's (inode, size, mtime) under `root`."""
+    """Every file's (inode, size, mtime) under `root`, but the broker's `.lock` (an in-place run takes
+    it, creating it where it is absent, as a broker does)."""
     out = {}
     for d, _, names in os.walk(root):
         for n in names:
+            if n == ".lock" and os.path.samefile(d, root):
+                continue
             st = os.stat(os.path.join(d, n))
             out[os.path.relpath(os.path.join(d, n), root)] = (st.st_ino, st.st_size, st.st_mtime_ns)
     return out

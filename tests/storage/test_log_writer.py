@@ -322,6 +322,26 @@ def test_an_abort_is_indexed_in_the_segment_that_holds_its_marker(fs, tmp_path):
     assert set(written.segments[1].files) == {".log", ".index", ".timeindex", ".txnindex"}
 
 
+def test_an_empty_aborted_transaction_has_no_txnindex_entry(fs, tmp_path):
+    # ProducerAppendInfo.appendEndTxnMarker completes no transaction when the producer has none
+    # with data, so UnifiedLog.append indexes nothing (UnifiedLogTest.testZombieCoordinatorFencedEmptyTransaction
+    # appends such markers); the next transaction with data is indexed as usual.
+    writer = PartitionWriter(fs, str(tmp_path), "t", 0)
+    writer.append(batch(0))
+    info = writer.append_end_txn_marker(producer_id=3, producer_epoch=0, commit=False, timestamp=T0)
+    assert info.completed_txns == () and writer.last_stable_offset == 2
+    writer.append(txn_batch(2, 1, 3, leader_epoch=0))
+    writer.append_end_txn_marker(producer_id=3, producer_epoch=0, commit=False, timestamp=T0)
+    writer.append_end_txn_marker(producer_id=3, producer_epoch=0, commit=False, timestamp=T0)  # empty again
+    written = writer.close()
+    assert written.aborted_txns == [AbortedTxn(3, 2, 3, 4)]
+    assert written.segments[0].txn_index.entries == [AbortedTxn(3, 2, 3, 4)]
+    only_empty = PartitionWriter(fs, str(tmp_path / "empty"), "t", 0)
+    only_empty.append_end_txn_marker(producer_id=3, producer_epoch=0, commit=False, timestamp=T0)
+    written = only_empty.close()
+    assert written.aborted_txns == [] and ".txnindex" not in written.segments[0].files
+
+
 def test_hanging_transaction_keeps_the_last_stable_offset_low(fs, tmp_path):
     writer = PartitionWriter(fs, str(tmp_path), "t", 0)
     writer.append(batch(0, 2))

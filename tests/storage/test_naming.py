@@ -1,8 +1,9 @@
 """Segment file and partition directory names (spec §4.1, §4.2)."""
 import pytest
 
-from kafkalog.storage.naming import (SegmentFileName, TopicPartition, parse_partition_dir_name,
-                                     parse_segment_file_name, segment_file_name)
+from kafkalog.storage.naming import (SegmentFileName, TopicPartition, illegal_partition_dir_reason,
+                                     illegal_topic_reason, parse_partition_dir_name, parse_segment_file_name,
+                                     segment_file_name)
 
 
 def test_segment_file_name_is_zero_padded_to_20_digits():
@@ -69,3 +70,25 @@ def test_parse_partition_dir_name_splits_at_the_last_dash(name, expected):
 ])
 def test_parse_partition_dir_name_rejects_non_partitions(name):
     assert parse_partition_dir_name(name) is None
+
+
+@pytest.mark.parametrize("topic", ["orders", "a", "__consumer_offsets", "Orders.EU_2-b", "t" * 249, "...", "-"])
+def test_topic_names_kafka_accepts(topic):
+    assert illegal_topic_reason(topic) is None
+
+
+@pytest.mark.parametrize("topic, reason", [
+    ("", "empty"), (".", "'.'"), ("..", "'..'"), ("t" * 250, "at most 249"), ("my topic", "' '"),
+    ("new\nline", "'\\n'"), ("tab\t", "'\\t'"), ("caf\u00e9", "'\u00e9'"), ("a/b", "'/'"), ("a:b", "':'"),
+])
+def test_topic_names_kafka_refuses(topic, reason):
+    assert reason in illegal_topic_reason(topic)
+
+
+@pytest.mark.parametrize("name, illegal", [
+    ("orders-0", False), ("orders-eu-12", False), ("__consumer_offsets-49", False), ("..-0", True),
+    ("my topic-0", True), ("orders-007", True), ("orders-00", True), ("t" * 250 + "-1", True),
+    ("no-partition", False), ("orders-0.0123456789abcdef0123456789abcdef-delete", False),  # not partition dirs
+])
+def test_partition_directory_names_kafka_could_have_made(name, illegal):
+    assert (illegal_partition_dir_reason(name) is not None) is illegal

@@ -42,6 +42,26 @@ def test_empty_control_batch_changes_nothing__PSMT_testAppendEmptyControlBatch()
     assert manager.open_transactions() == {1: 0}
 
 
+def test_markers_of_empty_transactions_complete_none__PSMT_testSkipEmptyTransactions():
+    # ProducerAppendInfo.appendEndTxnMarker emits a CompletedTxn only when the producer has a
+    # transaction with data: an empty one gets no .txnindex entry and never moves the LSO.
+    manager = ProducerStateManager(16)
+    manager.append(data(range(16, 21), pid=1, epoch=0, seq=0, txn=True))
+    assert manager.first_unstable_offset() == 16
+    completed = manager.append(marker(21, 1, commit=True))
+    assert completed == (1, 16, 21, False)
+    assert manager.append(marker(22, 1, commit=True)) is None
+    assert manager.append(marker(23, 1, commit=False)) is None
+    manager.append(data(range(24, 28), pid=1, epoch=0, seq=5, txn=True))
+    completed = manager.append(marker(28, 1, commit=False))
+    assert completed.is_aborted and manager.aborted_txn(completed) == AbortedTxn(1, 24, 28, 29)
+    assert manager.append(marker(29, 1, commit=False, ts=290)) is None
+    # the marker of an empty transaction still updates the producer (ProducerStateEntry.update)
+    assert (manager.producers[1].coordinator_epoch, manager.producers[1].last_timestamp) == (7, 290)
+    manager.append(data([30, 31], pid=1, epoch=0, seq=9, txn=True))
+    assert manager.first_unstable_offset() == 30
+
+
 def test_abort_lso_points_at_other_open_txn__LST_testRecoverTransactionIndex():
     manager = ProducerStateManager(100)
     manager.append(data([100, 101], pid=1, epoch=0, seq=0, txn=True))

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.codec.batch import build_batch
+from kafkalog.codec.batch import RecordBatch, build_batch
 from kafkalog.codec.control import build_end_txn_marker
 from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
 from kafkalog.errors import LogDirError
 from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate, small_preset
 from kafkalog.storage.index import build_indexes
+from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot
 from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
 from kafkalog.storage.validate import CHECKS, Problem, ValidationReport, validate_paths
@@ -572,6 +573,80 @@ def test_compacted_partition_needs_only_abort_markers_for_its_entries(tmp_path):
     (tmp_path / "cleaner-offset-checkpoint").write_text("0\n1\ntxn 0 8\n")
     assert validate_paths([str(tmp_path)]).problems == []
     assert validate_paths([str(part)]).problems == []  # the parent's checkpoint counts
+
+
+def test_an_empty_aborted_transaction_has_no_entry(tmp_path):
+    # ProducerAppendInfo.appendEndTxnMarker completes no transaction without data: Kafka writes no
+    # .txnindex entry for producer 7's ABORT at 1, which follows no data of producer 7.
+    part = tmp_path / "txn-0"
+    part.mkdir()
+    batches = [
+        build_batch([rec(0)]),
+        build_end_txn_marker(offset=1, timestamp=1_001, producer_id=7, producer_epoch=0, commit=False),
+        build_batch([rec(2)], producer_id=8, producer_epoch=0, base_sequence=0, is_transactional=True),
+        build_end_txn_marker(offset=3, timestamp=1_003, producer_id=8, producer_epoch=0, commit=False),
+    ]
+    log = write_segment(part, 0, batches, txns=[AbortedTxn(8, 2, 3, 4)])
+    assert validate_paths([str(part)]).findings == []
+    # an entry for the empty one is what Kafka never writes
+    log.with_suffix(".txnindex").write_bytes(AbortedTxn(7, 1, 1, 2).to_bytes() + AbortedTxn(8, 2, 3, 4).to_bytes())
+    p = only(validate_paths([str(part)]), "txnindex.entry")
+    assert (p.position, p.offset) == (0, 1) and "without data" in p.message
+
+
+def compacted_txn_partition(root: Path, snapshot_first_offset: int | None = None) -> Path:
+    """Producer 7: transaction [0] committed at 1; transaction [2], [4], [5] committed at 6, open
+    across the roll at 5; a plain batch at 3 and at 7 (the active segment). The broker took its
+    snapshots at the rolls (5 and 7) from the log as written; then the cleaner removed batch 2,
+    whose key a the batch at 5 supersedes, and left the snapshots as they were (Kafka's
+    replaceSegments deletes only the snapshots of segments that no longer exist)."""
+    part = root / "txn-0"
+    part.mkdir(parents=True)
+    txn = dict(producer_id=7, producer_epoch=0, is_transactional=True)
+    written = [
+        build_batch([rec(0, key=b"x")], base_sequence=0, **txn),
+        build_end_txn_marker(offset=1, timestamp=1_001, producer_id=7, producer_epoch=0, commit=True),
+        build_batch([rec(2, key=b"a")], base_sequence=1, **txn),
+        build_batch([rec(3, key=b"b")]),
+        build_batch([rec(4, key=b"c")], base_sequence=2, **txn),
+        build_batch([rec(5, key=b"a")], base_sequence=3, **txn),
+        build_end_txn_marker(offset=6, timestamp=1_006, producer_id=7, producer_epoch=0, commit=True),
+        build_batch([rec(7, key=b"d")]),
+    ]
+    manager = ProducerStateManager()
+    for offset, data in enumerate(written):
+        if offset in (5, 7):
+            snapshot = manager.snapshot()
+            if offset == 5:
+                assert snapshot.entries[0].current_txn_first_offset == 2
+                if snapshot_first_offset is not None:
+                    snapshot.entries[0] = snapshot.entries[0]._replace(current_txn_first_offset=snapshot_first_offset)
+            (part / f"{offset:020d}.snapshot").write_bytes(snapshot.to_bytes())
+        manager.append(RecordBatch(data))
+    write_segment(part, 0, [written[0], written[1], written[3], written[4]])
+    write_segment(part, 5, written[5:7])
+    write_segment(part, 7, written[7:])
+    (root / "cleaner-offset-checkpoint").write_text("0\n1\ntxn 0 7\n")
+    return part
+
+
+def test_a_snapshot_keeps_the_first_offset_of_a_transaction_whose_first_batch_was_cleaned(tmp_path):
+    # A replay of the cleaned log starts producer 7's transaction at its first batch left (4,
+    # ProducerAppendInfo.appendDataBatch), the snapshot at 5 remembers 2: both are Kafka's.
+    part = compacted_txn_partition(tmp_path)
+    report = validate_paths([str(tmp_path)])
+    assert report.findings == [] and report.counts["snapshot_producers_compared"] == 2
+    # in a partition never cleaned, the snapshot would be wrong
+    p = only(validate_paths([str(part)], compacted=False), "snapshot.state")
+    assert "current_txn_first_offset 2 (replay: 4)" in p.message and p.offset == 5
+
+
+@pytest.mark.parametrize("first_offset", [1, 0, 5, -1])
+def test_a_snapshots_transaction_cannot_begin_at_or_before_the_producers_previous_batch(tmp_path, first_offset):
+    # the COMMIT at 1 ended producer 7's previous transaction: the open one began after it, before 4
+    compacted_txn_partition(tmp_path, first_offset)
+    p = only(validate_paths([str(tmp_path)]), "snapshot.state")
+    assert f"current_txn_first_offset {first_offset} (replay: 4)" in p.message
 
 
 def test_leftovers_of_a_swap_and_orphan_indexes(tmp_path):
