@@ -174,8 +174,7 @@ def many_partitions(args, base: Path) -> None:
         rounds.append(timed(["compact", str(source), "--config", "cleanup.policy=compact", "--force",
                              "--output", str(base / "out"), "--master", args.master]))
     partitions = len({(s.topic, s.partition) for s in segments})
-    print(f"
-{records:,} records, {nbytes / 1e6:.1f} MB of .log in {len(segments)} segments of {partitions} "
+    print(f"\n{records:,} records, {nbytes / 1e6:.1f} MB of .log in {len(segments)} segments of {partitions} "
           f"partitions; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}\n")
     print("| run | seconds | vs kafka-python decode |")

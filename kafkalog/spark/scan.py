@@ -337,16 +337,20 @@ def pack_tasks(spark, items: Sequence, nbytes: Callable[[object], int]) -> list[
 
 
 def plan_scan(log_dir, flt: ScanFilter = ScanFilter(), *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
-              min_tasks: int = 1, open_cost: int = DEFAULT_OPEN_COST, pack: bool = True,
+              min_tasks: int = 1, open_cost: int | None = None, pack: bool = True,
               stats: IOStats | None = None) -> ScanPlan:
     """Plan a scan on the driver: list, prune, cut and pack. No `.log` is read, except the batch
     headers at the tail of an active segment when a start offset may lie past its end.
 
     `max_bytes_per_task` caps both a task's bytes and a unit's (larger segments are cut);
     `min_tasks` lowers the target so that at least that many tasks exist where the data allows.
+    `open_cost` is what opening a unit's file costs, in bytes: by default a request's worth on an
+    object store (DEFAULT_OPEN_COST), next to nothing on a local disk (SMALL_OPEN_COST).
     Without `pack`, every work unit is its own task.
     """
     opened = open_log_dir(log_dir, stats)
+    if open_cost is None:
+        open_cost = SMALL_OPEN_COST if opened.fs.is_local else DEFAULT_OPEN_COST
     root = log_dir_uri(log_dir)
     segments = list_segments(opened, flt.topics, flt.partitions, probe=False)
     if flt.start_offset is not None:

@@ -84,12 +84,12 @@ def test_pruning_opens_only_the_segments_needed(spark, small_log):
 
 def test_a_large_segment_split_at_index_entries_reads_as_a_whole(spark, big_segment_log):
     root = str(big_segment_log)
-    whole = read_records(spark, root, max_bytes_per_task=1 << 30)
+    whole = read_records(spark, root, max_bytes_per_task=1 << 30, min_tasks=1)
     split = read_records(spark, root, max_bytes_per_task=128 * 1024)
     assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() >= 8
     assert_df_equality(split.orderBy("offset"), whole.orderBy("offset"))
     assert_df_equality(narrow_scan(spark, root, max_bytes_per_task=128 * 1024).orderBy("offset"),
-                       narrow_scan(spark, root, max_bytes_per_task=1 << 30).orderBy("offset"))
+                       narrow_scan(spark, root, max_bytes_per_task=1 << 30, min_tasks=1).orderBy("offset"))
 
     # a start offset seeks with the index: the bytes before it are not read
     metrics = ScanMetrics(spark)
