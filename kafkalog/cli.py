@@ -11,6 +11,8 @@ from . import __version__
 from .errors import KafkaLogError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_FAILED = 0, 1, 2
+ABOUT = """Compact, retain, purge and verify Kafka log directories outside a running broker,
+with Kafka's own semantics, on Spark (local mode by default)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkalog", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="kafkalog", description=ABOUT,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_generate(commands)
@@ -44,7 +47,32 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retain(commands)
     _add_purge(commands)
     _add_txn_report(commands)
+    for name, sub in commands.choices.items():
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        sub.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
     return parser
+
+
+# Each command's --help ends with these: real command lines, on the README's generated sample.
+EXAMPLES = {
+    "generate": ["kafkalog generate sample --preset demo --config-out sample.properties",
+                 "kafkalog generate small --preset small --seed 7"],
+    "dump": ["kafkalog dump sample/customers-0/00000000000000000000.log --records | head",
+             "kafkalog dump sample/__consumer_offsets-0 --offsets-decoder",
+             "kafkalog dump sample/payments-0 --txn-index --snapshot"],
+    "validate": ["kafkalog validate sample --config-file sample.properties",
+                 "kafkalog validate /var/lib/kafka/data --fail-on error --json > report.json"],
+    "plan": ["kafkalog plan sample --config-file sample.properties --now 1700100000000",
+             "kafkalog plan sample --config cleanup.policy=compact --force --topic customers"],
+    "compact": ["kafkalog compact sample --config-file sample.properties --output compacted",
+                "kafkalog compact /var/lib/kafka/data --config-file server.properties --report compact.json"],
+    "retain": ["kafkalog retain sample --config-file sample.properties --dry-run",
+               "kafkalog retain sample --delete-records offsets.json --truncate-below-start --output retained"],
+    "purge": ["kafkalog purge sample --keys gdpr-keys.txt --ledger /audit/purges --secret-file secret --dry-run",
+              "kafkalog purge sample --keys keys.parquet --ledger /audit/purges --secret-file secret --output purged"],
+    "txn-report": ["kafkalog txn-report sample --now 1700100000000",
+                   "kafkalog txn-report /var/lib/kafka/data --json"],
+}
 
 
 def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool) -> None:
@@ -255,9 +283,26 @@ def _run_retain(args) -> int:
 
 
 def _session(args):
-    """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice."""
+    """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice.
+    What can be checked without Spark is checked first, so that a typo costs no JVM start."""
+    _check_before_spark(args)
     from .spark.session import local_session
     return local_session(master=args.master or "local[2]", verbose=args.verbose)
+
+
+def _check_before_spark(args) -> None:
+    """The log directory exists and holds only partition directories Kafka could have made; an
+    --output is allowed; an in-place rewrite's directory is not locked by a broker. The library
+    checks all of it again where it acts."""
+    from .storage.destination import check_output
+    from .storage.logdir import LogDir
+    log_dir = LogDir.open(args.log_dir)
+    log_dir.ensure_legal_partition_dirs()
+    writes = args.command != "plan" and not getattr(args, "dry_run", False)
+    if writes and getattr(args, "output", None):
+        check_output(args.log_dir, args.output)
+    elif writes:
+        log_dir.ensure_unlocked()
 
 
 def _add_purge(commands) -> None:

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from kafkalog.cli import main
 
 from .conftest import REAL_FIXTURES
@@ -35,3 +37,64 @@ def test_bad_config_is_refused_with_kafkas_rule(capsys):
 def test_python_dash_m_runs():
     out = subprocess.run([sys.executable, "-m", "kafkalog", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("kafkalog ")
+
+
+def test_kafkalog_alone_says_what_it_is_and_lists_every_command(capsys):
+    from kafkalog.cli import ABOUT, EXAMPLES
+    assert main([]) == 2
+    out = capsys.readouterr().out
+    assert ABOUT.splitlines()[0] in out
+    for command in EXAMPLES:
+        assert f"    {command}" in out  # each command, with its one-line summary
+
+
+@pytest.mark.parametrize("command", ["generate", "dump", "validate", "plan", "compact", "retain", "purge",
+                                     "txn-report"])
+def test_every_commands_help_ends_with_examples(capsys, command):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    examples = lines[lines.index("examples:") + 1:]
+    assert len(examples) >= 2 and all(line.strip().startswith(f"kafkalog {command} ") for line in examples)
+
+
+def _run_cli(*args, cwd=None):
+    import subprocess
+    import time
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=60)
+    return done, time.perf_counter() - start
+
+
+@pytest.mark.parametrize("case", ["missing", "output-inside", "output-exists", "locked", "illegal-topic"])
+def test_what_can_be_checked_without_spark_fails_before_the_jvm_starts(tmp_path, case):
+    """One line, exit 2, and no JVM: the command returns in a fraction of what starting Spark takes
+    (and Spark's JVM would print its warning on stderr)."""
+    import fcntl
+    log = tmp_path / "log"
+    (log / "t-0").mkdir(parents=True)
+    args = ["compact", str(log), "--config", "cleanup.policy=compact"]
+    holder = None
+    if case == "missing":
+        args[1] = str(tmp_path / "nope")
+    elif case == "output-inside":
+        args += ["--output", str(log / "out")]
+    elif case == "output-exists":
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "x").write_text("x")
+        args += ["--output", str(tmp_path / "out")]
+    elif case == "locked":
+        holder = open(log / ".lock", "w")
+        fcntl.flock(holder, fcntl.LOCK_EX)  # held by this test process: another process is refused
+    else:
+        (log / "bad topic-0").mkdir()
+    try:
+        done, seconds = _run_cli(*args)
+    finally:
+        if holder is not None:
+            holder.close()
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kafkalog compact: "), done.stderr
+    assert seconds < 3, f"{seconds:.1f} s: did Spark start?"
