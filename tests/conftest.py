@@ -1,4 +1,5 @@
-"""Shared test set-up: where the real broker fixtures live, and one local SparkSession per run."""
+"""Shared test set-up: where the real broker fixtures live, and one local SparkSession per run (the
+`spark` fixture, shared by tests/spark and tests/kafka; lazy: a test that takes no `spark` starts no Spark)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,3 +16,16 @@ if not REAL_FIXTURES.is_dir():
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
     return REAL_FIXTURES
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from kafkalog.spark.session import local_session
+
+    session = local_session("kafkalog-tests", "local[2]", conf={
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.ui.enabled": "false",
+    })
+    yield session
+    session.stop()

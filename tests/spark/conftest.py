@@ -1,5 +1,6 @@
-"""One local SparkSession for the whole run (built with kafkalog's own helper), and the generated
-log directories the Spark tests share. Fixtures are lazy: a test that takes no `spark` starts no Spark."""
+"""The generated log directories the Spark tests share (the session-scoped `spark` fixture, one local
+SparkSession for the whole run, is in tests/conftest.py). Fixtures are lazy: a test that takes no
+`spark` starts no Spark."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,19 +9,6 @@ from types import SimpleNamespace
 import pytest
 
 REAL_BROKER_DIRS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real" / "broker-dirs"
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from kafkalog.spark.session import local_session
-
-    session = local_session("kafkalog-tests", "local[2]", conf={
-        "spark.sql.shuffle.partitions": "2",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.ui.enabled": "false",
-    })
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="session")

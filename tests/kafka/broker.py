@@ -1,0 +1,622 @@
+"""A real Apache Kafka 4.x broker and Kafka's own tools and Java clients, for the tests of tests/kafka.
+
+Plain Python (no pytest): the fixtures in conftest.py and anyone at a prompt can use it.
+
+    from tests.kafka.broker import Broker, KafkaTools, kafka_libs
+
+    tools = KafkaTools(kafka_libs(), "/tmp/work")
+    broker = Broker(tools, "/tmp/broker")      # server.properties, formatted storage
+    broker.start()                             # java -cp '<libs>/*' kafka.Kafka server.properties
+    tools.produce(broker.bootstrap, runs=[...], topics=[...])   # tests/kafka/Producer.java
+    broker.stop()                              # SIGTERM: controlled shutdown, .kafka_cleanshutdown
+    ... rewrite broker.log_dir with kafkalog ...
+    broker.start(); broker.server_log()        # the log lines of this start only
+
+The jars come from Maven Central through scripts/kafka-jars.sh (tests/kafka/pom.xml) into a cache
+outside the checkout; scripts/test.sh exports their directory as KAFKALOG_KAFKA_LIBS.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+LIBS_ENV = "KAFKALOG_KAFKA_LIBS"
+JARS_SCRIPT = REPO / "scripts" / "kafka-jars.sh"
+HEAP = "-Xmx512m"
+
+# Kafka's own log lines (4.x: org.apache.kafka.storage.internals.log.LogLoader, LogSegment,
+# ProducerStateManager, UnifiedLog; kafka.log.LogManager). Each means the broker did not take a
+# partition directory as it found it: it recovered, rebuilt, truncated or deleted something.
+RECOVERY_LINES = {
+    "Recovering unflushed segment": "LogLoader.recoverLog: a segment above the recovery point is re-read "
+                                    "and its indexes rebuilt (no clean shutdown)",
+    "Found invalid offset during recovery": "LogLoader.recoverLog: a segment is deleted and recreated empty",
+    "Corruption found in segment": "LogLoader.recoverLog: a segment is truncated and the rest of the log deleted",
+    "Found invalid messages in log segment": "LogSegment.recover: invalid bytes, truncated away",
+    "Found a corrupted index file": "LogLoader.loadSegmentFiles: index sanity check failed, index rebuilt",
+    "Could not find offset index file": "LogLoader.loadSegmentFiles: missing .index, rebuilt",
+    "recovering segment and rebuilding index files": "LogLoader.loadSegmentFiles: an index is rebuilt",
+    "Found an orphaned index file": "LogLoader.loadSegmentFiles: an index without its .log, deleted",
+    "Deleting segments as part of log recovery": "LogLoader: segments deleted while recovering",
+    "from interrupted swap operation": "LogLoader: a .swap file left by an interrupted swap",
+    "by renaming from": "LogLoader: a .swap file renamed into place at load",
+    "that is compacted but has not been deleted yet": "LogLoader: segments replaced by a .swap deleted at load",
+    "Deleting all segments because logEndOffset": "LogLoader: log end offset below the log start offset",
+    "Truncating to offset": "UnifiedLog.truncateTo: the log is cut back",
+    "Failed to load producer snapshot": "ProducerStateManager: a .snapshot file could not be read",
+    "since no clean shutdown file was found": "LogManager: the whole log dir is recovered",
+    "Caught segment overflow error": "LogLoader: a segment split because its offsets overflow the index",
+}
+
+METADATA_LOG_LOADER = "[LogLoader partition=__cluster_metadata-0,"
+
+# DumpLogSegments (org.apache.kafka.tools.DumpLogSegments in 4.x) reports problems on stdout with these;
+# everything it prints on stderr is a problem too (its mismatch reports, a failed sanity check's
+# exception, a corrupt snapshot), except its "Non-consecutive offsets" report (with --deep-iteration:
+# records whose offsets are not consecutive, which is what a compacted log is made of).
+DUMP_PROBLEMS = (
+    "invalid bytes at the end of",      # trailing bytes after the last batch
+    "isvalid: false",                   # a batch's CRC does not match (case-insensitive)
+    "Exception",
+    "Error",
+)
+DUMP_NOT_PROBLEMS = ("Non-consecutive offsets in ", " is followed by ", "WARNING: Using incubator modules")
+
+
+class KafkaJarsMissing(RuntimeError):
+    """The Kafka jars are not there and scripts/kafka-jars.sh could not fetch them."""
+
+
+def kafka_libs(fetch: bool = True) -> Path:
+    """The directory of the Kafka jars: $KAFKALOG_KAFKA_LIBS when set (scripts/test.sh sets it to
+    what scripts/kafka-jars.sh printed, or to "unavailable: ..." when that failed: no second try),
+    else what scripts/kafka-jars.sh prints (it fetches them from Maven Central on first use).
+    Raises KafkaJarsMissing."""
+    named = os.environ.get(LIBS_ENV)
+    if named:
+        path = Path(named)
+        if _has_kafka(path):
+            return path
+        raise KafkaJarsMissing(f"the Kafka jars could not be fetched: ${LIBS_ENV}={named!r} is no directory of "
+                               "Kafka jars (scripts/kafka-jars.sh's output says why)")
+    if not fetch:
+        raise KafkaJarsMissing(f"the Kafka jars could not be fetched: ${LIBS_ENV} is not set")
+    try:
+        done = subprocess.run(["bash", str(JARS_SCRIPT)], capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise KafkaJarsMissing(f"the Kafka jars could not be fetched: {JARS_SCRIPT} did not run: {err}") from None
+    path = Path(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
+    if path is None or not _has_kafka(path):
+        raise KafkaJarsMissing(f"the Kafka jars could not be fetched (scripts/kafka-jars.sh exited {done.returncode}):\n"
+                               f"{done.stderr.strip()[-3000:]}")
+    return path
+
+
+def _has_kafka(path: Path) -> bool:
+    return path.is_dir() and any(path.glob("kafka_2.13-*.jar"))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def random_cluster_id() -> str:
+    """A cluster id as `kafka-storage random-uuid` makes it: 16 random bytes, URL-safe base64 without
+    padding, never starting with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+class JavaError(RuntimeError):
+    """A Java program (tool or client) failed; the message has its output."""
+
+
+@dataclass
+class DumpResult:
+    """What DumpLogSegments printed for some files."""
+    args: list
+    stdout: str
+    stderr: str
+    returncode: int
+
+    @property
+    def problems(self) -> list[str]:
+        """Lines that report a problem: on stderr every line but DUMP_NOT_PROBLEMS, on stdout the
+        lines with one of DUMP_PROBLEMS; and a non-zero exit code."""
+        found = [line for line in self.stderr.splitlines()
+                 if line.strip() and not any(p in line for p in DUMP_NOT_PROBLEMS)]
+        found += [line for line in self.stdout.splitlines() if any(p.lower() in line.lower() for p in DUMP_PROBLEMS)]
+        if self.returncode != 0:
+            found.append(f"exit code {self.returncode}")
+        return found
+
+
+    def timestamp_mismatches(self) -> list[tuple[str, int, int]]:
+        """DumpLogSegments' "Found timestamp mismatch in :FILE" reports (--verify-index-only or a
+        plain time index dump): (time index file, index timestamp, log timestamp) each. DumpLogSegments
+        takes the log timestamp from the records of the batch the entry names, so an empty batch
+        (count 0, kept by compaction for its producer's sequence numbers) shows -1."""
+        out, current = [], None
+        for line in self.stderr.splitlines():
+            if line.startswith("Found timestamp mismatch in :"):
+                current = line.split(":", 1)[1]
+            elif current and line.startswith("  Index timestamp: "):
+                index_ts, log_ts = line[len("  Index timestamp: "):].split(", log timestamp: ")
+                out.append((current, int(index_ts), int(log_ts)))
+            else:
+                current = None
+        return out
+
+
+class KafkaTools:
+    """Kafka's Java programs on the jars of `libs`: DumpLogSegments, StorageTool, and this directory's
+    Producer.java and Consumer.java (Java's single-source launcher). `work_dir` holds the specs and
+    the tools' log4j2 configuration."""
+
+    def __init__(self, libs: str | Path, work_dir: str | Path, java: str = "java"):
+        self.libs = Path(libs)
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.java_bin = java
+        self.tools_log4j = self.work_dir / "tools-log4j2.properties"
+        self.tools_log4j.write_text(TOOLS_LOG4J)
+        self._counter = 0
+        self._classes = None
+
+    @property
+    def classpath(self) -> str:
+        return str(self.libs / "*")
+
+    def _java_command(self, args_and_classpath: tuple[list[str], str], heap: str = "-Xmx256m") -> list[str]:
+        args, classpath = args_and_classpath
+        return [self.java_bin, heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", classpath, *args]
+
+    def java(self, args: list[str], classpath: str | None = None, *, timeout: float = 300, check: bool = True,
+             heap: str = "-Xmx256m") -> subprocess.CompletedProcess:
+        """Run a Java main class (or a source file) on the Kafka jars; JavaError when it fails."""
+        command = self._java_command((args, classpath or self.classpath), heap)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as err:
+            raise JavaError(f"{' '.join(args[:3])} ran longer than {timeout}s:\n{_tail(err.stdout)}\n{_tail(err.stderr)}") \
+                from None
+        if check and done.returncode != 0:
+            raise JavaError(f"{' '.join(str(a) for a in args[:3])} exited {done.returncode}:\n"
+                            f"stdout: {_tail(done.stdout)}\nstderr: {_tail(done.stderr)}")
+        return done
+
+    # -- Kafka's tools -----------------------------------------------------------------------------------
+    def dump_log_segments(self, files, *, deep_iteration: bool = False, index_sanity_check: bool = False,
+                          verify_index_only: bool = False, print_data_log: bool = False,
+                          extra: tuple = ()) -> DumpResult:
+        """`kafka-dump-log.sh --files F1,F2,...` with the given options."""
+        args = ["org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(str(f) for f in files)]
+        args += ["--deep-iteration"] if deep_iteration else []
+        args += ["--index-sanity-check"] if index_sanity_check else []
+        args += ["--verify-index-only"] if verify_index_only else []
+        args += ["--print-data-log"] if print_data_log else []
+        args += list(extra)
+        done = self.java(args, check=False)
+        return DumpResult(args, done.stdout, done.stderr, done.returncode)
+
+    # -- the Java clients of this directory ----------------------------------------------------------------
+    def produce(self, bootstrap: str, runs: list[dict], topics: list[dict] = ()) -> list[dict]:
+        """Producer.java (see its header for the spec): returns, per run, {"groups": [[{partition,
+        offset, timestamp}, ...], ...]}."""
+        spec = {"bootstrap": bootstrap, "topics": list(topics), "runs": runs}
+        return self._client("Producer.java", spec)["runs"]
+
+    def produce_async(self, bootstrap: str, runs: list[dict], topics: list[dict] = ()) -> "RunningClient":
+        """Producer.java in the background (for a producer that lives across a broker restart, see
+        "wait_for" and "signal" in its header); `.wait()` returns what produce() would."""
+        path = self._spec_file("Producer.java", {"bootstrap": bootstrap, "topics": list(topics), "runs": runs})
+        command = self._java_command(self._client_args("Producer.java", path))
+        out = open(path.with_suffix(".out"), "w+")
+        err = open(path.with_suffix(".err"), "w+")
+        process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        return RunningClient(process, out, err, lambda result: result["runs"])
+
+    def consume(self, bootstrap: str, tasks: list[dict]) -> list[dict]:
+        """Consumer.java (see its header): the results of `tasks` in order."""
+        return self._client("Consumer.java", {"bootstrap": bootstrap, "tasks": tasks})["results"]
+
+    def _client(self, source: str, spec: dict) -> dict:
+        path = self._spec_file(source, spec)
+        done = self.java(*self._client_args(source, path))
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    def _spec_file(self, source: str, spec: dict) -> Path:
+        self._counter += 1
+        path = self.work_dir / f"{Path(source).stem.lower()}-{self._counter}.json"
+        path.write_text(json.dumps(spec))
+        return path
+
+    def _client_args(self, source: str, spec_path: Path) -> tuple[list[str], str]:
+        classes = self._compiled()
+        if classes:  # the classes javac made once: no compilation per run
+            return [Path(source).stem, str(spec_path)], f"{classes}{os.pathsep}{self.classpath}"
+        return [str(HERE / source), str(spec_path)], self.classpath  # the single-source launcher compiles it
+
+    def _compiled(self) -> Path | None:
+        """Producer.java and Consumer.java compiled once into work_dir/classes by javac (when the
+        JDK has it beside java), else None (then the single-source launcher runs them)."""
+        if self._classes is None:
+            self._classes = False
+            javac = shutil.which("javac") if self.java_bin == "java" else None
+            if javac:
+                out = self.work_dir / "classes"
+                done = subprocess.run([javac, "-nowarn", "-cp", self.classpath, "-d", str(out),
+                                       str(HERE / "Producer.java"), str(HERE / "Consumer.java")],
+                                      capture_output=True, text=True, timeout=300)
+                if done.returncode == 0:
+                    self._classes = out
+        return self._classes or None
+
+
+class RunningClient:
+    """A client program running in the background (KafkaTools.produce_async)."""
+
+    def __init__(self, process: subprocess.Popen, out, err, unwrap):
+        self.process, self._out, self._err, self._unwrap = process, out, err, unwrap
+
+    def wait(self, timeout: float = 300):
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+        self._out.seek(0)
+        self._err.seek(0)
+        stdout, stderr = self._out.read(), self._err.read()
+        self._out.close()
+        self._err.close()
+        if self.process.returncode != 0:
+            raise JavaError(f"{self.process.args[-2]} exited {self.process.returncode}:\nstdout: {_tail(stdout)}\n"
+                            f"stderr: {_tail(stderr)}")
+        return self._unwrap(json.loads(stdout.strip().splitlines()[-1]))
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(30)
+
+
+def _tail(text, n: int = 4000) -> str:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return (text or "")[-n:]
+
+
+class Broker:
+    """One KRaft node, broker and controller (`process.roles=broker,controller`), on 127.0.0.1.
+
+    `base_dir` gets server.properties, the log.dirs directory `data/` (which also holds
+    `__cluster_metadata-0`, as a combined node's first log dir does) and `logs/` (server.log,
+    log-cleaner.log, controller.log, state-change.log, console.log). The ports are chosen once
+    and kept across restarts. `overrides` are more server.properties entries (or None to drop one)."""
+
+    def __init__(self, tools: KafkaTools, base_dir: str | Path, *, node_id: int = 1,
+                 overrides: dict | None = None, format_storage: bool = True):
+        self.tools = tools
+        self.base_dir = Path(base_dir)
+        self.log_dir = self.base_dir / "data"
+        self.logs_dir = self.base_dir / "logs"
+        self.config_path = self.base_dir / "server.properties"
+        self.log4j_path = self.base_dir / "log4j2.properties"
+        self.node_id = node_id
+        self.port = free_port()
+        self.controller_port = free_port()
+        while self.controller_port == self.port:
+            self.controller_port = free_port()
+        self.cluster_id = random_cluster_id()
+        self.process: subprocess.Popen | None = None
+        self.starts = 0
+        self._server_log_mark = 0
+        self._cleaner_log_mark = 0
+        self._console = None
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir.mkdir(exist_ok=True)
+        self.properties = self.default_properties()
+        for key, value in (overrides or {}).items():
+            if value is None:
+                self.properties.pop(key, None)
+            else:
+                self.properties[key] = str(value)
+        self.write_config()
+        if format_storage:
+            self.format()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def default_properties(self) -> dict[str, str]:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{self.node_id}@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "default.replication.factor": "1",
+            "min.insync.replicas": "1",
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "2",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "2",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "500",
+            "num.network.threads": "2",
+            "num.io.threads": "2",
+            "background.threads": "2",
+            "num.recovery.threads.per.data.dir": "1",
+            "log.cleaner.threads": "1",
+            "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+            "log.cleaner.backoff.ms": "1000",
+            # the broker applies no retention of its own while the tests run (they compare kafkalog's
+            # retention with the rule, on topics whose retention the broker would apply otherwise)
+            "log.retention.check.interval.ms": "3600000",
+            "log.initial.task.delay.ms": "3600000",
+        }
+
+    def write_config(self) -> None:
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
+        self.log4j_path.write_text(BROKER_LOG4J)
+
+    def format(self) -> None:
+        """kafka-storage.sh format -t <cluster id> -c server.properties (static quorum)."""
+        self.tools.java(["kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id,
+                         "--config", str(self.config_path)], timeout=120)
+
+    # -- running ---------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    @property
+    def server_log_path(self) -> Path:
+        return self.logs_dir / "server.log"
+
+    @property
+    def cleaner_log_path(self) -> Path:
+        return self.logs_dir / "log-cleaner.log"
+
+    def start(self, timeout: float = 120) -> None:
+        """Start the broker and wait until it serves: Kafka's "Kafka Server started" line in this
+        start's server.log, and its port accepting connections."""
+        if self.running:
+            raise RuntimeError("the broker is already running")
+        self._server_log_mark = _size(self.server_log_path)
+        self._cleaner_log_mark = _size(self.cleaner_log_path)
+        self.starts += 1
+        if self._console:
+            self._console.close()
+        self._console = open(self.logs_dir / "console.log", "ab")
+        self._console.write(f"\n==== start {self.starts} ====\n".encode())
+        self._console.flush()
+        command = [self.tools.java_bin, HEAP, "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                   "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+                   f"-Dlog4j2.configurationFile={self.log4j_path}", f"-Dkafka.logs.dir={self.logs_dir}",
+                   "-cp", self.tools.classpath, "kafka.Kafka", str(self.config_path)]
+        self.process = subprocess.Popen(command, stdout=self._console, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.running:
+                raise RuntimeError(f"the Kafka broker exited with {self.process.returncode} while starting:\n"
+                                   f"{self.diagnostics()}")
+            if "Kafka Server started" in self.server_log() and _port_open(self.port):
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"the Kafka broker did not start within {timeout}s:\n{self.diagnostics()}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 120) -> bool:
+        """Controlled shutdown (SIGTERM, as kafka-server-stop.sh sends) and wait for the JVM to exit.
+        Returns whether the broker left `.kafka_cleanshutdown` in its log dir."""
+        if not self.running:
+            return self.clean_shutdown_marker
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(f"the Kafka broker did not stop within {timeout}s of SIGTERM:\n{self.diagnostics()}")
+        if self.process.returncode not in (0, 143, -signal.SIGTERM):
+            raise RuntimeError(f"the Kafka broker exited with {self.process.returncode}:\n{self.diagnostics()}")
+        return self.clean_shutdown_marker
+
+    def restart(self, timeout: float = 120) -> None:
+        self.stop(timeout)
+        self.start(timeout)
+
+    def kill(self) -> None:
+        if self.running:
+            self.process.kill()
+            self.process.wait(30)
+
+    def close(self) -> None:
+        """Stop the broker (controlled shutdown when it can, else killed)."""
+        try:
+            self.stop(60)
+        except RuntimeError:
+            self.kill()
+        if self._console:
+            self._console.close()
+            self._console = None
+
+    @property
+    def clean_shutdown_marker(self) -> bool:
+        return (self.log_dir / ".kafka_cleanshutdown").exists()
+
+    # -- what the broker logged --------------------------------------------------------------------------------
+    def server_log(self, since_start: bool = True) -> str:
+        """server.log, by default only what this (or the last) start wrote."""
+        return _read_from(self.server_log_path, self._server_log_mark if since_start else 0)
+
+    def cleaner_log(self, since_start: bool = True) -> str:
+        return _read_from(self.cleaner_log_path, self._cleaner_log_mark if since_start else 0)
+
+    def recovery_lines(self, since_start: bool = True, ignore: tuple = (METADATA_LOG_LOADER,)) -> list[str]:
+        """server.log lines (of this start) that say the broker recovered, rebuilt, truncated or
+        deleted something at load (RECOVERY_LINES), with the reason each pattern stands for. Lines
+        holding one of `ignore` are left out: by default the KRaft metadata log's, which Kafka
+        always opens as not cleanly shut down (KafkaMetadataLog), so that every start of an
+        untouched broker logs "Recovering unflushed segment 0 ... for __cluster_metadata-0"."""
+        found = []
+        for line in self.server_log(since_start).splitlines():
+            if any(i in line for i in ignore):
+                continue
+            for pattern, meaning in RECOVERY_LINES.items():
+                if pattern in line:
+                    found.append(f"{line}  <- {meaning}")
+        return found
+
+    def diagnostics(self) -> str:
+        console = _read_from(self.logs_dir / "console.log", 0)
+        return (f"--- console.log (tail) ---\n{console[-3000:]}\n"
+                f"--- server.log (tail) ---\n{self.server_log()[-6000:]}")
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.log_dir / f"{topic}-{partition}"
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+# The broker's logging: Kafka 4.x's config/log4j2.yaml, as a properties file, into ${kafka.logs.dir};
+# files are appended to, so a restart keeps the earlier starts' lines (Broker.server_log() reads from
+# the position this start began at).
+BROKER_LOG4J = """\
+status = warn
+name = kafkalog-tests-broker
+property.logs = ${sys:kafka.logs.dir}
+property.pattern = [%d] %p %m (%c)%n
+
+appender.server.type = File
+appender.server.name = server
+appender.server.fileName = ${logs}/server.log
+appender.server.append = true
+appender.server.layout.type = PatternLayout
+appender.server.layout.pattern = ${pattern}
+
+appender.cleaner.type = File
+appender.cleaner.name = cleaner
+appender.cleaner.fileName = ${logs}/log-cleaner.log
+appender.cleaner.append = true
+appender.cleaner.layout.type = PatternLayout
+appender.cleaner.layout.pattern = ${pattern}
+
+appender.controller.type = File
+appender.controller.name = controller
+appender.controller.fileName = ${logs}/controller.log
+appender.controller.append = true
+appender.controller.layout.type = PatternLayout
+appender.controller.layout.pattern = ${pattern}
+
+appender.state.type = File
+appender.state.name = state
+appender.state.fileName = ${logs}/state-change.log
+appender.state.append = true
+appender.state.layout.type = PatternLayout
+appender.state.layout.pattern = ${pattern}
+
+rootLogger.level = INFO
+rootLogger.appenderRef.server.ref = server
+
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache.kafka
+logger.apache.level = INFO
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.network.name = kafka.network.RequestChannel$
+logger.network.level = WARN
+
+logger.controller.name = org.apache.kafka.controller
+logger.controller.level = INFO
+logger.controller.additivity = false
+logger.controller.appenderRef.controller.ref = controller
+
+logger.cleaner.name = org.apache.kafka.storage.internals.log.LogCleaner
+logger.cleaner.level = INFO
+logger.cleaner.additivity = false
+logger.cleaner.appenderRef.cleaner.ref = cleaner
+logger.cleanerManager.name = org.apache.kafka.storage.internals.log.LogCleanerManager
+logger.cleanerManager.level = INFO
+logger.cleanerManager.additivity = false
+logger.cleanerManager.appenderRef.cleaner.ref = cleaner
+logger.cleanerThread.name = org.apache.kafka.storage.internals.log.Cleaner
+logger.cleanerThread.level = INFO
+logger.cleanerThread.additivity = false
+logger.cleanerThread.appenderRef.cleaner.ref = cleaner
+logger.oldCleaner.name = kafka.log.LogCleaner
+logger.oldCleaner.level = INFO
+logger.oldCleaner.additivity = false
+logger.oldCleaner.appenderRef.cleaner.ref = cleaner
+
+logger.stateChange.name = state.change.logger
+logger.stateChange.level = INFO
+logger.stateChange.additivity = false
+logger.stateChange.appenderRef.state.ref = state
+"""
+
+# Kafka's tools and the Java clients: warnings and errors only, on stderr.
+TOOLS_LOG4J = """\
+status = warn
+name = kafkalog-tests-tools
+appender.stderr.type = Console
+appender.stderr.name = stderr
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = stderr
+"""
