@@ -43,15 +43,14 @@ class FilteredBatch(NamedTuple):
 
 
 def filter_batch(batch, retained: Sequence[Record], *, retention: BatchRetention, delete_horizon_ms: int,
-                 contains_marker_for_empty_txn: bool = False, all_retained: bool | None = None,
-                 keep_max_timestamp: bool = False) -> FilteredBatch:
+                 contains_marker_for_empty_txn: bool = False, all_retained: bool | None = None) -> FilteredBatch:
     """Write `batch` keeping `retained` (its records, in order, some left out or changed).
 
     `delete_horizon_ms` (the pass's start time + delete.retention.ms) is installed on a v2 batch that
     keeps a tombstone, or is the marker of an emptied transaction, and has no horizon yet.
     `all_retained` spares a record count when the caller knows nothing was removed or changed.
-    `keep_max_timestamp`: a re-encoded v2 batch keeps its max timestamp instead of taking its
-    retained records' largest (producer state, which a reload takes from it, stays as it was)."""
+    A re-encoded CreateTime batch's max timestamp is its retained records' largest, as Kafka's
+    MemoryRecords.filterTo sets it (the time index and offsetsForTimes read it)."""
     if retention is BatchRetention.DELETE:
         return FilteredBatch(Outcome.DROPPED, b"", False)
     if not retained:
@@ -66,18 +65,18 @@ def filter_batch(batch, retained: Sequence[Record], *, retention: BatchRetention
     consistent = v2 or not batch.has_inconsistent_inner_magic
     if all_retained and consistent and not set_horizon:
         return FilteredBatch(Outcome.VERBATIM, batch.data, False)
-    return FilteredBatch(Outcome.REENCODED, _reencode(batch, retained, delete_horizon_ms if set_horizon else None,
-                                                      keep_max_timestamp), set_horizon)
+    return FilteredBatch(Outcome.REENCODED, _reencode(batch, retained, delete_horizon_ms if set_horizon else None),
+                         set_horizon)
 
 
-def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None, keep_max_timestamp: bool) -> bytes:
+def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None) -> bytes:
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     if not isinstance(batch, RecordBatch):  # legacy: base and wrapper offset follow the retained records
         return build_legacy_batch(retained, magic=batch.magic, codec=batch.codec, timestamp_type=batch.timestamp_type,
                                   log_append_time=batch.max_timestamp if log_append else None)
     horizon = new_horizon_ms if new_horizon_ms is not None else batch.delete_horizon_ms
     return build_batch(retained, log_append_time=batch.max_timestamp if log_append else None, delete_horizon_ms=horizon,
-                       max_timestamp=batch.max_timestamp if keep_max_timestamp else None, **_kept_fields(batch))
+                       **_kept_fields(batch))
 
 
 def _kept_fields(batch: RecordBatch) -> dict:
@@ -96,8 +95,7 @@ class SpliceJob(NamedTuple):
     contains_marker_for_empty_txn: bool = False
 
 
-def splice_batches(jobs: Sequence[SpliceJob], *, delete_horizon_ms: int,
-                   keep_max_timestamp: bool = False) -> list[FilteredBatch | None]:
+def splice_batches(jobs: Sequence[SpliceJob], *, delete_horizon_ms: int) -> list[FilteredBatch | None]:
     """`filter_batch` for batches of one partition, without decoding a record: the retained
     records' bytes are reused (layout.splice), the batches read and written together, and the
     result is the same. None for a batch where that cannot be done (a small one, or one with a
@@ -109,15 +107,15 @@ def splice_batches(jobs: Sequence[SpliceJob], *, delete_horizon_ms: int,
             out[i] = FilteredBatch(Outcome.DROPPED, b"", False)
         elif job.batch.records_count >= SPLICE_THRESHOLD:
             todo.append(i)
-    done = _splice([jobs[i] for i in todo], delete_horizon_ms, keep_max_timestamp) if todo else []
+    done = _splice([jobs[i] for i in todo], delete_horizon_ms) if todo else []
     if done is None:  # a record somewhere is not as Kafka writes it: each batch on its own
-        done = [(_splice([jobs[i]], delete_horizon_ms, keep_max_timestamp) or [None])[0] for i in todo]
+        done = [(_splice([jobs[i]], delete_horizon_ms) or [None])[0] for i in todo]
     for i, result in zip(todo, done):
         out[i] = result
     return out
 
 
-def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int, keep_max_timestamp: bool) -> list | None:
+def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int) -> list | None:
     batches = [job.batch for job in jobs]
     appended = [b.timestamp_type == TimestampType.LOG_APPEND_TIME for b in batches]
     spans = read_spans([b.records_section() for b in batches], [b.records_count for b in batches],
@@ -155,7 +153,7 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int, keep_max_timestam
         return None
     for i, (set_horizon, horizon) in horizons.items():
         batch = batches[i]
-        max_timestamp = batch.max_timestamp if appended[i] or keep_max_timestamp else largest[i]
+        max_timestamp = batch.max_timestamp if appended[i] else largest[i]
         data = build_batch_of_section(sections[i], kept[i], base_timestamp=int(bases[i]), max_timestamp=max_timestamp,
                                       has_delete_horizon=horizon is not None, **_kept_fields(batch))
         out[i] = FilteredBatch(Outcome.REENCODED, data, set_horizon)

@@ -25,7 +25,8 @@ The data flow is compaction's (DESIGN.md) with purge's own decide step:
    Kafka's cleaner keeps only each active producer's last batch; a purge keeps them all because it
    also rewrites delete-policy partitions and the active segment, whose `.txnindex` entries and
    producer snapshots a reload checks against the batches (transaction first offsets, last
-   sequences). For the same reason a re-encoded batch keeps its max timestamp.
+   sequences). A re-encoded batch's max timestamp becomes its kept records' largest, as Kafka's
+   rewrite sets it; producer snapshots keep the one they had, as after Kafka's cleaner.
 3. Rewrite (executors): one output segment per touched source segment (spark/rewrite.py); batches
    without a purged record are copied byte for byte, untouched segments are not rewritten.
 4. Ledger (driver): the rows are written *before* the swap (write-ahead), merged so that no row is
@@ -422,7 +423,7 @@ def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int
                        if s.base_offset == r.segment_base_offset)
         outputs.append(OutputSegment(r.topic, r.partition, (r.segment_base_offset,),
                                      now + config.delete_retention_ms, config.index_interval_bytes,
-                                     tuple(tuple(t) for t in segment.aborted_txns()), keep_max_timestamp=True,
+                                     tuple(tuple(t) for t in segment.aborted_txns()),
                                      nbytes=segment.size))
     return outputs
 

@@ -39,7 +39,6 @@ class OutputSegment:
     delete_horizon_ms: int  # the horizon given to batches that need one (now + delete.retention.ms)
     index_interval_bytes: int
     aborted_txns: tuple = ()  # AbortedTxn entries that stay in .txnindex
-    keep_max_timestamp: bool = False  # re-encoded batches keep their max timestamp (a purge)
     nbytes: int = 0  # the sources' bytes: what packs output segments into tasks
 
     @property
@@ -146,8 +145,7 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputSt
                           "made", file=part.path)
     _, stats = rewrite_segments(part.fs, part.path, sources, plans, delete_horizon_ms=output.delete_horizon_ms,
                                 index_interval_bytes=output.index_interval_bytes,
-                                aborted_txns=[AbortedTxn(*t) for t in output.aborted_txns],
-                                keep_max_timestamp=output.keep_max_timestamp)
+                                aborted_txns=[AbortedTxn(*t) for t in output.aborted_txns])
     rewritten = sum(n for outcome, n in stats.batches.items() if outcome != Outcome.VERBATIM.value)
     return OutputStats(output.topic, output.partition, output.base_offset, len(output.bases), stats.records_in,
                        stats.records_out, stats.bytes_in, stats.bytes_out, rewritten, stats.horizons_set)

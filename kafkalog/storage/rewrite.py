@@ -64,12 +64,11 @@ class RewriteStats:
 def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[LogSegment],
                      plans: Mapping[tuple[int, int], BatchPlan], *, delete_horizon_ms: int,
                      index_interval_bytes: int, aborted_txns: Sequence[AbortedTxn] = (),
-                     suffix: str = CLEANED, keep_max_timestamp: bool = False) -> tuple[WrittenSegment, RewriteStats]:
+                     suffix: str = CLEANED) -> tuple[WrittenSegment, RewriteStats]:
     """Write the output segment based at `sources[0].base_offset`. `plans` is keyed by
     (source segment base offset, file position of the batch). `aborted_txns` are the transactions
     whose `.txnindex` entries survive; those whose marker lands in this segment are indexed.
-    The output's mtime is the last source segment's, as Kafka's cleaner sets it.
-    `keep_max_timestamp`: re-encoded batches keep their max timestamp (codec/filter.py)."""
+    The output's mtime is the last source segment's, as Kafka's cleaner sets it."""
     stats = RewriteStats()
     writer = SegmentWriter(fs, partition_dir, sources[0].base_offset, index_interval_bytes=index_interval_bytes,
                            suffix=suffix)
@@ -77,11 +76,10 @@ def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[Lo
         for source in sources:
             for window in _windows(source.batches()):
                 window_plans = [plans.get((source.base_offset, position)) for position, _ in window]
-                spliced = _splice(window, window_plans, delete_horizon_ms, keep_max_timestamp)
+                spliced = _splice(window, window_plans, delete_horizon_ms)
                 for (position, batch), plan, done in zip(window, window_plans, spliced):
                     try:
-                        data, outcome, horizon = _apply(batch, plan, done, delete_horizon_ms, keep_max_timestamp,
-                                                        stats)
+                        data, outcome, horizon = _apply(batch, plan, done, delete_horizon_ms, stats)
                     except KafkaLogError as err:
                         raise locate(err, source.log_path, position, batch) from None
                     stats.batches[outcome.value] += 1
@@ -109,7 +107,7 @@ def _windows(batches, size: int = WINDOW_BATCHES):
         yield window
 
 
-def _splice(window, plans, delete_horizon_ms: int, keep_max_timestamp: bool) -> list:
+def _splice(window, plans, delete_horizon_ms: int) -> list:
     """The window's batches that only lose records, spliced together (codec/filter.py); None for the others."""
     jobs, where = [], []
     for i, ((_, batch), plan) in enumerate(zip(window, plans)):
@@ -118,7 +116,7 @@ def _splice(window, plans, delete_horizon_ms: int, keep_max_timestamp: bool) -> 
             where.append(i)
     out = [None] * len(window)
     try:
-        done = splice_batches(jobs, delete_horizon_ms=delete_horizon_ms, keep_max_timestamp=keep_max_timestamp)
+        done = splice_batches(jobs, delete_horizon_ms=delete_horizon_ms)
     except KafkaLogError:  # a batch that cannot be read: the batch-by-batch path names it
         return out
     for i, result in zip(where, done):
@@ -135,7 +133,7 @@ def _reads_records(batch, plan: BatchPlan | None) -> bool:
 
 
 def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_horizon_ms: int,
-           keep_max_timestamp: bool, stats: RewriteStats):
+           stats: RewriteStats):
     count = batch.records_count
     stats.records_in += count
     if plan is None:  # untouched: copied, never decoded
@@ -153,6 +151,6 @@ def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_
     retained = plan.apply(records) if plan.changes_records else records
     out = filter_batch(batch, retained, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,
                        contains_marker_for_empty_txn=plan.marker_for_empty_txn,
-                       all_retained=retained == records, keep_max_timestamp=keep_max_timestamp)
+                       all_retained=retained == records)
     stats.records_out += len(retained) if out.data else 0
     return out.data, out.outcome, out.horizon_set

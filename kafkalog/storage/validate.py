@@ -1020,9 +1020,12 @@ class _Validator:
             if state.compacted and stored.last_offset > expected.last_offset:
                 # the snapshot describes a batch the cleaner has since removed: it may only be ahead
                 fields = [f for f in ("producer_epoch",) if getattr(stored, f) < getattr(expected, f)]
-            elif state.compacted:  # the cleaner recomputes a rewritten batch's max timestamp
-                fields = [f for f in fields if f != "timestamp"]
-                if "current_txn_first_offset" in fields and state.txn_start_cleaned(
+            else:
+                if state.compacted or stored.timestamp > expected.timestamp:
+                    # a rewrite (the cleaner, a purge) sets a rewritten batch's max timestamp to its
+                    # kept records' largest; the snapshot keeps the one it had, as Kafka leaves it
+                    fields = [f for f in fields if f != "timestamp"]
+                if state.compacted and "current_txn_first_offset" in fields and state.txn_start_cleaned(
                         pid, stored.current_txn_first_offset, expected.current_txn_first_offset):
                     fields.remove("current_txn_first_offset")
             diffs = [f"{f} {getattr(stored, f)} (replay: {getattr(expected, f)})" for f in fields

@@ -25,7 +25,6 @@ choices = st.fixed_dictionaries({
     "retention": st.sampled_from(list(BatchRetention)),
     "delete_horizon_ms": st.integers(0, 2**42),
     "contains_marker_for_empty_txn": st.booleans(),
-    "keep_max_timestamp": st.booleans(),
 })
 
 

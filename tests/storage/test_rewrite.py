@@ -61,7 +61,7 @@ def test_rewrite_copies_untouched_filters_changed_and_stages_cleaned(tmp_path):
     assert all(isinstance(b, RecordBatch) and b.is_valid() for b in out)
 
 
-def test_purge_plans_tombstone_redact_and_keep_the_max_timestamp(tmp_path):
+def test_purge_plans_tombstone_redact_and_take_the_kept_records_max_timestamp(tmp_path):
     d = tmp_path / "t-0"
     d.mkdir()
     b0 = build_batch([Record(0, 30, b"a", b"1", (("h", b"pii"),)), Record(1, 10, b"b", b"2"),
@@ -73,11 +73,11 @@ def test_purge_plans_tombstone_redact_and_keep_the_max_timestamp(tmp_path):
     plans = {(0, 0): BatchPlan(BatchRetention.RETAIN_EMPTY, frozenset({0}), tombstoned=frozenset({1}),
                                redacted=frozenset({2})),
              (0, len(b0)): BatchPlan(BatchRetention.DELETE_EMPTY, tombstoned=frozenset({3}))}
-    rewrite_segments(fs, str(d), part.segments, plans, delete_horizon_ms=99_999, index_interval_bytes=0,
-                     keep_max_timestamp=True)
+    rewrite_segments(fs, str(d), part.segments, plans, delete_horizon_ms=99_999, index_interval_bytes=0)
     out = list(iter_batches((d / "00000000000000000000.log.cleaned").read_bytes()))
     assert out[0].records() == [Record(1, 10, b"b", None), Record(2, 20, None, None)]
-    assert (out[0].max_timestamp, out[0].codec, out[0].last_sequence) == (30, Codec.LZ4, 2)  # as before the purge
+    # the largest kept timestamp, as Kafka's rewrite sets it (the record at 30 went); codec and sequences stay
+    assert (out[0].max_timestamp, out[0].codec, out[0].last_sequence) == (20, Codec.LZ4, 2)
     assert out[0].delete_horizon_ms == 99_999  # it keeps a tombstone now
     assert out[1].records() == [Record(3, 40, b"d", None)]
     unchanged = BatchPlan(BatchRetention.DELETE_EMPTY, tombstoned=frozenset({3}))
