@@ -653,60 +653,105 @@ def parse_config_file(text: str, file: str | None = None) -> dict[str, str]:
 def parse_java_properties(text: str) -> dict[str, str]:
     """java.util.Properties.load: `key=value`, `key: value` or `key value`; `#` and `!` comments; a line
     ending in an odd number of backslashes continues on the next (whose leading blanks go); escapes
-    (`\\t`, `\\n`, `\\uXXXX`, `\\=` ...). The last of a repeated key wins."""
-    props, lines, i = {}, text.splitlines(), 0
+    (`\\t`, `\\n`, `\\uXXXX`, `\\=` ...). The last of a repeated key wins. A malformed `\\uXXXX`
+    is a ConfigError, as Java refuses the file."""
+    try:
+        return {key: value for key, (value, _) in load_properties(text).items()}
+    except ValueError as err:
+        raise ConfigError(err.args[0]) from None
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")  # Properties' line terminators, no others
+
+
+def load_properties(text: str) -> dict[str, tuple[str, int]]:
+    """`java.util.Properties.load` of `text`: key -> (value, byte position of its line); the last
+    of repeated keys wins, as in Java. ValueError(message, position) for a malformed \\uXXXX escape."""
+    props: dict[str, tuple[str, int]] = {}
+    lines = _physical_lines(text)
+    i = 0
     while i < len(lines):
-        line = lines[i].lstrip(" \t\f")
+        line, position = lines[i]
         i += 1
-        if not line or line[0] in "#!":
+        stripped = line.lstrip(" \t\f")
+        if not stripped or stripped[0] in "#!":
             continue
-        while _continues(line):
-            line = line[:-1]
-            if i < len(lines):
-                line += lines[i].lstrip(" \t\f")
-                i += 1
-        key, value = _split_property(line)
-        props[key] = value
+        logical = stripped
+        while _continues(logical) and i < len(lines):  # an odd number of trailing backslashes
+            logical = logical[:-1] + lines[i][0].lstrip(" \t\f")
+            i += 1
+        if _continues(logical):
+            logical = logical[:-1]
+        key, value = _split(logical)
+        try:
+            props[_unescape(key)] = (_unescape(value), position)
+        except ValueError as err:
+            raise ValueError(f"malformed \\uxxxx escape in {logical!r}; Kafka refuses the file", position) from None
     return props
+
+
+def _physical_lines(text: str) -> list[tuple[str, int]]:
+    out, start, byte = [], 0, 0
+    for m in _LINE_END.finditer(text):
+        line = text[start:m.start()]
+        out.append((line, byte))
+        byte += len(text[start:m.end()].encode("utf-8"))
+        start = m.end()
+    if start < len(text):
+        out.append((text[start:], byte))
+    return out
 
 
 def _continues(line: str) -> bool:
     return (len(line) - len(line.rstrip("\\"))) % 2 == 1
 
 
-def _split_property(line: str) -> tuple[str, str]:
-    end, n = 0, len(line)
-    while end < n and line[end] not in "=: \t\f":
-        end += 2 if line[end] == "\\" else 1
-    end = min(end, n)
-    start = end
-    while start < n and line[start] in " \t\f":
-        start += 1
-    if start < n and line[start] in "=:":
-        start += 1
-        while start < n and line[start] in " \t\f":
-            start += 1
-    return _unescape(line[:end]), _unescape(line[start:])
+def _split(line: str) -> tuple[str, str]:
+    """Key and value as Properties.load separates them: the key ends at the first unescaped '=',
+    ':' or blank; blanks and then one '=' or ':' and blanks again separate it from the value."""
+    i, n, escaped = 0, len(line), False
+    while i < n:
+        c = line[i]
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c in "=: \t\f":
+            break
+        i += 1
+    key, j = line[:i], i
+    while j < n and line[j] in " \t\f":
+        j += 1
+    if j < n and line[j] in "=:":
+        j += 1
+        while j < n and line[j] in " \t\f":
+            j += 1
+    return key, line[j:]
 
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
-def _unescape(text: str) -> str:
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
     out, i = [], 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
-                out.append(chr(int(text[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
+    while i < len(s):
+        c = s[i]
+        if c != "\\" or i + 1 >= len(s):
+            out.append(c)
+            i += 1
             continue
-        out.append(c)
-        i += 1
+        c = s[i + 1]
+        if c == "u":
+            digits = s[i + 2:i + 6]
+            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                raise ValueError(s)
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(c, c))
+            i += 2
     return "".join(out)
 
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from ..config import parse_java_properties as parse_properties  # the one reader of .properties files
 from ..errors import LogDirError
 from .checkpoint import format_offset_checkpoint, parse_offset_checkpoint
 from .fs import LogFileSystem
@@ -218,23 +219,6 @@ def _try_locks(fd: int, path: str, kind: int, *, keep: bool) -> None:
                               "broker uses the directory cannot be told; not modifying it", file=path) from None
         if not keep:
             lock(fd, fcntl.LOCK_UN)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties lines (key=value or key: value, # and ! comments); enough for meta.properties
-    and Kafka-style config files."""
-    props = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for i, ch in enumerate(line):
-            if ch in "=:":
-                props[line[:i].strip()] = line[i + 1:].strip()
-                break
-        else:
-            props[line] = ""
-    return props
 
 
 def copy_log_dir(source: str, target: str) -> None:

@@ -25,6 +25,7 @@ import base64
 import re
 from dataclasses import dataclass
 
+from ..config import load_properties
 from ..errors import LogDirError
 
 META_PROPERTIES = "meta.properties"
@@ -37,7 +38,6 @@ _INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt, ASCII digits
 _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 _BASE64URL = re.compile(r"([A-Za-z0-9_-]*)(=*)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # \t \n \f \r are whitespace to Properties
-_LINE_END = re.compile(r"\r\n|\r|\n")  # Properties' line terminators, no others
 
 
 @dataclass(frozen=True)
@@ -156,97 +156,6 @@ def check_meta_properties(data: bytes) -> tuple[MetaProperties | None, list[Meta
             ok = False
     meta = MetaProperties(version, node_id, cluster_id, directory_id) if ok else None
     return meta, issues
-
-
-def load_properties(text: str) -> dict[str, tuple[str, int]]:
-    """`java.util.Properties.load` of `text`: key -> (value, byte position of its line); the last
-    of repeated keys wins, as in Java. ValueError(message, position) for a malformed \\uXXXX escape."""
-    props: dict[str, tuple[str, int]] = {}
-    lines = _physical_lines(text)
-    i = 0
-    while i < len(lines):
-        line, position = lines[i]
-        i += 1
-        stripped = line.lstrip(" \t\f")
-        if not stripped or stripped[0] in "#!":
-            continue
-        logical = stripped
-        while _continues(logical) and i < len(lines):  # an odd number of trailing backslashes
-            logical = logical[:-1] + lines[i][0].lstrip(" \t\f")
-            i += 1
-        if _continues(logical):
-            logical = logical[:-1]
-        key, value = _split(logical)
-        try:
-            props[_unescape(key)] = (_unescape(value), position)
-        except ValueError as err:
-            raise ValueError(f"malformed \\uxxxx escape in {logical!r}; Kafka refuses the file", position) from None
-    return props
-
-
-def _physical_lines(text: str) -> list[tuple[str, int]]:
-    out, start, byte = [], 0, 0
-    for m in _LINE_END.finditer(text):
-        line = text[start:m.start()]
-        out.append((line, byte))
-        byte += len(text[start:m.end()].encode("utf-8"))
-        start = m.end()
-    if start < len(text):
-        out.append((text[start:], byte))
-    return out
-
-
-def _continues(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split(line: str) -> tuple[str, str]:
-    """Key and value as Properties.load separates them: the key ends at the first unescaped '=',
-    ':' or blank; blanks and then one '=' or ':' and blanks again separate it from the value."""
-    i, n, escaped = 0, len(line), False
-    while i < n:
-        c = line[i]
-        if escaped:
-            escaped = False
-        elif c == "\\":
-            escaped = True
-        elif c in "=: \t\f":
-            break
-        i += 1
-    key, j = line[:i], i
-    while j < n and line[j] in " \t\f":
-        j += 1
-    if j < n and line[j] in "=:":
-        j += 1
-        while j < n and line[j] in " \t\f":
-            j += 1
-    return key, line[j:]
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(s: str) -> str:
-    if "\\" not in s:
-        return s
-    out, i = [], 0
-    while i < len(s):
-        c = s[i]
-        if c != "\\" or i + 1 >= len(s):
-            out.append(c)
-            i += 1
-            continue
-        c = s[i + 1]
-        if c == "u":
-            digits = s[i + 2:i + 6]
-            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
-                raise ValueError(s)
-            out.append(chr(int(digits, 16)))
-            i += 6
-        else:
-            out.append(_ESCAPES.get(c, c))
-            i += 2
-    return "".join(out)
 
 
 def _parse_int(text: str) -> int | None:
