@@ -27,6 +27,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 # PYTHONWARNINGS reaches the build backend: setuptools' notice about editable installs is not news
-PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[spark,test]' 2>&1 | grep -v '^WARNING: Location' || true
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[spark,test]' -c scripts/constraints.txt 2>&1 \
+  | grep -v '^WARNING: Location' || true
 .venv/bin/python -c 'import kafkalog, pyspark, kafka, aiokafka' \
   || { echo "setup: installation failed" >&2; exit 1; }

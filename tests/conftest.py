@@ -26,6 +26,6 @@ def spark():
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.enabled": "false",
-    })
+    }, delta=True)  # delta-spark from Maven Central, for the purge ledger's Spark path (tests/spark/test_purge.py)
     yield session
     session.stop()

@@ -29,7 +29,8 @@ The data flow is compaction's (DESIGN.md) with purge's own decide step:
    rewrite sets it; producer snapshots keep the one they had, as after Kafka's cleaner.
 3. Rewrite (executors): one output segment per touched source segment (spark/rewrite.py); batches
    without a purged record are copied byte for byte, untouched segments are not rewritten.
-4. Ledger (driver): the rows are written *before* the swap (write-ahead), merged so that no row is
+4. Ledger (spark/ledger.py: executors through delta-spark where the session has it, else the driver
+   with deltalake): the rows are written *before* the swap (write-ahead), merged so that no row is
    written twice. A crash after it leaves rows for records still in the log; the rerun that
    recovers the directory purges them and adds no rows. Written after the swap instead, a crash
    in between would lose the audit of records already gone.
@@ -53,12 +54,13 @@ from ..config import ConfigResolver
 from ..errors import ConfigError, KafkaLogError
 from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
-from ..storage.ledger import load_secret, records_table, write_records, write_run
+from ..storage.ledger import load_secret
 from ..storage.destination import destination
 from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.swap import FaultHook, recover_partition
 from .errors import raises_kafkalog_errors
+from .ledger import write_ledger_records, write_ledger_run
 from .rewrite import OutputSegment, swap_in, write_outputs
 from .scan import RECORDS_SCHEMA, narrow_scan, read_records, spark_schema
 
@@ -149,15 +151,15 @@ def _purge(spark, log_dir: str, named: str, key_df, key_count, *, run_id: str, n
             return PurgeResult(run_id, now, dry_run, named, report)
         outputs = _output_segments(opened, decided, resolver, now)
         stats = write_outputs(spark, log_dir, outputs, _batch_plans(decided))
-        rows = write_records(ledger, records_table(_purged_records(decided), secret=secret, run_id=run_id,
-                                                   purged_at_ms=now, log_dir=named))
+        rows = write_ledger_records(spark, ledger, decided.where(decided.action.isNotNull()), secret=secret,
+                                    run_id=run_id, purged_at_ms=now, log_dir=named)
         swap_in(opened, outputs, fault)
     finally:
         matched.unpersist()
     result = PurgeResult(run_id, now, dry_run, named, report, rows, stats)
     _verify(decider, result, {(o.topic, o.partition) for o in outputs})
-    write_run(ledger, _run_row(result, started, key_df.count() if key_count is None else key_count, topics,
-                               where, tombstone))
+    write_ledger_run(spark, ledger, _run_row(result, started, key_df.count() if key_count is None else key_count,
+                                             topics, where, tombstone))
     if result.remaining:
         first = next(p for p in result.partitions if p["remaining"])
         raise PurgeVerificationError(f"after the rewrite {result.remaining} records of purged keys remain, "
@@ -429,12 +431,6 @@ def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int
 
 
 # -- verify and report ----------------------------------------------------------------------------------
-
-def _purged_records(decided):
-    """What the ledger needs of the records the purge changes, as Arrow (they are few)."""
-    return (decided.where(decided.action.isNotNull())
-            .select("topic", "partition", "offset", "timestamp", "key", "action", "matched_by", "reason").toArrow())
-
 
 def _verify(decider: _Decider, result: PurgeResult, touched: set) -> None:
     """Rescan the touched partitions: `remaining` counts records the purge still finds to do."""

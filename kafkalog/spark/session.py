@@ -7,6 +7,8 @@ import sys
 import tempfile
 import warnings
 
+from ..errors import ConfigError
+
 # Applied only when kafkalog starts Spark itself in local mode.
 LOCAL_DEFAULTS = {
     "spark.sql.shuffle.partitions": "4",
@@ -20,6 +22,45 @@ ALWAYS = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.python.filterPushdown.enabled": "true",
 }
+
+# delta-spark from Maven Central, for the purge ledger's Spark path (kafkalog/spark/ledger.py). Delta's
+# classes use Spark's internals, so each jar runs only on the Spark line it was built for: Delta 4.4.0
+# publishes one artifact per line (built against Spark 4.0.1, 4.1.0, 4.2.0); none is built for 4.3 yet.
+DELTA_VERSION = "4.4.0"
+DELTA_ARTIFACTS = {"4.0": "delta-spark_4.0_2.13", "4.1": "delta-spark_4.1_2.13", "4.2": "delta-spark_4.2_2.13"}
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# In local mode, with delta: Delta rebuilds a table's state from its log in 50 partitions by default,
+# 50 tasks per ledger write for tables of a few files; 2 halve a warm ledger write on local[2].
+DELTA_LOCAL_DEFAULTS = {"spark.databricks.delta.snapshotPartitions": "2"}
+_DELTA_UNAVAILABLE = "spark.kafkalog.delta.unavailable"  # why local_session(delta=True) started without Delta
+_LISTS = ("spark.jars.packages", "spark.sql.extensions")  # comma-separated settings that delta_conf extends
+
+
+class DeltaUnavailable(ConfigError):
+    """delta-spark cannot be added to this session (no release for its Spark, or jars not fetched)."""
+
+
+def delta_conf(spark_version: str | None = None) -> dict:
+    """The settings that give a new session delta-spark: the Maven coordinates of the release built
+    for `spark_version` (default: the installed pyspark's; Spark fetches them through Ivy into
+    ~/.ivy2.5.2 when the session starts, and a later start downloads nothing), Delta's session
+    extension and catalog. Raises DeltaUnavailable when no release is built for that Spark line."""
+    if spark_version is None:
+        import pyspark
+        spark_version = pyspark.__version__
+    line = ".".join(spark_version.split(".")[:2])
+    if line not in DELTA_ARTIFACTS:
+        raise DeltaUnavailable(f"no delta-spark release is built for Spark {spark_version} (delta-spark "
+                               f"{DELTA_VERSION} is for Spark {', '.join(sorted(DELTA_ARTIFACTS))})")
+    return {"spark.jars.packages": f"io.delta:{DELTA_ARTIFACTS[line]}:{DELTA_VERSION}",
+            "spark.sql.extensions": DELTA_EXTENSION, "spark.sql.catalog.spark_catalog": DELTA_CATALOG}
+
+
+def delta_unavailable(spark) -> str | None:
+    """Why `local_session(delta=True)` started `spark` without delta-spark, if it did."""
+    return spark.conf.get(_DELTA_UNAVAILABLE, None) or None
+
 
 # Spark's errors only. A failed task's Java stack and Python traceback go to kafkalog-spark.log in
 # the temp directory, not to the terminal, where kafkalog prints the one-line error they carry;
@@ -65,13 +106,18 @@ def _master_from_environment() -> bool:
 
 
 def local_session(app_name: str = "kafkalog", master: str = "local[2]", conf: dict | None = None, *,
-                  verbose: bool = False):
+                  verbose: bool = False, delta: bool = False):
     """The active SparkSession if there is one (a cluster job, a notebook), else a new one.
 
     A new session runs on `master` (local mode, 2 cores) unless spark-submit or the environment
     names a master, in which case that one is used. Local sessions get small shuffle partitions,
     no UI and quiet logs (Spark's errors in a file; on stderr with `verbose`); every session gets Arrow and Python filter pushdown enabled and the
     `kafkalog` data source registered. `conf` entries are applied last.
+
+    `delta`: a new session also gets delta-spark (`delta_conf`), so that purge writes its ledger
+    through Spark. When that cannot be (no release for this Spark, or Spark does not start with the
+    jars, as when Maven Central cannot be reached), the session starts without it, with a warning,
+    and `delta_unavailable(session)` says why; purge then writes the ledger with `deltalake`.
     """
     from pyspark.sql import SparkSession
 
@@ -86,21 +132,50 @@ def local_session(app_name: str = "kafkalog", master: str = "local[2]", conf: di
                 warnings.warn(f"kafkalog: {key} is not changed in the running SparkSession: {err}")
         register(active)
         return active
-    builder = SparkSession.builder.appName(app_name)
-    settings = dict(ALWAYS)
-    if not _master_from_environment():
+    settings = {"spark.app.name": app_name, **ALWAYS}
+    local = not _master_from_environment()
+    if local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        builder = builder.master(master)
+        settings["spark.master"] = master
         settings.update(LOCAL_DEFAULTS)
         settings["spark.driver.extraJavaOptions"] = _quiet_log4j_options(verbose)
     settings.update(conf or {})
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    without_delta, unavailable = dict(settings), None
+    if delta:
+        try:
+            for key, value in delta_conf().items():
+                settings[key] = ",".join(filter(None, (settings.get(key), value))) if key in _LISTS else value
+            if local:
+                for key, value in DELTA_LOCAL_DEFAULTS.items():
+                    settings.setdefault(key, value)
+        except DeltaUnavailable as err:
+            unavailable = str(err)
+    try:
+        spark = _build(settings)
+    except Exception as err:
+        if settings == without_delta:
+            raise
+        unavailable = (f"Spark did not start with delta-spark ({settings['spark.jars.packages']}): its jars "
+                       f"could not be fetched from Maven Central through Ivy, or do not load "
+                       f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; Ivy's and Spark's "
+                       f"messages are on stderr)")
+        spark = _build(without_delta)
+    if unavailable is not None:
+        warnings.warn(f"kafkalog: {unavailable}; the purge ledger is written with the deltalake package")
+        spark.conf.set(_DELTA_UNAVAILABLE, unavailable)
     try:
         spark.sparkContext.setLogLevel("ERROR")
     except Exception:  # Spark Connect: no SparkContext
         pass
     register(spark)
     return spark
+
+
+def _build(settings: dict):
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder  # a new Builder each time
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -10,11 +10,13 @@ and hashed.)
 
 The run table, at `<ledger>_runs`, has one row per purge run with its totals.
 
-Both are written with the `deltalake` package: no JVM, any machine; anything that reads Delta reads
-them. Records rows are merged on (log directory, topic, partition, offset, action): a row that is
-already there is not written again, so a rerun, or a run that completes an interrupted one, adds no
-duplicates, while the same partition purged in another directory (a replica on another broker, an
-archive) is a record of its own.
+This module writes both with the `deltalake` package: no JVM, any machine; anything that reads Delta
+reads them. A SparkSession with delta-spark configured writes them through `format("delta")` instead
+(kafkalog/spark/ledger.py), with the schemas, the row builders (`ledger_rows`, `run_table`) and the
+merge identity defined here: each writer reads what the other wrote. Records rows are merged on
+(log directory, topic, partition, offset, action): a row that is already there is not written
+again, so a rerun, or a run that completes an interrupted one, adds no duplicates, while the same
+partition purged in another directory (a replica on another broker, an archive) is a record of its own.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ RUNS_SCHEMA = pa.schema([
     ("ledger_rows", pa.int64()), ("remaining", pa.int64()), ("kafkalog_version", pa.string()),
 ])
 # what makes a records row unique: a record's offset is unique in its partition of one log directory
-_ROW_IDENTITY = ("log_dir", "topic", "partition", "offset", "action")
+ROW_IDENTITY = ("log_dir", "topic", "partition", "offset", "action")
 
 
 class LedgerError(KafkaLogError):
@@ -87,6 +89,13 @@ def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms:
     offset, timestamp (epoch ms), key, action, matched_by and reason: the key is replaced by its
     fingerprint. A local `log_dir` is named by its absolute path, so that a rerun from another
     working directory is the same directory."""
+    return ledger_rows(purged, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms,
+                       log_dir_name=log_dir_identity(log_dir))
+
+
+def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir_name: str) -> pa.Table:
+    """`records_table` with the log directory already named (`log_dir_identity`): what both
+    writers build rows with, this module on the driver and Spark's on executors, one batch at a time."""
     memo: dict = {}
 
     def fp(key):
@@ -99,7 +108,7 @@ def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms:
     columns = {
         "run_id": pa.array([run_id] * n, pa.string()),
         "purged_at": pa.array([purged_at_ms * 1000] * n, pa.int64()).cast(TIMESTAMP),
-        "log_dir": pa.array([_identity(log_dir)] * n, pa.string()),
+        "log_dir": pa.array([log_dir_name] * n, pa.string()),
         "topic": purged.column("topic").cast(pa.string()),
         "partition": purged.column("partition").cast(pa.int32()),
         "offset": purged.column("offset").cast(pa.int64()),
@@ -113,9 +122,18 @@ def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms:
     return pa.table([columns[f.name] for f in RECORDS_SCHEMA], schema=RECORDS_SCHEMA)
 
 
-def _identity(log_dir: str) -> str:
+def log_dir_identity(log_dir: str) -> str:
+    """How the ledger names `log_dir`: a local directory by its absolute path, a URI as given."""
     fs, path = LogFileSystem.for_path(log_dir)
     return os.path.abspath(path) if fs.is_local else log_dir
+
+
+def run_table(run: Mapping) -> pa.Table:
+    """The run table's row (RUNS_SCHEMA) of `run`, whose timestamps are epoch ms."""
+    row = {f.name: [run.get(f.name)] for f in RUNS_SCHEMA}
+    for name in ("started_at", "finished_at", "purged_at"):
+        row[name] = pa.array([run[name] * 1000], pa.int64()).cast(TIMESTAMP)
+    return pa.table(row, schema=RUNS_SCHEMA)
 
 
 def write_records(ledger: str, rows: pa.Table) -> int:
@@ -128,7 +146,7 @@ def write_records(ledger: str, rows: pa.Table) -> int:
             return rows.num_rows
         if rows.num_rows == 0:
             return 0
-        predicate = " AND ".join(f't."{c}" = s."{c}"' for c in _ROW_IDENTITY)
+        predicate = " AND ".join(f't."{c}" = s."{c}"' for c in ROW_IDENTITY)
         merged = (DeltaTable(ledger).merge(source=rows, predicate=predicate, source_alias="s", target_alias="t")
                   .when_not_matched_insert_all().execute())
     except Exception as err:  # deltalake's own errors (schema mismatch, storage): name the table
@@ -139,11 +157,8 @@ def write_records(ledger: str, rows: pa.Table) -> int:
 def write_run(ledger: str, run: Mapping) -> None:
     """Append one row (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to the ledger."""
     DeltaTable, write_deltalake = _deltalake(ledger)
-    row = {f.name: [run.get(f.name)] for f in RUNS_SCHEMA}
-    for name in ("started_at", "finished_at", "purged_at"):
-        row[name] = pa.array([run[name] * 1000], pa.int64()).cast(TIMESTAMP)
     try:
-        write_deltalake(runs_path(ledger), pa.table(row, schema=RUNS_SCHEMA), mode="append")
+        write_deltalake(runs_path(ledger), run_table(run), mode="append")
     except Exception as err:
         raise LedgerError(f"cannot write the run table: {type(err).__name__}: {err}", file=runs_path(ledger)) from err
 

@@ -326,3 +326,136 @@ def test_keys_come_from_key_files_tables_and_dataframes(spark, tmp_path):
         purge(spark, log, [b"k"], where="no_such_column = 1", ledger=str(tmp_path / "ledger"), secret=b"s" * 32,
               output=str(tmp_path / "copy"))
     assert not (tmp_path / "copy").exists()
+
+
+# -- the ledger through delta-spark, and with deltalake: each reads and extends what the other wrote -------
+
+def require_delta(spark):
+    """The shared session's delta-spark (tests/conftest.py starts it with local_session(delta=True),
+    the jars from Maven Central): without it these tests fail and say why, they never skip."""
+    from kafkalog.spark.ledger import delta_configured
+    from kafkalog.spark.session import delta_unavailable
+
+    if not delta_configured(spark):
+        pytest.fail("the ledger's delta-spark path cannot be tested: the shared SparkSession has no delta-spark: "
+                    + (delta_unavailable(spark) or "tests/conftest.py does not start it with local_session(delta=True)"),
+                    pytrace=False)
+
+
+def _ledger_input(offsets, key=b"alice", action="removed"):
+    import pyarrow as pa
+    n = len(offsets)
+    return pa.table({"topic": ["orders"] * n, "partition": pa.array([0] * n, pa.int32()),
+                     "offset": pa.array(offsets, pa.int64()),
+                     "timestamp": pa.array([1_700_000_000_000 + o for o in offsets], pa.int64()),
+                     "key": pa.array([key] * n, pa.binary()), "action": [action] * n, "matched_by": ["key"] * n,
+                     "reason": ["ticket 42"] * n})
+
+
+def _rows(table, drop=()) -> list:
+    """A ledger table's rows as sorted tuples, without the columns in `drop` (times as UTC ISO text:
+    the two libraries give them different tzinfo objects)."""
+    names = [n for n in table.column_names if n not in drop]
+    plain = [tuple(v.astimezone(timezone.utc).isoformat() if isinstance(v, datetime) else v for v in r.values())
+             for r in table.select(names).to_pylist()]
+    return sorted(plain, key=repr)
+
+
+def test_delta_spark_and_deltalake_extend_and_read_each_others_ledger(spark, tmp_path):
+    from kafkalog.spark.ledger import write_ledger_records, write_ledger_run
+    from kafkalog.storage.ledger import RECORDS_SCHEMA, RUNS_SCHEMA, records_table, write_records, write_run
+
+    require_delta(spark)
+    writers = {
+        "delta-spark": lambda ledger, purged, **row: write_ledger_records(spark, ledger, spark.createDataFrame(purged),
+                                                                          **row),
+        "deltalake": lambda ledger, purged, **row: write_records(ledger, records_table(purged, **row)),
+    }
+    run_writers = {"delta-spark": lambda ledger, run: write_ledger_run(spark, ledger, run), "deltalake": write_run}
+    run = {"run_id": "r1", "started_at": 1, "finished_at": 2, "purged_at": 3, "log_dir": "/x", "topics": ["orders"],
+           "keys": 2, "where": False, "tombstone": True, "partitions": 1, "segments": 1, "records_removed": 5,
+           "records_tombstoned": 1, "records_redacted": 0, "ledger_rows": 6, "remaining": 0, "kafkalog_version": "0"}
+    log_dir = str(tmp_path / "log")
+    tables = {}
+    for first, then in [("delta-spark", "deltalake"), ("deltalake", "delta-spark")]:
+        ledger = str(tmp_path / f"created-by-{first}")
+        steps = [(first, [3, 7], "removed", 2), (then, [3, 7, 9], "removed", 1),  # 3 and 7 are there already
+                 (first, [9, 11], "removed", 1), (then, [9], "tombstoned", 1)]    # another action: another row
+        for i, (writer, offsets, action, added) in enumerate(steps):
+            assert writers[writer](ledger, _ledger_input(offsets, action=action), secret=SECRET, run_id=f"r{i}",
+                                   purged_at_ms=NOW + i, log_dir=log_dir) == added, (first, i)
+        assert writers[then](ledger, _ledger_input([]), secret=SECRET, run_id="r9", purged_at_ms=NOW,
+                             log_dir=log_dir) == 0
+        run_writers[first](ledger, run)
+        run_writers[then](ledger, dict(run, run_id="r2", topics=None))
+        via_deltalake = DeltaTable(ledger).to_pyarrow_table()
+        via_spark = spark.read.format("delta").load(ledger).toArrow()
+        assert via_deltalake.schema == RECORDS_SCHEMA
+        assert _rows(via_spark) == _rows(via_deltalake)
+        assert [(r["offset"], r["action"], r["run_id"]) for r in sorted(find(ledger, b"alice", SECRET),
+                                                                          key=lambda r: (r["offset"], r["action"]))] == \
+            [(3, "removed", "r0"), (7, "removed", "r0"), (9, "removed", "r1"), (9, "tombstoned", "r3"),
+             (11, "removed", "r2")]
+        runs_deltalake = DeltaTable(runs_path(ledger)).to_pyarrow_table()
+        assert runs_deltalake.schema == RUNS_SCHEMA
+        assert _rows(spark.read.format("delta").load(runs_path(ledger)).toArrow()) == _rows(runs_deltalake)
+        engines = [(h["operation"], h.get("engineInfo") or "") for h in DeltaTable(ledger).history()]
+        assert ("MERGE", True) in {(op, e.startswith("Apache-Spark") and "Delta-Lake/" in e) for op, e in engines}
+        assert any(not e.startswith("Apache-Spark") for _, e in engines), engines  # and deltalake wrote too
+        tables[first] = (_rows(via_deltalake), _rows(runs_deltalake))
+    assert tables["delta-spark"] == tables["deltalake"]
+
+
+def test_a_purge_through_delta_spark_writes_the_ledger_a_purge_with_deltalake_does(spark, purged, small_log, resolver,
+                                                                                    tmp_path, monkeypatch):
+    """`purged` wrote its ledger through the shared session's delta-spark; the same purge of another
+    copy, with deltalake, writes the same rows (but for run id and log directory); each table reads
+    with the other writer's library."""
+    import kafkalog.spark.ledger as spark_ledger
+
+    require_delta(spark)
+    root, ledger = tmp_path / "log", str(tmp_path / "ledger")
+    shutil.copytree(small_log.path, root)
+    monkeypatch.setattr(spark_ledger, "delta_configured", lambda session: False)
+    result = purge(spark, str(root), purged.keys, ledger=ledger, secret=SECRET, where=WHERE, config=resolver, now=NOW)
+    monkeypatch.undo()
+    assert {(h.get("engineInfo") or "").split("/")[0] for h in DeltaTable(purged.ledger).history()} == {"Apache-Spark"}
+    assert not any((h.get("engineInfo") or "").startswith("Apache-Spark") for h in DeltaTable(ledger).history())
+    through_spark = DeltaTable(purged.ledger).to_pyarrow_table()     # delta-spark's table, read with deltalake
+    with_deltalake = spark.read.format("delta").load(ledger).toArrow()  # deltalake's table, read with Spark
+    assert result.ledger_rows == purged.result.ledger_rows == through_spark.num_rows > 0
+    assert {r["log_dir"] for r in through_spark.to_pylist()} == {str(purged.root)}
+    assert {r["log_dir"] for r in with_deltalake.to_pylist()} == {str(root)}
+    assert _rows(through_spark, drop=("run_id", "log_dir")) == _rows(with_deltalake, drop=("run_id", "log_dir"))
+    varying = ("run_id", "log_dir", "started_at", "finished_at")
+    assert _rows(DeltaTable(runs_path(purged.ledger)).to_pyarrow_table(), drop=varying) == \
+        _rows(spark.read.format("delta").load(runs_path(ledger)).toArrow(), drop=varying)
+
+
+def test_a_session_whose_delta_jars_cannot_be_fetched_starts_without_them_and_says_so(tmp_path):
+    """local_session(delta=True) when Ivy cannot fetch delta-spark (here: an artifact that does not
+    exist): Spark starts without it, the ledger goes through deltalake, and `delta_unavailable` says why."""
+    import subprocess
+    import sys
+
+    script = (
+        "import warnings, pyspark\n"
+        "from kafkalog.spark import session\n"
+        "line = '.'.join(pyspark.__version__.split('.')[:2])\n"
+        "session.DELTA_ARTIFACTS = {line: 'delta-spark-no-such-artifact_2.13'}\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    spark = session.local_session('delta-unavailable', 'local[1]', delta=True)\n"
+        "from kafkalog.spark.ledger import delta_configured\n"
+        "print('configured', delta_configured(spark))\n"
+        "print('reason', session.delta_unavailable(spark))\n"
+        "print('warned', any('deltalake' in str(w.message) for w in caught))\n"
+        "spark.stop()\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    assert out["configured"] == "False" and out["warned"] == "True", done.stdout
+    assert "could not be fetched from Maven Central" in out["reason"] and \
+        "io.delta:delta-spark-no-such-artifact_2.13" in out["reason"], out["reason"]

@@ -1,6 +1,8 @@
 """The purge ledger without Spark: secrets, fingerprints, idempotent Delta writes, lookups."""
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
@@ -69,3 +71,23 @@ def test_an_empty_first_write_creates_the_table_and_runs_append(tmp_path):
     write_run(ledger, dict(run, run_id="r2"))
     runs = DeltaTable(runs_path(ledger)).to_pyarrow_table()
     assert runs.schema == RUNS_SCHEMA and sorted(runs.column("run_id").to_pylist()) == ["r1", "r2"]
+
+
+def test_the_row_builders_both_writers_share(tmp_path):
+    """Spark's writer builds rows with `ledger_rows` one Arrow batch at a time, on executors, with the
+    log directory named on the driver; the rows are records_table's."""
+    from kafkalog.storage.ledger import ledger_rows, log_dir_identity, run_table
+
+    purged = _purged([3, 7, 9])
+    whole = records_table(purged, secret=SECRET, run_id="r1", purged_at_ms=5, log_dir="relative/log")
+    assert log_dir_identity("relative/log") == os.path.abspath("relative/log")
+    (batch,) = purged.to_batches()
+    by_batch = ledger_rows(batch, secret=SECRET, run_id="r1", purged_at_ms=5,
+                           log_dir_name=log_dir_identity("relative/log"))
+    assert by_batch == whole and whole.column("timestamp")[0].value == 1_700_000_000_003 * 1000
+    run = {"run_id": "r1", "started_at": 1, "finished_at": 2, "purged_at": 3, "log_dir": "/x", "topics": ["t"],
+           "keys": 2, "where": True, "tombstone": False}
+    row = run_table(run)
+    assert row.schema == RUNS_SCHEMA and row.num_rows == 1 and row.column("records_removed")[0].as_py() is None
+    write_run(str(tmp_path / "ledger"), run)
+    assert DeltaTable(runs_path(str(tmp_path / "ledger"))).to_pyarrow_table() == row

@@ -1,0 +1,92 @@
+"""The purge ledger from Spark: through delta-spark's `format("delta")` when the session has it, else
+with the `deltalake` package (kafkalog/storage/ledger.py).
+
+Both write the same two tables: the schemas (RECORDS_SCHEMA, RUNS_SCHEMA), the rows (`ledger_rows`,
+`run_table`) and the merge identity (ROW_IDENTITY) are storage/ledger.py's, so either writer reads and
+extends a table the other wrote. Through Spark the records rows are built on the executors, one Arrow
+batch at a time (`mapInArrow`), and merged with Delta's MERGE INTO: insert the rows whose (log
+directory, topic, partition, offset, action) is not there yet. They never reach the driver; the key
+fingerprint secret reaches the tasks inside the function they run, not as a literal of the plan
+(plans are shown in Spark's UI and event logs).
+
+A session has delta-spark when its `spark.sql.extensions` include Delta's extension and its
+`spark_catalog` is Delta's catalog (`kafkalog.spark.session.delta_conf`, or
+`local_session(delta=True)`, gives a new session both, with the jars from Maven Central).
+"""
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+
+from ..storage.ledger import (RECORDS_SCHEMA, ROW_IDENTITY, RUNS_SCHEMA, LedgerError, ledger_rows, log_dir_identity,
+                              records_table, run_table, runs_path, write_records, write_run)
+from .scan import spark_schema
+from .session import DELTA_CATALOG, DELTA_EXTENSION
+
+PURGED_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "action", "matched_by", "reason")
+
+
+def delta_configured(spark) -> bool:
+    """Whether `spark` writes Delta tables through delta-spark: Delta's session extension and catalog."""
+    extensions = [e.strip() for e in (spark.conf.get("spark.sql.extensions", "") or "").split(",")]
+    return DELTA_EXTENSION in extensions and spark.conf.get("spark.sql.catalog.spark_catalog", "") == DELTA_CATALOG
+
+
+def write_ledger_records(spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int,
+                         log_dir: str) -> int:
+    """Add to `ledger` the rows of the records in `purged` (a DataFrame with PURGED_COLUMNS, timestamp
+    in epoch ms) that it does not hold yet; creates the table when there is none. Returns how many
+    rows were added."""
+    purged = purged.select(*PURGED_COLUMNS)
+    if not delta_configured(spark):
+        return write_records(ledger, records_table(purged.toArrow(), secret=secret, run_id=run_id,
+                                                   purged_at_ms=purged_at_ms, log_dir=log_dir))
+    name = log_dir_identity(log_dir)  # on the driver: a relative path means the driver's working directory
+
+    def rows(batches):
+        for batch in batches:
+            yield from ledger_rows(batch, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms,
+                                   log_dir_name=name).to_batches()
+    source = purged.mapInArrow(rows, spark_schema(RECORDS_SCHEMA))
+    view = f"kafkalog_ledger_rows_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    table = _table(ledger)
+    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in ROW_IDENTITY)
+    try:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(RECORDS_SCHEMA)}) USING delta")
+        (merged,) = spark.sql(f"MERGE INTO {table} AS t USING {view} AS s ON {on} "
+                              f"WHEN NOT MATCHED THEN INSERT *").collect()
+    except Exception as err:
+        raise _error("cannot write the ledger through delta-spark", err, ledger) from err
+    finally:
+        spark.catalog.dropTempView(view)
+    return int(merged["num_inserted_rows"])
+
+
+def write_ledger_run(spark, ledger: str, run) -> None:
+    """Append the row of `run` (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to `ledger`."""
+    if not delta_configured(spark):
+        return write_run(ledger, run)
+    try:
+        (spark.createDataFrame(run_table(run), schema=spark_schema(RUNS_SCHEMA))
+         .write.format("delta").mode("append").save(runs_path(ledger)))
+    except Exception as err:
+        raise _error("cannot write the run table through delta-spark", err, runs_path(ledger)) from err
+
+
+def _table(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def _columns(schema: pa.Schema) -> str:
+    """`schema` as the column list of a CREATE TABLE, in Spark SQL's types."""
+    return ", ".join(f"`{f.name}` {t.dataType.simpleString()}" for f, t in zip(schema, spark_schema(schema)))
+
+
+def _error(what: str, err: Exception, table: str) -> LedgerError:
+    """One line, not a Java stack: the first line of Spark's error (of the Java exception's, for a
+    Py4J error, whose first line only names the call)."""
+    lines = [line.strip().lstrip(": ") for line in str(err).strip().splitlines()]
+    lines = [line for line in lines if line and not line.startswith("An error occurred while calling")]
+    return LedgerError(f"{what}: {type(err).__name__}: {lines[0] if lines else ''}", file=table)
