@@ -124,8 +124,12 @@ def _none_decompress(view: memoryview, magic: int, out: _Output) -> None:
 
 
 def _gzip_compress(data, magic: int) -> bytes:
-    # GZIPOutputStream writes one member at Deflater's default level (zlib 6); mtime 0 keeps it deterministic
-    return gzip.compress(data, compresslevel=6, mtime=0)
+    # GZIPOutputStream writes one member at Deflater's default level (zlib 6) with mtime 0 and, since
+    # JDK 16 (Kafka 4.x runs on 17+), the header's OS byte 255 "unknown" where zlib writes 3 "Unix":
+    # set so, the bytes are the broker's own (checked against Kafka's cleaner in tests/kafka)
+    out = bytearray(gzip.compress(data, compresslevel=6, mtime=0))
+    out[9] = 0xFF
+    return bytes(out)
 
 
 def _gzip_decompress(view: memoryview, magic: int, out: _Output) -> None:
@@ -292,7 +296,14 @@ def _lz4_decompress(view: memoryview, magic: int, out: _Output) -> None:
 
 
 def _zstd_compress(data, magic: int) -> bytes:
-    return zstandard.ZstdCompressor(level=3).compress(data)
+    # as Kafka's ZstdCompression writes through zstd-jni's stream at level 3: a frame without the
+    # content size, its data block, then an empty last block (the broker's own bytes, checked
+    # against Kafka's cleaner in tests/kafka)
+    stream = _ZSTD_STREAM.compressobj()
+    return stream.compress(data) + stream.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK) + stream.flush()
+
+
+_ZSTD_STREAM = zstandard.ZstdCompressor(level=3, write_content_size=False)
 
 
 def _zstd_decompress(view: memoryview, magic: int, out: _Output) -> None:

@@ -483,6 +483,32 @@ class Broker:
     def cleaner_log(self, since_start: bool = True) -> str:
         return _read_from(self.cleaner_log_path, self._cleaner_log_mark if since_start else 0)
 
+    def cleaned_sections(self, name: str, since_start: bool = True) -> list[tuple[int, int]]:
+        """The dirty sections [start, end) Kafka's LogCleaner reported for the log `name` ("topic-N"),
+        from its "Log cleaner thread %d cleaned log %s (dirty section = [%d, %d])" lines (LogCleaner's
+        CleanerThread.recordStats), oldest first. Its logger, LogCleaner$CleanerThread, is no child of
+        the loggers BROKER_LOG4J sends to log-cleaner.log, so the line is in server.log: both are read."""
+        marker = f" cleaned log {name} (dirty section = ["
+        out = []
+        for line in (self.cleaner_log(since_start) + "\n" + self.server_log(since_start)).splitlines():
+            if marker in line:
+                start, end = line.split(marker, 1)[1].split("]", 1)[0].split(",")
+                out.append((int(start), int(end)))
+        return out
+
+    def wait_until_cleaned(self, name: str, timeout: float = 60, since_start: bool = True) -> list[tuple[int, int]]:
+        """Wait until Kafka's LogCleaner logged that it cleaned the log `name` ("topic-N"); returns
+        `cleaned_sections(name)`. RuntimeError after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.cleaned_sections(name, since_start)
+            if found:
+                return found
+            if not self.running or time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka's LogCleaner did not clean {name} within {timeout}s; log-cleaner.log:\n"
+                                   f"{self.cleaner_log(since_start)[-4000:]}")
+            time.sleep(0.2)
+
     def recovery_lines(self, since_start: bool = True, ignore: tuple = (METADATA_LOG_LOADER,)) -> list[str]:
         """server.log lines (of this start) that say the broker recovered, rebuilt, truncated or
         deleted something at load (RECOVERY_LINES), with the reason each pattern stands for. Lines
