@@ -291,18 +291,10 @@ def _session(args):
 
 
 def _check_before_spark(args) -> None:
-    """The log directory exists and holds only partition directories Kafka could have made; an
-    --output is allowed; an in-place rewrite's directory is not locked by a broker. The library
-    checks all of it again where it acts."""
-    from .storage.destination import check_output
-    from .storage.logdir import LogDir
-    log_dir = LogDir.open(args.log_dir)
-    log_dir.ensure_legal_partition_dirs()
-    writes = args.command != "plan" and not getattr(args, "dry_run", False)
-    if writes and getattr(args, "output", None):
-        check_output(args.log_dir, args.output)
-    elif writes:
-        log_dir.ensure_unlocked()
+    """What the rewrite checks before it starts (storage/destination.py's preflight), before the JVM."""
+    from .storage.destination import preflight
+    preflight(args.log_dir, getattr(args, "output", None),
+              dry_run=args.command == "plan" or getattr(args, "dry_run", False))
 
 
 def _add_purge(commands) -> None:

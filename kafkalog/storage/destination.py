@@ -53,21 +53,31 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
     return fs, path
 
 
+def preflight(log_dir: str, output: str | None, *, dry_run: bool = False) -> LogDir:
+    """What a rewrite checks before it starts, without writing anything (also what the CLI checks
+    before Spark starts): the log directory holds only partition directories Kafka could have made;
+    an `output` is allowed (check_output); an in-place rewrite's directory is not locked by another
+    process. Returns the opened log directory."""
+    opened = LogDir.open(log_dir)
+    opened.ensure_legal_partition_dirs()
+    if not dry_run and output is not None:
+        check_output(log_dir, output)
+    elif not dry_run:
+        opened.ensure_unlocked()
+    return opened
+
+
 @contextmanager
 def destination(log_dir: str, output: str | None, *, dry_run: bool = False, copy: bool = True
                 ) -> Iterator[Destination]:
-    """The directory to rewrite, for the length of the block.
-
-    Refused first, dry runs included, when the log directory holds a partition directory Kafka
-    could not have made (LogDir.ensure_legal_partition_dirs). In place (`output` None): the log
-    directory, under its `.lock` for the whole block (LogDir.locked: refused while a broker or
+    """The directory to rewrite, for the length of the block, once `preflight` passes. In place
+    (`output` None): the log directory, under its `.lock` for the whole block (LogDir.locked: refused while a broker or
     another kafkalog run holds it, and a broker started meanwhile cannot open it). With `output`:
     a staging directory, filled with a copy of the input when `copy` (else left for the caller to
     create), renamed to `output` when the block ends normally and removed when it raises. A dry run
     writes nothing: the input itself."""
-    in_fs, source = LogFileSystem.for_path(log_dir)
-    opened = LogDir.open(log_dir)
-    opened.ensure_legal_partition_dirs()
+    source = LogFileSystem.for_path(log_dir)[1]
+    opened = preflight(log_dir, output, dry_run=dry_run)
     if dry_run:
         yield Destination(source, source)
         return
@@ -75,7 +85,7 @@ def destination(log_dir: str, output: str | None, *, dry_run: bool = False, copy
         with opened.locked():
             yield Destination(source, source)
         return
-    fs, path = check_output(log_dir, output)
+    fs, path = LogFileSystem.for_path(output)
     staging = path + STAGING_SUFFIX
     target = Destination(staging, source)
     try:
