@@ -49,7 +49,7 @@ RESOLVER = resolver_from(settings=["cleanup.policy=compact"])
 
 def spec_for(size_mb: int):
     """Four compacted topics of two partitions; `payments-*` also has transactional producers."""
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec
 
     records = max(1000, size_mb * 1_000_000 // BYTES_PER_RECORD // (2 * len(CODECS)))  # per partition
     keys = int(records / SUPERSEDED_HALF)
@@ -65,7 +65,7 @@ def spec_for(size_mb: int):
 
 def keys_spec_for(size_mb: int, keys: int):
     """One topic whose records all have distinct keys (`keys` of them, small values to fill `size_mb`)."""
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec
 
     value = max(1, size_mb * 1_000_000 // keys - 40)
     return GeneratorSpec(seed=17, consumer_offsets=None, topics=[
@@ -145,7 +145,7 @@ def compact_copy(spark, source: Path, work: Path, now: int) -> tuple[float, dict
 
 def many_spec(partitions: int):
     """One compacted lz4 topic of many small partitions, as a broker's log dir mostly holds."""
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec
     return GeneratorSpec(seed=1, topics=[TopicSpec("events", partitions=partitions, records=400, keys=100,
                                                    value_bytes=(20, 80), codec="lz4", cleanup_policy="compact",
                                                    segment_bytes=8192)])
@@ -153,7 +153,7 @@ def many_spec(partitions: int):
 
 def many_partitions(args, base: Path) -> None:
     import subprocess
-    from kafkalog.storage.generator import generate
+    from kafkalog.operations.generate import generate
     source = base / f"many-{args.many_partitions}"
     if not source.exists():
         generate(str(source), many_spec(args.many_partitions))
@@ -256,7 +256,7 @@ def end_to_end(args, base: Path) -> None:
 
 
 def keys_case(args, base: Path) -> None:
-    from kafkalog.storage.generator import generate
+    from kafkalog.operations.generate import generate
     spark, _ = _session(args.master, args.driver_memory)
     rows = []
     for keys in (args.keys_case // 10, args.keys_case // 2, args.keys_case):

@@ -48,7 +48,7 @@ SPARK_SCANS = {  # name: the report's label
 
 
 def spec_for(size_mb: int):
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec
 
     per_record = sum(BYTES_PER_RECORD.values())
     records = max(1000, size_mb * 1_000_000 // per_record // 2)  # per partition: 2 partitions per topic
@@ -72,7 +72,7 @@ def ensure_log_dir(path: Path, size_mb: int, module: str = "scan") -> float:
     # (a heap of live objects makes every garbage collection of the key scan longer).
     start = time.perf_counter()
     code = (f"import sys; sys.path.insert(0, sys.argv[1]); from {module} import spec_for; "
-            "from kafkalog.storage.generator import generate; generate(sys.argv[2], spec_for(int(sys.argv[3])))")
+            "from kafkalog.operations.generate import generate; generate(sys.argv[2], spec_for(int(sys.argv[3])))")
     subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(path), str(size_mb)], check=True)
     marker.write_text(json.dumps(wanted))
     return time.perf_counter() - start

@@ -149,7 +149,7 @@ def _add_validate(commands) -> None:
 
 
 def _run_validate(args) -> int:
-    from .storage.validate import validate_paths
+    from .operations.validate import validate_paths
     report = validate_paths(args.paths, index_interval_bytes=_resolver(args).values_of("index.interval.bytes"),
                             deep=not args.shallow, fail_on=args.fail_on)
     print(report.to_json() if args.json else report.summary())
@@ -157,14 +157,14 @@ def _run_validate(args) -> int:
 
 
 def _add_generate(commands) -> None:
-    from .storage.generator import add_generate_arguments
+    from .operations.generate import add_generate_arguments
     p = commands.add_parser("generate", help="write a realistic, byte-reproducible Kafka log directory")
     add_generate_arguments(p)
     p.set_defaults(run=_run_generate)
 
 
 def _run_generate(args) -> int:
-    from .storage.generator import run_generate
+    from .operations.generate import run_generate
     print(json.dumps(run_generate(args), indent=2))
     return EXIT_OK
 
@@ -180,7 +180,7 @@ def _add_dump(commands) -> None:
 
 
 def _run_dump(args) -> int:
-    from .storage.dump import write_dump
+    from .operations.dump import write_dump
     write_dump(args.paths, sys.stdout, records=args.records, offsets_decoder=args.offsets_decoder,
                txn_index=args.txn_index, snapshots=args.snapshot)
     return EXIT_OK
@@ -271,7 +271,7 @@ def _add_retain(commands) -> None:
 
 
 def _run_retain(args) -> int:
-    from .retain import retain
+    from .operations.retain import retain
     report = retain(args.log_dir, config=_resolver(args), now_ms=args.now, topics=args.topics,
                     delete_records=args.delete_records, truncate_below_start=args.truncate_below_start,
                     committed_offsets=args.committed_offsets, include_groups=args.include_groups,
@@ -336,7 +336,7 @@ def _run_purge(args) -> int:
 
 
 def _add_txn_report(commands) -> None:
-    from .storage.txn_report import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+    from .operations.txn_report import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
     p = commands.add_parser("txn-report", help="open, hanging, empty and aborted transactions and the last stable "
                                                "offset, per partition; exit 1 when a transaction hangs")
     _add_log_dir_options(p, now_help="the clock for transaction ages", rewrites=False, spark=False)
@@ -349,7 +349,7 @@ def _add_txn_report(commands) -> None:
 
 def _run_txn_report(args) -> int:
     import time
-    from .storage.txn_report import txn_report
+    from .operations.txn_report import txn_report
     now = args.now if args.now is not None else int(time.time() * 1000)
     report = txn_report(args.log_dir, now_ms=now, topics=args.topics,
                         transaction_max_timeout_ms=args.transaction_max_timeout_ms)

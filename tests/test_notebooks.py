@@ -22,7 +22,7 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
 from kafkalog.spark.compaction import REASONS
-from kafkalog.storage.generator import generate, preset
+from kafkalog.operations.generate import generate, preset
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 KERNEL = "kafkalog-test"

@@ -190,7 +190,7 @@ def test_a_log_dir_under_flock_is_refused_and_left_as_it_was(copy, capsys):
 def test_an_in_place_rewrite_holds_both_locks_until_it_ends(copy, monkeypatch, capsys):
     log_dir, props = copy
     seen = []
-    from kafkalog import retain
+    from kafkalog.operations import retain
 
     def fault(step, name):  # called at each commit step of the swap, in the middle of the rewrite
         if not seen:

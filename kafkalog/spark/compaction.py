@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..codec.filter import BatchRetention
 from ..config import ConfigResolver
-from ..storage.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch,
+from ..rules.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch,
                                group_segments_by_size, log_to_clean)
 from ..errors import KafkaLogError
 from ..storage.destination import Destination, destination

@@ -1,6 +1,6 @@
 """Committed consumer-group offsets, from the log directory's own `__consumer_offsets` partitions.
 
-Each partition is replayed on an executor with `kafkalog.storage.consumer_offsets.replay_committed_offsets`,
+Each partition is replayed on an executor with `kafkalog.codec.consumer_offsets.replay_committed_offsets`,
 the rules the group coordinator applies when it loads a partition (control records never count,
 transactional commits only once committed, the last commit per key in log order wins, tombstones
 remove). A commit key lives in exactly one partition, so the partitions' results simply add up.
@@ -14,10 +14,10 @@ COMMITTED_SCHEMA = ("`group` string, topic string, partition int, offset long, l
 
 
 def _replay(task):
-    from ..storage.consumer_offsets import replay_committed_offsets
+    from ..codec.consumer_offsets import replay_committed_offsets
     from ..storage.logdir import LogDir
     log_dir, number = task
-    commits = replay_committed_offsets(LogDir.open(log_dir).partition(CONSUMER_OFFSETS_TOPIC, number))
+    commits = replay_committed_offsets(LogDir.open(log_dir).partition(CONSUMER_OFFSETS_TOPIC, number).batches())
     return [(group, topic, partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
             for (group, topic, partition), v in sorted(commits.items())]
 

@@ -84,6 +84,12 @@ class Partition:
             found = segment
         return found
 
+    def batches(self):
+        """(segment file, batch) of every batch, in log order."""
+        for segment in self.segments:
+            for _, batch in segment.batches():
+                yield segment.log_path, batch
+
     def read_file(self, name: str) -> bytes | None:
         entry = self.files.get(name)
         return None if entry is None else self.fs.read_bytes(entry.path)

@@ -24,12 +24,12 @@ SWAP_STEPS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed"
 FaultHook = Callable[[str, str], None]
 
 
-def _no_fault(step: str, name: str) -> None:
+def no_fault(step: str, name: str) -> None:
     pass
 
 
 def replace_segments(fs: LogFileSystem, partition_dir: str, new_bases: Iterable[int], old_bases: Iterable[int],
-                     *, fault: FaultHook = _no_fault) -> None:
+                     *, fault: FaultHook = no_fault) -> None:
     """Swap the staged `.cleaned` segments `new_bases` in for the segments `old_bases`.
 
     Producer snapshots at old base offsets that are not new base offsets are deleted."""
@@ -76,7 +76,7 @@ def _complete_swaps(fs: LogFileSystem, partition_dir: str, fault: FaultHook) -> 
         fault("swap-completed", entry.name)
 
 
-def _delete_leftovers(fs: LogFileSystem, partition_dir: str, state: str, fault: FaultHook = _no_fault) -> None:
+def _delete_leftovers(fs: LogFileSystem, partition_dir: str, state: str, fault: FaultHook = no_fault) -> None:
     for entry in fs.list_dir(partition_dir):
         if entry.name.endswith(state):
             fs.delete(entry.path)

@@ -528,7 +528,7 @@ def expected_start_by_size(bases: list[int], sizes: list[int], retention_bytes: 
 
 
 def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_path):
-    from kafkalog.retain import retain
+    from kafkalog.operations.retain import retain
 
     broker, tools, step = running_broker, kafka_tools, Steps()
     segment = {"internal.segment.bytes": str(SEGMENT_BYTES)}

@@ -1169,7 +1169,7 @@ def test_model_is_independent_of_the_product_decision_code():
     """The model may share the codec, never the product's cleaner, filter, rewrite or producer state."""
     import subprocess
     import sys
-    forbidden = ("kafkalog.storage.cleaner", "kafkalog.codec.filter", "kafkalog.storage.rewrite",
+    forbidden = ("kafkalog.rules.cleaner", "kafkalog.codec.filter", "kafkalog.storage.rewrite",
                  "kafkalog.storage.producer_state")
     code = ("import sys, tests.reference.cleaner_model, tests.reference.scenarios; "
             f"print([m for m in {forbidden!r} if m in sys.modules])")

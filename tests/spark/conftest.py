@@ -16,7 +16,7 @@ def small_log(tmp_path_factory):
     """The generator's small preset: six topics (lz4, zstd, gzip, snappy, v1, v0), transactions with
     aborts, rolled segments with dense indexes, and `__consumer_offsets`. `.path` is the log dir,
     `.summary` what the generator says it wrote."""
-    from kafkalog.storage.generator import generate, small_preset
+    from kafkalog.operations.generate import generate, small_preset
 
     path = tmp_path_factory.mktemp("small") / "log"
     return SimpleNamespace(path=path, summary=generate(str(path), small_preset(seed=7)))
@@ -25,7 +25,7 @@ def small_log(tmp_path_factory):
 @pytest.fixture(scope="session")
 def big_segment_log(tmp_path_factory) -> Path:
     """One partition whose first segment is ~1.3 MiB with an offset-index entry every 4 KiB."""
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 
     path = tmp_path_factory.mktemp("big") / "log"
     generate(str(path), GeneratorSpec(seed=3, consumer_offsets=None, topics=[

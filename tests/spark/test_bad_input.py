@@ -82,7 +82,7 @@ MUTATIONS = {  # name -> (damage, the topic it damages)
 @pytest.fixture(scope="module")
 def clean_log(tmp_path_factory) -> Path:
     """Two compacted topics with five segments each: `plain` uncompressed, `packed` lz4."""
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
     path = tmp_path_factory.mktemp("bad-input") / "clean"
     generate(str(path), GeneratorSpec(seed=11, consumer_offsets=None, topics=[
         TopicSpec(name, records=300, keys=40, value_bytes=(20, 60), codec=codec, batch_records=(2, 6),
@@ -211,7 +211,7 @@ def _records(partition_dir: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def tiny_log(tmp_path_factory) -> Path:
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
     path = tmp_path_factory.mktemp("tiny") / "log"
     generate(str(path), GeneratorSpec(seed=5, consumer_offsets=None, topics=[
         TopicSpec("t", records=120, keys=15, value_bytes=(8, 24), batch_records=(1, 5), cleanup_policy="compact",

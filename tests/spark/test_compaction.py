@@ -9,7 +9,7 @@ from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.naming import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.storage.validate import validate_paths
+from kafkalog.operations.validate import validate_paths
 from kafkalog.spark.compaction import compact
 
 COMPACT = resolver_from(settings=["cleanup.policy=compact", "delete.retention.ms=100"])

@@ -9,10 +9,10 @@ import shutil
 import pytest
 
 from kafkalog.config import resolver_from
-from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.swap import recover_partition
-from kafkalog.storage.validate import validate_paths
+from kafkalog.operations.validate import validate_paths
 from kafkalog.spark.compaction import compact
 
 NOW = 1_700_000_000_000

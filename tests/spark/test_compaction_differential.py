@@ -142,7 +142,7 @@ def test_snapshots_stay_as_the_broker_wrote_them_and_the_cleaned_log_validates(s
     batch left (ProducerAppendInfo.appendDataBatch). Both are Kafka's, and validate accepts them."""
     from kafkalog.codec.batch import RecordBatch
     from kafkalog.storage.producer_state import ProducerStateManager
-    from kafkalog.storage.validate import validate_paths
+    from kafkalog.operations.validate import validate_paths
 
     log = LogBuilder()
     txn = log.transactional(11)

@@ -7,7 +7,7 @@ from kafkalog.codec.batch import build_batch
 from kafkalog.codec.control import ControlType, build_end_txn_marker, control_record
 from kafkalog.codec.records import Record
 from kafkalog.spark import committed_offsets_df
-from kafkalog.storage.consumer_offsets import committed_offsets, offset_commit_key, offset_commit_value
+from kafkalog.codec.consumer_offsets import committed_offsets, offset_commit_key, offset_commit_value
 
 from . import direct
 from .conftest import REAL_BROKER_DIRS

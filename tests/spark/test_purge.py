@@ -21,7 +21,7 @@ from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir, parse_properties
 from kafkalog.storage.naming import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.swap import SWAP_STEPS
-from kafkalog.storage.validate import validate_paths
+from kafkalog.operations.validate import validate_paths
 from kafkalog.spark.purge import PurgeVerificationError, purge
 
 NOW = 1_800_000_000_000

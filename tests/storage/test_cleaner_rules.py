@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kafkalog.codec.control import ControlType
 from kafkalog.codec.filter import BatchRetention
-from kafkalog.storage.cleaner import (LONG_MAX, BatchMeta, CleanedTransactionMetadata, SegmentInfo,
+from kafkalog.rules.cleaner import (LONG_MAX, BatchMeta, CleanedTransactionMetadata, SegmentInfo,
                                       cleanable_offsets, decide_batch, dirty_stats, group_segments_by_size,
                                       max_compaction_delay)
 from kafkalog.storage.txnindex import AbortedTxn

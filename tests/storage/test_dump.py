@@ -14,7 +14,7 @@ from kafka.record.memory_records import MemoryRecords
 from kafkalog.cli import main
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.records import Record
-from kafkalog.storage.dump import Base64Bytes, dump_paths, write_dump, write_json_lines
+from kafkalog.operations.dump import Base64Bytes, dump_paths, write_dump, write_json_lines
 
 from ..conftest import REAL_FIXTURES
 
@@ -112,7 +112,7 @@ def test_write_json_lines_streams_only_base64_bytes():
 
 DUMP = """
 import sys
-from kafkalog.storage.dump import write_dump
+from kafkalog.operations.dump import write_dump
 def peak():
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))

@@ -18,9 +18,9 @@ from kafkalog.config import resolver_from
 from kafkalog.errors import ConfigError, LogDirError
 from kafkalog.storage.checkpoint import (EpochEntry, epochs_from_batches, parse_leader_epoch_checkpoint,
                                          parse_partition_metadata)
-from kafkalog.storage.consumer_offsets import OffsetCommitKey, committed_offsets, decode_key, group_metadata
+from kafkalog.codec.consumer_offsets import OffsetCommitKey, committed_offsets, decode_key, group_metadata
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.storage.generator import (CONSUMER_OFFSETS_TOPIC, PRESETS, ConsumerOffsetsSpec, GeneratorSpec,
+from kafkalog.operations.generate import (CONSUMER_OFFSETS_TOPIC, PRESETS, ConsumerOffsetsSpec, GeneratorSpec,
                                         TopicSpec, add_generate_arguments, demo_preset, generate,
                                         java_string_hashcode, partition_for_group, preset, run_generate,
                                         small_preset)
@@ -436,7 +436,7 @@ def test_a_spec_file_and_hanging_transactions(tmp_path):
 
 
 def test_kafkalog_validate_finds_nothing_to_report(small):
-    from kafkalog.storage.validate import validate_paths
+    from kafkalog.operations.validate import validate_paths
     path, summary = small
     intervals = {topic: int(config["index.interval.bytes"]) for topic, config in summary.topic_configs.items()}
     report = validate_paths([str(path)], index_interval_bytes=intervals)

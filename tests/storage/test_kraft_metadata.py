@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog.retain import retain
+from kafkalog.operations.retain import retain
 from kafkalog.storage.naming import (KRAFT_BOOTSTRAP_CHECKPOINT, KRAFT_METADATA_NOT_REWRITTEN, KRAFT_METADATA_TOPIC,
                                      is_kraft_metadata)
 
@@ -24,7 +24,7 @@ FAR_FUTURE = 10**13  # every segment is older than any retention.ms
 
 def kraft_log_dir(root: Path) -> Path:
     """Generated topics (one to delete by time, one compacted) with the real metadata log beside them."""
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 
     log_dir = root / "log"
     generate(str(log_dir), GeneratorSpec(seed=3, consumer_offsets=None, topics=[

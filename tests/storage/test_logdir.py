@@ -12,10 +12,10 @@ import pytest
 from kafkalog.cli import main
 from kafkalog.errors import LogDirError
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.storage.generator import generate, preset
+from kafkalog.operations.generate import generate, preset
 from kafkalog.storage.index import build_indexes
 from kafkalog.storage.logdir import LogDir
-from kafkalog.storage.validate import validate_paths
+from kafkalog.operations.validate import validate_paths
 
 from ..conftest import REAL_FIXTURES
 

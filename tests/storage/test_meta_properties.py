@@ -8,11 +8,11 @@ import pytest
 
 from kafkalog.cli import main
 from kafkalog.errors import LogDirError
-from kafkalog.storage.generator import generate, preset
+from kafkalog.operations.generate import generate, preset
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.meta_properties import (MetaProperties, check_meta_properties, load_properties,
                                               read_meta_properties)
-from kafkalog.storage.validate import validate_paths
+from kafkalog.operations.validate import validate_paths
 
 from ..conftest import REAL_FIXTURES
 

@@ -18,23 +18,23 @@ import pytest
 from kafkalog.codec.compression import Codec
 from kafkalog.codec.records import Record
 from kafkalog.config import TopicConfig
-from kafkalog.retain import (DeleteRecordsFileError, load_committed_offsets, parse_delete_records, retain)
+from kafkalog.operations.retain import (DeleteRecordsFileError, load_committed_offsets, parse_delete_records, retain)
 from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint
-from kafkalog.storage.consumer_offsets import offset_commit_key, offset_commit_value
+from kafkalog.codec.consumer_offsets import offset_commit_key, offset_commit_value
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.storage.generator import ConsumerOffsetsSpec, GeneratorSpec, TopicSpec, generate
+from kafkalog.operations.generate import ConsumerOffsetsSpec, GeneratorSpec, TopicSpec, generate
 from kafkalog.storage.log_writer import PartitionWriter, SegmentWriter
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.partition import Partition
 from kafkalog.storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                                      RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, segment_file_name)
 from kafkalog.storage.naming import INT64_MAX as LONG_MAX
-from kafkalog.storage.retention import (CONSUMED_BREACH, LOG_START_OFFSET_BREACH, SIZE_BREACH,
-                                        TIME_BREACH, CommittedOffsets, SegmentMeta, delete_old_segments,
-                                        deletable_segments, read_committed_offsets,
-                                        recover, segment_meta)
+from kafkalog.operations.retain_partition import read_committed_offsets, recover
+from kafkalog.rules.retention import (CONSUMED_BREACH, LOG_START_OFFSET_BREACH, SIZE_BREACH, TIME_BREACH,
+                                      CommittedOffsets, SegmentMeta, delete_old_segments, deletable_segments,
+                                      segment_meta)
 from kafkalog.storage.swap import in_flight_files
-from kafkalog.storage.validate import validate_paths
+from kafkalog.operations.validate import validate_paths
 
 NOW = 1_700_000_000_000
 TOPIC = "t"
@@ -796,7 +796,7 @@ def test_committed_offsets_of_real_brokers_match_an_independent_decode(real_fixt
     reader must find the same committed offsets."""
     from kafka.record import MemoryRecords
 
-    from kafkalog.storage.consumer_offsets import committed_offsets
+    from kafkalog.codec.consumer_offsets import committed_offsets
     root = real_fixtures / "broker-dirs" / broker
     expected = {}
     for directory in sorted(root.glob("__consumer_offsets-*")):

@@ -88,7 +88,7 @@ def test_splicing_writes_the_bytes_decoding_and_reencoding_writes(tmp_path, monk
     """Large batches of every codec and timestamp type, half their records removed, some gaining a
     horizon: the splice (records' bytes reused) and the full decode and re-encode agree byte for byte."""
     from kafkalog.codec import filter as filter_module, layout
-    from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
     topics = [TopicSpec(f"t{i}", records=1500, keys=300, value_bytes=(5, 300), tombstone_ratio=0.05, headers=2,
                         codec=codec, batch_records=(10, 120), timestamp_type=kind, idempotent_producers=1)
               for i, (codec, kind) in enumerate([("none", "CreateTime"), ("gzip", "LogAppendTime"),

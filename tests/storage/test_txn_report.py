@@ -9,11 +9,11 @@ import pytest
 from kafkalog.cli import main
 from kafkalog.codec.records import Record
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.storage.generator import ConsumerOffsetsSpec, GeneratorSpec, TopicSpec, generate, small_preset
+from kafkalog.operations.generate import ConsumerOffsetsSpec, GeneratorSpec, TopicSpec, generate, small_preset
 from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.naming import REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.storage.txn_report import EndedTxn, OpenTxn, txn_report
+from kafkalog.operations.txn_report import EndedTxn, OpenTxn, txn_report
 from kafkalog.storage.txnindex import TransactionIndex
 
 T0 = 1_700_000_000_000

@@ -14,12 +14,12 @@ from kafkalog.codec.control import build_end_txn_marker
 from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
 from kafkalog.errors import LogDirError
-from kafkalog.storage.generator import GeneratorSpec, TopicSpec, generate, small_preset
+from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate, small_preset
 from kafkalog.storage.index import build_indexes
 from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot
 from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
-from kafkalog.storage.validate import CHECKS, Problem, ValidationReport, validate_paths
+from kafkalog.operations.validate import CHECKS, Problem, ValidationReport, validate_paths
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
 BROKER_DIRS = REAL / "broker-dirs"

@@ -10,7 +10,7 @@ import pytest
 
 from kafkalog.errors import (CorruptBatchError, KafkaLogError, TruncatedDataError,
                              UnsupportedFormatError)
-from kafkalog.storage.consumer_offsets import (
+from kafkalog.codec.consumer_offsets import (
     CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,
     OffsetCommitValue, OtherCoordinatorKey, committed_offsets, decode_group_metadata_value,
     decode_key, decode_offset_commit_value, decode_record, group_metadata)

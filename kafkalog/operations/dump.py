@@ -20,14 +20,14 @@ from ..codec.control import control_record
 from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
 from ..errors import KafkaLogError, LogDirError
-from .consumer_offsets import decode_record as decode_coordinator_record
-from .fs import LogFileSystem
-from .index import OffsetIndex, TimeIndex
-from .naming import parse_partition_dir_name, parse_segment_file_name
-from .partition import Partition
-from .segment import LogSegment, locate
-from .snapshot import ProducerSnapshot
-from .txnindex import TransactionIndex
+from ..codec.consumer_offsets import decode_record as decode_coordinator_record
+from ..storage.fs import LogFileSystem
+from ..storage.index import OffsetIndex, TimeIndex
+from ..storage.naming import parse_partition_dir_name, parse_segment_file_name
+from ..storage.partition import Partition
+from ..storage.segment import LogSegment, locate
+from ..storage.snapshot import ProducerSnapshot
+from ..storage.txnindex import TransactionIndex
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 

@@ -25,15 +25,15 @@ from ..codec.batch import TimestampType
 from ..codec.compression import Codec
 from ..codec.records import Record
 from ..errors import ConfigError, LogDirError
-from .checkpoint import format_offset_checkpoint
-from .consumer_offsets import (OffsetCommitValue, consumer_assignment, consumer_subscription, group_metadata_key,
+from ..storage.checkpoint import format_offset_checkpoint
+from ..codec.consumer_offsets import (OffsetCommitValue, consumer_assignment, consumer_subscription, group_metadata_key,
                                group_metadata_value, offset_commit_key, offset_commit_value)
-from .fs import LogFileSystem
-from .log_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, DEFAULT_SEGMENT_MS, \
+from ..storage.fs import LogFileSystem
+from ..storage.log_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, DEFAULT_SEGMENT_MS, \
     PartitionWriter, WrittenPartition, derive_topic_id
-from .index import DEFAULT_INDEX_INTERVAL_BYTES
-from .logdir import CLEAN_SHUTDOWN, LOCK_FILE, META_PROPERTIES
-from .naming import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES
+from ..storage.logdir import CLEAN_SHUTDOWN, LOCK_FILE, META_PROPERTIES
+from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
                      REPLICATION_OFFSET_CHECKPOINT, TopicPartition)
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"

@@ -32,6 +32,7 @@ import struct
 from typing import Iterable, Iterator, NamedTuple, Sequence, Union
 
 from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
+from .control import ControlType, control_record
 
 __all__ = [
     "OFFSET_COMMIT_KEY_VERSIONS", "GROUP_METADATA_KEY_VERSION", "OFFSET_COMMIT_VALUE_VERSIONS",
@@ -500,13 +501,12 @@ def consumer_assignment(partitions: Sequence[tuple[str, int]]) -> bytes:
 
 # -- a whole partition, as the group coordinator loads it -------------------------------------------
 
-def replay_committed_offsets(part) -> dict[tuple[str, str, int], OffsetCommitValue]:
-    """The live commits of one `__consumer_offsets` partition (a storage Partition), as the group
-    coordinator loads it: control batches never count; a transactional commit counts once the next
+def replay_committed_offsets(batches: Iterable) -> dict[tuple[str, str, int], OffsetCommitValue]:
+    """The live commits of one `__consumer_offsets` partition, given as its (file, batch) pairs in log
+    order (`Partition.batches()`), as the group coordinator loads it: control batches never count; a transactional commit counts once the next
     marker of its producer is a COMMIT (an ABORT, or no marker yet, drops it); the latest commit per
     (group, topic, partition) in log order wins, and a tombstone removes it. Other record types
     (group metadata, KIP-848 records) are skipped. Errors name the segment file and the offset."""
-    from ..codec.control import ControlType, control_record
     latest: dict = {}  # key -> (log offset, value): a commit replaces only an older one, as the
     pending: dict[int, list] = {}  # coordinator's loader does when a transaction's commits land late
 
@@ -515,23 +515,22 @@ def replay_committed_offsets(part) -> dict[tuple[str, str, int], OffsetCommitVal
             if key not in latest or latest[key][0] < log_offset:
                 latest[key] = (log_offset, value)
 
-    for segment in part.segments:
-        for _, batch in segment.batches():
-            try:
-                if batch.is_control:
-                    marker = control_record(batch)
-                    if marker is not None:  # an emptied control batch completes nothing
-                        done = pending.pop(batch.producer_id, [])
-                        if marker.type == ControlType.COMMIT:
-                            apply(done)
-                    continue
-                commits = _offset_commits(batch)
-            except KafkaLogError as err:
-                raise err.located(file=segment.log_path) from None
-            if batch.is_transactional:
-                pending.setdefault(batch.producer_id, []).extend(commits)
-            else:
-                apply(commits)
+    for file, batch in batches:
+        try:
+            if batch.is_control:
+                marker = control_record(batch)
+                if marker is not None:  # an emptied control batch completes nothing
+                    done = pending.pop(batch.producer_id, [])
+                    if marker.type == ControlType.COMMIT:
+                        apply(done)
+                continue
+            commits = _offset_commits(batch)
+        except KafkaLogError as err:
+            raise err.located(file=file) from None
+        if batch.is_transactional:
+            pending.setdefault(batch.producer_id, []).extend(commits)
+        else:
+            apply(commits)
     return {key: value for key, (_, value) in latest.items() if value is not None}
 
 

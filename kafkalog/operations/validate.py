@@ -142,21 +142,21 @@ from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, control_record
 from ..codec.legacy import LegacyBatch
 from ..errors import CrcMismatchError, KafkaLogError, LogDirError
-from .checkpoint import (EpochEntry, parse_leader_epoch_checkpoint, parse_offset_checkpoint,
+from ..storage.checkpoint import (EpochEntry, parse_leader_epoch_checkpoint, parse_offset_checkpoint,
                          parse_partition_metadata)
-from .fs import FileEntry, LogFileSystem
-from .index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex
-from .meta_properties import META_PROPERTIES, check_meta_properties
-from .naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
+from ..storage.fs import FileEntry, LogFileSystem
+from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex
+from ..storage.meta_properties import META_PROPERTIES, check_meta_properties
+from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
                      OFFSET_CHECKPOINT_FILES, PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT,
                      REPLICATION_OFFSET_CHECKPOINT, illegal_partition_dir_reason, parse_partition_dir_name,
                      parse_segment_file_name)
-from .partition import Partition
-from .producer_state import NO_OFFSET, ProducerStateManager
-from .segment import CHUNK_SIZE, LogSegment, locate
-from .snapshot import ProducerSnapshot
-from .txnindex import ENTRY_SIZE as TXN_ENTRY_SIZE
-from .txnindex import AbortedTxn, TransactionIndex
+from ..storage.partition import Partition
+from ..storage.producer_state import NO_OFFSET, ProducerStateManager
+from ..storage.segment import CHUNK_SIZE, LogSegment, locate
+from ..storage.snapshot import ProducerSnapshot
+from ..storage.txnindex import ENTRY_SIZE as TXN_ENTRY_SIZE
+from ..storage.txnindex import AbortedTxn, TransactionIndex
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)

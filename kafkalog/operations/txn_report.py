@@ -21,11 +21,11 @@ from typing import Iterable
 from ..codec.batch import RecordBatch
 from ..codec.control import ControlType, control_record
 from ..errors import CorruptSnapshotError
-from .logdir import LogDir
-from .naming import REPLICATION_OFFSET_CHECKPOINT
-from .partition import Partition
-from .producer_state import ProducerStateManager, replay_partition
-from .snapshot import ProducerSnapshot
+from ..storage.logdir import LogDir
+from ..storage.naming import REPLICATION_OFFSET_CHECKPOINT
+from ..storage.partition import Partition
+from ..storage.producer_state import ProducerStateManager, replay_partition
+from ..storage.snapshot import ProducerSnapshot
 
 DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000  # the broker's transaction.max.timeout.ms (15 minutes)
 

@@ -13,7 +13,7 @@ from typing import NamedTuple, Sequence
 
 from ..codec.control import ControlType
 from ..codec.filter import BatchRetention
-from .txnindex import AbortedTxn
+from ..storage.txnindex import AbortedTxn
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -270,8 +270,8 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
     """Read what the cleaner needs of `part` (a storage Partition) and decide whether to clean it.
 
     `checkpoints` maps a checkpoint file name to its {(topic, partition): offset} entries."""
-    from .naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-    from .producer_state import replay_partition
+    from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+    from ..storage.producer_state import replay_partition
     tp = (part.topic, part.partition)
     infos = []
     for seg in part.segments:

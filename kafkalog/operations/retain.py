@@ -1,12 +1,12 @@
 """Retention of a Kafka log directory offline: `retain()`, the API behind `kafkalog retain`.
 
-    from kafkalog.retain import retain
+    from kafkalog.operations.retain import retain
 
     report = retain("/var/lib/kafka/data", now_ms=1_700_000_000_000, dry_run=True,
                     config={"retention.ms": "604800000"})
     print(report.summary())
 
-What it does, per partition (spec §7, §11.4; the rules are `kafkalog.storage.retention`):
+What it does, per partition (spec §7, §11.4; the rules are `kafkalog.rules.retention`):
 Kafka's deleteOldSegments -- log start offset breach, then for `cleanup.policy` with `delete` size
 (`retention.bytes`) and time (`retention.ms`) breach, each a prefix scan that never passes the high
 watermark, rolling a new empty segment when every segment goes; deleteRecords from the JSON file of
@@ -25,14 +25,20 @@ from __future__ import annotations
 import fnmatch
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .config import ConfigResolver, resolver_from
-from .errors import ConfigError, KafkaLogError
-from .storage.fs import LogFileSystem
-from .storage.retention import (MISSING_HW_LOG_END, MISSING_HW_LOG_START, CommittedOffsets, DeleteRecordsError,
-                                RetentionReport, effective_config, read_committed_offsets, run_retention)
-from .storage.swap import FaultHook
+from ..config import ConfigResolver, TopicConfig, resolver_from
+from ..errors import ConfigError, KafkaLogError
+from ..rules.retention import CommittedOffsets, DeleteRecordsError, RetentionOutcome, effective_config
+from ..storage.destination import destination
+from ..storage.fs import LogFileSystem
+from ..storage.logdir import LogDir
+from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FILES, is_kraft_metadata
+from ..storage.partition import Partition
+from ..storage.swap import FaultHook, no_fault
+from .retain_partition import (MISSING_HW_LOG_END, MISSING_HW_LOG_START, PartitionPlan, apply_in_place,
+                               plan_partition, read_committed_offsets, recover)
 
 __all__ = ["retain", "parse_delete_records", "load_delete_records", "load_committed_offsets", "group_filter",
            "CommittedOffsets", "RetentionReport", "DeleteRecordsError", "DeleteRecordsFileError",
@@ -264,3 +270,181 @@ def _delta_rows(uri: str) -> list[dict]:
         raise KafkaLogError("reading a Delta table needs the deltalake package (pip install 'kafkalog[spark]')",
                             file=uri) from None
     return DeltaTable(uri).to_pyarrow_table().to_pylist()
+
+
+# -- the report and the run over a log directory -------------------------------------------------------
+
+@dataclass
+class RetentionReport:
+    log_dir: str
+    output: str | None
+    dry_run: bool
+    now_ms: int
+    partitions: list[PartitionPlan] = field(default_factory=list)
+    committed_offsets: CommittedOffsets | None = None
+    delete_records_unknown: list[tuple[str, int, int]] = field(default_factory=list)
+    delete_records_unselected: list[tuple[str, int, int]] = field(default_factory=list)
+
+    @property
+    def delete_records_results(self) -> list[dict]:
+        """One line per requested partition, as kafka-delete-records.sh reports them."""
+        out = []
+        for plan in self.partitions:
+            if plan.delete_records is not None:
+                out.append({"topic": plan.topic, "partition": plan.partition, **plan.delete_records.to_dict()})
+        for topic, partition, offset in self.delete_records_unknown:
+            out.append({"topic": topic, "partition": partition, "requestedOffset": offset, "error": {
+                "code": "UNKNOWN_TOPIC_OR_PARTITION",
+                "message": "This server does not host this topic-partition."}})
+        for topic, partition, offset in self.delete_records_unselected:
+            out.append({"topic": topic, "partition": partition, "requestedOffset": offset, "error": {
+                "code": "NOT_SELECTED", "message": f"topic {topic} is not among the selected topics"}})
+        return sorted(out, key=lambda r: (r["topic"], r["partition"]))
+
+    @property
+    def delete_records_failed(self) -> bool:
+        return any("error" in r for r in self.delete_records_results)
+
+    def totals(self) -> dict:
+        by_reason: dict[str, int] = {}
+        for plan in self.partitions:
+            for d in plan.deleted:
+                by_reason[d.reason] = by_reason.get(d.reason, 0) + 1
+        return {
+            "partitions": len(self.partitions),
+            "partitionsChanged": sum(p.changed for p in self.partitions),
+            "segmentsDeleted": sum(len(p.deleted) for p in self.partitions),
+            "bytesDeleted": sum(d.segment.size for p in self.partitions for d in p.deleted),
+            "segmentsRolled": sum(p.outcome.rolled_at is not None for p in self.partitions),
+            "segmentsTruncated": sum(p.truncation is not None for p in self.partitions),
+            "recordsTruncated": sum(p.truncation.records_removed for p in self.partitions if p.truncation),
+            "snapshotsDeleted": sum(len(p.snapshots_to_delete) for p in self.partitions),
+            "deletedByReason": by_reason,
+        }
+
+    def to_dict(self) -> dict:
+        co = self.committed_offsets
+        return {
+            "version": 1, "logDir": self.log_dir, "output": self.output, "dryRun": self.dry_run,
+            "nowMs": self.now_ms,
+            "committedOffsets": None if co is None else {"source": co.source, "groups": co.groups,
+                                                         "entries": len(co.offsets)},
+            "totals": self.totals(),
+            "deleteRecords": self.delete_records_results,
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
+
+    def summary(self, max_partitions: int = 40) -> str:
+        t = self.totals()
+        mode = "dry run" if self.dry_run else (f"written to {self.output}" if self.output else "in place")
+        lines = [f"retain {self.log_dir} ({mode}, now={self.now_ms}): {t['partitionsChanged']} of {t['partitions']} "
+                 f"partitions change, {t['segmentsDeleted']} segments ({t['bytesDeleted']} bytes) deleted"
+                 + (f", {t['segmentsRolled']} rolled" if t["segmentsRolled"] else "")
+                 + (f", {t['recordsTruncated']} records truncated below the log start offset"
+                    if t["segmentsTruncated"] else "")]
+        shown = [p for p in self.partitions
+                 if p.changed or p.skipped or (p.consumed and p.consumed.enabled and p.consumed.reason)]
+        for plan in shown[:max_partitions]:
+            reasons = ", ".join(f"{n} by {r}" for r, n in plan.to_dict()["deletedByReason"].items())
+            line = (f"  {plan.topic}-{plan.partition}: log start {plan.log_start_offset} -> "
+                    f"{plan.new_log_start_offset}, {len(plan.deleted)} of {len(plan.segments)} segments deleted"
+                    + (f" ({reasons})" if reasons else ""))
+            if plan.skipped:
+                line = f"  {plan.topic}-{plan.partition}: skipped: {plan.skipped}"
+            lines.append(line)
+            c = plan.consumed
+            if c is not None and c.enabled and c.reason:
+                lines.append(f"    consumed retention: {c.reason}")
+            if c is not None:
+                for g in c.holding_back:
+                    lines.append(f"    group {g.group} (offset {g.committed_offset}) holds back offsets "
+                                 f"[{g.from_offset}, {g.to_offset}) in {g.segments} segment(s)")
+                for g in c.would_lose:
+                    lines.append(f"    group {g.group} (offset {g.committed_offset}) loses unconsumed offsets "
+                                 f"[{g.from_offset}, {g.to_offset}) to forced retention")
+        if len(shown) > max_partitions:
+            lines.append(f"  ... {len(shown) - max_partitions} more partitions (the JSON report lists all)")
+        if self.delete_records_results:
+            lines.append("Records delete operation completed:")
+            for r in self.delete_records_results:
+                if "error" in r:
+                    lines.append(f"partition: {r['topic']}-{r['partition']}\terror: {r['error']['message']}")
+                else:
+                    lines.append(f"partition: {r['topic']}-{r['partition']}\tlow_watermark: {r['lowWatermark']}")
+        return "\n".join(lines)
+
+
+ConfigFor = Callable[[str], TopicConfig]
+INTERRUPTED = ("an interrupted rewrite left .cleaned/.swap/.deleted files or index files without a .log; a run "
+               "without --dry-run recovers them first")
+
+
+def run_retention(log_dir_path: str, *, config_for: ConfigFor, now_ms: int, topics: Iterable[str] | None = None,
+                  delete_records: Mapping[tuple[str, int], int] | None = None, truncate_below_start: bool = False,
+                  committed: CommittedOffsets | Callable[[LogDir], CommittedOffsets] | None = None,
+                  output: str | None = None, dry_run: bool = False,
+                  missing_high_watermark: str = MISSING_HW_LOG_START,
+                  fault: FaultHook = no_fault) -> RetentionReport:
+    """Retention over a log directory: plan every selected partition, then apply in place, or in a
+    complete copy at `output` (the input untouched), or (`dry_run`) only report.
+
+    `config_for(topic)` gives a topic's effective configuration. `committed` is the committed
+    offsets, or a function that reads them from the log dir (called only when some selected topic
+    has consumed retention enabled). Interrupted swaps are recovered first. Every partition is
+    planned before any is changed, so unreadable input changes nothing (storage/destination.py: the
+    broker's lock, and an output that appears under its name only when whole)."""
+    with destination(log_dir_path, output, dry_run=dry_run) as target:
+        report, work = _plan(LogDir.open(target.path), config_for=config_for, now_ms=now_ms, topics=topics,
+                       delete_records=delete_records, truncate_below_start=truncate_below_start,
+                       committed=committed, dry_run=dry_run, missing_high_watermark=missing_high_watermark)
+        report.log_dir, report.output = target.source, output
+        if not dry_run:
+            log_dir = LogDir.open(target.path)
+            for part, plan in work:
+                apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
+        return report
+
+
+def _plan(log_dir: LogDir, *, config_for: ConfigFor, now_ms: int, topics, delete_records, truncate_below_start: bool,
+          committed, dry_run: bool, missing_high_watermark: str) -> tuple[RetentionReport, list]:
+    """Recover (unless a dry run) and plan every selected partition: the report, and the
+    (partition, plan) pairs to apply."""
+    wanted = None if topics is None else set(topics)
+    selected = {tp for tp in log_dir.topic_partitions if wanted is None or tp[0] in wanted}
+    requests = dict(delete_records or {})
+    report = RetentionReport(log_dir.path, None, dry_run, now_ms)
+    report.delete_records_unknown = sorted((t, p, o) for (t, p), o in requests.items()  # a broker: not a topic
+                                           if (t, p) not in log_dir.partition_paths or is_kraft_metadata(t))
+    report.delete_records_unselected = sorted((t, p, o) for (t, p), o in requests.items()
+                                              if (t, p) in log_dir.partition_paths and (t, p) not in selected
+                                              and not is_kraft_metadata(t))
+    configs = {topic: config_for(topic) for topic in sorted({t for t, _ in selected})}
+    if callable(committed):
+        wants = any(c.delete and c.retention_commitoffset_enable for c in configs.values())
+        committed = committed(log_dir) if wants else None
+    report.committed_offsets = committed
+    checkpoints = {name: log_dir.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
+    work = []
+    for tp in sorted(selected):
+        part = log_dir.partition(*tp)
+        if is_kraft_metadata(tp[0]):  # reported, never retained
+            report.partitions.append(_skipped(tp, part, configs[tp[0]], KRAFT_METADATA_NOT_REWRITTEN))
+            continue
+        recovered = []
+        if part.in_flight or part.orphan_indexes:
+            if dry_run:
+                report.partitions.append(_skipped(tp, part, configs[tp[0]], INTERRUPTED))
+                continue
+            recovered = recover(log_dir.fs, part.path)
+            part = log_dir.partition(*tp)
+        plan = plan_partition(part, config=configs[tp[0]], checkpoints=checkpoints, now_ms=now_ms,
+                              delete_records=requests.get(tp), truncate_below_start=truncate_below_start,
+                              committed=committed, missing_high_watermark=missing_high_watermark)
+        plan.recovered = recovered
+        report.partitions.append(plan)
+        work.append((part, plan))
+    return report, work
+
+
+def _skipped(tp: tuple[str, int], part: Partition, config: TopicConfig, why: str) -> PartitionPlan:
+    return PartitionPlan(tp[0], tp[1], part.path, config, [], 0, 0, 0, "", RetentionOutcome([], [], 0), skipped=why)
