@@ -7,8 +7,8 @@ readers, on the same bytes, in one run (ratios matter, not absolute times).
 
 Readers are timed in interleaved rounds (every reader once per round, best round kept), so a
 noisy neighbour slows all of them alike and the ratios stay put. `--thresholds` times the scalar
-and the vectorised record readers on batches of a few records, to place layout.DECODE_THRESHOLD
-and layout.SCAN_THRESHOLD.
+and the vectorised record readers on batches of a few records, to place decode.DECODE_THRESHOLD
+and scan.SCAN_THRESHOLD.
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def measure(readers: dict, batches, repeat: int) -> dict:
 
 def thresholds(repeat: int) -> None:
     """Per batch size: the scalar and the vectorised readers, in microseconds per batch."""
-    from kafkalog.codec import layout
+    from kafkalog.codec import decode, scan
     from kafkalog.codec.records import decode_record
     from kafkalog.codec.scan import _scan_v2
 
@@ -122,9 +122,9 @@ def thresholds(repeat: int) -> None:
               "16-byte keys, 20-40-byte values, no header": (20, False),
               "16-byte keys, 1000-2000-byte values, no header": (1000, False)}
     rng = random.Random(1)
-    print(f"layout: DECODE_THRESHOLD {layout.DECODE_THRESHOLD} (records under 64 bytes: "
-          f"{layout.DECODE_THRESHOLD_SMALL_RECORDS}), SCAN_THRESHOLD {layout.SCAN_THRESHOLD} "
-          f"(records under 64 bytes: {layout.SCAN_THRESHOLD_SMALL_RECORDS})")
+    print(f"DECODE_THRESHOLD {decode.DECODE_THRESHOLD} (records under 64 bytes: "
+          f"{decode.DECODE_THRESHOLD_SMALL_RECORDS}), SCAN_THRESHOLD {scan.SCAN_THRESHOLD} "
+          f"(records under 64 bytes: {scan.SCAN_THRESHOLD_SMALL_RECORDS})")
     for title, (value_size, header) in shapes.items():
         print(f"{title}: microseconds per batch")
         print("  records   decode scalar  vectorised   scan scalar  vectorised")
@@ -140,9 +140,9 @@ def thresholds(repeat: int) -> None:
                 for _ in range(n):
                     pos = decode_record(section, pos, *args)[1]
 
-            times = [best(scalar_decode), best(lambda: layout.decode_section(section, n, *args, force=True)),
+            times = [best(scalar_decode), best(lambda: decode.decode_section(section, n, *args, force=True)),
                      best(lambda: _scan_v2(section, n, *args, ([], [], [], [], [], []))),
-                     best(lambda: layout.scan_section(section, n, *args, force=True))]
+                     best(lambda: scan.scan_section(section, n, *args, force=True))]
             print(f"  {n:7}   {times[0]:13.1f}  {times[1]:10.1f}   {times[2]:11.1f}  {times[3]:10.1f}")
 
 

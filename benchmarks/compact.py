@@ -116,8 +116,8 @@ def kafka_python_decode(log_dir: Path) -> tuple[int, float]:
     from kafka.record.memory_records import MemoryRecords
     records = 0
     start = time.perf_counter()
-    for segment in list_segments(str(log_dir), probe=False):
-        batches = MemoryRecords(Path(segment.path).read_bytes())
+    for segment in list_segments(str(log_dir)):
+        batches = MemoryRecords(Path(segment.log_path).read_bytes())
         while (batch := batches.next_batch()) is not None:
             for record in batch:
                 record.key, record.value, record.headers
@@ -127,7 +127,7 @@ def kafka_python_decode(log_dir: Path) -> tuple[int, float]:
 
 def compact_copy(spark, source: Path, work: Path, now: int) -> tuple[float, dict, dict]:
     """Compact a fresh copy of `source`; returns seconds, the report totals and peak memory."""
-    from kafkalog.spark.compaction import compact
+    from kafkalog.operations.compact import compact
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(source, work)
@@ -157,7 +157,7 @@ def many_partitions(args, base: Path) -> None:
     source = base / f"many-{args.many_partitions}"
     if not source.exists():
         generate(str(source), many_spec(args.many_partitions))
-    segments = list_segments(str(source), probe=False)
+    segments = list_segments(str(source))
     nbytes = sum(s.size for s in segments)
     records, decode_seconds = kafka_python_decode(source)
     cli = [str(Path(sys.executable).parent / "kafkalog")]
@@ -227,7 +227,7 @@ def _mb(n: int) -> str:
 def end_to_end(args, base: Path) -> None:
     source = base / "log"
     generated = ensure_log_dir(source, args.size_mb, module="compact")
-    segments = list_segments(str(source), probe=False)
+    segments = list_segments(str(source))
     nbytes = sum(s.size for s in segments)
     print(f"log dir {source}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
           + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)
@@ -263,7 +263,7 @@ def keys_case(args, base: Path) -> None:
         source = base / f"keys-{keys}"
         if not source.exists():
             generate(str(source), keys_spec_for(args.size_mb, keys))
-        segments = list_segments(str(source), probe=False)
+        segments = list_segments(str(source))
         now = int(time.time() * 1000)
         seconds, totals, peak = compact_copy(spark, source, base / "work", now)
         rows.append((keys, sum(s.size for s in segments), seconds, peak))

@@ -71,15 +71,15 @@ def main(argv=None) -> None:
     log_dir = work / "log" if args.dir is None else args.dir
     try:
         generated = ensure_log_dir(log_dir, args.size_mb, module="purge")
-        segments = list_segments(str(log_dir), probe=False)
+        segments = list_segments(str(log_dir))
         nbytes = sum(s.size for s in segments)
         print(f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
               + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)
 
         from kafkalog.config import resolver_from
         from kafkalog.spark import local_session, narrow_scan
-        from kafkalog.spark.compaction import REASONS, compact
-        from kafkalog.spark.purge import purge
+        from kafkalog.operations.compact import REASONS, compact
+        from kafkalog.operations.purge import purge
         from kafkalog.storage.logdir import parse_properties
 
         resolver = resolver_from(parse_properties("".join(

@@ -85,9 +85,9 @@ def codec_key_scan(log_dir: Path) -> tuple[int, float]:
     fs, _ = LogFileSystem.for_path(str(log_dir))
     records = 0
     start = time.perf_counter()
-    for segment in list_segments(str(log_dir), probe=False):
+    for segment in list_segments(str(log_dir)):
         cols, window = KeyColumns(), []
-        for _, batch in SegmentReader(fs, segment.path, segment.size):
+        for _, batch in SegmentReader(fs, segment.log_path, segment.size):
             if isinstance(batch, RecordBatch) and batch.records_count > 0:
                 window.append(batch)
                 if len(window) == 64:
@@ -152,7 +152,7 @@ def main(argv=None) -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="kafkalog-bench-")) / "log" if temporary else args.dir
     try:
         generated = ensure_log_dir(log_dir, args.size_mb)
-        segments = list_segments(str(log_dir), probe=False)
+        segments = list_segments(str(log_dir))
         nbytes = sum(s.size for s in segments)
         print(f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
               + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)

@@ -110,31 +110,8 @@ def _add_config_options(p) -> None:
 
 
 def _resolver(args):
-    from .config import parse_config_file, resolver_from
-    properties = {}
-    if args.config_file:
-        from .storage.fs import LogFileSystem
-        fs, path = LogFileSystem.for_path(args.config_file)
-        properties = parse_config_file(fs.read_bytes(path).decode("utf-8"), file=path)
-    if args.topic_config_dir:
-        properties.update(_topic_config_dir(args.topic_config_dir))
-    return resolver_from(properties, args.config, args.topic_config)
-
-
-def _topic_config_dir(path_or_uri: str) -> dict[str, str]:
-    from .config import parse_java_properties, topic_properties
-    from .errors import ConfigError
-    from .storage.fs import LogFileSystem
-    fs, path = LogFileSystem.for_path(path_or_uri)
-    if not fs.is_dir(path):
-        raise ConfigError("topic configuration directory does not exist or is not a directory", file=path)
-    properties = {}
-    for entry in sorted(fs.list_dir(path), key=lambda e: e.name):
-        if not entry.is_dir and entry.name.endswith(".properties"):
-            topic = entry.name[:-len(".properties")]
-            text = fs.read_bytes(entry.path).decode("utf-8")
-            properties.update(topic_properties(topic, parse_java_properties(text), file=entry.path))
-    return properties
+    from .operations.files import load_config
+    return load_config(args.config_file, args.topic_config_dir, args.config, args.topic_config)
 
 
 def _add_validate(commands) -> None:
@@ -157,15 +134,26 @@ def _run_validate(args) -> int:
 
 
 def _add_generate(commands) -> None:
-    from .operations.generate import add_generate_arguments
+    from .operations.generate import PRESETS
     p = commands.add_parser("generate", help="write a realistic, byte-reproducible Kafka log directory")
-    add_generate_arguments(p)
+    p.add_argument("log_dir", metavar="LOG_DIR", help="where to write the log directory (must not exist, or be "
+                                                      "empty); a path or URI")
+    p.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="what to generate (default demo)")
+    p.add_argument("--spec", metavar="FILE", help="a JSON GeneratorSpec instead of a preset")
+    p.add_argument("--seed", type=int, default=None, help="seed: the same seed gives identical output")
+    p.add_argument("--records", type=int, help="records per partition, for every topic")
+    p.add_argument("--offsets-partitions", type=int, help="partitions of __consumer_offsets")
+    p.add_argument("--config-out", metavar="FILE", help="also write the topics' configurations as a properties "
+                                                        "file for --config-file")
     p.set_defaults(run=_run_generate)
 
 
 def _run_generate(args) -> int:
-    from .operations.generate import run_generate
-    print(json.dumps(run_generate(args), indent=2))
+    from .operations.generate import generate_log_dir
+    summary = generate_log_dir(args.log_dir, preset_name=args.preset, spec_file=args.spec, seed=args.seed,
+                               records=args.records, offsets_partitions=args.offsets_partitions,
+                               config_out=args.config_out)
+    print(json.dumps(summary.to_json(), indent=2))
     return EXIT_OK
 
 
@@ -199,7 +187,7 @@ def _add_compact(commands, name: str, help_text: str) -> None:
 
 def _run_compact(args) -> int:
     import time
-    from .spark.compaction import compact
+    from .operations.compact import compact
     now = args.now if args.now is not None else int(time.time() * 1000)
     dry_run = args.command == "plan" or args.dry_run
     resolver = _resolver(args)
@@ -232,9 +220,8 @@ def _run_compact(args) -> int:
 def _write_report(path_or_uri: str | None, report: dict) -> None:
     """--report FILE: the report as JSON, local or in object storage."""
     if path_or_uri:
-        from .storage.fs import LogFileSystem
-        fs, path = LogFileSystem.for_path(path_or_uri)
-        fs.write_bytes(path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
+        from .operations.files import write_report
+        write_report(path_or_uri, report)
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -298,7 +285,7 @@ def _check_before_spark(args) -> None:
 
 
 def _add_purge(commands) -> None:
-    from .storage.keylist import DEFAULT_REASON, KEY_FORMATS
+    from .operations.purge import DEFAULT_REASON, KEY_FORMATS
     p = commands.add_parser("purge", help="remove every record of given keys from every topic, offsets preserved, "
                                           "with an audit ledger that stores no key")
     _add_log_dir_options(p, now_help="the clock", rewrites=True, spark=True)
@@ -320,8 +307,7 @@ def _add_purge(commands) -> None:
 
 
 def _run_purge(args) -> int:
-    from .spark.purge import purge
-    from .storage.ledger import load_secret
+    from .operations.purge import load_secret, purge
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
     spark = _session(args)
     result = purge(spark, args.log_dir, args.keys, keys_format=args.keys_format, topics=args.topics, where=args.where,

@@ -1,4 +1,4 @@
-"""Kafka's topic configuration: names, defaults, broker synonyms and validation (spec §8).
+"""Kafka's topic configuration: names, defaults, broker synonyms and validation.
 
 A topic's effective configuration is built as Kafka builds it: Kafka's defaults, overridden by the
 broker's `log.*` settings, overridden by settings for every topic, overridden by a topic's own.

@@ -1,4 +1,5 @@
-"""Record batch v2 (magic 2): the 61-byte header, its attributes and CRC-32C, records in and out (spec §1).
+"""Record batch v2 (magic 2, Kafka's DefaultRecordBatch): the 61-byte header, its attributes and
+CRC-32C, records in and out.
 
 `RecordBatch` is a view over a batch inside a larger buffer (a segment, a fetch response): it parses
 the header eagerly and the records only when asked. `build_batch` and `build_empty_batch` write
@@ -13,7 +14,7 @@ import crc32c
 
 from ..errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError
 from .compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
-from .layout import decode_section
+from .decode import decode_section
 from .records import Record, decode_record, encode_record
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -65,7 +66,31 @@ def decrement_sequence(sequence: int, decrement: int) -> int:
     return sequence - decrement
 
 
-class RecordBatch:
+class AbstractBatch:
+    """What a v2 batch (`RecordBatch`) and a legacy log entry (`legacy.LegacyBatch`) derive alike
+    from their fields, as Kafka's AbstractRecordBatch does for both. A subclass has `buf`,
+    `position`, `size`, `last_offset`, `attributes`, `crc` and `compute_crc()`."""
+
+    __slots__ = ()
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def data(self) -> bytes:
+        """The batch's bytes, exactly as stored."""
+        return bytes(self.buf[self.position:self.position + self.size])
+
+    def is_valid(self) -> bool:
+        return self.compute_crc() == self.crc
+
+
+class RecordBatch(AbstractBatch):
     """A v2 batch at `position` in `buf`. Header fields are plain attributes, named as in Kafka."""
 
     __slots__ = ("buf", "position", "base_offset", "batch_length", "partition_leader_epoch", "magic",
@@ -103,14 +128,6 @@ class RecordBatch:
         return self.base_offset + self.last_offset_delta
 
     @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
-
-    @property
-    def codec(self) -> int:
-        return self.attributes & COMPRESSION_MASK
-
-    @property
     def timestamp_type(self) -> int:
         return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
 
@@ -145,17 +162,9 @@ class RecordBatch:
             return NO_SEQUENCE
         return increment_sequence(self.base_sequence, self.last_offset_delta)
 
-    @property
-    def data(self) -> bytes:
-        """The batch's bytes, exactly as stored."""
-        return bytes(self.buf[self.position:self.position + self.size])
-
     # -- checks ---------------------------------------------------------------------------
     def compute_crc(self) -> int:
         return crc32c.crc32c(self.buf[self.position + ATTRIBUTES_OFFSET:self.position + self.size])
-
-    def is_valid(self) -> bool:
-        return self.compute_crc() == self.crc
 
     def verify(self) -> None:
         """Raise CrcMismatchError unless the stored CRC-32C matches (Kafka's ensureValid)."""
@@ -285,7 +294,8 @@ def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp
                       timestamp_type: int = TimestampType.CREATE_TIME, is_transactional: bool = False,
                       is_control: bool = False) -> bytes:
     """The 61-byte batch the cleaner keeps when every record is gone but the batch must stay
-    (spec §5.8): uncompressed, base timestamp -1, no delete horizon, original range and producer fields."""
+    (MemoryRecords.filterTo with BatchRetention.RETAIN_EMPTY, a producer's last batch say):
+    uncompressed, base timestamp -1, no delete horizon, original range and producer fields."""
     attributes = ((TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
                   | (TRANSACTIONAL_FLAG if is_transactional else 0) | (CONTROL_FLAG if is_control else 0))
     return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, NO_TIMESTAMP,

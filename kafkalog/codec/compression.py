@@ -1,4 +1,4 @@
-"""Compression codecs of the records section (spec §1.10).
+"""Compression codecs of the records section (attribute bits 0-2: none, gzip, snappy, lz4, zstd).
 
 `compress` writes what Kafka's Java producer writes; `decompress` accepts what Kafka's readers accept
 and never lets the output grow past a limit, so a small hostile batch cannot exhaust memory.
@@ -240,7 +240,7 @@ def _lz4_compress(data, magic: int) -> bytes:
 
 
 def _lz4_decompress(view: memoryview, magic: int, out: _Output) -> None:
-    # Kafka's Lz4BlockInputStream reads only a restricted LZ4 frame (spec §1.10.4)
+    # Kafka's KafkaLZ4BlockInputStream reads only a restricted LZ4 frame: the checks below are its
     if len(view) < 6:
         raise TruncatedDataError("lz4 frame header is truncated", position=0)
     if view[:4] != _LZ4_MAGIC:

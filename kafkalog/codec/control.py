@@ -1,4 +1,4 @@
-"""Control records: transaction markers and the other control types (spec §3).
+"""Control records: transaction markers and the other control types (Kafka's ControlRecordType).
 
 A control record's key is (version int16, type int16); an end-transaction marker's value is
 (version int16, coordinatorEpoch int32). Kafka writes one control record per control batch.
@@ -39,14 +39,20 @@ class ControlRecord(NamedTuple):
     value: bytes | None
 
 
+def _unpack_versioned(layout: struct.Struct, data: bytes | None, what: str, versioned: str) -> tuple:
+    """`data` unpacked with `layout`, whose first field is a version: too few bytes ("`what` needs N
+    bytes") or a negative version ("invalid `versioned` version V") is a CorruptBatchError."""
+    if data is None or len(data) < layout.size:
+        raise CorruptBatchError(f"{what} needs {layout.size} bytes, found {0 if data is None else len(data)}")
+    fields = layout.unpack_from(data)
+    if fields[0] < 0:
+        raise CorruptBatchError(f"invalid {versioned} version {fields[0]}")
+    return fields
+
+
 def parse_control_type(key: bytes | None) -> tuple[int, ControlType]:
     """(version, type) of a control record key; an unknown type reads as UNKNOWN, as in Kafka."""
-    if key is None or len(key) < CONTROL_KEY.size:
-        raise CorruptBatchError(f"control record key needs {CONTROL_KEY.size} bytes, "
-                                f"found {0 if key is None else len(key)}")
-    version, type_id = CONTROL_KEY.unpack_from(key)
-    if version < 0:
-        raise CorruptBatchError(f"invalid control record key version {version}")
+    version, type_id = _unpack_versioned(CONTROL_KEY, key, "control record key", "control record key")
     try:
         return version, ControlType(type_id)
     except ValueError:
@@ -55,12 +61,8 @@ def parse_control_type(key: bytes | None) -> tuple[int, ControlType]:
 
 def parse_coordinator_epoch(value: bytes | None) -> int:
     """The coordinator epoch of an end-transaction marker value."""
-    if value is None or len(value) < END_TXN_MARKER_VALUE.size:
-        raise CorruptBatchError(f"end transaction marker value needs {END_TXN_MARKER_VALUE.size} bytes, "
-                                f"found {0 if value is None else len(value)}")
-    version, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(value)
-    if version < 0:
-        raise CorruptBatchError(f"invalid end transaction marker version {version}")
+    _, coordinator_epoch = _unpack_versioned(END_TXN_MARKER_VALUE, value, "end transaction marker value",
+                                             "end transaction marker")
     return coordinator_epoch
 
 
@@ -82,7 +84,7 @@ def build_end_txn_marker(*, offset: int, timestamp: int, producer_id: int, produ
                          commit: bool, coordinator_epoch: int = 0,
                          partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
                          timestamp_type: int = TimestampType.CREATE_TIME) -> bytes:
-    """A COMMIT or ABORT marker batch as the transaction coordinator has it written (spec §1.11 B).
+    """A COMMIT or ABORT marker batch as the transaction coordinator has it written (one record, key version 0).
     In a LogAppendTime topic the leader stamps the marker with its append time, `timestamp`."""
     key = CONTROL_KEY.pack(CURRENT_CONTROL_VERSION, ControlType.COMMIT if commit else ControlType.ABORT)
     value = END_TXN_MARKER_VALUE.pack(CURRENT_CONTROL_VERSION, coordinator_epoch)

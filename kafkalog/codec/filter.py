@@ -1,4 +1,4 @@
-"""Rewriting one batch with some of its records, as Kafka's MemoryRecords.filterTo does (spec §5.8, §5.9).
+"""Rewriting one batch with some of its records, as Kafka's MemoryRecords.filterTo does for its cleaner.
 
 The caller decides which records stay and what happens to a batch left with none; this module
 turns that decision into bytes: the original batch copied verbatim, a re-encoded batch (same base
@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import CorruptBatchError
 from .batch import NO_TIMESTAMP, RecordBatch, TimestampType, build_batch, build_batch_of_section, build_empty_batch
-from .layout import read_spans, splice
+from .splice import read_spans, splice
 from .legacy import build_legacy_batch
 from .records import Record
 
@@ -97,7 +97,7 @@ class SpliceJob(NamedTuple):
 
 def splice_batches(jobs: Sequence[SpliceJob], *, delete_horizon_ms: int) -> list[FilteredBatch | None]:
     """`filter_batch` for batches of one partition, without decoding a record: the retained
-    records' bytes are reused (layout.splice), the batches read and written together, and the
+    records' bytes are reused (`splice.splice`), the batches read and written together, and the
     result is the same. None for a batch where that cannot be done (a small one, or one with a
     record not written as Kafka writes it): the caller decodes it and calls `filter_batch`."""
     out: list[FilteredBatch | None] = [None] * len(jobs)

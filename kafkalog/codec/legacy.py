@@ -1,4 +1,4 @@
-"""Legacy message formats v0 and v1 (magic 0 and 1): log entries, compressed wrappers, writers (spec §2).
+"""Legacy message formats v0 and v1 (magic 0 and 1): log entries, compressed wrappers, writers (Kafka's LegacyRecord).
 
 Before record batches, every message was its own log entry: offset, messageSize, then a message
 made of a CRC-32 (IEEE), magic, attributes, a timestamp (v1 only), key and value. Compression put a
@@ -13,7 +13,8 @@ import zlib
 from typing import NamedTuple, Sequence
 
 from ..errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
-from .batch import TimestampType
+# shared with v2: the log overhead (offset and size), the attributes' low bits, "no timestamp"
+from .batch import COMPRESSION_MASK, LOG_OVERHEAD, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, AbstractBatch, TimestampType
 from .compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
 from .records import Record
 
@@ -23,16 +24,12 @@ OFFSET_SIZE_CRC = struct.Struct(">qiI")
 OFFSET_AND_SIZE = struct.Struct(">qi")
 TIMESTAMP = struct.Struct(">q")
 LENGTH = struct.Struct(">i")
-LOG_OVERHEAD = 12  # offset + messageSize: the bytes messageSize does not count
 CRC_OFFSET = 12
 MAGIC_OFFSET = 16  # the CRC covers [magic, end of message)
 TIMESTAMP_OFFSET = 18
 RECORD_OVERHEAD_V0 = 14  # crc, magic, attributes, key length, value length
 RECORD_OVERHEAD_V1 = 22  # ... plus the timestamp
 
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-NO_TIMESTAMP = -1
 LEGACY_MAGICS = (0, 1)
 
 
@@ -83,7 +80,7 @@ def _check_message_size(magic: int, size: int, pos: int, offset: int) -> None:
                                 position=pos + 8, offset=offset)
 
 
-class LegacyBatch:
+class LegacyBatch(AbstractBatch):
     """The v0/v1 log entry at `position` in `buf`: one message, or a compressed wrapper of several.
 
     The fixed fields are read eagerly (`timestamp` is the message's own field, -1 in v0); key,
@@ -139,14 +136,6 @@ class LegacyBatch:
         return LOG_OVERHEAD + self.message_size
 
     @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
-
-    @property
-    def codec(self) -> int:
-        return self.attributes & COMPRESSION_MASK
-
-    @property
     def timestamp_type(self) -> int:
         if self.magic == 0:
             return TimestampType.NO_TIMESTAMP_TYPE
@@ -176,17 +165,9 @@ class LegacyBatch:
         self._decoded()
         return any(magic != self.magic for magic in self._inner_magics)
 
-    @property
-    def data(self) -> bytes:
-        """The entry's bytes, exactly as stored."""
-        return bytes(self.buf[self.position:self.position + self.size])
-
     # -- checks ---------------------------------------------------------------------------
     def compute_crc(self) -> int:
         return zlib.crc32(memoryview(self.buf)[self.position + MAGIC_OFFSET:self.position + self.size])
-
-    def is_valid(self) -> bool:
-        return self.compute_crc() == self.crc
 
     def verify(self) -> None:
         """Raise CrcMismatchError unless the stored CRC-32 matches (Kafka's ensureValid)."""
@@ -347,7 +328,7 @@ def build_legacy_batch(records: Sequence[Record], *, magic: int, codec: int = Co
     Uncompressed: one entry per record (with LogAppendTime each takes `log_append_time`).
     Compressed: one wrapper at the last record's offset; inner offsets absolute in v0 and relative
     to the first record in v1; the v1 wrapper's timestamp is the append time, or for CreateTime
-    the max inner timestamp. This is also how the cleaner re-encodes a legacy wrapper (spec §5.8).
+    the max inner timestamp. This is also how the cleaner re-encodes a legacy wrapper (MemoryRecords.filterTo).
     """
     _check_magic_and_codec(magic, codec)
     if not records:

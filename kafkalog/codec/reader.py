@@ -1,5 +1,5 @@
 """Walking the batches of a record set (a segment's bytes, a fetch response), as Kafka's
-FileLogInputStream does (spec §9.1): the magic byte at +16 picks v2 or legacy; fewer than 17
+FileLogInputStream does: the magic byte at +16 picks v2 or legacy; fewer than 17
 remaining bytes, or a last batch whose declared size runs past the end, end the walk without
 an error (a truncated tail is invisible to Kafka's readers) but are recorded so reports can name them.
 """
@@ -10,7 +10,7 @@ from typing import Iterator, NamedTuple, Union
 
 from ..errors import CorruptBatchError, UnsupportedFormatError
 from .batch import LOG_OVERHEAD, RecordBatch
-from .legacy import LegacyBatch
+from .legacy import COMPRESSION_MASK as LEGACY_COMPRESSION_MASK, LegacyBatch
 
 HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_RECORD_OVERHEAD = 14  # LegacyRecord.RECORD_OVERHEAD_V0: no log entry is smaller
@@ -61,6 +61,20 @@ class BatchReader:
             self.end_position = pos
         if pos < end:
             self.truncated_tail = TruncatedTail(pos, end - pos, None)
+
+
+def header_first_offset(head) -> int | None:
+    """The first offset a batch's first 18 bytes tell: a v2 batch's base offset, or a plain legacy
+    message's offset; None for a legacy compressed wrapper (which names only its last offset), an
+    unknown magic, or fewer bytes."""
+    if len(head) < HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    offset, magic = _OFFSET_AND_SIZE.unpack_from(head, 0)[0], head[16]
+    if magic == 2:
+        return offset
+    if magic in (0, 1) and len(head) > 17 and not head[17] & LEGACY_COMPRESSION_MASK:
+        return offset
+    return None
 
 
 def iter_batches(buf, start: int = 0, end: int | None = None) -> Iterator[Batch]:

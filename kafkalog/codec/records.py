@@ -1,4 +1,4 @@
-"""Records: the values a batch holds, and the v2 record layout inside a records section (spec §1.8)."""
+"""Records: the values a batch holds, and the v2 record layout inside a records section (Kafka's DefaultRecord)."""
 from __future__ import annotations
 
 from typing import NamedTuple

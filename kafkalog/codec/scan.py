@@ -1,14 +1,16 @@
-"""The key scan: the hot path of compaction, retention and purge (DESIGN.md, data flow step 2).
+"""The key scan: the hot path of compaction, retention and purge (the `narrow` view of
+docs/architecture.md: one row per record, keys and value sizes, no values).
 
 From a batch it appends, per record, only what a decision needs: offset, timestamp, key, value size
 (-1 for a tombstone) and the record's byte span inside the records section. Values are skipped,
 headers are stepped over (their count and lengths must fill the record exactly, as a full decode
 requires), and nothing is built per record but the key.
 
-Batches of `layout.SCAN_THRESHOLD` records or more are read all at once with numpy
-(`layout.scan_section`); smaller ones, and any batch the vectorised reader does not vouch for, by
-the scalar loop `_scan_v2`, which decides what is an error. Both agree on every section.
-`scan_batches` reads the records of several batches in one vectorised pass (`layout.scan_sections`),
+Batches of `SCAN_THRESHOLD` records or more are read all at once with numpy (`scan_section`, on
+the machinery of `columnar`), which packs their keys into one buffer (`PackedKeys`, ready to become
+an Arrow column); smaller ones, and any batch the vectorised reader does not vouch for, by the
+scalar loop `_scan_v2`, which decides what is an error. Both agree on every section.
+`scan_batches` reads the records of several batches in one vectorised pass (`scan_sections`),
 which pays numpy's cost per call once per window instead of once per batch; where it does not vouch
 for every batch, the caller scans them one by one with `scan_keys`.
 """
@@ -21,12 +23,18 @@ import numpy as np
 from ..errors import CorruptBatchError, KafkaLogError
 from .batch import RecordBatch
 from .compression import DEFAULT_DECOMPRESSION_LIMIT
-from .layout import SCAN_THRESHOLD, PackedKeys, scan_section, scan_sections
+from .columnar import (INT64_MAX, INT64_MIN, SMALL_RECORD, Fields, GiveUp, SectionReader, attempt, headers_fit,
+                       read_fields, read_joined)
 from .varint import read_varint, read_varlong
 
 _NUMERIC = ("offset", "timestamp", "value_size", "span_start", "span_size")
-_INT64_MIN = -(1 << 63)
-_INT64_MAX = (1 << 63) - 1
+
+# Below these many records a batch is scanned by the scalar path: the vectorised path has a fixed
+# cost of some 30 numpy calls per batch, the scalar one is linear. The scalar scan is quickest on
+# records under 64 bytes (one-byte lengths), so those batches switch later. Measured with
+# `benchmarks/codec.py --thresholds` (crossover: 18-50 records).
+SCAN_THRESHOLD = 20
+SCAN_THRESHOLD_SMALL_RECORDS = 48
 
 
 class KeyColumns:
@@ -44,7 +52,7 @@ class KeyColumns:
     The columns are kept as the chunks the scan produced and joined on first access, so read them
     after the scan, not per batch. `to_arrow()` gives the table as a `pyarrow.RecordBatch` and
     `key_array()` the keys as a pyarrow array, without a bytes object per key where the vectorised
-    scan packed them (`layout.PackedKeys`) and without copying the numeric columns again.
+    scan packed them (`PackedKeys`) and without copying the numeric columns again.
     """
 
     __slots__ = ("_keys", "_chunks", "_pending")
@@ -182,8 +190,8 @@ def scan_batches(batches: Sequence[RecordBatch], sections: Sequence[bytes], out:
 
 
 def _check_int64(batch, offsets: list, timestamps: list) -> None:
-    if offsets and (min(offsets) < _INT64_MIN or max(offsets) > _INT64_MAX
-                    or min(timestamps) < _INT64_MIN or max(timestamps) > _INT64_MAX):
+    if offsets and (min(offsets) < INT64_MIN or max(offsets) > INT64_MAX
+                    or min(timestamps) < INT64_MIN or max(timestamps) > INT64_MAX):
         raise CorruptBatchError("a record offset or timestamp is outside the int64 range",
                                 position=getattr(batch, "position", None), offset=batch.base_offset)
 
@@ -271,3 +279,81 @@ def _scan_legacy(batch, out: KeyColumns, limit: int) -> int:
                       [-1 if record.value is None else len(record.value) for record in records],
                       [-1] * len(records), [-1] * len(records))
     return len(records)
+
+
+# -- all records of a section at once, with numpy -------------------------------------------------
+def scan_section(section: bytes, count: int, base_offset: int, base_timestamp: int,
+                 log_append_time: int | None, *, force: bool = False):
+    """The key scan's columns for `count` records: (keys as PackedKeys, offset, timestamp, value_size,
+    span_start, span_size), the numeric ones int64 arrays; None to let the scalar scan decide
+    (and raise), which it also does below the thresholds unless `force`."""
+    if not force and count < (SCAN_THRESHOLD if len(section) >= SMALL_RECORD * count
+                              else SCAN_THRESHOLD_SMALL_RECORDS):
+        return None
+    return attempt(_scan, section, count, base_offset, base_timestamp, log_append_time)
+
+
+def _scan(section, bounds, base_offset, base_timestamp, log_append_time, checked):
+    f = _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
+    return _packed(f.reader, f.key_start, f.key_len), f.offset, f.timestamp, np.maximum(f.value_len, -1), f.S, f.span
+
+
+class PackedKeys:
+    """Keys laid out as an Arrow binary column lays them out: every key's bytes back to back in
+    `data` (uint8), `offsets` where each key starts there and where the last ends (int64), `null`
+    where a key is null (bool; a null key has no bytes). Cut out with one gather, instead of one
+    bytes object per record that Arrow would then copy again."""
+    __slots__ = ("data", "offsets", "null")
+
+    def __init__(self, data, offsets, null):
+        self.data, self.offsets, self.null = data, offsets, null
+
+    def __len__(self) -> int:
+        return len(self.null)
+
+    def tolist(self) -> list:
+        """The keys as bytes, None for a null key."""
+        data = self.data.tobytes()
+        out = [data[a:b] for a, b in zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist())]
+        for i in np.flatnonzero(self.null).tolist():
+            out[i] = None
+        return out
+
+
+def _packed(reader: SectionReader, start, length) -> PackedKeys:
+    """The fields at `start` (lengths `length`, null where negative) packed into one buffer."""
+    size = np.maximum(length, 0)
+    offsets = np.zeros(len(size) + 1, np.int64)
+    np.cumsum(size, out=offsets[1:])
+    # the byte at k of the packed buffer is at its field's start + (k - where the field begins at)
+    index = np.repeat(start - offsets[:-1], size)
+    index += np.arange(len(index))
+    return PackedKeys(reader.bytes.take(index), offsets, length < 0)
+
+
+def scan_sections(sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
+                  base_timestamps: Sequence[int], log_append_times: Sequence[int | None]):
+    """`scan_section`'s columns for the records of several v2 record sections (one per batch,
+    `counts[i] > 0` records in `sections[i]`), read together so that numpy's cost per call is paid
+    once for all of them; span starts are relative to each record's own section. None unless the
+    records of every section are exactly its own (each section the per-batch scan would accept,
+    with the same result); the caller then scans the sections one by one."""
+    joined = read_joined(_scan_base_zero_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
+    if joined is None:
+        return None
+    _, f, section_start, batch, offset, timestamp = joined
+    keys = _packed(f.reader, f.key_start, f.key_len)
+    return keys, offset, timestamp, np.maximum(f.value_len, -1), f.S - section_start[batch], f.span
+
+
+def _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked) -> Fields:
+    """`read_fields`, and the headers after each value stepped over: the key scan reads no header, but
+    a record whose headers do not fill it exactly is not one the scan may vouch for."""
+    f = read_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
+    if not headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=False):
+        raise GiveUp
+    return f
+
+
+def _scan_base_zero_fields(section, bounds, checked) -> Fields:
+    return _scan_fields(section, bounds, 0, 0, None, checked)

@@ -1,4 +1,4 @@
-"""Zig-zag varints and varlongs as in Kafka's ByteUtils (spec §1.7).
+"""Zig-zag varints and varlongs as in Kafka's ByteUtils.
 
 A varint may use at most 5 bytes and a varlong at most 10; a longer encoding is corrupt.
 Readers take (buffer, position) and return (value, next position); writers append to a bytearray.

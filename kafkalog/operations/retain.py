@@ -6,7 +6,7 @@
                     config={"retention.ms": "604800000"})
     print(report.summary())
 
-What it does, per partition (spec §7, §11.4; the rules are `kafkalog.rules.retention`):
+What it does, per partition:
 Kafka's deleteOldSegments -- log start offset breach, then for `cleanup.policy` with `delete` size
 (`retention.bytes`) and time (`retention.ms`) breach, each a prefix scan that never passes the high
 watermark, rolling a new empty segment when every segment goes; deleteRecords from the JSON file of

@@ -28,8 +28,8 @@ from ..codec.filter import BatchRetention
 from ..config import TopicConfig
 from ..errors import KafkaLogError
 from ..rules.retention import (CONSUMER_OFFSETS_TOPIC, FORCED, CommittedOffsets, DeleteRecordsError, DeletedSegment,
-                               RetentionOutcome, SegmentMeta, deletable_segments, delete_old_segments,
-                               delete_records_offset, segment_meta, time_breach)
+                               RetentionOutcome, deletable_segments, delete_old_segments,
+                               delete_records_offset, time_breach)
 from ..storage.checkpoint import EpochEntry, format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint, \
     truncate_epochs_from_start
 from ..storage.log_writer import SegmentWriter
@@ -39,7 +39,7 @@ from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT
 from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
 from ..storage.rewrite import CLEANED, BatchPlan, rewrite_segments
-from ..storage.segment import LogSegment, locate
+from ..storage.segment import LogSegment, SegmentMeta, locate
 from ..storage.swap import FaultHook, no_fault, recover_partition, replace_segments
 
 
@@ -282,14 +282,14 @@ def plan_partition(part: Partition, *, config: TopicConfig, checkpoints: Mapping
                    delete_records: int | None = None, truncate_below_start: bool = False,
                    committed: CommittedOffsets | None = None,
                    missing_high_watermark: str = MISSING_HW_LOG_START) -> PartitionPlan:
-    """Decide retention for one partition (§11.4). `checkpoints` maps each log-dir checkpoint file
+    """Decide retention for one partition. `checkpoints` maps each log-dir checkpoint file
     name to its {(topic, partition): offset} entries; `delete_records` is a requested offset (-1:
     the high watermark); `committed` the committed offsets of consumer groups."""
     tp = (part.topic, part.partition)
     consumed_on = config.delete and config.retention_commitoffset_enable
     metas = []
     for i, segment in enumerate(part.segments):
-        metas.append(segment_meta(segment, with_last_offset=consumed_on or i == len(part.segments) - 1))
+        metas.append(segment.meta(with_last_offset=consumed_on or i == len(part.segments) - 1, with_first_batch=False))
     first_base = metas[0].base_offset if metas else 0
     last_meta = metas[-1] if metas else None
     log_end = (last_meta.last_offset + 1 if last_meta and last_meta.last_offset is not None

@@ -1,4 +1,4 @@
-"""What an operator needs to know about a partition's transactions before compacting it (spec §6):
+"""What an operator needs to know about a partition's transactions before compacting it:
 the transactions still open, the hanging ones among them, the last stable offset and the producer
 holding it, the transactions that ended with no data, and the aborted ones.
 

@@ -1,4 +1,4 @@
-"""The log cleaner's decisions, as Kafka's LogCleanerManager and Cleaner make them (spec §5).
+"""The log cleaner's decisions, as Kafka's LogCleanerManager and Cleaner make them.
 
 Pure functions and small state machines over segment and batch metadata: which offsets are
 cleanable, how dirty a log is, how segments are grouped into output segments, and what happens to
@@ -13,21 +13,11 @@ from typing import NamedTuple, Sequence
 
 from ..codec.control import ControlType
 from ..codec.filter import BatchRetention
+from ..storage.segment import SegmentMeta
 from ..storage.txnindex import AbortedTxn
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
-
-
-class SegmentInfo(NamedTuple):
-    """What the cleaner needs of a segment, without reading its body."""
-    base_offset: int
-    size: int
-    largest_timestamp: int  # last time-index entry, else the .log file's mtime (Kafka's fallback)
-    first_batch_timestamp: int  # maxTimestamp of the first batch, LONG_MAX if unknown
-    offset_index_bytes: int = 0
-    time_index_bytes: int = 0
-    mtime_ms: int = 0
 
 
 class CleanableRange(NamedTuple):
@@ -36,10 +26,10 @@ class CleanableRange(NamedTuple):
     checkpoint_reset: bool  # the checkpoint was out of range and must be rewritten
 
 
-def cleanable_offsets(segments: Sequence[SegmentInfo], *, checkpoint: int | None, log_start_offset: int,
+def cleanable_offsets(segments: Sequence[SegmentMeta], *, checkpoint: int | None, log_start_offset: int,
                       log_end_offset: int, last_stable_offset: int, min_compaction_lag_ms: int,
                       now: int) -> CleanableRange:
-    """LogCleanerManager.cleanableOffsets, then LogToClean's rounding (spec §5.3, §5.2)."""
+    """LogCleanerManager.cleanableOffsets, then LogToClean's rounding."""
     first_dirty = log_start_offset if checkpoint is None else checkpoint
     reset = False
     if first_dirty < log_start_offset or first_dirty > log_end_offset:
@@ -58,7 +48,7 @@ def cleanable_offsets(segments: Sequence[SegmentInfo], *, checkpoint: int | None
     return CleanableRange(first_dirty, _segment_floor(segments, uncleanable), reset)
 
 
-def _segment_floor(segments: Sequence[SegmentInfo], offset: int) -> int:
+def _segment_floor(segments: Sequence[SegmentMeta], offset: int) -> int:
     """The base offset of the segment that holds `offset`."""
     floor = segments[0].base_offset
     for seg in segments:
@@ -81,7 +71,7 @@ class DirtyStats(NamedTuple):
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def dirty_stats(segments: Sequence[SegmentInfo], first_dirty: int, first_uncleanable: int) -> DirtyStats:
+def dirty_stats(segments: Sequence[SegmentMeta], first_dirty: int, first_uncleanable: int) -> DirtyStats:
     """LogToClean's byte counts: a segment holding a mid-segment first dirty offset counts in both."""
     clean = sum(s.size for s in segments if s.base_offset < first_dirty)
     start = _segment_floor(segments, min(first_dirty, first_uncleanable))
@@ -89,7 +79,7 @@ def dirty_stats(segments: Sequence[SegmentInfo], first_dirty: int, first_unclean
     return DirtyStats(clean, cleanable)
 
 
-def max_compaction_delay(segments: Sequence[SegmentInfo], first_dirty: int, max_compaction_lag_ms: int,
+def max_compaction_delay(segments: Sequence[SegmentMeta], first_dirty: int, max_compaction_lag_ms: int,
                          now: int) -> int:
     """KIP-354 as implemented: how long the oldest dirty non-active segment has waited past the max
     lag (0 when none has)."""
@@ -102,9 +92,9 @@ def max_compaction_delay(segments: Sequence[SegmentInfo], first_dirty: int, max_
     return clean_until - earliest if earliest < clean_until else 0
 
 
-def group_segments_by_size(segments: Sequence[SegmentInfo], max_size: int, max_index_size: int,
-                           first_uncleanable: int) -> list[list[SegmentInfo]]:
-    """Cleaner.groupSegmentsBySize (spec §5.6): greedy groups bounded by segment.bytes, the index
+def group_segments_by_size(segments: Sequence[SegmentMeta], max_size: int, max_index_size: int,
+                           first_uncleanable: int) -> list[list[SegmentMeta]]:
+    """Cleaner.groupSegmentsBySize: greedy groups bounded by segment.bytes, the index
     sizes, and offsets relative to the group's first base offset fitting in 31 bits."""
     groups = []
     i = 0
@@ -140,7 +130,7 @@ class BatchMeta(NamedTuple):
 
 @dataclass
 class CleanedTransactionMetadata:
-    """Kafka's transaction tracker for one cleaning pass (spec §5.7.2): which data batches belong
+    """Kafka's transaction tracker for one cleaning pass: which data batches belong
     to aborted transactions, which markers may go, and which aborted transactions keep their
     `.txnindex` entry because data of theirs is still in the log."""
     aborted: list = field(default_factory=list)  # heap of (first_offset, AbortedTxn)
@@ -196,7 +186,7 @@ class BatchDecision(NamedTuple):
 
 def decide_batch(batch: BatchMeta, tracker: CleanedTransactionMetadata, *, delete_horizon_ms: int | None,
                  active_producers: dict[int, tuple[int, int]], upper_bound: int, now: int) -> BatchDecision:
-    """Cleaner.checkBatchRetention for one batch (spec §5.7); `delete_horizon_ms` is the batch's
+    """Cleaner.checkBatchRetention for one batch; `delete_horizon_ms` is the batch's
     own horizon (attribute bit 6), if it has one."""
     can_discard = tracker.on_control_batch_read(batch) if batch.is_control else tracker.on_batch_read(batch)
     if batch.is_control:
@@ -222,16 +212,6 @@ def _is_last_of_producer(batch: BatchMeta, active_producers: dict[int, tuple[int
     if last_data_offset >= 0:
         return batch.last_offset == last_data_offset
     return batch.is_control and batch.producer_epoch == epoch
-
-
-def should_retain_record(*, offset: int, key: bytes | None, value_is_null: bool, latest_offset_of_key: int,
-                         map_latest_offset: int, retain_deletes: bool) -> bool:
-    """Cleaner.shouldRetainRecord for a record of a data batch that is not discarded (spec §5.8)."""
-    if offset > map_latest_offset:
-        return True
-    if key is None:
-        return False
-    return offset >= latest_offset_of_key and (not value_is_null or retain_deletes)
 
 
 # -- a partition as the cleaner sees it (LogToClean) ------------------------------------------------
@@ -273,10 +253,7 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
     from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
     from ..storage.producer_state import replay_partition
     tp = (part.topic, part.partition)
-    infos = []
-    for seg in part.segments:
-        infos.append(SegmentInfo(seg.base_offset, seg.size, seg.largest_timestamp(), seg.first_batch_timestamp(),
-                                 _file_size(seg, ".index"), _file_size(seg, ".timeindex"), seg.mtime_ms))
+    infos = [seg.meta(with_last_offset=False) for seg in part.segments]
     manager, log_end = replay_partition(part)
     manager.remove_expired(now, config.producer_id_expiration_ms)
     log_start = max(checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp, 0), infos[0].base_offset)
@@ -309,11 +286,6 @@ def _eligibility(state: LogToClean, min_ratio: float, force: bool) -> tuple[bool
     if ratio > min_ratio:
         return True, f"dirty ratio {ratio:.3f} > min.cleanable.dirty.ratio {min_ratio}"
     return False, f"dirty ratio {ratio:.3f} <= min.cleanable.dirty.ratio {min_ratio}"
-
-
-def _file_size(seg, suffix: str) -> int:
-    entry = seg.files.get(suffix)
-    return 0 if entry is None else entry.size
 
 
 def _aborted_txns(part) -> list:

@@ -1,4 +1,4 @@
-"""Kafka's retention rules, as `UnifiedLog.deleteOldSegments` applies them (spec §7), plus
+"""Kafka's retention rules, as `UnifiedLog.deleteOldSegments` applies them, plus
 deleteRecords (KIP-107) and consumed retention (KIP-68, never built in Kafka). Pure functions over
 `SegmentMeta` (base offset, size, largest timestamp, last offset); nothing here opens a file.
 
@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple, Sequence
 
 from ..config import TopicConfig
 from ..errors import KafkaLogError
-from ..storage.segment import LogSegment
+from ..storage.segment import SegmentMeta
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka creates its internal topics compacted; without a per-topic cleanup.policy for them, the
@@ -45,38 +45,6 @@ class DeleteRecordsError(KafkaLogError):
         return {"code": self.code, "message": self.message}
 
 
-# -- segment metadata ----------------------------------------------------------------------------------
-
-class SegmentMeta(NamedTuple):
-    """What retention needs of a segment, without reading its records.
-
-    `largest_timestamp` is the time index's last entry (Kafka's LogSegment.largestTimestamp), or the
-    `.log` file's mtime when the segment has no timestamp >= 0 (`timestamp_from_index` False).
-    `last_offset` is the last offset of the last batch (None: the segment has no batch, or it was
-    not read)."""
-    base_offset: int
-    size: int
-    largest_timestamp: int
-    last_offset: int | None = None
-    timestamp_from_index: bool = True
-    mtime_ms: int = 0
-
-    def last_offset_or_below(self) -> int:
-        """The last offset, or base - 1 for a segment without batches: everything in it is below."""
-        return self.last_offset if self.last_offset is not None else self.base_offset - 1
-
-
-def segment_meta(segment: LogSegment, *, with_last_offset: bool = True) -> SegmentMeta:
-    """A segment's metadata: its size and mtime from the listing, the largest timestamp from the
-    last time-index entry, and (`with_last_offset`) the last offset from the batch headers after the
-    last offset-index entry."""
-    largest = segment.time_index_max_timestamp()
-    from_index = largest is not None and largest >= 0
-    last = segment.last_offset() if with_last_offset else None
-    return SegmentMeta(segment.base_offset, segment.size, largest if from_index else segment.mtime_ms, last,
-                       from_index, segment.mtime_ms)
-
-
 # -- the rules (pure) ------------------------------------------------------------------------------------
 
 Predicate = Callable[[SegmentMeta, "SegmentMeta | None"], bool]
@@ -84,7 +52,7 @@ Predicate = Callable[[SegmentMeta, "SegmentMeta | None"], bool]
 
 def deletable_segments(segments: Sequence[SegmentMeta], predicate: Predicate, *, high_watermark: int,
                        log_end_offset: int) -> list[SegmentMeta]:
-    """UnifiedLog.deletableSegments (§7.2): the prefix of `segments` a scan may delete. A segment
+    """UnifiedLog.deletableSegments: the prefix of `segments` a scan may delete. A segment
     goes when the high watermark is at or above its upper bound (the next segment's base offset, or
     the log end offset for the last), `predicate(segment, next segment or None)` holds, and it is not
     the empty last segment; the scan stops at the first segment that may not go. The predicate is
@@ -158,7 +126,7 @@ class RetentionOutcome:
 def delete_old_segments(segments: Sequence[SegmentMeta], *, config: TopicConfig, log_start_offset: int,
                         log_end_offset: int, high_watermark: int, now_ms: int,
                         min_committed_offset: int | None = None) -> RetentionOutcome:
-    """UnifiedLog.deleteOldSegments (§7.1-7.4) with consumed retention before forced time retention.
+    """UnifiedLog.deleteOldSegments with consumed retention before forced time retention.
 
     Scans: (a) log start offset breach, for every policy; with `delete` in cleanup.policy also (b)
     retention.bytes, then consumed retention when `retention.commitoffset.enable` is set and

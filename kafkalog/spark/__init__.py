@@ -8,11 +8,11 @@
 
 Importing this package does not import pyspark; the functions that need it do.
 """
-from .compaction import CompactionResult, compact, plan_compaction
-from .inventory import IOStats, SegmentInfo, list_segments, segment_inventory
+from .inventory import IOStats, list_segments, segment_inventory
 from .offsets import committed_offsets_df
-from .scan import (BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, ScanFilter, ScanMetrics, WorkUnit, narrow_scan,
-                   plan_scan, read_batches, read_records, read_task)
+from .scan import ScanMetrics, narrow_scan, read_batches, read_records
+from .scan_plan import ScanFilter, WorkUnit, plan_scan
+from .views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, read_task
 from .session import local_session
 
 
@@ -23,9 +23,7 @@ def register(spark) -> None:
 
 
 __all__ = [
-    "local_session", "register", "segment_inventory", "list_segments", "SegmentInfo", "IOStats",
+    "local_session", "register", "segment_inventory", "list_segments", "IOStats",
     "narrow_scan", "read_records", "read_batches", "plan_scan", "read_task", "ScanFilter", "ScanMetrics",
     "WorkUnit", "NARROW_SCHEMA", "RECORDS_SCHEMA", "BATCHES_SCHEMA", "committed_offsets_df",
-    "compact", "plan_compaction", "CompactionResult",
 ]
-# `purge` is imported from kafkalog.spark.purge: a function of that name here would hide the module.

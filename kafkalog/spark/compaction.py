@@ -1,39 +1,24 @@
-"""Compaction with Kafka's semantics as a Spark plan (DESIGN.md, data flow of a compaction).
+"""A cleaning pass's decisions as a Spark plan: steps 2 and 3 of a compaction (docs/architecture.md).
 
-1. Inventory (driver): per compacted partition, `LogToClean` from metadata, index tails and
-   producer state: the cleanable range, dirty ratio, active producers, aborted transactions.
-2. Scan (executors): the batch view and the narrow record view of the segments to clean.
+2. Scan (executors): the batch view and the narrow record view of the work units the plan hands
+   down (the chosen partitions' segments below their first uncleanable offset).
 3. Decide: batch fates with Kafka's transaction tracker, one task per partition; record fates as
    column expressions, with the latest offset per key over the cleanable dirty range as a window
    over (partition, key); the fates aggregated per batch as they leave the window. Only batches that
    change get a plan; changed segments and the report's counts come from the same per-batch table.
-4. Group (driver): source segments into output segments, as Kafka groups them.
-5. Rewrite (executors): one task per output segment writes `.cleaned` files; untouched batches are
-   copied byte for byte.
-6. Commit (driver): the swap protocol per partition, then `cleaner-offset-checkpoint`.
+
+`plan` is kafkalog.operations.compact.CompactionPlan: what these functions read of it is its root
+(the log directory as executors reach it), `now`, the chosen `LogToClean`s and their segments.
 """
 from __future__ import annotations
-
-import logging
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from ..codec.filter import BatchRetention
-from ..config import ConfigResolver
-from ..rules.cleaner import (BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch,
-                               group_segments_by_size, log_to_clean)
-from ..errors import KafkaLogError
-from ..storage.destination import Destination, destination
-from ..storage.logdir import LogDir
-from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FILES,
-                              is_kraft_metadata, partition_of_file)
-from ..storage.swap import FaultHook, recover_partition
-from .errors import from_spark_error, raises_kafkalog_errors
-from .rewrite import OutputSegment, OutputStats, swap_in, write_outputs
-from .scan import ScanFilter, narrow_scan, pack_tasks, plan_scan, read_task, spark_schema
-
-log = logging.getLogger("kafkalog")
+from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata, decide_batch
+from .scan import default_min_tasks, pack_tasks, scan_dataframe, spark_schema
+from .scan_plan import ScanFilter, ScanPlan, plan_segments
+from .views import read_task
 
 # One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
 # transaction's .txnindex entry (data of the transaction is still in the log).
@@ -55,87 +40,22 @@ FATES_OF = {"kept": (KEEP, KEEP_TOMBSTONE, CONTROL), "superseded": (SUPERSEDED,)
 REASONS = tuple(FATES_OF)
 
 
-@dataclass
-class CompactionPlan:
-    log_dir: str
-    now: int
-    logs: list[LogToClean] = field(default_factory=list)
-    # (topic, partition) -> the error that makes it uncleanable: it cannot be read whole (KIP-346)
-    uncleanable: dict[tuple[str, int], KafkaLogError] = field(default_factory=dict)
-    # (topic, partition) -> why kafkalog never cleans it, whatever its configuration
-    excluded: dict[tuple[str, int], str] = field(default_factory=dict)
-
-    @property
-    def chosen(self) -> list[LogToClean]:
-        return [log for log in self.logs if log.eligible and (log.topic, log.partition) not in self.uncleanable]
-
-    def mark_uncleanable(self, err: KafkaLogError) -> bool:
-        """Make the chosen partition whose file `err` names uncleanable; False when it names none."""
-        tp = partition_of_file(err.file) if err.file else None
-        if tp is None or tp not in {(s.topic, s.partition) for s in self.chosen}:
-            return False
-        self.uncleanable[tp] = err
-        log.warning("compact: %s-%d is uncleanable and is left as it is: %s", tp[0], tp[1], err)
-        return True
-
-    def partitions(self) -> list[dict]:
-        """Why each compacted partition was or was not chosen: the plan's partition table."""
-        rows = [{"topic": s.topic, "partition": s.partition, "chosen": s.eligible, "reason": s.reason,
-                 "first_dirty_offset": s.range.first_dirty, "first_uncleanable_offset": s.range.first_uncleanable,
-                 "log_start_offset": s.log_start_offset, "log_end_offset": s.log_end_offset,
-                 "last_stable_offset": s.last_stable_offset, "clean_bytes": s.stats.clean_bytes,
-                 "cleanable_bytes": s.stats.cleanable_bytes, "dirty_ratio": round(s.stats.cleanable_ratio, 6),
-                 "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000} for s in self.logs]
-        planned = {(s.topic, s.partition) for s in self.logs}
-        rows += [{"topic": t, "partition": p, "chosen": False, "reason": reason}
-                 for (t, p), reason in self.excluded.items()]
-        rows += [{"topic": t, "partition": p} for t, p in self.uncleanable if (t, p) not in planned]
-        for row in rows:
-            err = self.uncleanable.get((row["topic"], row["partition"]))
-            if err is not None:
-                row.update(chosen=False, reason=f"uncleanable: {err}")
-        return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
-
-
-def plan_compaction(log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False,
-                    topics=None) -> CompactionPlan:
-    """Step 1 for every partition whose cleanup.policy contains compact (driver, metadata only)."""
-    opened = LogDir.open(log_dir)
-    checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
-    plan = CompactionPlan(log_dir, now)
-    for topic, partition in opened.topic_partitions:
-        if is_kraft_metadata(topic):  # listed, never chosen, whatever the configuration; not even read
-            if not topics or topic in topics:
-                plan.excluded[(topic, partition)] = KRAFT_METADATA_NOT_REWRITTEN
-            continue
-        config = resolver.for_topic(topic)
-        if not config.compact or (topics and topic not in topics):
-            continue
-        try:
-            part = opened.partition(topic, partition)
-            part.ensure_settled()
-            if part.segments:
-                plan.logs.append(log_to_clean(part, checkpoints, config, now, force=force))
-        except KafkaLogError as err:  # its metadata or producer state cannot be read: uncleanable
-            plan.uncleanable[(topic, partition)] = err
-    return plan
-
-
 # -- step 3: decide ------------------------------------------------------------------------------------
 
-def _scan_scope(plan: CompactionPlan) -> dict:
-    """What the scans must read: the chosen partitions below their first uncleanable offset (the
-    joins that follow narrow it to exactly that; this prunes whole segments before they are opened)."""
+def _scan(spark, plan) -> ScanPlan:
+    """The one scan of a pass, as the plan hands it down: the chosen partitions' segments below
+    their first uncleanable offset, listed and opened by the plan (each offset index is read once,
+    and only where a segment is cut). Both the batch and the record views read its units."""
     chosen = plan.chosen
-    return {"topics": sorted({s.topic for s in chosen}), "partitions": sorted({s.partition for s in chosen}),
-            "end_offset": max(s.upper_bound for s in chosen)}
+    segments = [seg for s in chosen for seg in plan.segments[(s.topic, s.partition)] if seg.base_offset < s.upper_bound]
+    return plan_segments(plan.root, segments, ScanFilter.of(end_offset=max(s.upper_bound for s in chosen)),
+                         is_local=plan.is_local, min_tasks=default_min_tasks(spark))
 
 
-def _batch_decisions(spark, plan: CompactionPlan):
+def _batch_decisions(spark, plan, scan: ScanPlan):
     """Batch fates with Kafka's transaction tracker: each partition's batches below the upper bound
     are read (headers only), in offset order, and decided in one task (no shuffle, no pandas);
     partitions are packed into tasks by their bytes, so many small ones share a task."""
-    scan = plan_scan(plan.log_dir, ScanFilter.of(**_scan_scope(plan)), pack=False)
     units: dict = {}
     for unit in scan.units:
         units.setdefault((unit.topic, unit.partition), []).append(unit)
@@ -176,7 +96,7 @@ def _decide_partition(root: str, topic: str, partition: int, aborted, active, up
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, DECIDED)], schema=DECIDED)
 
 
-def _segments(spark, plan: CompactionPlan):
+def _segments(spark, plan):
     """One row per source segment of the chosen partitions, with a number of its own (`segment`)
     and its partition's (`tp`), which stand for the topic, partition and segment in the window's
     shuffle; and what record fates read of it and of its partition."""
@@ -188,8 +108,8 @@ def _segments(spark, plan: CompactionPlan):
         "first_dirty long, upper_bound long, legacy_horizon long")
 
 
-def _record_fates(spark, plan: CompactionPlan, decided, segments):
-    """Per record: its fate (spec §5.8), with the latest offset per key over the cleanable dirty
+def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
+    """Per record: its fate, with the latest offset per key over the cleanable dirty
     range as a window. Everything but superseding is decided before the window, so that the
     shuffle carries numbers: the record's segment, batch position, offset, key, span size and fate.
     Not cached: `_batch_outcomes` is its one reader."""
@@ -198,7 +118,7 @@ def _record_fates(spark, plan: CompactionPlan, decided, segments):
     # Of the batch decisions only the few batches whose records all go are looked up, by numbers.
     discarded = (_numbered(decided, segments).where("discard_records")
                  .select("segment", "batch_position", "discard_records"))
-    records = (narrow_scan(spark, plan.log_dir, **_scan_scope(plan), columns=FATE_INPUTS)
+    records = (scan_dataframe(spark, scan, "narrow", columns=FATE_INPUTS)
                .join(F.broadcast(segments), ["topic", "partition", "segment_base_offset"])
                .where(F.col("offset") < F.col("upper_bound"))
                .join(F.broadcast(discarded), ["segment", "batch_position"], "left"))
@@ -266,128 +186,23 @@ def _changes():
             | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon))
 
 
-def _batch_plans(outcomes):
+def batch_plans(outcomes):
     """One row per batch that changes: its retention, removed offsets and horizon needs."""
     return outcomes.where(_changes())
 
 
-# -- steps 4-7 ----------------------------------------------------------------------------------------
-
-@dataclass
-class CompactionResult:
-    plan: CompactionPlan
-    report: list[dict]  # per partition: records and bytes by reason
-    segments: list[dict] = field(default_factory=list)  # per output segment: records and bytes in and out
-    outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
-
-
-def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None,
-            dry_run: bool = False, output: str | None = None, fault: FaultHook | None = None) -> CompactionResult:
-    """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
-    or into `output`, a complete copy of `log_dir` that leaves it untouched. A partition that cannot
-    be read whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its
-    error, and the others are cleaned. `fault` is a test hook called at each commit step (see
-    kafkalog/storage/swap.py)."""
-    with destination(log_dir, output, dry_run=dry_run) as target:
-        return _compact(spark, target, resolver, now, force=force, topics=topics, dry_run=dry_run, fault=fault)
+def decide(spark, plan):
+    """Steps 2 and 3 over the plan's chosen partitions: (decided, outcomes), both cached (the
+    decisions feed both the record fates and the per-batch table, which every later step reads; the
+    records themselves are aggregated once, as they come out of the window)."""
+    scan = _scan(spark, plan)
+    decided = _batch_decisions(spark, plan, scan).cache()
+    segments = _segments(spark, plan)
+    outcomes = _batch_outcomes(_record_fates(spark, plan, scan, decided, segments), decided, segments).cache()
+    return decided, outcomes
 
 
-@raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files
-def _compact(spark, target: Destination, resolver: ConfigResolver, now: int, *, force: bool, topics, dry_run: bool,
-             fault: FaultHook | None) -> CompactionResult:
-    """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
-    opened = LogDir.open(target.path)
-    if not dry_run:
-        for tp in opened.topic_partitions:
-            if resolver.for_topic(tp[0]).compact:
-                recover_partition(opened.fs, opened.partition_paths[tp])
-    plan = plan_compaction(target.path, resolver, now, force=force, topics=topics)
-    decision = _decide_cleanable(spark, plan, target)
-    if decision is None:
-        return CompactionResult(plan, [])
-    decided, outcomes, summaries = decision
-    try:
-        changed = {(r.topic, r.partition, r.segment_base_offset) for r in summaries if r.changed}
-        kept = {(r.topic, r.partition, o) for r in summaries for o in r.kept_txn_markers}
-        outputs = _output_segments(plan, resolver, kept, changed)
-        counts = [r for r in summaries if sum(r[k] for k in REASONS)]
-        if dry_run:
-            return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
-        log.info("compact: rewriting %d output segments on executors", len(outputs))
-        written = _write(spark, opened, outputs, _batch_plans(outcomes))
-    finally:
-        for df in (outcomes, decided):
-            df.unpersist()
-    _fault(fault, "rewritten")
-    swap_in(opened, outputs, fault)
-    _fault(fault, "swapped")
-    opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
-    log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
-    result = CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, written))
-    for o in outputs:
-        result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
-    return result
-
-
-def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
-    """Steps 2 and 3 over the chosen partitions: (decided, outcomes, segment summaries), the first
-    two cached; None when no partition is chosen. A partition whose batches cannot be read whole
-    becomes uncleanable and the pass is decided again without it, as Kafka's cleaner marks a
-    partition uncleanable and goes on with the others (KIP-346)."""
-    while plan.chosen:
-        log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
-        # Cached: the decisions feed both the record fates and the per-batch table, which every later
-        # step reads; the records themselves are aggregated once, as they come out of the window.
-        decided = _batch_decisions(spark, plan).cache()
-        segments = _segments(spark, plan)
-        outcomes = _batch_outcomes(_record_fates(spark, plan, decided, segments), decided, segments).cache()
-        try:
-            return decided, outcomes, _segment_summaries(outcomes)
-        except Exception as err:
-            for df in (outcomes, decided):
-                df.unpersist()
-            found = err if isinstance(err, KafkaLogError) else from_spark_error(err)
-            if found is None or not plan.mark_uncleanable(target.relocate(found)):
-                raise
-    return None
-
-
-def _write(spark, opened: LogDir, outputs: list[OutputSegment], plans) -> list[OutputStats]:
-    """Step 5; a failure leaves no `.cleaned` file behind (recovery deletes them)."""
-    try:
-        return write_outputs(spark, opened.path, outputs, plans)
-    except BaseException:
-        for tp in sorted({(o.topic, o.partition) for o in outputs}):
-            recover_partition(opened.fs, opened.partition_paths[tp])
-        raise
-
-
-def _fault(hook: FaultHook | None, step: str) -> None:
-    if hook is not None:
-        hook(step, "")
-
-
-def _output_segments(plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple],
-                     changed: set[tuple]) -> list[OutputSegment]:
-    """Step 4 (driver): source segments grouped into output segments as Kafka's cleaner groups them.
-    A lone segment none of whose batches changes is left alone: rewriting it would give the same bytes."""
-    outputs = []
-    for state in plan.chosen:
-        config = resolver.for_topic(state.topic)
-        aborted = tuple(tuple(t) for t in state.aborted_txns if (state.topic, state.partition, t.last_offset) in kept)
-        for group in group_segments_by_size(state.cleanable_segments(), config.segment_bytes,
-                                            config.segment_index_bytes, state.upper_bound):
-            if len(group) == 1 and (state.topic, state.partition, group[0].base_offset) not in changed:
-                continue
-            outputs.append(OutputSegment(state.topic, state.partition, tuple(s.base_offset for s in group),
-                                         plan.now + config.delete_retention_ms,
-                                         config.index_interval_bytes, aborted, nbytes=sum(s.size for s in group)))
-    return outputs
-
-
-# -- step 7: report -----------------------------------------------------------------------------------
-
-def _segment_summaries(outcomes) -> list:
+def segment_summaries(outcomes) -> list:
     """Per source segment below the upper bound, in one small collect: records per reason, the
     record bytes (their uncompressed spans) that go, whether any batch changes, and the ABORT
     markers whose `.txnindex` entry stays (data of their transaction is still in the log)."""
@@ -397,34 +212,3 @@ def _segment_summaries(outcomes) -> list:
                  F.sum("bytes_removed").alias("bytes_removed"), F.max(_changes()).alias("changed"),
                  F.collect_list(F.when(F.col("keeps_txn_index_entry"), F.col("last_offset"))).alias("kept_txn_markers"))
             .collect())
-
-
-def _partition_report(counts: list) -> list[dict]:
-    """Per partition: records by reason, and the record bytes that go."""
-    out: dict = {}
-    for r in counts:
-        entry = out.setdefault((r.topic, r.partition), {"topic": r.topic, "partition": r.partition,
-                                                        **{k: 0 for k in REASONS}, "bytes_removed": 0})
-        for k in REASONS:
-            entry[k] += r[k]
-        entry["bytes_removed"] += r.bytes_removed or 0
-    return [out[k] for k in sorted(out)]
-
-
-def _segment_report(counts: list, outputs: list[OutputSegment], written: list[OutputStats]) -> list[dict]:
-    """Per output segment: its sources, records by reason, and (once written) records and file bytes
-    in and out."""
-    owner = {(o.topic, o.partition, b): o for o in outputs for b in o.bases}
-    stats = {(w.topic, w.partition, w.base_offset): w.to_dict() for w in written}
-    out = {}
-    for o in outputs:
-        key = (o.topic, o.partition, o.base_offset)
-        out[key] = {"topic": o.topic, "partition": o.partition, "base_offset": o.base_offset,
-                    "source_segments": len(o.bases), **{k: 0 for k in REASONS}}
-        out[key].update({k: v for k, v in stats.get(key, {}).items() if k not in out[key]})
-    for r in counts:
-        o = owner.get((r.topic, r.partition, r.segment_base_offset))
-        if o is not None:
-            for k in REASONS:
-                out[(o.topic, o.partition, o.base_offset)][k] += r[k]
-    return [out[k] for k in sorted(out)]

@@ -1,7 +1,7 @@
 """`spark.read.format("kafkalog").load(LOG_DIR)`: a Spark 4 Python data source over a log directory.
 
 It returns the records view (Spark's Kafka source schema plus kafkalog's batch fields, see
-`kafkalog.spark.scan.RECORDS_SCHEMA`). Options (all optional):
+`kafkalog.spark.views.RECORDS_SCHEMA`). Options (all optional):
 
 ==================  ===================================================================================
 ``topics``          comma-separated topic names
@@ -35,7 +35,9 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
                                     In, InputPartition, LessThan, LessThanOrEqual)
 
 from ..errors import ConfigError
-from .scan import (DEFAULT_MAX_BYTES_PER_TASK, SCHEMAS, ScanFilter, plan_scan, read_task, spark_schema)
+from .scan import spark_schema
+from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
+from .views import SCHEMAS, read_task
 
 NAME = "kafkalog"
 DEFAULT_MIN_PARTITIONS = 4

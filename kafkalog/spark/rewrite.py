@@ -1,5 +1,5 @@
 """Steps 5 and 6 of every rewrite (compaction, purge): output segments are written on executors,
-then swapped in on the driver (DESIGN.md, data flow).
+then swapped in on the driver (docs/architecture.md).
 
 A decide step hands over two things:
 
@@ -134,7 +134,7 @@ def _read_plans(blobs: Iterable[bytes]) -> dict:
 
 def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputStats:
     """Executor side: write one output segment as `.cleaned` files."""
-    from .scan import filesystem_and_path
+    from .views import filesystem_and_path
     fs, root = filesystem_and_path(log_dir)
     part = Partition.open(fs, fs.join(root, f"{output.topic}-{output.partition}"))
     wanted = set(output.bases)

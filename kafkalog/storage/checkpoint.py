@@ -1,7 +1,7 @@
 """Checkpoint text files: offset checkpoints, leader-epoch-checkpoint, partition.metadata.
 
-Spec §4.9 (the generic CheckpointFile format: version line, count line, one entry per line),
-§4.10 (offset checkpoints), §4.11 (leader epochs), §4.13 (partition.metadata). Parsing follows
+Kafka's CheckpointFile format (a version line, a count line, one entry per line) for the offset
+checkpoints and leader epochs, and partition.metadata's own `key: value` lines. Parsing follows
 Java's reader: lines end at "\\n", "\\r" or "\\r\\n", fields are split on runs of ASCII whitespace
 (Java's `\\s+`), numbers are Java ints/longs. Errors name the 1-based line and, in `position`, the
 byte where that line starts.
@@ -210,7 +210,7 @@ def truncate_epochs_from_end(entries: Sequence[EpochEntry], end_offset: int) -> 
 
 def epochs_from_batches(batches: Iterable[tuple[int, int]],
                         entries: Sequence[EpochEntry] = ()) -> list[EpochEntry]:
-    """The cache that segment recovery builds (LogSegment.recover, §4.11).
+    """The cache that segment recovery builds (LogSegment.recover).
 
     `batches` are (partition_leader_epoch, base_offset) of v2 batches in log order (legacy batches
     carry no epoch). A batch whose epoch is ≥ 0 and above the latest cached epoch starts a new

@@ -1,7 +1,7 @@
 """The offset index (.index) and time index (.timeindex) of a segment, and how Kafka builds them.
 
-Spec §4.4 (offset index), §4.5 (time index), §4.6 (building both for a finished segment), §9.5.
-Entries are held with absolute offsets; the files store offsets relative to the segment's base
+Kafka's OffsetIndex and TimeIndex, and building both for a finished segment as LogSegment.recover
+does. Entries are held with absolute offsets; the files store offsets relative to the segment's base
 offset. Parsing accepts whatever Kafka's reader accepts (it takes every whole entry in the file);
 `sanity_check` reports what Kafka's sanityCheck reports, plus entries that do not increase.
 """
@@ -22,7 +22,7 @@ NO_TIMESTAMP = -1
 class LogSegmentOffsetOverflowError(CorruptBatchError):
     """A batch whose last offset is outside [base offset, base offset + 2^31-1] of its segment.
 
-    Kafka splits such (legacy) segments instead of truncating them (§9.6), so callers need to tell
+    Kafka splits such (legacy) segments instead of truncating them, so callers need to tell
     this apart from other corruption.
     """
 
@@ -120,7 +120,7 @@ class _Index:
 
 @dataclass
 class OffsetIndex(_Index):
-    """A segment's `.index`: sparse `OffsetPosition` entries, increasing in offset and position (§4.4)."""
+    """A segment's `.index`: sparse `OffsetPosition` entries, increasing in offset and position."""
     entries: list[OffsetPosition] = field(default_factory=list)
 
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">ii")  # relative offset, position
@@ -180,7 +180,7 @@ class OffsetIndex(_Index):
 
 @dataclass
 class TimeIndex(_Index):
-    """A segment's `.timeindex`: `TimestampOffset` entries, timestamps strictly increasing (§4.5)."""
+    """A segment's `.timeindex`: `TimestampOffset` entries, timestamps strictly increasing."""
     entries: list[TimestampOffset] = field(default_factory=list)
 
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">qi")  # timestamp, relative offset
@@ -248,7 +248,7 @@ class TimeIndex(_Index):
 
 class IndexBuilder:
     """Builds a finished segment's .index and .timeindex batch by batch, exactly as Kafka's
-    LogSegment.recover does (§4.6), so the files are byte-identical to ones Kafka rebuilds.
+    LogSegment.recover does, so the files are byte-identical to ones Kafka rebuilds.
 
     Batches are anything with `position`, `size`, `last_offset` and `max_timestamp` (a BatchSummary
     or a decoded batch), appended in file order starting at byte 0.

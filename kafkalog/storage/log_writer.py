@@ -1,5 +1,5 @@
 """The broker's append path, offline: segments, their indexes, producer snapshots and the partition's
-checkpoint files, written as a Kafka broker leaves them after a clean shutdown (spec §4, §6, §7.6).
+checkpoint files, written as a Kafka broker leaves them after a clean shutdown.
 
 `SegmentWriter` writes one segment: it streams batches to the `.log` file and, on close, writes the
 `.index` and `.timeindex` that Kafka's segment recovery would build for them, plus a `.txnindex` when
@@ -36,7 +36,7 @@ from .naming import INT32_MAX, LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, segm
 from .producer_state import CompletedTxn, ProducerStateManager
 from .txnindex import AbortedTxn, TransactionIndex
 
-# Kafka's defaults (spec §8.1)
+# Kafka's defaults
 DEFAULT_SEGMENT_BYTES = TopicConfig.segment_bytes
 DEFAULT_SEGMENT_MS = TopicConfig.segment_ms
 DEFAULT_SEGMENT_INDEX_BYTES = TopicConfig.segment_index_bytes
@@ -327,7 +327,7 @@ class PartitionWriter:
         self.segment_bytes = segment_bytes
         self.segment_ms = segment_ms
         self.index_interval_bytes = index_interval_bytes
-        # Capacities of a preallocated index (§4.4, §4.5): the time index keeps its last slot for the
+        # Capacities of a preallocated index: the time index keeps its last slot for the
         # final entry, so it is full one entry earlier.
         self.max_offset_index_entries = segment_index_bytes // OffsetIndex.ENTRY.size
         self.max_time_index_entries = segment_index_bytes // TimeIndex.ENTRY.size
@@ -483,7 +483,7 @@ class PartitionWriter:
 
     # -- rolling --------------------------------------------------------------------------------------------
     def _should_roll(self, set_size: int, max_timestamp: int, last_offset: int, now_ms: int) -> bool:
-        """LogSegment.shouldRoll (§7.6), evaluated before the record set is appended."""
+        """LogSegment.shouldRoll, evaluated before the record set is appended."""
         segment = self._segment
         if segment.is_empty:
             # An empty segment never rolls on size or time; it only moves when the offsets cannot fit.

@@ -1,4 +1,4 @@
-"""A Kafka `log.dirs` directory: its partition directories and broker checkpoint files (spec §4.1, §4.10)."""
+"""A Kafka `log.dirs` directory: its partition directories and broker checkpoint files."""
 from __future__ import annotations
 
 import errno

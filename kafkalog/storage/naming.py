@@ -1,11 +1,11 @@
-"""Names of the files and directories in a Kafka log directory (spec §4.1, §4.2)."""
+"""Names of the files and directories in a Kafka log directory."""
 from __future__ import annotations
 
 import posixpath
 import re
 from typing import NamedTuple
 
-# Per-log-dir checkpoint files (§4.10) and per-partition files (§4.11, §4.13).
+# Per-log-dir checkpoint files and per-partition files.
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"

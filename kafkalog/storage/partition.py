@@ -1,4 +1,4 @@
-"""A partition directory `<topic>-<partition>`: its segments, snapshots and per-partition files (spec §4.1)."""
+"""A partition directory `<topic>-<partition>`: its segments, snapshots and per-partition files."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -46,7 +46,8 @@ class Partition:
             elif seg_name.kind == ".snapshot":
                 part.snapshots[seg_name.base_offset] = entry
             elif seg_name.kind == ".log":
-                segments.setdefault(seg_name.base_offset, LogSegment(fs, path, seg_name.base_offset)).files[".log"] = entry
+                segments.setdefault(seg_name.base_offset, LogSegment(fs, path, seg_name.base_offset, topic=part.topic,
+                                                                     partition=part.partition)).files[".log"] = entry
             else:
                 indexes.append((seg_name.base_offset, entry, seg_name.kind))
         for base, entry, kind in indexes:

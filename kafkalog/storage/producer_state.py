@@ -1,4 +1,4 @@
-"""Producer state replay, as a log reload computes it (spec §6): last sequences per producer, open
+"""Producer state replay, as a log reload computes it: last sequences per producer, open
 and completed transactions, the last stable offset, and what goes into `.snapshot` and `.txnindex`.
 """
 from __future__ import annotations
@@ -155,7 +155,7 @@ class ProducerStateManager:
 
     # -- what the cleaner and snapshots need ---------------------------------------------------------
     def active_producers(self) -> dict[int, tuple[int, int]]:
-        """producer id -> (last data offset or -1, epoch): `lastRecordsOfActiveProducers` (§6.2)."""
+        """producer id -> (last data offset or -1, epoch): `lastRecordsOfActiveProducers`."""
         return {pid: (s.last_data_offset, s.producer_epoch) for pid, s in self.producers.items()}
 
     def remove_expired(self, now: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:

@@ -1,5 +1,5 @@
 """Writing one output segment of a rewrite (compaction, purge, record-level retention) from its
-source segments, staged under `.cleaned` names for the swap protocol (spec §5.10 steps 1-4).
+source segments, staged under `.cleaned` names for the swap protocol.
 
 The decide step hands over a `BatchPlan` only for batches that change; every other batch is copied
 byte for byte without being decoded. Changed batches are decoded, filtered and re-encoded with

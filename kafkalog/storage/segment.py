@@ -1,4 +1,4 @@
-"""A log segment: its `.log` file and the index files beside it (spec §4.2-4.7).
+"""A log segment: its `.log` file and the index files beside it.
 
 Batches are read in chunks, never the whole file at once, so a 1 GiB segment costs one chunk of
 memory. Positions handed out are positions in the `.log` file.
@@ -7,32 +7,70 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Iterator
+from functools import cached_property
+from typing import Iterator, NamedTuple
 
 from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
-from ..codec.reader import Batch, BatchReader, TruncatedTail
+from ..codec.reader import Batch, BatchReader, TruncatedTail, header_first_offset
 from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError
 from .fs import FileEntry, LogFileSystem
-from .index import BatchSummary, OffsetIndex, TimeIndex
+from .index import BatchSummary, OffsetIndex, OffsetPosition, TimeIndex
 from .txnindex import AbortedTxn, TransactionIndex
 from .naming import INT64_MAX
 
 CHUNK_SIZE = 8 * 1024 * 1024
 FIRST_BATCH_CHUNK = 64 * 1024  # enough for most first batches; a larger one is read whole
 TAIL_CHUNK = 256 * 1024  # the batches after the last offset-index entry: about index.interval.bytes
+FIRST_HEADER_BYTES = 18  # a v2 header up to its magic byte, a legacy one up to its attributes
 
 
-@dataclass
+class SegmentMeta(NamedTuple):
+    """What Kafka's rules (cleaner, retention) need of a segment, without reading its records: one
+    record per segment (`LogSegment.meta`), each value read once.
+
+    `largest_timestamp` is Kafka's LogSegment.largestTimestamp: the time index's last entry, or the
+    `.log` file's mtime when the index has no timestamp >= 0 (`timestamp_from_index` False).
+    `last_offset` is the last offset of the last batch (None: no batch, or not asked for);
+    `first_batch_timestamp` Kafka's getFirstBatchTimestamp (INT64_MAX: none, or not asked for)."""
+    base_offset: int
+    size: int
+    largest_timestamp: int
+    last_offset: int | None = None
+    timestamp_from_index: bool = True
+    mtime_ms: int = 0
+    first_batch_timestamp: int = INT64_MAX
+    offset_index_bytes: int = 0
+    time_index_bytes: int = 0
+
+    def last_offset_or_below(self) -> int:
+        """The last offset, or base - 1 for a segment without batches: everything in it is below."""
+        return self.last_offset if self.last_offset is not None else self.base_offset - 1
+
+
+class SegmentTail(NamedTuple):
+    """The batches after the last offset-index entry: the segment's last offset (None: no batch)
+    and the largest timestamp among them (None: none >= 0)."""
+    last_offset: int | None
+    max_timestamp: int | None
+
+
+@dataclass(eq=False)
 class LogSegment:
     """One segment of a partition. `files` maps a suffix ('.log', '.index', '.timeindex',
     '.txnindex') to the file that is there; only '.log' is required. `next_base_offset`: the next
-    segment's (None for the partition's last, the active segment; a lone file is taken as one)."""
+    segment's (None for the partition's last, the active segment; a lone file is taken as one).
+
+    Everything read of a segment's metadata (index tails, the tail of batch headers, the first
+    batch) is read once and kept: the cleaner, retention, purge, validation and the scan planner
+    all ask the same object."""
     fs: LogFileSystem
     dir: str
     base_offset: int
     files: dict[str, FileEntry] = field(default_factory=dict)
     next_base_offset: int | None = None
+    topic: str = ""
+    partition: int = -1
 
     @property
     def is_active(self) -> bool:
@@ -61,6 +99,10 @@ class LogSegment:
             return entry.path
         return self.fs.join(self.dir, f"{self.base_offset:020d}{suffix}")
 
+    def file_size(self, suffix: str) -> int:
+        entry = self.files.get(suffix)
+        return 0 if entry is None else entry.size
+
     def read(self, suffix: str) -> bytes | None:
         """The bytes of one of the segment's files, or None where it is absent."""
         entry = self.files.get(suffix)
@@ -71,9 +113,44 @@ class LogSegment:
         data = self.read(".txnindex")
         return TransactionIndex.from_bytes(data, self.base_offset, file=self.path(".txnindex")).entries if data else []
 
-    def time_index_max_timestamp(self) -> int | None:
-        """The time index's last timestamp, or None without entries. A preallocated zero tail (an
-        active segment after an unclean stop) is skipped by taking the largest entry."""
+    # -- metadata, each read once ----------------------------------------------------------------------
+
+    def meta(self, *, with_last_offset: bool = True, with_first_batch: bool = True) -> SegmentMeta:
+        """The segment's metadata record. The last offset (the batch headers after the last offset
+        index entry) and the first batch's timestamp (its first batch) are read only when asked for."""
+        largest = self.time_index_max_timestamp()
+        from_index = largest is not None and largest >= 0
+        return SegmentMeta(self.base_offset, self.size, largest if from_index else self.mtime_ms,
+                           self.last_offset() if with_last_offset else None, from_index, self.mtime_ms,
+                           self.first_batch_timestamp() if with_first_batch else INT64_MAX,
+                           self.file_size(".index"), self.file_size(".timeindex"))
+
+    @cached_property
+    def offset_index_entries(self) -> list[OffsetPosition]:
+        """The usable entries of the `.index` ([] without one): see `usable_offset_entries`."""
+        data = self.read(".index")
+        if not data:
+            return []
+        index = OffsetIndex.from_bytes(data, self.base_offset, file=self.path(".index"))
+        return usable_offset_entries(index.entries, self.size)
+
+    @cached_property
+    def last_offset_index_entry(self) -> OffsetPosition | None:
+        """The last usable offset-index entry: a batch boundary after which only a few batches
+        follow. Only the index's last 8 bytes are read, unless they are a preallocated zero tail
+        (an active segment after an unclean stop) or not usable, when the whole index is."""
+        entry = self.files.get(".index")
+        size = OffsetIndex.ENTRY.size
+        if entry is None or entry.size < size:
+            return None
+        tail = self.fs.read_range(entry.path, entry.size - entry.size % size - size, size)
+        relative, position = OffsetIndex.ENTRY.unpack(tail)
+        if any(tail) and 0 < position < self.size and relative >= 0:
+            return OffsetPosition(self.base_offset + relative, position)
+        return self.offset_index_entries[-1] if self.offset_index_entries else None
+
+    @cached_property
+    def _time_index_max(self) -> int | None:
         entry = self.files.get(".timeindex")
         size = TimeIndex.ENTRY.size
         if entry is None or entry.size < size:
@@ -85,52 +162,74 @@ class LogSegment:
         entries = TimeIndex.from_bytes(self.fs.read_bytes(entry.path)[:whole], self.base_offset).entries
         return max((e.timestamp for e in entries), default=None)
 
+    def time_index_max_timestamp(self) -> int | None:
+        """The time index's last timestamp, or None without entries. A preallocated zero tail (an
+        active segment after an unclean stop) is skipped by taking the largest entry."""
+        return self._time_index_max
+
     def largest_timestamp(self) -> int:
         """Kafka's LogSegment.largestTimestamp: the time index's, else the `.log` file's mtime."""
         largest = self.time_index_max_timestamp()
         return largest if largest is not None and largest >= 0 else self.mtime_ms
 
-    def first_batch_timestamp(self) -> int:
-        """Kafka's LogSegment.getFirstBatchTimestamp: the first batch's max timestamp, INT64_MAX for an
-        empty segment or a first batch without a timestamp (spec §4.5)."""
+    @cached_property
+    def _first_batch_timestamp(self) -> int:
         for _, batch in self.reader(chunk_size=FIRST_BATCH_CHUNK):
             return batch.max_timestamp if batch.max_timestamp >= 0 else INT64_MAX
         return INT64_MAX
 
-    def last_offset(self) -> int | None:
-        """The last offset of the last batch (None: no batch), from the batch headers after the last
-        offset-index entry; the whole file is walked when there is no usable entry."""
+    def first_batch_timestamp(self) -> int:
+        """Kafka's LogSegment.getFirstBatchTimestamp: the first batch's max timestamp, INT64_MAX for an
+        empty segment or a first batch without a timestamp."""
+        return self._first_batch_timestamp
+
+    @cached_property
+    def _first_offset(self) -> int | None:
+        return header_first_offset(self.fs.read_range(self.log_path, 0, min(self.size, FIRST_HEADER_BYTES))) \
+            if self.size else None
+
+    def first_offset(self) -> int | None:
+        """The first batch's first offset from its header alone (None: no batch, or a legacy
+        compressed wrapper, which names only its last offset)."""
+        return self._first_offset
+
+    @cached_property
+    def tail(self) -> SegmentTail:
+        """The batches after the last offset-index entry, read through the batch reader; the whole
+        file is walked when there is no usable entry or the entry is not a batch boundary."""
         if self.size == 0:
-            return None
-        start = self._last_index_position()
+            return SegmentTail(None, None)
+        entry = self.last_offset_index_entry
+        start = entry.position if entry is not None else 0
         for attempt in (start, 0) if start else (0,):
-            last = None
+            last = max_ts = None
             try:
                 for _, batch in SegmentReader(self.fs, self.log_path, self.size, attempt, TAIL_CHUNK):
                     last = batch.last_offset if last is None else max(last, batch.last_offset)
+                    if batch.max_timestamp >= 0:
+                        max_ts = batch.max_timestamp if max_ts is None else max(max_ts, batch.max_timestamp)
             except KafkaLogError:
                 if attempt == 0:
                     raise
                 continue  # an index entry that is not a batch boundary: walk the whole file
             if last is not None or attempt == 0:
-                return last
-        return None
+                return SegmentTail(last, max_ts)
+        return SegmentTail(None, None)
 
-    def _last_index_position(self) -> int:
-        """The file position of the last usable offset-index entry (0 without one): a batch boundary
-        after which only a few batches follow."""
-        entry = self.files.get(".index")
-        size = OffsetIndex.ENTRY.size
-        if entry is None or entry.size < size:
-            return 0
-        whole = entry.size - entry.size % size
-        tail = self.fs.read_range(entry.path, whole - size, size)
-        if any(tail):
-            position = struct.unpack(">ii", tail)[1]
-        else:  # a zero tail: the last entry before it
-            raw = self.fs.read_bytes(entry.path)[:whole]
-            position = next((p for _, p in reversed(list(struct.iter_unpack(">ii", raw))) if p > 0), 0)
-        return position if 0 <= position < self.size else 0
+    def last_offset(self) -> int | None:
+        """The last offset of the last batch (None: no batch)."""
+        return self.tail.last_offset
+
+    @property
+    def offset_bounds(self) -> tuple[int, int | None]:
+        """[low, high) holding every offset of the segment, from what has been read of it (high None:
+        unbounded). Nothing is read here."""
+        first = self.__dict__.get("_first_offset")
+        low = self.base_offset if first is None else first
+        tail = self.__dict__.get("tail")
+        if tail is not None and tail.last_offset is not None:
+            return low, tail.last_offset + 1
+        return low, self.next_base_offset
 
     def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> "SegmentReader":
         return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
@@ -202,7 +301,7 @@ class SegmentReader:
 
     def _check_offsets(self, position: int, batch: Batch) -> None:
         low, high = self.offset_range
-        last, first = batch.last_offset, first_offset(batch)
+        last, first = batch.last_offset, batch_first_offset(batch)
         previous = self.last_offset_read
         if first is not None and first > last:
             problem = f"its first offset {first} is after its last offset {last}"
@@ -224,7 +323,7 @@ class SegmentReader:
                                   file=self.path, position=tail.position, offset=base_offset)
 
 
-def first_offset(batch: Batch) -> int | None:
+def batch_first_offset(batch: Batch) -> int | None:
     """A batch's first offset where its header tells it: a v2 batch's or a plain legacy message's
     (a legacy wrapper names only its last offset; the rest needs decompressing)."""
     return batch.base_offset if isinstance(batch, RecordBatch) or batch.codec == Codec.NONE else None
@@ -238,3 +337,18 @@ def locate(err: KafkaLogError, path: str, file_position: int, batch: Batch) -> K
     if located.position is None:
         located.position = file_position
     return located
+
+
+def usable_offset_entries(entries: list[OffsetPosition], log_size: int) -> list[OffsetPosition]:
+    """The leading entries whose offsets and positions strictly increase and point into the file.
+
+    This drops a preallocated zero tail (an active segment's index after an unclean stop) and
+    entries past the end of a truncated `.log`; what is left is what a reader may seek with."""
+    out: list[OffsetPosition] = []
+    for entry in entries:
+        if entry.position >= log_size or entry.position < 0:
+            break
+        if out and (entry.offset <= out[-1].offset or entry.position <= out[-1].position):
+            break
+        out.append(entry)
+    return out

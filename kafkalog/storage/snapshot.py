@@ -1,4 +1,4 @@
-"""Producer-state snapshots (`<offset>.snapshot`, spec §4.8).
+"""Producer-state snapshots (`<offset>.snapshot`, Kafka's ProducerStateManager format).
 
 Layout: version int16 = 1, CRC-32C (uint32) of every byte from offset 6 to the end, entry count
 int32, then 46-byte entries. Kafka deletes a snapshot that fails any check and falls back to the

@@ -1,4 +1,4 @@
-"""Kafka's crash-safe replacement of segments, and the recovery of an interrupted one (spec §5.10, §9.3).
+"""Kafka's crash-safe replacement of segments, and the recovery of an interrupted one.
 
 A rewrite writes its new segments as `<base>.<kind>.cleaned`, then:
   1. renames every new segment's files `.cleaned` -> `.swap`, the highest base offset first;

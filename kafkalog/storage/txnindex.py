@@ -1,5 +1,5 @@
 """The transaction index (.txnindex): one entry per aborted transaction whose ABORT marker is in
-the segment (spec §4.7)."""
+the segment."""
 from __future__ import annotations
 
 import struct

@@ -1,4 +1,4 @@
-"""Splicing filtered batches (`filter.splice_batches`, `layout.splice`) against decoding and re-encoding them.
+"""Splicing filtered batches (`filter.splice_batches`, `splice.splice`) against decoding and re-encoding them.
 
 Kafka's cleaner writes every retained record again; the splice reuses a record's bytes when they
 are what that re-encoding writes. The reference is `filter_batch` over the decoded records: on any
@@ -14,10 +14,10 @@ from hypothesis import given, settings, strategies as st
 from kafkalog.codec.batch import RecordBatch, build_batch
 from kafkalog.codec.compression import Codec
 from kafkalog.codec.filter import SPLICE_THRESHOLD, BatchRetention, Outcome, SpliceJob, filter_batch, splice_batches
-from kafkalog.codec.layout import read_spans
+from kafkalog.codec.splice import read_spans
 from kafkalog.codec.records import Record, encode_record
 from kafkalog.errors import KafkaLogError
-from tests.codec.test_layout import batch_fields, batch_of, record_specs, section_of
+from tests.codec.test_columnar import batch_fields, batch_of, record_specs, section_of
 
 SETTINGS = settings(max_examples=80, deadline=None)
 INT64_SAFE = 1 << 62
@@ -74,6 +74,7 @@ def test_splice_equals_decode_and_reencode_on_any_section(data, n, fields, kw):
         assert got == expected(batch, removed, **kw)
     elif n >= SPLICE_THRESHOLD and fields["log_append_time"] is None and written_as_kafka_writes(batch, records):
         extremes = [r.timestamp for r in records] + [batch.base_timestamp, kw["delete_horizon_ms"], batch.base_offset]
+        extremes += [r.timestamp - batch.base_timestamp for r in records]  # the deltas, as stored
         assert max(map(abs, extremes)) >= INT64_SAFE  # only an overflow (of a timestamp or an offset) may stop it
 
 

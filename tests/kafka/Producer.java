@@ -8,6 +8,7 @@
  *
  *   {"bootstrap": "127.0.0.1:9092",
  *    "topics": [{"name": "t", "partitions": 1, "configs": {"cleanup.policy": "compact"}}],  // created first
+ *    "alter_topics": [{"name": "t", "configs": {"min.compaction.lag.ms": "0"}}],  // then altered (SET)
  *    "runs": [{
  *       "topic": "t", "partition": 0,                      // partition: else the client's partitioner
  *       "mode": "plain" | "idempotent" | "transactional",  // transactional needs "transactional_id"
@@ -17,6 +18,8 @@
  *                   "records": [{"key": "k", "value": "v" | null, "headers": [["h", "v"]],
  *                                "timestamp": 1700000000000}]}]}]}
  *
+ * "alter_topics" sets the given configs of existing topics (incrementalAlterConfigs, SET), then waits
+ * until DescribeConfigs shows them, before any run.
  * A group is one transaction in transactional mode (committed or aborted) and one flush otherwise;
  * "pause_ms" waits before the group (to let segment.ms roll segments). A null value is a tombstone.
  * A group may also have "wait_for": PATH (wait until that file exists before the group) and
@@ -36,6 +39,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
@@ -45,11 +49,15 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
@@ -65,6 +73,7 @@ public class Producer {
         JsonNode spec = JSON.readTree(new File(args[0]));
         String bootstrap = spec.get("bootstrap").asText();
         if (spec.has("topics")) createTopics(bootstrap, spec.get("topics"));
+        if (spec.has("alter_topics")) alterTopics(bootstrap, spec.get("alter_topics"));
         ObjectNode out = JSON.createObjectNode();
         ArrayNode runs = out.putArray("runs");
         for (JsonNode run : spec.path("runs")) runs.add(produce(bootstrap, run));
@@ -91,6 +100,35 @@ public class Producer {
                 } catch (ExecutionException err) {
                     if (!(err.getCause() instanceof TopicExistsException)) throw err;
                 }
+            }
+        }
+    }
+
+    static void alterTopics(String bootstrap, JsonNode topics) throws Exception {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(props)) {
+            Map<ConfigResource, Collection<AlterConfigOp>> ops = new HashMap<>();
+            for (JsonNode t : topics) {
+                List<AlterConfigOp> set = new ArrayList<>();
+                t.path("configs").fields().forEachRemaining(e -> set.add(
+                    new AlterConfigOp(new ConfigEntry(e.getKey(), e.getValue().asText()), AlterConfigOp.OpType.SET)));
+                ops.put(new ConfigResource(ConfigResource.Type.TOPIC, t.get("name").asText()), set);
+            }
+            admin.incrementalAlterConfigs(ops).all().get();
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (true) {  // the broker answers DescribeConfigs from the metadata it has applied
+                Map<ConfigResource, Config> now = admin.describeConfigs(ops.keySet()).all().get();
+                boolean applied = true;
+                for (Map.Entry<ConfigResource, Collection<AlterConfigOp>> e : ops.entrySet()) {
+                    for (AlterConfigOp op : e.getValue()) {
+                        ConfigEntry entry = now.get(e.getKey()).get(op.configEntry().name());
+                        applied &= entry != null && op.configEntry().value().equals(entry.value());
+                    }
+                }
+                if (applied) break;
+                if (System.currentTimeMillis() > deadline) throw new IllegalStateException("configs not applied: " + now);
+                Thread.sleep(100);
             }
         }
     }

@@ -216,10 +216,14 @@ class KafkaTools:
         return DumpResult(args, done.stdout, done.stderr, done.returncode)
 
     # -- the Java clients of this directory ----------------------------------------------------------------
-    def produce(self, bootstrap: str, runs: list[dict], topics: list[dict] = ()) -> list[dict]:
+    def produce(self, bootstrap: str, runs: list[dict], topics: list[dict] = (), *,
+                alter_topics: list[dict] = ()) -> list[dict]:
         """Producer.java (see its header for the spec): returns, per run, {"groups": [[{partition,
-        offset, timestamp}, ...], ...]}."""
+        offset, timestamp}, ...], ...]}. `alter_topics` ([{"name", "configs"}]) are set on existing
+        topics, and seen applied, before the first run."""
         spec = {"bootstrap": bootstrap, "topics": list(topics), "runs": runs}
+        if alter_topics:
+            spec["alter_topics"] = list(alter_topics)
         return self._client("Producer.java", spec)["runs"]
 
     def produce_async(self, bootstrap: str, runs: list[dict], topics: list[dict] = ()) -> "RunningClient":

@@ -346,7 +346,7 @@ COMPACTED = {"cleanup.policy": "compact", "index.interval.bytes": "128", "delete
 
 
 def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark, tmp_path):
-    from kafkalog.spark.compaction import compact
+    from kafkalog.operations.compact import compact
 
     broker, tools, step = running_broker, kafka_tools, Steps()
     topics = [f"cmp-{codec}" for codec in CODECS]
@@ -646,7 +646,7 @@ def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_
 # -- purge -------------------------------------------------------------------------------------------------------
 
 def test_purge_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark, tmp_path):
-    from kafkalog.spark.purge import purge
+    from kafkalog.operations.purge import purge
 
     broker, tools, step = running_broker, kafka_tools, Steps()
     topic_configs = {"prg-del": dict(DELETED), "prg-cmp": dict(COMPACTED)}

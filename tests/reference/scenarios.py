@@ -6,6 +6,9 @@ inspectors its assertions use (keysInLog, offsetsInLog, lastOffsetsPerBatchInLog
 A partition is a list of `Segment(base_offset, [batch bytes], mtime_ms)`; the last segment is the
 active one. Keys and values given as ints or strings are written as their decimal/UTF-8 bytes, as
 Kafka's tests do (`key.toString.getBytes`).
+
+The builders write their inputs with kafkalog's codec; the inspectors read every log, the model's
+output included, through the model's reader (kafka-python), never through kafkalog.
 """
 from __future__ import annotations
 

@@ -236,7 +236,7 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
     then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
     import shutil
     from kafkalog.config import resolver_from
-    from kafkalog.spark.compaction import compact
+    from kafkalog.operations.compact import compact
     root = tmp_path_factory.mktemp("damage") / "log"
     shutil.copytree(tiny_log, root)
     segments = sorted((root / "t-0").glob("*.log"))[:-1]  # not the active one

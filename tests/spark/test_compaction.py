@@ -10,7 +10,7 @@ from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.naming import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.operations.validate import validate_paths
-from kafkalog.spark.compaction import compact
+from kafkalog.operations.compact import compact
 
 COMPACT = resolver_from(settings=["cleanup.policy=compact", "delete.retention.ms=100"])
 T0 = 1_700_000_000_000

@@ -13,7 +13,7 @@ from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.swap import recover_partition
 from kafkalog.operations.validate import validate_paths
-from kafkalog.spark.compaction import compact
+from kafkalog.operations.compact import compact
 
 NOW = 1_700_000_000_000
 RESOLVER = resolver_from(settings=["cleanup.policy=compact", "segment.bytes=4096", "index.interval.bytes=512"])

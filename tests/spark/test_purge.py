@@ -22,7 +22,7 @@ from kafkalog.storage.logdir import LogDir, parse_properties
 from kafkalog.storage.naming import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.swap import SWAP_STEPS
 from kafkalog.operations.validate import validate_paths
-from kafkalog.spark.purge import PurgeVerificationError, purge
+from kafkalog.operations.purge import PurgeVerificationError, purge
 
 NOW = 1_800_000_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -239,7 +239,7 @@ def test_a_crash_at_any_swap_step_then_a_rerun_completes_the_purge(spark, purged
 
 
 def test_verification_fails_loudly_when_a_record_survives(spark, small_log, resolver, tmp_path, monkeypatch):
-    import kafkalog.spark.purge as module
+    import kafkalog.operations.purge as module
     root, ledger = tmp_path / "log", str(tmp_path / "ledger")
     shutil.copytree(small_log.path, root)
     monkeypatch.setattr(module, "swap_in", lambda *args, **kwargs: None)  # the rewrite never lands

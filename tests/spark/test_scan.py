@@ -147,8 +147,8 @@ def _mixed_segment(tmp_path, corrupt_at=None, crc_error_at=None, bad_control_at=
     from kafkalog.codec.control import build_end_txn_marker
     from kafkalog.codec.legacy import build_legacy_batch
     from kafkalog.codec.records import Record
-    from kafkalog.spark.scan import WorkUnit
-    from tests.codec.test_layout import batch_of, damage, section_of
+    from kafkalog.spark.scan_plan import WorkUnit
+    from tests.codec.test_columnar import batch_of, damage, section_of
 
     data, positions, offset = bytearray(), [], 0
     codecs = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
@@ -192,9 +192,9 @@ def _read(unit, windowed: bool, **kw):
     gets it: what the narrow view did before windows)."""
     from unittest import mock
 
-    from kafkalog.spark import scan as spark_scan
-    with mock.patch.object(spark_scan, "WINDOW_BATCHES", spark_scan.WINDOW_BATCHES if windowed else 1):
-        return list(spark_scan.read_unit(unit, spark_scan.filesystem(str(unit.path)), "narrow", **kw))
+    from kafkalog.spark import views
+    with mock.patch.object(views, "WINDOW_BATCHES", views.WINDOW_BATCHES if windowed else 1):
+        return list(views.read_unit(unit, views.filesystem(str(unit.path)), "narrow", **kw))
 
 
 def _error(fn):
@@ -207,7 +207,7 @@ def _error(fn):
 @pytest.mark.parametrize("batch_rows", [1, 50, 64 * 1024])
 @pytest.mark.parametrize("offsets", [(None, None), (30, None), (None, 400), (101, 377)])
 def test_narrow_windows_equal_the_batch_by_batch_scan(tmp_path, batch_rows, offsets):
-    from kafkalog.spark.scan import ScanFilter
+    from kafkalog.spark.scan_plan import ScanFilter
     unit, _ = _mixed_segment(tmp_path)
     flt = ScanFilter.of(start_offset=offsets[0], end_offset=offsets[1])
     got = _read(unit, True, flt=flt, batch_rows=batch_rows)

@@ -9,10 +9,13 @@ import pyarrow.compute as pc
 import pytest
 
 from kafkalog.errors import CorruptIndexError, CrcMismatchError, KafkaLogError
-from kafkalog.spark.inventory import PROBE_READS, PROBE_WINDOW, IOStats, SegmentInfo, list_segments
-from kafkalog.spark.scan import (NARROW_SCHEMA, RECORDS_SCHEMA, ScanFilter, WorkUnit, check_tiling, pack_units,
-                                 plan_scan, plan_units, prune_segments, read_task, read_unit, record_sequences,
-                                 split_ranges, task_bytes, filesystem)
+from kafkalog.spark.inventory import IOStats, inventory_rows, list_segments
+from kafkalog.storage.fs import FileEntry
+from kafkalog.storage.segment import FIRST_HEADER_BYTES, LogSegment
+from kafkalog.spark.scan_plan import (ScanFilter, WorkUnit, check_tiling, pack_units, plan_scan, plan_units,
+                                      prune_segments, split_ranges, task_bytes)
+from kafkalog.spark.views import (NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, read_task, read_unit,
+                                  record_sequences)
 from kafkalog.storage.index import OffsetPosition
 
 from . import direct
@@ -48,10 +51,17 @@ def test_check_tiling_refuses_gaps_overlaps_and_short_covers():
 
 # -- pruning and packing ---------------------------------------------------------------------------------
 
+def _segment(topic, partition, base, nxt, size=100):
+    """A listed segment (nothing of it read): its `.log` and `.index` entries."""
+    def entry(suffix, nbytes):
+        name = f"{base:020d}{suffix}"
+        return FileEntry(name, f"/d/{topic}-{partition}/{name}", nbytes, 0, False)
+    return LogSegment(None, f"/d/{topic}-{partition}", base, {".log": entry(".log", size), ".index": entry(".index", 80)},
+                      nxt, topic, partition)
+
+
 def _segments():
-    def seg(topic, partition, base, nxt, size=100):
-        return SegmentInfo(topic, partition, base, size, f"/d/{topic}-{partition}/{base:020d}.log", 0, nxt is None,
-                           nxt, index_path=f"/d/{topic}-{partition}/{base:020d}.index")
+    seg = _segment
     return [seg("a", 0, 0, 100), seg("a", 0, 100, 200), seg("a", 0, 200, None), seg("a", 1, 0, None),
             seg("b", 0, 0, 50), seg("b", 0, 50, None, size=0)]
 
@@ -71,7 +81,7 @@ def test_prune_segments_by_topic_partition_and_offsets():
 
 
 def test_plan_units_drops_index_ranges_outside_the_offsets():
-    seg = SegmentInfo("t", 0, 0, 10_000, "/d/t-0/0.log", 0, True, None, index_path="/d/t-0/0.index")
+    seg = _segment("t", 0, 0, None, size=10_000)
     units = plan_units([seg], ScanFilter.of(start_offset=45, end_offset=62), unit_bytes=2500,
                        read_index=lambda s: ENTRIES, seek_min_bytes=0)
     # lookup(45) = (40, 4000) forces a cut there; [4000, 6000) holds offsets [31, 60), [6000, 8000) [51, 80)
@@ -174,22 +184,27 @@ def test_list_segments_reads_only_index_tails_and_batch_headers(big_segment_log,
     for log_dir in (big_segment_log, small_log.path):
         stats = IOStats()
         segments = list_segments(log_dir, stats=stats)
+        rows = {(r[0], r[1], r[2]): r for r in inventory_rows(segments)}
         truth = {}
         for topic, number, segment, _, batch in direct.walk(log_dir):
             first, last, ts = truth.get((topic, number, segment.base_offset), (None, None, -1))
             truth[(topic, number, segment.base_offset)] = (
                 batch.base_offset if first is None else first, batch.last_offset, max(ts, batch.max_timestamp))
         for seg in segments:
-            read = stats.by_path.get(seg.path, (0, 0))[1]
-            assert read <= PROBE_READS * PROBE_WINDOW + 61
+            topic, partition, base, _, path, first_offset, last_offset, max_ts_seen, *_ = rows[
+                (seg.topic, seg.partition, seg.base_offset)]
             if seg.size == 0:
                 continue
-            first, last, max_ts = truth[(seg.topic, seg.partition, seg.base_offset)]
-            assert seg.last_offset == last
-            assert seg.first_offset in (first, None)  # None: a legacy compressed wrapper comes first
+            entry = seg.last_offset_index_entry  # read already: the row needed it
+            tail_bytes = seg.size - (entry.position if entry else 0)
+            assert stats.by_path.get(path, (0, 0))[1] <= tail_bytes + FIRST_HEADER_BYTES  # the tail and one header
+            first, last, max_ts = truth[(topic, partition, base)]
+            assert last_offset == last
+            assert first_offset in (first, None)  # None: a legacy compressed wrapper comes first
             if max_ts >= 0:
-                assert seg.max_timestamp == max_ts
+                assert max_ts_seen == max_ts
     big = list_segments(big_segment_log, stats=(stats := IOStats()))[0]
+    inventory_rows([big])
     assert big.size > 1_000_000 and stats.bytes_read(".log") < 8 * 1024  # a tail, not the body
     assert len(stats.files(".index")) == 1
 

@@ -87,7 +87,7 @@ def test_purge_plans_tombstone_redact_and_take_the_kept_records_max_timestamp(tm
 def test_splicing_writes_the_bytes_decoding_and_reencoding_writes(tmp_path, monkeypatch):
     """Large batches of every codec and timestamp type, half their records removed, some gaining a
     horizon: the splice (records' bytes reused) and the full decode and re-encode agree byte for byte."""
-    from kafkalog.codec import filter as filter_module, layout
+    from kafkalog.codec import filter as filter_module, splice as splice_module
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
     topics = [TopicSpec(f"t{i}", records=1500, keys=300, value_bytes=(5, 300), tombstone_ratio=0.05, headers=2,
                         codec=codec, batch_records=(10, 120), timestamp_type=kind, idempotent_producers=1)
@@ -108,7 +108,7 @@ def test_splicing_writes_the_bytes_decoding_and_reencoding_writes(tmp_path, monk
                 plans[(seg.base_offset, pos)] = BatchPlan(rng.choice(list(BatchRetention)[1:]), removed,
                                                           rng.random() < 0.3, rng.random() < 0.5)
         written, spliced = {}, []
-        monkeypatch.setattr(filter_module, "splice", lambda *a: spliced.append(layout.splice(*a)) or spliced[-1])
+        monkeypatch.setattr(filter_module, "splice", lambda *a: spliced.append(splice_module.splice(*a)) or spliced[-1])
         for label, threshold in (("splice", threshold_of_splice), ("reencode", 10**9)):
             monkeypatch.setattr(filter_module, "SPLICE_THRESHOLD", threshold)
             out = tmp_path / label / topic.name

@@ -19,7 +19,8 @@ from kafkalog.storage.index import build_indexes
 from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot
 from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
-from kafkalog.operations.validate import CHECKS, Problem, ValidationReport, validate_paths
+from kafkalog.operations.validate import validate_paths
+from kafkalog.operations.validate_report import CHECKS, Problem, ValidationReport
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
 BROKER_DIRS = REAL / "broker-dirs"

@@ -2,7 +2,6 @@
 replay of the log, kafka-python's reader and the `__consumer_offsets` decoder."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
@@ -21,8 +20,8 @@ from kafkalog.storage.checkpoint import (EpochEntry, epochs_from_batches, parse_
 from kafkalog.codec.consumer_offsets import OffsetCommitKey, committed_offsets, decode_key, group_metadata
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.operations.generate import (CONSUMER_OFFSETS_TOPIC, PRESETS, ConsumerOffsetsSpec, GeneratorSpec,
-                                        TopicSpec, add_generate_arguments, demo_preset, generate,
-                                        java_string_hashcode, partition_for_group, preset, run_generate,
+                                        TopicSpec, demo_preset, generate,
+                                        java_string_hashcode, partition_for_group, preset, generate_log_dir,
                                         small_preset)
 from kafkalog.storage.index import OffsetIndex, TimeIndex, build_indexes
 from kafkalog.storage.logdir import LogDir, parse_properties
@@ -406,11 +405,8 @@ def test_presets_are_named():
 
 
 def test_command_line_options(tmp_path):
-    parser = argparse.ArgumentParser()
-    add_generate_arguments(parser)
-    args = parser.parse_args([str(tmp_path / "out"), "--preset", "small", "--seed", "3", "--records", "20",
-                              "--offsets-partitions", "2", "--config-out", str(tmp_path / "topics.properties")])
-    result = run_generate(args)
+    result = generate_log_dir(str(tmp_path / "out"), preset_name="small", seed=3, records=20, offsets_partitions=2,
+                              config_out=str(tmp_path / "topics.properties")).to_json()
     resolver = resolver_from(parse_properties((tmp_path / "topics.properties").read_text()))
     assert resolver.for_topic("customers").compact and not resolver.for_topic("orders").compact
     assert resolver.for_topic("clicks").message_timestamp_type == "LogAppendTime"
@@ -428,9 +424,7 @@ def test_a_spec_file_and_hanging_transactions(tmp_path):
                          consumer_offsets=ConsumerOffsetsSpec(partitions=1, groups=("g",), group_metadata=False))
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec.to_dict()))
-    parser = argparse.ArgumentParser()
-    add_generate_arguments(parser)
-    result = run_generate(parser.parse_args([str(tmp_path / "out"), "--spec", str(path)]))
+    result = generate_log_dir(str(tmp_path / "out"), spec_file=str(path)).to_json()
     txn = next(p for p in result["partitions"] if p["topic"] == "txn")
     assert txn["lastStableOffset"] == 0 < txn["highWatermark"] == 60  # both transactions still open
 

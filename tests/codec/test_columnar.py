@@ -1,4 +1,5 @@
-"""The vectorised record layout (`kafkalog.codec.layout`) against the scalar decoder it speeds up.
+"""The vectorised readers (`decode.decode_section`, `scan.scan_section`, `scan.scan_sections`, built on
+`kafkalog.codec.columnar`) against the scalar decoder they speed up.
 
 The scalar path (`decode_record` one record at a time, `scan._scan_v2`) is the reference: on any
 section, well-formed or not, `RecordBatch.records()` and `scan_keys` must give exactly what they
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkalog.codec import batch as batch_module
-from kafkalog.codec import layout
+from kafkalog.codec import decode as decode_module
 from kafkalog.codec import scan as scan_module
 from kafkalog.codec.batch import RecordBatch, TimestampType, _assemble, build_batch
 from kafkalog.codec.compression import Codec, compress
@@ -142,13 +143,13 @@ def scan(batch, vectorised: bool = True):
 
 def forced_decode(batch):
     lat = batch.max_timestamp if batch.attributes & 0x08 else None
-    return layout.decode_section(batch.records_section(), batch.records_count, batch.base_offset,
+    return decode_module.decode_section(batch.records_section(), batch.records_count, batch.base_offset,
                                  batch.base_timestamp, lat, force=True)
 
 
 def forced_scan(batch):
     lat = batch.max_timestamp if batch.attributes & 0x08 else None
-    return layout.scan_section(batch.records_section(), batch.records_count, batch.base_offset,
+    return scan_module.scan_section(batch.records_section(), batch.records_count, batch.base_offset,
                                batch.base_timestamp, lat, force=True)
 
 
@@ -504,10 +505,10 @@ def test_key_columns_keep_batch_order_across_scalar_and_vectorised_batches():
 
 def test_thresholds_keep_small_batches_scalar():
     section, _, _ = section_of([{"ts": 0, "od": i, "key": b"k", "value": b"v" * 100} for i in range(3)])
-    assert layout.decode_section(section, 3, 0, 0, None) is None
-    assert layout.scan_section(section, 3, 0, 0, None) is None
-    assert layout.decode_section(section, 3, 0, 0, None, force=True) is not None
-    assert layout.decode_section(section, 0, 0, 0, None, force=True) is None
+    assert decode_module.decode_section(section, 3, 0, 0, None) is None
+    assert scan_module.scan_section(section, 3, 0, 0, None) is None
+    assert decode_module.decode_section(section, 3, 0, 0, None, force=True) is not None
+    assert decode_module.decode_section(section, 0, 0, 0, None, force=True) is None
 
 
 # -- windows of batches read as one (scan_batches) -----------------------------------------------
@@ -580,7 +581,7 @@ def test_windows_of_builder_batches_are_read_in_one_pass(data, n):
                                                timestamp_type=int(log_append),
                                                log_append_time=ts + 5 if log_append else None)))
     done = assert_window_as_batch_by_batch(batches)
-    assert done == (sum(b.records_count for b in batches) >= layout.SCAN_THRESHOLD)
+    assert done == (sum(b.records_count for b in batches) >= scan_module.SCAN_THRESHOLD)
 
 
 def test_a_window_declines_counts_that_do_not_fit_their_sections():

@@ -31,8 +31,8 @@ from kafkalog.storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHE
 from kafkalog.storage.naming import INT64_MAX as LONG_MAX
 from kafkalog.operations.retain_partition import read_committed_offsets, recover
 from kafkalog.rules.retention import (CONSUMED_BREACH, LOG_START_OFFSET_BREACH, SIZE_BREACH, TIME_BREACH,
-                                      CommittedOffsets, SegmentMeta, delete_old_segments, deletable_segments,
-                                      segment_meta)
+                                      CommittedOffsets, delete_old_segments, deletable_segments)
+from kafkalog.storage.segment import SegmentMeta
 from kafkalog.storage.swap import in_flight_files
 from kafkalog.operations.validate import validate_paths
 
@@ -182,7 +182,7 @@ def test_catalogue_83_ULT_testDeleteOldSegments(tmp_path):
         set_checkpoints(root, TP, hw=hw)
         run(root, config=config)
         assert log_start(root) <= hw
-        assert all(s.last_offset >= hw for s in map(segment_meta, part(root).segments))
+        assert all(s.last_offset >= hw for s in (s.meta() for s in part(root).segments))
         assert_valid(root)
     set_checkpoints(root, TP, hw=100)
     report = run(root, config=config)
@@ -353,7 +353,7 @@ def test_time_retention_falls_back_to_the_log_files_mtime_without_timestamps(tmp
     root = make_log(tmp_path, [[-1] * 3] * 3, legacy=True)
     for segment, age in zip(part(root).segments, (5000, 4000, 10)):
         os.utime(segment.log_path, ns=((NOW - age) * 10**6,) * 2)
-    meta = segment_meta(part(root).segments[0])
+    meta = part(root).segments[0].meta()
     assert not meta.timestamp_from_index and meta.largest_timestamp == NOW - 5000
     report = run(root, config={"retention.ms": "3000"})
     assert [d.segment.timestamp_from_index for d in only(report).deleted] == [False, False]
@@ -365,7 +365,7 @@ def test_largest_timestamp_is_the_time_index_last_entry_not_the_mtime(tmp_path):
     root = make_log(tmp_path, [[NOW - 5000, NOW - 100], [NOW]])
     segment = part(root).segments[0]
     os.utime(segment.log_path, ns=(NOW * 10**6,) * 2)
-    meta = segment_meta(segment)
+    meta = segment.meta()
     assert (meta.largest_timestamp, meta.timestamp_from_index, meta.last_offset) == (NOW - 100, True, 1)
 
 

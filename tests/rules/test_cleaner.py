@@ -3,16 +3,16 @@ from __future__ import annotations
 
 from kafkalog.codec.control import ControlType
 from kafkalog.codec.filter import BatchRetention
-from kafkalog.rules.cleaner import (LONG_MAX, BatchMeta, CleanedTransactionMetadata, SegmentInfo,
-                                      cleanable_offsets, decide_batch, dirty_stats, group_segments_by_size,
-                                      max_compaction_delay)
+from kafkalog.rules.cleaner import (LONG_MAX, BatchMeta, CleanedTransactionMetadata, cleanable_offsets, decide_batch,
+                                    dirty_stats, group_segments_by_size, max_compaction_delay)
+from kafkalog.storage.segment import SegmentMeta
 from kafkalog.storage.txnindex import AbortedTxn
 
 INT_MAX = 2**31 - 1
 
 
 def segs(bases, size=100, ts=None, idx=8):
-    return [SegmentInfo(b, size, (ts or {}).get(b, 0), LONG_MAX, idx, 12) for b in bases]
+    return [SegmentMeta(b, size, (ts or {}).get(b, 0), offset_index_bytes=idx, time_index_bytes=12) for b in bases]
 
 
 def _range(segments, **kw):
@@ -55,7 +55,8 @@ def test_log_to_clean_with_uncleanable_section__LCT_testLogToCleanWithUncleanabl
 
 
 def test_max_compaction_delay__LCIT_testMaxLogCompactionLag():
-    s = [SegmentInfo(0, 1, 0, 1_000), SegmentInfo(10, 1, 0, 2_000), SegmentInfo(20, 1, 0, LONG_MAX)]
+    s = [SegmentMeta(0, 1, 0, first_batch_timestamp=1_000), SegmentMeta(10, 1, 0, first_batch_timestamp=2_000),
+         SegmentMeta(20, 1, 0)]
     assert max_compaction_delay(s, 0, 5_000, now=6_500) == 6_500 - 5_000 - 1_000
     assert max_compaction_delay(s, 0, 5_000, now=6_000) == 0
     assert max_compaction_delay(s, 10, 5_000, now=8_000) == 1_000  # only dirty segments count
@@ -80,8 +81,7 @@ def test_grouping_sparse_offsets__LCT_testSegmentGroupingWithSparseOffsets():
 
 
 def test_grouping_empty_segments_skip_range_check__LCT_testSegmentGroupingWithSparseOffsetsAndEmptySegments():
-    s = [SegmentInfo(0, 0, 0, LONG_MAX), SegmentInfo(INT_MAX + 1, 0, 0, LONG_MAX),
-         SegmentInfo(2 * INT_MAX + 2, 10, 0, LONG_MAX)]
+    s = [SegmentMeta(0, 0, 0), SegmentMeta(INT_MAX + 1, 0, 0), SegmentMeta(2 * INT_MAX + 2, 10, 0)]
     groups = group_segments_by_size(s, INT_MAX, INT_MAX, 3 * INT_MAX + 3)
     assert [[x.base_offset for x in g] for g in groups] == [[0, INT_MAX + 1], [2 * INT_MAX + 2]]
 

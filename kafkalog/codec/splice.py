@@ -1,0 +1,101 @@
+"""Splicing: a batch's retained records written again from their own bytes, as Kafka's cleaner
+re-encodes them, without decoding a record (`filter.splice_batches` calls this).
+
+Kafka's cleaner writes every record it keeps again (attributes 0, minimal varints, timestamp delta
+against the new batch's base timestamp). A record already in that form is those bytes, but for
+its length and timestamp delta: `splice` writes those two again and reuses everything after the
+delta. `read_spans` reads the records of several sections at once with numpy (see `columnar`) and
+vouches that every record is in that form.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .columnar import (Fields, GiveUp, count_nonzero, far_from_int64_limits, headers_fit, minimal, read_fields,
+                       read_joined)
+
+_VARLONG_BOUNDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
+_SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
+_COLUMNS = np.arange(10)
+
+
+def _zigzag(values):
+    return ((values << 1) ^ (values >> 63)).view(np.uint64)
+
+
+def _sizes(values):
+    """Bytes of each int64 as a minimal zig-zag varlong (a varint's count for int32 values)."""
+    return _VARLONG_BOUNDS.searchsorted(_zigzag(values), side="right") + 1
+
+
+class Spans:
+    """The records of several sections read as one: per record its batch (an index into the
+    sections), where its bytes are in `section`, and what a splice must know of it."""
+    __slots__ = ("section", "starts", "batch", "S", "E", "ts_end", "offset", "timestamp", "null_value")
+
+
+def read_spans(sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
+               base_timestamps: Sequence[int], log_append_times: Sequence[int | None]) -> Spans | None:
+    """The records of v2 record sections (one per batch, `counts[i]` records in `sections[i]`), read
+    together so that numpy's cost per call is paid once for all of them. None unless every section
+    is well-formed and every record is written exactly as Kafka writes one (attributes 0, null
+    lengths -1, every varint minimal, UTF-8 header keys): only then are its bytes what Kafka's
+    re-encoding would give. Also None where a base and a delta come near int64's limits."""
+    joined = read_joined(_kafka_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
+    if joined is None:
+        return None
+    s = Spans()
+    s.section, f, _, s.batch, s.offset, s.timestamp = joined
+    s.starts = np.cumsum([0, *counts[:-1]])
+    s.S, s.E, s.ts_end, s.null_value = f.S, f.E, f.ts_end, f.value_len < 0
+    return s
+
+
+def _kafka_fields(section, bounds, checked) -> Fields:
+    """The fields of every record (deltas: bases 0), if every record is as Kafka writes it."""
+    f = read_fields(section, bounds, 0, 0, None, checked)  # deltas; timestamps read checked
+    starts = np.concatenate((f.ts_start, f.ts_end, f.key_len_start, f.key_end))
+    ends = np.concatenate((f.ts_end, f.key_len_start, f.key_start, f.value_start))
+    if (count_nonzero(f.reader.bytes.take(f.ts_start - 1))  # the attributes byte
+            or count_nonzero(f.offset_delta != f.offset_delta.astype(np.int32))
+            or count_nonzero(f.key_len < -1) or count_nonzero(f.value_len < -1)
+            or not minimal(f.reader, starts, ends)
+            or not headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=True)):
+        raise GiveUp
+    return f
+
+
+def splice(spans: Spans, keep, base_timestamps) -> list[bytes] | None:
+    """Per section, its records where `keep` (a mask over all records) is set, re-based on the
+    section's new base timestamp (`base_timestamps`, int64 per section), as Kafka's re-encoding
+    writes them: each keeps its bytes after the timestamp delta, and gets its length, attributes and
+    delta written again. None where a delta would come near int64's limits."""
+    kept = np.flatnonzero(keep)
+    ts, base = spans.timestamp[kept], base_timestamps[spans.batch[kept]]
+    if not (far_from_int64_limits(ts) and far_from_int64_limits(base)):
+        return None
+    delta = ts - base
+    rest_start, rest_end = spans.ts_end[kept], spans.E[kept]
+    delta_size = _sizes(delta)
+    length = 1 + delta_size + (rest_end - rest_start)  # attributes, delta, the rest
+    length_size = _sizes(length)
+    n = len(kept)
+    prefixes = _varint_matrix(length, length_size, 5), np.zeros((n, 1), np.uint8), _varint_matrix(delta, delta_size, 10)
+    present = _COLUMNS[:5] < length_size[:, None], np.ones((n, 1), bool), _COLUMNS < delta_size[:, None]
+    packed = np.concatenate(prefixes, axis=1)[np.concatenate(present, axis=1)].tobytes()
+    cuts = np.concatenate(([0], np.cumsum(length_size + 1 + delta_size))).tolist()
+    section = spans.section
+    parts = []
+    for a, b, c, d in zip(cuts, cuts[1:], rest_start.tolist(), rest_end.tolist()):
+        parts += (packed[a:b], section[c:d])
+    bounds = (2 * np.searchsorted(kept, np.append(spans.starts, len(spans.offset)))).tolist()
+    return [b"".join(parts[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def _varint_matrix(values, sizes, width: int):
+    """Row i: the zig-zag varint of values[i] in its first sizes[i] bytes (the rest is padding)."""
+    groups = ((_zigzag(values)[:, None] >> _SHIFTS[:width]) & np.uint64(0x7F)).astype(np.uint8)
+    groups[_COLUMNS[:width] < (sizes - 1)[:, None]] |= 0x80
+    return groups

@@ -1,0 +1,487 @@
+"""Decoding work units on executors into Arrow record batches of one of three views (no Spark):
+
+* ``narrow``: the compaction view, one row per record, keys but no values (`NARROW_SCHEMA`);
+* ``records``: the full view, the schema of Spark's Kafka source plus kafkalog's batch fields
+  (`RECORDS_SCHEMA`);
+* ``batches``: one row per batch, header fields only (`BATCHES_SCHEMA`).
+
+`read_task` reads a task's units (scan_plan.py) and yields the view's batches; scan.py runs it with
+`mapInArrow`.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..codec.batch import INT32_MAX, RecordBatch
+from ..codec.control import ControlType, parse_control_type, parse_coordinator_epoch
+from ..codec.scan import KeyColumns, scan_batches, scan_keys
+from ..errors import CorruptBatchError, CorruptIndexError, KafkaLogError
+from ..storage.fs import LogFileSystem
+from ..storage.segment import SegmentReader, batch_first_offset, locate
+from .inventory import CountingFileSystem, IOStats
+from .scan_plan import ScanFilter, WorkUnit
+
+DEFAULT_BATCH_ROWS = 64 * 1024  # rows per Arrow record batch
+VIEWS = ("narrow", "records", "batches")
+
+# -- schemas -----------------------------------------------------------------------------------------
+
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+NARROW_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("segment_base_offset", pa.int64()),
+    ("batch_base_offset", pa.int64()), ("batch_last_offset", pa.int64()), ("batch_position", pa.int64()),
+    ("offset", pa.int64()), ("timestamp", pa.int64()), ("key", pa.binary()), ("value_is_null", pa.bool_()),
+    ("value_size", pa.int32()), ("record_span_start", pa.int32()), ("record_span_size", pa.int32()),
+    ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
+    ("is_control", pa.bool_()), ("control_type", pa.int16()), ("delete_horizon_ms", pa.int64()),
+    ("magic", pa.int8()), ("codec", pa.int8()),
+])
+
+RECORDS_SCHEMA = pa.schema([
+    # Spark's Kafka source, in its order and types
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", TIMESTAMP_TYPE), ("timestampType", pa.int32()), ("headers", HEADERS_TYPE),
+    # kafkalog's batch fields
+    ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("base_sequence", pa.int32()),
+    ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("leader_epoch", pa.int32()),
+    ("codec", pa.int8()), ("segment_base_offset", pa.int64()), ("batch_base_offset", pa.int64()),
+])
+
+BATCHES_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("segment_base_offset", pa.int64()),
+    ("batch_position", pa.int64()), ("batch_size", pa.int32()), ("base_offset", pa.int64()),
+    ("last_offset", pa.int64()), ("record_count", pa.int32()), ("base_timestamp", pa.int64()),
+    ("max_timestamp", pa.int64()), ("timestamp_type", pa.int32()), ("producer_id", pa.int64()),
+    ("producer_epoch", pa.int16()), ("base_sequence", pa.int32()), ("last_sequence", pa.int32()),
+    ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("control_type", pa.int16()),
+    ("coordinator_epoch", pa.int32()), ("delete_horizon_ms", pa.int64()), ("leader_epoch", pa.int32()),
+    ("magic", pa.int8()), ("codec", pa.int8()), ("crc", pa.int64()),
+])
+
+SCHEMAS = {"narrow": NARROW_SCHEMA, "records": RECORDS_SCHEMA, "batches": BATCHES_SCHEMA}
+
+
+# -- reading (executors, pure) -----------------------------------------------------------------------
+
+_FILESYSTEMS: dict[str, tuple[LogFileSystem, str]] = {}
+
+
+def filesystem(root: str) -> LogFileSystem:
+    """The filesystem of a log-dir path or URI, created once per process."""
+    return filesystem_and_path(root)[0]
+
+
+def filesystem_and_path(root: str) -> tuple[LogFileSystem, str]:
+    """The filesystem of a log-dir path or URI and the log dir's path in it, made once per process."""
+    if root not in _FILESYSTEMS:
+        _FILESYSTEMS[root] = LogFileSystem.for_path(root)
+    return _FILESYSTEMS[root]
+
+
+def _arrow(values, type_: pa.DataType) -> pa.Array:
+    """An Arrow array from whatever sequence a column holds (list, array, numpy, Arrow)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values if values.type == type_ else values.cast(type_)
+    return pa.array(values, type_)
+
+
+def _constant(value, type_: pa.DataType, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type_), n)
+
+
+class _BatchColumns:
+    """Per-batch values and each batch's run of rows, expanded to per-row columns by run-end decoding."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = names
+        self.values = {name: [] for name in names}
+        self.run_ends: list[int] = []
+
+    def add(self, rows_end: int, values: Sequence) -> None:
+        self.run_ends.append(rows_end)
+        for name, value in zip(self.names, values):
+            self.values[name].append(value)
+
+    def expand(self, name: str, type_: pa.DataType) -> pa.Array:
+        values = pa.array(self.values[name], type_)
+        if not self.run_ends:
+            return values
+        ree = pa.RunEndEncodedArray.from_arrays(pa.array(self.run_ends, pa.int32()), values)
+        return pc.run_end_decode(ree)
+
+
+class _ViewBuilder:
+    """Collects decoded batches of one work unit and turns them into Arrow record batches."""
+    schema: pa.Schema
+
+    def __init__(self, unit: WorkUnit):
+        self.unit = unit
+        self.rows = 0
+
+    def add(self, position: int, batch) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def settle(self) -> None:
+        """Decode the batches `add` holds back, if any; errors name their batch's file and byte."""
+
+    def flush(self) -> pa.RecordBatch:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_NARROW_BATCH_FIELDS = ("batch_base_offset", "batch_last_offset", "batch_position", "producer_id",
+                        "producer_epoch", "is_transactional", "is_control", "delete_horizon_ms", "magic", "codec")
+
+
+# A window of v2 batches is scanned in one vectorised pass (`scan_batches`) once it holds this many
+# batches or decompressed bytes: enough to pay numpy's cost per call once for thousands of records,
+# few enough to keep the held-back sections small.
+WINDOW_BATCHES = 64
+WINDOW_BYTES = 1 << 20
+
+
+class NarrowBuilder(_ViewBuilder):
+    """The compaction view: the keys of a window of batches scanned at once (`scan_batches`),
+    batch by batch (`scan_keys`) where that pass does not vouch for them all (values are never
+    materialised). `add` holds the window's batches back until it is full, `settle` or `flush`;
+    `rows` counts them already."""
+    schema = NARROW_SCHEMA
+
+    def __init__(self, unit: WorkUnit):
+        super().__init__(unit)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys = KeyColumns()
+        self.batch = _BatchColumns(_NARROW_BATCH_FIELDS)
+        self.control_types: list[tuple[int, int]] = []  # (row, control type) of control records
+        self.rows = 0
+        self.window: list[tuple[int, RecordBatch, bytes]] = []  # (position, batch, records section)
+        self.window_bytes = 0
+
+    def add(self, position: int, batch) -> None:
+        if not isinstance(batch, RecordBatch) or batch.records_count <= 0:
+            self.settle()  # legacy, empty or with an invalid count: on its own, as before
+            n = scan_keys(batch, self.keys)
+            if n:
+                self._count(position, batch, n)
+            return
+        section = batch.records_section()  # a decompression error is this batch's, raised now
+        if batch.is_control:
+            self._control_types(batch, section)
+        self.window.append((position, batch, section))
+        self.window_bytes += len(section)
+        self._count(position, batch, batch.records_count)
+        if len(self.window) >= WINDOW_BATCHES or self.window_bytes >= WINDOW_BYTES:
+            self.settle()
+
+    def _control_types(self, batch: RecordBatch, section: bytes) -> None:
+        """Note the control type of each record of a control batch (rare and tiny: decoded)."""
+        try:
+            types = [int(parse_control_type(record.key)[1]) for record in batch.records()]
+        except Exception:  # the batch's own scan error, if it has one, comes first (as without windows)
+            self.settle()
+            scan_keys(batch, KeyColumns(), section=section)
+            raise
+        self.control_types += [(self.rows + i, t) for i, t in enumerate(types)]
+
+    def _count(self, position: int, batch, n: int) -> None:
+        self.rows += n
+        self.batch.add(self.rows, (batch.base_offset, batch.last_offset, position, batch.producer_id,
+                                   batch.producer_epoch, batch.is_transactional, batch.is_control,
+                                   batch.delete_horizon_ms, batch.magic, batch.codec))
+
+    def settle(self) -> None:
+        window = self.window
+        self.window, self.window_bytes = [], 0
+        if len(window) > 1 and scan_batches([b for _, b, _ in window], [s for _, _, s in window], self.keys):
+            return
+        for position, batch, section in window:  # the first failing batch raises its own error
+            with _Decoding(self.unit, position, batch):
+                scan_keys(batch, self.keys, section=section)
+
+    def flush(self) -> pa.RecordBatch:
+        self.settle()
+        n, unit, b, k = self.rows, self.unit, self.batch, self.keys
+        key = k.key_array()
+        value_size = _arrow(k.value_size, pa.int32())
+        columns = {
+            "topic": _constant(unit.topic, pa.string(), n),
+            "partition": _constant(unit.partition, pa.int32(), n),
+            "segment_base_offset": _constant(unit.segment_base_offset, pa.int64(), n),
+            "batch_base_offset": b.expand("batch_base_offset", pa.int64()),
+            "batch_last_offset": b.expand("batch_last_offset", pa.int64()),
+            "batch_position": b.expand("batch_position", pa.int64()),
+            "offset": _arrow(k.offset, pa.int64()),
+            "timestamp": _arrow(k.timestamp, pa.int64()),
+            "key": key,
+            "value_is_null": pc.less(value_size, 0),
+            "value_size": value_size,
+            "record_span_start": _arrow(k.span_start, pa.int32()),
+            "record_span_size": _arrow(k.span_size, pa.int32()),
+            "producer_id": b.expand("producer_id", pa.int64()),
+            "producer_epoch": b.expand("producer_epoch", pa.int16()),
+            "is_transactional": b.expand("is_transactional", pa.bool_()),
+            "is_control": b.expand("is_control", pa.bool_()),
+            "control_type": _sparse(self.control_types, n, pa.int16()),
+            "delete_horizon_ms": b.expand("delete_horizon_ms", pa.int64()),
+            "magic": b.expand("magic", pa.int8()),
+            "codec": b.expand("codec", pa.int8()),
+        }
+        out = pa.RecordBatch.from_arrays([columns[f.name] for f in NARROW_SCHEMA], schema=NARROW_SCHEMA)
+        self._reset()
+        return out
+
+
+def _sparse(values: list[tuple[int, int]], n: int, type_: pa.DataType) -> pa.Array:
+    """A column of `n` nulls but for the (row, value) pairs given."""
+    if not values:
+        return pa.nulls(n, type_)
+    column: list = [None] * n
+    for row, value in values:
+        column[row] = value
+    return pa.array(column, type_)
+
+
+_RECORD_BATCH_FIELDS = ("timestamp_type", "producer_id", "producer_epoch", "base_sequence", "is_transactional",
+                        "is_control", "leader_epoch", "codec", "batch_base_offset")
+
+
+class RecordsBuilder(_ViewBuilder):
+    """The full view: every record decoded, with headers; Spark's Kafka source columns first."""
+    schema = RECORDS_SCHEMA
+
+    def __init__(self, unit: WorkUnit):
+        super().__init__(unit)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.keys, self.values, self.offsets, self.timestamps, self.headers = [], [], [], [], []
+        self.batch = _BatchColumns(_RECORD_BATCH_FIELDS)
+        self.rows = 0
+
+    def add(self, position: int, batch) -> None:
+        records = batch.records()
+        if not records:
+            return
+        for record in records:
+            self.keys.append(record.key)
+            self.values.append(record.value)
+            self.offsets.append(record.offset)
+            self.timestamps.append(record.timestamp)
+            self.headers.append(list(record.headers) if record.headers else None)
+        self.rows += len(records)
+        self.batch.add(self.rows, (batch.timestamp_type, batch.producer_id, batch.producer_epoch,
+                                   batch.base_sequence, batch.is_transactional, batch.is_control,
+                                   batch.partition_leader_epoch, batch.codec, batch.base_offset))
+
+    def flush(self) -> pa.RecordBatch:
+        n, unit, b = self.rows, self.unit, self.batch
+        offset = pa.array(self.offsets, pa.int64())
+        millis = pa.array(self.timestamps, pa.int64())
+        try:
+            timestamp = pc.multiply_checked(millis, 1000).cast(TIMESTAMP_TYPE)
+        except pa.ArrowInvalid:
+            raise CorruptBatchError("a record timestamp is outside the range a Spark timestamp holds",
+                                    file=unit.path, position=unit.start) from None
+        batch_base = b.expand("batch_base_offset", pa.int64())
+        columns = {
+            "key": pa.array(self.keys, pa.binary()),
+            "value": pa.array(self.values, pa.binary()),
+            "topic": _constant(unit.topic, pa.string(), n),
+            "partition": _constant(unit.partition, pa.int32(), n),
+            "offset": offset,
+            "timestamp": timestamp,
+            "timestampType": b.expand("timestamp_type", pa.int32()),
+            "headers": pa.array(self.headers, HEADERS_TYPE),
+            "producer_id": b.expand("producer_id", pa.int64()),
+            "producer_epoch": b.expand("producer_epoch", pa.int16()),
+            "base_sequence": record_sequences(b.expand("base_sequence", pa.int64()), offset, batch_base),
+            "is_transactional": b.expand("is_transactional", pa.bool_()),
+            "is_control": b.expand("is_control", pa.bool_()),
+            "leader_epoch": b.expand("leader_epoch", pa.int32()),
+            "codec": b.expand("codec", pa.int8()),
+            "segment_base_offset": _constant(unit.segment_base_offset, pa.int64(), n),
+            "batch_base_offset": batch_base,
+        }
+        out = pa.RecordBatch.from_arrays([columns[f.name] for f in RECORDS_SCHEMA], schema=RECORDS_SCHEMA)
+        self._reset()
+        return out
+
+
+def record_sequences(base_sequence: pa.Array, offset: pa.Array, batch_base_offset: pa.Array) -> pa.Array:
+    """Each record's sequence: the batch's base sequence plus the record's offset delta, wrapping
+    past 2^31-1 to 0 as Kafka's producer sequences do; -1 where the batch has none."""
+    raw = pc.add(base_sequence, pc.subtract(offset, batch_base_offset))
+    wrapped = pc.if_else(pc.greater(raw, INT32_MAX), pc.subtract(raw, INT32_MAX + 1), raw)
+    return pc.if_else(pc.less(base_sequence, 0), -1, wrapped).cast(pa.int32())
+
+
+class BatchesBuilder(_ViewBuilder):
+    """One row per batch (legacy compressed wrappers are decompressed for their base offset and count)."""
+    schema = BATCHES_SCHEMA
+
+    def __init__(self, unit: WorkUnit):
+        super().__init__(unit)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.columns = {f.name: [] for f in BATCHES_SCHEMA}
+        self.rows = 0
+
+    def add(self, position: int, batch) -> None:
+        control_type = coordinator_epoch = None
+        if batch.is_control:
+            records = batch.records()
+            if records:
+                _, ctype = parse_control_type(records[0].key)
+                control_type = int(ctype)
+                if ctype in (ControlType.ABORT, ControlType.COMMIT):
+                    coordinator_epoch = parse_coordinator_epoch(records[0].value)
+        v2 = isinstance(batch, RecordBatch)
+        values = {
+            "topic": self.unit.topic, "partition": self.unit.partition,
+            "segment_base_offset": self.unit.segment_base_offset, "batch_position": position,
+            "batch_size": batch.size, "base_offset": batch.base_offset, "last_offset": batch.last_offset,
+            "record_count": batch.records_count, "base_timestamp": batch.base_timestamp if v2 else batch.timestamp,
+            "max_timestamp": batch.max_timestamp, "timestamp_type": batch.timestamp_type,
+            "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
+            "base_sequence": batch.base_sequence, "last_sequence": batch.last_sequence,
+            "is_transactional": batch.is_transactional, "is_control": batch.is_control,
+            "control_type": control_type, "coordinator_epoch": coordinator_epoch,
+            "delete_horizon_ms": batch.delete_horizon_ms, "leader_epoch": batch.partition_leader_epoch,
+            "magic": batch.magic, "codec": batch.codec, "crc": batch.crc,
+        }
+        for name, value in values.items():
+            self.columns[name].append(value)
+        self.rows += 1
+
+    def flush(self) -> pa.RecordBatch:
+        out = pa.RecordBatch.from_arrays([pa.array(self.columns[f.name], f.type) for f in BATCHES_SCHEMA],
+                                         schema=BATCHES_SCHEMA)
+        self._reset()
+        return out
+
+
+BUILDERS = {"narrow": NarrowBuilder, "records": RecordsBuilder, "batches": BatchesBuilder}
+
+
+def _offset_mask(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.Array | None:
+    if view == "batches":
+        low, high = batch.column("base_offset"), batch.column("last_offset")
+    else:
+        low = high = batch.column("offset")
+    mask = None
+    if flt.start_offset is not None:
+        mask = pc.greater_equal(high, flt.start_offset)
+    if flt.end_offset is not None:
+        below = pc.less(low, flt.end_offset)
+        mask = below if mask is None else pc.and_(mask, below)
+    return mask
+
+
+def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: ScanFilter = ScanFilter(), *,
+              verify_crc: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects.
+
+    Errors name the `.log` file and the byte position: any failure while decoding a batch is a
+    `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
+    """
+    builder = BUILDERS[view](unit)
+    try:
+        yield from _read_unit(unit, fs, builder, view, flt, verify_crc, batch_rows)
+    except Exception:
+        builder.settle()  # the batches it holds back come first: the first of them to fail raises
+        raise
+
+
+def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: str, flt: ScanFilter,
+               verify_crc: bool, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    reader = SegmentReader(fs, unit.path, unit.end, unit.start,
+                           torn_tail_ok=unit.next_base_offset is None or not unit.is_last_range,
+                           offset_range=(unit.segment_base_offset, unit.next_base_offset))
+    start, end = flt.start_offset, flt.end_offset
+    low, high = unit.low_offset, unit.high_offset
+    completed = True
+    iterator = iter(reader)
+    while True:
+        try:
+            item = next(iterator, None)
+        except KafkaLogError:
+            raise
+        except Exception as err:  # an I/O failure: name the file and where the reader was
+            raise KafkaLogError(f"cannot read: {type(err).__name__}: {err}", file=unit.path,
+                                position=reader.end_position) from err
+        if item is None:
+            break
+        position, batch = item
+        with _Decoding(unit, position, batch):
+            last, first = batch.last_offset, batch_first_offset(batch)
+            if (high is not None and last >= high) or (low is not None and first is not None and first < low):
+                raise CorruptIndexError(
+                    f"the offset index of the segment disagrees with the log: the batch at byte {position} "
+                    f"holds offsets up to {last}{'' if first is None else f' from {first}'}, outside the "
+                    f"range [{low}, {high}) that the index gives bytes [{unit.start}, {unit.end})",
+                    file=unit.index_path or unit.path, position=position, offset=last)
+            if end is not None and first is not None and first >= end:
+                completed = False  # offsets only grow within a segment: nothing further is wanted
+                break
+            if start is not None and last < start:
+                continue
+            if verify_crc:
+                batch.verify()
+            builder.add(position, batch)
+        if builder.rows >= batch_rows:
+            yield _filtered(builder.flush(), view, flt)
+    if completed and not unit.is_last_range and (reader.truncated_tail is not None or reader.end_position != unit.end):
+        raise CorruptIndexError(
+            f"the range [{unit.start}, {unit.end}) cut at an offset-index entry does not end at a batch "
+            f"boundary: the last whole batch ends at byte {reader.end_position}",
+            file=unit.index_path or unit.path, position=unit.end)
+    if builder.rows:
+        yield _filtered(builder.flush(), view, flt)
+
+
+class _Decoding:
+    """A block decoding the batch at `position` of the unit's file: what it raises leaves as a
+    KafkaLogError naming the file and byte (the codec's, located, or a CorruptBatchError wrapping
+    anything else)."""
+    __slots__ = ("unit", "position", "batch")
+
+    def __init__(self, unit: WorkUnit, position: int, batch):
+        self.unit, self.position, self.batch = unit, position, batch
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind, err, traceback) -> None:
+        if not isinstance(err, Exception) or isinstance(err, KafkaLogError) and err.file is not None:
+            return
+        if isinstance(err, KafkaLogError):
+            raise locate(err, self.unit.path, self.position, self.batch) from None
+        raise CorruptBatchError(f"cannot decode the batch: {type(err).__name__}: {err}", file=self.unit.path,
+                                position=self.position, offset=getattr(self.batch, "last_offset", None)) from err
+
+
+def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBatch:
+    mask = _offset_mask(batch, view, flt) if flt.has_offsets else None
+    return batch if mask is None else batch.filter(mask)
+
+
+def read_task(root: str, units: Sequence[WorkUnit], view: str = "narrow", flt: ScanFilter = ScanFilter(), *,
+              verify_crc: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS,
+              stats: IOStats | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode the units of one task, in order; every read is counted in `stats`."""
+    fs = filesystem(root)
+    if stats is not None:
+        fs = CountingFileSystem(fs, stats)
+    for unit in units:
+        for batch in read_unit(unit, fs, view, flt, verify_crc=verify_crc, batch_rows=batch_rows):
+            if batch.num_rows:
+                yield batch

@@ -1,0 +1,88 @@
+"""The house plan, checked: every module of kafkalog imports only from its own layer or the layers
+below it (docs/architecture.md), and the import graph has no circle."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "kafkalog"
+# lowest first; a module may import its own layer and the ones before it
+LAYERS = (("config", "errors"), ("codec",), ("storage",), ("rules",), ("spark",), ("operations",),
+          ("cli", "job", "__main__"))
+
+
+def layer_of(module: str) -> int:
+    """The rank of `kafkalog.<first>...`; the package itself (its version) is below everything."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1
+    return next(rank for rank, names in enumerate(LAYERS) if parts[1] in names)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """The kafkalog modules `path` imports, at the top or inside functions."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "kafkalog":
+                found.add(target)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "kafkalog")
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    upward = sorted(f"{m} imports {t}" for m, targets in graph().items() for t in targets
+                    if layer_of(t) > layer_of(m))
+    assert upward == []
+
+
+def test_the_import_graph_has_no_circle():
+    edges = graph()
+    modules = set(edges)
+
+    def resolve(target: str) -> str | None:  # `from .x import y` may name a module or a name in one
+        return target if target in modules else None
+
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(filter(None, map(resolve, edges[node]))):
+            if target == node or target == "kafkalog":
+                continue
+            if state.get(target) == 1:
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target, path + [target])
+        state[node] = 2
+
+    for module in sorted(modules):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_every_command_has_its_function_in_the_operations_layer():
+    commands = {"compact": "compact", "retain": "retain", "purge": "purge", "validate": "validate_paths",
+                "dump": "dump_paths", "txn_report": "txn_report", "generate": "generate_log_dir"}
+    for module, function in commands.items():
+        source = (PACKAGE / "operations" / f"{module}.py").read_text()
+        assert f"\ndef {function}(" in source, f"operations/{module}.py has no {function}()"
