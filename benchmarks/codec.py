@@ -10,6 +10,7 @@ noisy neighbour slows all of them alike and the ratios stay put. `--thresholds` 
 and the vectorised record readers on batches of a few records, to place decode.DECODE_THRESHOLD
 and scan.SCAN_THRESHOLD.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,9 +18,9 @@ import random
 import time
 import timeit
 
-from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 from aiokafka.record.default_records import DefaultRecordBatch as AiokafkaBatch
 from aiokafka.record.default_records import _DefaultRecordBatchPy as AiokafkaPyBatch
+from kafka.record.default_records import DefaultRecordBatch as KafkaPythonBatch
 
 from kafkalog.codec.batch import RecordBatch, build_batch
 from kafkalog.codec.compression import Codec
@@ -39,8 +40,11 @@ def make_batches(n_records: int, codec: int, seed: int = 1, distinct_headers: bo
         records = []
         for _ in range(min(RECORDS_PER_BATCH, n_records - offset)):
             key = b"user-%011d" % rng.randrange(10_000)
-            value = (b'{"id":%d,"event":"click","payload":"' % offset
-                     + bytes(rng.choice(b"abcdefghij") for _ in range(rng.randrange(100, 300))) + b'"}')
+            value = (
+                b'{"id":%d,"event":"click","payload":"' % offset
+                + bytes(rng.choice(b"abcdefghij") for _ in range(rng.randrange(100, 300)))
+                + b'"}'
+            )
             if distinct_headers:
                 header = ("trace", b"%x" % rng.getrandbits(rng.randrange(8, 64)))
             else:
@@ -80,9 +84,10 @@ def _run_peer(cls):
         n = 0
         for data in batches:
             for record in cls(data):
-                record.key, record.value, record.headers  # what a consumer touches
+                _ = record.key, record.value, record.headers  # what a consumer touches
                 n += 1
         return n
+
     return run
 
 
@@ -118,31 +123,46 @@ def thresholds(repeat: int) -> None:
     def best(fn, number=200):
         return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
-    shapes = {"16-byte keys, 100-200-byte values, one header": (100, True),
-              "16-byte keys, 20-40-byte values, no header": (20, False),
-              "16-byte keys, 1000-2000-byte values, no header": (1000, False)}
+    shapes = {
+        "16-byte keys, 100-200-byte values, one header": (100, True),
+        "16-byte keys, 20-40-byte values, no header": (20, False),
+        "16-byte keys, 1000-2000-byte values, no header": (1000, False),
+    }
     rng = random.Random(1)
-    print(f"DECODE_THRESHOLD {decode.DECODE_THRESHOLD} (records under 64 bytes: "
-          f"{decode.DECODE_THRESHOLD_SMALL_RECORDS}), SCAN_THRESHOLD {scan.SCAN_THRESHOLD} "
-          f"(records under 64 bytes: {scan.SCAN_THRESHOLD_SMALL_RECORDS})")
+    print(
+        f"DECODE_THRESHOLD {decode.DECODE_THRESHOLD} (records under 64 bytes: "
+        f"{decode.DECODE_THRESHOLD_SMALL_RECORDS}), SCAN_THRESHOLD {scan.SCAN_THRESHOLD} "
+        f"(records under 64 bytes: {scan.SCAN_THRESHOLD_SMALL_RECORDS})"
+    )
     for title, (value_size, header) in shapes.items():
         print(f"{title}: microseconds per batch")
         print("  records   decode scalar  vectorised   scan scalar  vectorised")
         for n in (4, 8, 12, 16, 20, 24, 32, 48, 64):
-            records = [Record(i, 1_700_000_000_000 + i, b"user-%011d" % rng.randrange(10_000),
-                              bytes(rng.randrange(value_size, 2 * value_size)),
-                              (("source", b"web"),) if header else ()) for i in range(n)]
+            records = [
+                Record(
+                    i,
+                    1_700_000_000_000 + i,
+                    b"user-%011d" % rng.randrange(10_000),
+                    bytes(rng.randrange(value_size, 2 * value_size)),
+                    (("source", b"web"),) if header else (),
+                )
+                for i in range(n)
+            ]
             batch = RecordBatch(build_batch(records))
             section, args = batch.records_section(), (batch.base_offset, batch.base_timestamp, None)
 
-            def scalar_decode():
+            # each timed function binds this iteration's section, n and args (B023)
+            def scalar_decode(section=section, n=n, args=args):
                 pos = 0
                 for _ in range(n):
                     pos = decode_record(section, pos, *args)[1]
 
-            times = [best(scalar_decode), best(lambda: decode.decode_section(section, n, *args, force=True)),
-                     best(lambda: _scan_v2(section, n, *args, ([], [], [], [], [], []))),
-                     best(lambda: scan.scan_section(section, n, *args, force=True))]
+            times = [
+                best(scalar_decode),
+                best(lambda section=section, n=n, args=args: decode.decode_section(section, n, *args, force=True)),
+                best(lambda section=section, n=n, args=args: _scan_v2(section, n, *args, ([], [], [], [], [], []))),
+                best(lambda section=section, n=n, args=args: scan.scan_section(section, n, *args, force=True)),
+            ]
             print(f"  {n:7}   {times[0]:13.1f}  {times[1]:10.1f}   {times[2]:11.1f}  {times[3]:10.1f}")
 
 
@@ -151,12 +171,20 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per codec (best kept)")
-    parser.add_argument("--codec", action="append", choices=[c.name.lower() for c in Codec],
-                        help="only this codec (repeatable); default: every codec")
-    parser.add_argument("--distinct-headers", action="store_true",
-                        help="a different header value in every record (default: the same header everywhere)")
-    parser.add_argument("--thresholds", action="store_true",
-                        help="time scalar against vectorised readers on small batches instead")
+    parser.add_argument(
+        "--codec",
+        action="append",
+        choices=[c.name.lower() for c in Codec],
+        help="only this codec (repeatable); default: every codec",
+    )
+    parser.add_argument(
+        "--distinct-headers",
+        action="store_true",
+        help="a different header value in every record (default: the same header everywhere)",
+    )
+    parser.add_argument(
+        "--thresholds", action="store_true", help="time scalar against vectorised readers on small batches instead"
+    )
     args = parser.parse_args()
     if args.thresholds:
         thresholds(max(args.repeat, 9))

@@ -3,8 +3,9 @@ the time kafka-python needs merely to decode the same segment bytes on one core,
 
     .venv/bin/python benchmarks/compact.py [--size-mb 1024] [--keys-case 0] [--master local[2]] [--dir DIR]
 
-The directory holds compacted topics in four codecs (two partitions each, about eight segments a partition) (lz4, zstd, snappy, gzip), about half of whose
-records are superseded by a later record of their key, with tombstones, idempotent producers and,
+The directory holds compacted topics in four codecs (two partitions each, about eight segments a
+partition) (lz4, zstd, snappy, gzip), about half of whose records are superseded by a later record of
+their key, with tombstones, idempotent producers and,
 in one topic, transactions of which a third abort. Each round compacts a fresh copy (the copy is
 not timed) with `force=True`, so every segment below the active one is cleaned. Peak resident
 memory is sampled every 50 ms: the Python driver, the JVM, and the sum of the Python workers.
@@ -18,6 +19,7 @@ as a user runs it (the whole command, Spark's start included), next to kafka-pyt
 keys, N/10, N/2 and N of them, to show that memory does not grow with the number of keys: the latest
 offset per key is a window over a sort that spills, not a map held in memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,13 +56,29 @@ def spec_for(size_mb: int):
     records = max(1000, size_mb * 1_000_000 // BYTES_PER_RECORD // (2 * len(CODECS)))  # per partition
     keys = int(records / SUPERSEDED_HALF)
     segment_bytes = max(1 << 20, records * BYTES_PER_RECORD // 8)  # ~8 segments a partition, 7 cleanable
-    return GeneratorSpec(seed=13, consumer_offsets=None, topics=[
-        TopicSpec(f"{'payments' if codec == 'zstd' else 'state'}-{codec}", partitions=2, records=records, keys=keys,
-                  key_skew=0.0, value_bytes=(200, 800), tombstone_ratio=0.02, headers=1, codec=codec,
-                  batch_records=(20, 200), cleanup_policy="compact", segment_bytes=segment_bytes,
-                  idempotent_producers=1, **({"transactional_producers": 2, "abort_ratio": 0.33}
-                                             if codec == "zstd" else {}))
-        for codec in CODECS])
+    return GeneratorSpec(
+        seed=13,
+        consumer_offsets=None,
+        topics=[
+            TopicSpec(
+                f"{'payments' if codec == 'zstd' else 'state'}-{codec}",
+                partitions=2,
+                records=records,
+                keys=keys,
+                key_skew=0.0,
+                value_bytes=(200, 800),
+                tombstone_ratio=0.02,
+                headers=1,
+                codec=codec,
+                batch_records=(20, 200),
+                cleanup_policy="compact",
+                segment_bytes=segment_bytes,
+                idempotent_producers=1,
+                **({"transactional_producers": 2, "abort_ratio": 0.33} if codec == "zstd" else {}),
+            )
+            for codec in CODECS
+        ],
+    )
 
 
 def keys_spec_for(size_mb: int, keys: int):
@@ -68,10 +86,24 @@ def keys_spec_for(size_mb: int, keys: int):
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec
 
     value = max(1, size_mb * 1_000_000 // keys - 40)
-    return GeneratorSpec(seed=17, consumer_offsets=None, topics=[
-        TopicSpec("distinct", partitions=2, records=keys // 2, keys=keys // 2, cyclic_keys=True,
-                  value_bytes=(value, value), codec="lz4", batch_records=(200, 500), cleanup_policy="compact",
-                  segment_bytes=64 * 1024 * 1024)])
+    return GeneratorSpec(
+        seed=17,
+        consumer_offsets=None,
+        topics=[
+            TopicSpec(
+                "distinct",
+                partitions=2,
+                records=keys // 2,
+                keys=keys // 2,
+                cyclic_keys=True,
+                value_bytes=(value, value),
+                codec="lz4",
+                batch_records=(200, 500),
+                cleanup_policy="compact",
+                segment_bytes=64 * 1024 * 1024,
+            )
+        ],
+    )
 
 
 class PeakMemory:
@@ -84,7 +116,7 @@ class PeakMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self._thread.start()
         return self
 
@@ -114,13 +146,14 @@ class PeakMemory:
 def kafka_python_decode(log_dir: Path) -> tuple[int, float]:
     """kafka-python's MemoryRecords over every segment: every record's key, value and headers."""
     from kafka.record.memory_records import MemoryRecords
+
     records = 0
     start = time.perf_counter()
     for segment in list_segments(str(log_dir)):
         batches = MemoryRecords(Path(segment.log_path).read_bytes())
         while (batch := batches.next_batch()) is not None:
             for record in batch:
-                record.key, record.value, record.headers
+                _ = record.key, record.value, record.headers
                 records += 1
     return records, time.perf_counter() - start
 
@@ -128,6 +161,7 @@ def kafka_python_decode(log_dir: Path) -> tuple[int, float]:
 def compact_copy(spark, source: Path, work: Path, now: int) -> tuple[float, dict, dict]:
     """Compact a fresh copy of `source`; returns seconds, the report totals and peak memory."""
     from kafkalog.operations.compact import compact
+
     if work.exists():
         shutil.rmtree(work)
     shutil.copytree(source, work)
@@ -146,14 +180,29 @@ def compact_copy(spark, source: Path, work: Path, now: int) -> tuple[float, dict
 def many_spec(partitions: int):
     """One compacted lz4 topic of many small partitions, as a broker's log dir mostly holds."""
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec
-    return GeneratorSpec(seed=1, topics=[TopicSpec("events", partitions=partitions, records=400, keys=100,
-                                                   value_bytes=(20, 80), codec="lz4", cleanup_policy="compact",
-                                                   segment_bytes=8192)])
+
+    return GeneratorSpec(
+        seed=1,
+        topics=[
+            TopicSpec(
+                "events",
+                partitions=partitions,
+                records=400,
+                keys=100,
+                value_bytes=(20, 80),
+                codec="lz4",
+                cleanup_policy="compact",
+                segment_bytes=8192,
+            )
+        ],
+    )
 
 
 def many_partitions(args, base: Path) -> None:
     import subprocess
+
     from kafkalog.operations.generate import generate
+
     source = base / f"many-{args.many_partitions}"
     if not source.exists():
         generate(str(source), many_spec(args.many_partitions))
@@ -171,18 +220,34 @@ def many_partitions(args, base: Path) -> None:
     rounds = []
     for _ in range(args.repeat):
         shutil.rmtree(base / "out", ignore_errors=True)
-        rounds.append(timed(["compact", str(source), "--config", "cleanup.policy=compact", "--force",
-                             "--output", str(base / "out"), "--master", args.master]))
+        rounds.append(
+            timed(
+                [
+                    "compact",
+                    str(source),
+                    "--config",
+                    "cleanup.policy=compact",
+                    "--force",
+                    "--output",
+                    str(base / "out"),
+                    "--master",
+                    args.master,
+                ]
+            )
+        )
     partitions = len({(s.topic, s.partition) for s in segments})
-    print(f"\n{records:,} records, {nbytes / 1e6:.1f} MB of .log in {len(segments)} segments of {partitions} "
-          f"partitions; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}\n")
+    print(
+        f"\n{records:,} records, {nbytes / 1e6:.1f} MB of .log in {len(segments)} segments of {partitions} "
+        f"partitions; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}\n"
+    )
     print("| run | seconds | vs kafka-python decode |")
     print("| --- | ---: | ---: |")
-    for name, seconds in (("kafka-python: decode every record (1 core)", decode_seconds),
-                          ("`kafkalog validate` (one process, every record)", validate_seconds),
-                          (f"`kafkalog compact --force --output` ({args.master}, whole command with Spark's start)",
-                           min(rounds))):
+    for name, seconds in (
+        ("kafka-python: decode every record (1 core)", decode_seconds),
+        ("`kafkalog validate` (one process, every record)", validate_seconds),
+        (f"`kafkalog compact --force --output` ({args.master}, whole command with Spark's start)", min(rounds)),
+    ):
         print(f"| {name} | {seconds:.1f} | {decode_seconds / seconds:.2f}x |")
     print(f"\ncompaction rounds (s): {', '.join(f'{r:.1f}' for r in rounds)}")
 
@@ -190,10 +255,20 @@ def many_partitions(args, base: Path) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
-    parser.add_argument("--many-partitions", type=int, default=0, metavar="N",
-                        help="instead: a log dir of N small partitions, compacted by the CLI")
-    parser.add_argument("--keys-case", type=int, default=0, metavar="N",
-                        help="instead: distinct-key logs of N/10, N/2 and N keys, memory compared")
+    parser.add_argument(
+        "--many-partitions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: a log dir of N small partitions, compacted by the CLI",
+    )
+    parser.add_argument(
+        "--keys-case",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: distinct-key logs of N/10, N/2 and N keys, memory compared",
+    )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="2g", help="the JVM heap of local mode (spark.driver.memory)")
     parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
@@ -214,6 +289,7 @@ def main(argv=None) -> None:
 
 def _session(master, driver_memory: str):
     from kafkalog.spark import local_session
+
     started = time.perf_counter()
     spark = local_session("kafkalog-bench", master, conf={"spark.driver.memory": driver_memory})
     spark.range(4).count()  # start the JVM and the executors before anything is timed
@@ -229,8 +305,11 @@ def end_to_end(args, base: Path) -> None:
     generated = ensure_log_dir(source, args.size_mb, module="compact")
     segments = list_segments(str(source))
     nbytes = sum(s.size for s in segments)
-    print(f"log dir {source}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
-          + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)
+    print(
+        f"log dir {source}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
+        + (f" (generated in {generated:.0f} s)" if generated else ""),
+        file=sys.stderr,
+    )
     load_before = os.getloadavg()[0]
     records, decode_seconds = kafka_python_decode(source)
     spark, session_seconds = _session(args.master, args.driver_memory)
@@ -240,23 +319,30 @@ def end_to_end(args, base: Path) -> None:
     spark.stop()
     load_after = os.getloadavg()[0]
     removed = sum(totals.get(reason, 0) for reason in REASONS if reason != "kept")
-    print(f"\n{records:,} records, {nbytes / 1e6:.0f} MB of .log in {len(segments)} segments, 4 codecs; "
-          f"{removed / records:.0%} of the records removed ({totals.get('superseded', 0):,} superseded, "
-          f"{totals.get('aborted_transaction', 0):,} aborted); Spark {args.master}, session start "
-          f"{session_seconds:.1f} s (not counted); python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"load average {load_before:.1f} before and {load_after:.1f} after\n")
+    print(
+        f"\n{records:,} records, {nbytes / 1e6:.0f} MB of .log in {len(segments)} segments, 4 codecs; "
+        f"{removed / records:.0%} of the records removed ({totals.get('superseded', 0):,} superseded, "
+        f"{totals.get('aborted_transaction', 0):,} aborted); Spark {args.master}, session start "
+        f"{session_seconds:.1f} s (not counted); python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"load average {load_before:.1f} before and {load_after:.1f} after\n"
+    )
     print("| run | seconds | M records/s | MB/s | vs kafka-python decode |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for name, s in (("kafka-python: decode every record (1 core)", decode_seconds),
-                    (f"kafkalog: compact end to end (`compact`, {args.master})", seconds)):
+    for name, s in (
+        ("kafka-python: decode every record (1 core)", decode_seconds),
+        (f"kafkalog: compact end to end (`compact`, {args.master})", seconds),
+    ):
         print(f"| {name} | {s:.1f} | {records / s / 1e6:.3f} | {nbytes / s / 1e6:.1f} | {decode_seconds / s:.2f}x |")
-    print(f"\npeak resident memory during compaction (MiB): Python driver {_mb(peak['driver'])}, "
-          f"JVM {_mb(peak['jvm'])}, Python workers (sum) {_mb(peak['workers'])}; "
-          f"compaction rounds (s): {', '.join(f'{r[0]:.1f}' for r in runs)}")
+    print(
+        f"\npeak resident memory during compaction (MiB): Python driver {_mb(peak['driver'])}, "
+        f"JVM {_mb(peak['jvm'])}, Python workers (sum) {_mb(peak['workers'])}; "
+        f"compaction rounds (s): {', '.join(f'{r[0]:.1f}' for r in runs)}"
+    )
 
 
 def keys_case(args, base: Path) -> None:
     from kafkalog.operations.generate import generate
+
     spark, _ = _session(args.master, args.driver_memory)
     rows = []
     for keys in (args.keys_case // 10, args.keys_case // 2, args.keys_case):
@@ -269,13 +355,17 @@ def keys_case(args, base: Path) -> None:
         rows.append((keys, sum(s.size for s in segments), seconds, peak))
         shutil.rmtree(base / "work", ignore_errors=True)
     spark.stop()
-    print(f"\nSpark {args.master}, {args.driver_memory} heap; every record has a distinct key, so nothing is "
-          "superseded and every key is in the window\n")
+    print(
+        f"\nSpark {args.master}, {args.driver_memory} heap; every record has a distinct key, so nothing is "
+        "superseded and every key is in the window\n"
+    )
     print("| distinct keys | MB of .log | seconds | peak driver MiB | peak JVM MiB | peak workers MiB |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for keys, nbytes, seconds, peak in rows:
-        print(f"| {keys:,} | {nbytes / 1e6:.0f} | {seconds:.1f} | {_mb(peak['driver'])} | {_mb(peak['jvm'])} | "
-              f"{_mb(peak['workers'])} |")
+        print(
+            f"| {keys:,} | {nbytes / 1e6:.0f} | {seconds:.1f} | {_mb(peak['driver'])} | {_mb(peak['jvm'])} | "
+            f"{_mb(peak['workers'])} |"
+        )
 
 
 if __name__ == "__main__":

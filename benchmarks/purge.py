@@ -12,6 +12,7 @@ purge time is the whole `purge()` call: decide (narrow scan joined with the keys
 (deltalake), swap, and the verifying rescan. The compaction is `compact(..., force=True)`. A
 warm-up job starts the Python workers first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,7 @@ SECRET = b"benchmark-secret-not-for-real-use"
 def spec_for(size_mb: int):
     """scan.py's topics, compacted, in segments of an eighth of a partition (1 MiB at least)."""
     import dataclasses
+
     spec = scan.spec_for(size_mb)
     segment = max(1 << 20, size_mb * 1_000_000 // (2 * len(spec.topics)) // 8)
     spec.topics = [dataclasses.replace(t, cleanup_policy="compact", segment_bytes=segment) for t in spec.topics]
@@ -73,17 +75,25 @@ def main(argv=None) -> None:
         generated = ensure_log_dir(log_dir, args.size_mb, module="purge")
         segments = list_segments(str(log_dir))
         nbytes = sum(s.size for s in segments)
-        print(f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
-              + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)
+        print(
+            f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
+            + (f" (generated in {generated:.0f} s)" if generated else ""),
+            file=sys.stderr,
+        )
 
         from kafkalog.config import resolver_from
-        from kafkalog.spark import local_session, narrow_scan
         from kafkalog.operations.compact import REASONS, compact
         from kafkalog.operations.purge import purge
+        from kafkalog.spark import local_session, narrow_scan
         from kafkalog.storage.logdir import parse_properties
 
-        resolver = resolver_from(parse_properties("".join(
-            f"topic.{t.name}.{k}={v}\n" for t in spec_for(args.size_mb).topics for k, v in t.config().items())))
+        resolver = resolver_from(
+            parse_properties(
+                "".join(
+                    f"topic.{t.name}.{k}={v}\n" for t in spec_for(args.size_mb).topics for k, v in t.config().items()
+                )
+            )
+        )
         keys = purge_keys(args.keys)
         load_before = os.getloadavg()[0]
         spark = local_session("kafkalog-bench", args.master)
@@ -109,17 +119,25 @@ def main(argv=None) -> None:
 
     removed = result.total("removed") + result.total("tombstoned") + result.total("redacted")
     superseded = sum(row[reason] for row in compacted.report for reason in REASONS if reason != "kept")
-    print(f"\n{nbytes / 1e6:.0f} MB of .log in {len(segments)} segments; Spark {args.master} ({cores} cores), "
-          f"warm-up job {warm_seconds:.1f} s; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
-          f"{load_before:.1f} before and {load_after:.1f} after the runs\n")
+    print(
+        f"\n{nbytes / 1e6:.0f} MB of .log in {len(segments)} segments; Spark {args.master} ({cores} cores), "
+        f"warm-up job {warm_seconds:.1f} s; python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
+        f"{load_before:.1f} before and {load_after:.1f} after the runs\n"
+    )
     print("| job | seconds | MB/s | records removed | segments rewritten |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    print(f"| purge {args.keys:,} keys (`purge`, verified, ledger) | {purge_seconds:.1f} | "
-          f"{nbytes / purge_seconds / 1e6:.1f} | {removed:,} | {len(result.outputs)} |")
-    print(f"| full compaction (`compact`, force) | {compact_seconds:.1f} | {nbytes / compact_seconds / 1e6:.1f} | "
-          f"{superseded:,} | {len(segments) - sum(1 for s in segments if s.is_active)} (cleanable) |")
-    print(f"\npurge / compaction: {purge_seconds / compact_seconds:.2f}x the time; the purge removed "
-          f"{removed:,} records of {args.keys:,} keys and left {result.remaining} (verified)")
+    print(
+        f"| purge {args.keys:,} keys (`purge`, verified, ledger) | {purge_seconds:.1f} | "
+        f"{nbytes / purge_seconds / 1e6:.1f} | {removed:,} | {len(result.outputs)} |"
+    )
+    print(
+        f"| full compaction (`compact`, force) | {compact_seconds:.1f} | {nbytes / compact_seconds / 1e6:.1f} | "
+        f"{superseded:,} | {len(segments) - sum(1 for s in segments if s.is_active)} (cleanable) |"
+    )
+    print(
+        f"\npurge / compaction: {purge_seconds / compact_seconds:.2f}x the time; the purge removed "
+        f"{removed:,} records of {args.keys:,} keys and left {result.remaining} (verified)"
+    )
 
 
 if __name__ == "__main__":

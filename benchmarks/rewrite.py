@@ -9,6 +9,7 @@ transactions in the zstd topic); the first segment of partition 0 of each topic 
 plan also asks for a delete horizon, so every retained record's timestamp delta changes, as on a
 first compaction of batches with tombstones. The two outputs must be byte for byte the same.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,8 +78,10 @@ def main(argv=None) -> None:
             spliced, reencoded = runs["spliced"], runs["decoded and re-encoded"]
             if spliced[1] != reencoded[1]:
                 raise SystemExit(f"{topic_dir.name}: the spliced segment differs from the re-encoded one")
-            print(f"| {topic_dir.name[:-2]} | {segment.size / 1e6:.1f} | {records:,} | {spliced[0]:.2f} | "
-                  f"{reencoded[0]:.2f} | {reencoded[0] / spliced[0]:.2f}x |")
+            print(
+                f"| {topic_dir.name[:-2]} | {segment.size / 1e6:.1f} | {records:,} | {spliced[0]:.2f} | "
+                f"{reencoded[0]:.2f} | {reencoded[0] / spliced[0]:.2f}x |"
+            )
         print("\nbest of 2 runs each; the two outputs are identical, byte for byte")
     finally:
         if args.dir is None:

@@ -8,12 +8,14 @@ tombstones; 64 MiB segments) is generated into a temporary folder, or reused fro
 holds a previous run's output. Rates are records and on-disk `.log` megabytes (10^6 bytes) per
 second of wall time. The Spark jobs write to the `noop` sink, so every column is produced; the
 Spark scans verify CRCs, the codec key scan does not. A warm-up job starts the Python workers
-first; every scan runs `--repeat` times and the fastest run counts. The target: the narrow Spark scan on 2 cores at 1.5x the single-core codec key scan or more.
+first; every scan runs `--repeat` times and the fastest run counts. The target: the narrow Spark scan on 2 cores
+at 1.5x the single-core codec key scan or more.
 
 CPU seconds are reported next to wall time (the JVM's, and the Python workers' summed): the JVM's
 share is the conversion of Arrow batches into Spark rows, which the codec key scan does not pay.
 `--scans` runs only some of the Spark scans, to keep a run short.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,11 +54,26 @@ def spec_for(size_mb: int):
 
     per_record = sum(BYTES_PER_RECORD.values())
     records = max(1000, size_mb * 1_000_000 // per_record // 2)  # per partition: 2 partitions per topic
-    return GeneratorSpec(seed=11, consumer_offsets=None, topics=[
-        TopicSpec(f"events-{codec}", partitions=2, records=records, keys=50_000, key_skew=0.8,
-                  value_bytes=(200, 1000), tombstone_ratio=0.02, headers=1, codec=codec, batch_records=(50, 300),
-                  segment_bytes=64 * 1024 * 1024)
-        for codec in CODECS])
+    return GeneratorSpec(
+        seed=11,
+        consumer_offsets=None,
+        topics=[
+            TopicSpec(
+                f"events-{codec}",
+                partitions=2,
+                records=records,
+                keys=50_000,
+                key_skew=0.8,
+                value_bytes=(200, 1000),
+                tombstone_ratio=0.02,
+                headers=1,
+                codec=codec,
+                batch_records=(50, 300),
+                segment_bytes=64 * 1024 * 1024,
+            )
+            for codec in CODECS
+        ],
+    )
 
 
 def ensure_log_dir(path: Path, size_mb: int, module: str = "scan") -> float:
@@ -71,8 +88,10 @@ def ensure_log_dir(path: Path, size_mb: int, module: str = "scan") -> float:
     # In a child process: what the generator leaves in memory must not slow this one's scans
     # (a heap of live objects makes every garbage collection of the key scan longer).
     start = time.perf_counter()
-    code = (f"import sys; sys.path.insert(0, sys.argv[1]); from {module} import spec_for; "
-            "from kafkalog.operations.generate import generate; generate(sys.argv[2], spec_for(int(sys.argv[3])))")
+    code = (
+        f"import sys; sys.path.insert(0, sys.argv[1]); from {module} import spec_for; "
+        "from kafkalog.operations.generate import generate; generate(sys.argv[2], spec_for(int(sys.argv[3])))"
+    )
     subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent), str(path), str(size_mb)], check=True)
     marker.write_text(json.dumps(wanted))
     return time.perf_counter() - start
@@ -143,8 +162,11 @@ def main(argv=None) -> None:
     parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     parser.add_argument("--keep", action="store_true", help="keep a temporary directory")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each scan; the best is kept")
-    parser.add_argument("--scans", default=",".join(SPARK_SCANS),
-                        help=f"comma-separated Spark scans to run, of {', '.join(SPARK_SCANS)}")
+    parser.add_argument(
+        "--scans",
+        default=",".join(SPARK_SCANS),
+        help=f"comma-separated Spark scans to run, of {', '.join(SPARK_SCANS)}",
+    )
     args = parser.parse_args(argv)
     scans = [name for name in SPARK_SCANS if name in args.scans.split(",")]
 
@@ -154,8 +176,11 @@ def main(argv=None) -> None:
         generated = ensure_log_dir(log_dir, args.size_mb)
         segments = list_segments(str(log_dir))
         nbytes = sum(s.size for s in segments)
-        print(f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
-              + (f" (generated in {generated:.0f} s)" if generated else ""), file=sys.stderr)
+        print(
+            f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
+            + (f" (generated in {generated:.0f} s)" if generated else ""),
+            file=sys.stderr,
+        )
 
         from kafkalog.spark import local_session, narrow_scan, read_records
 
@@ -164,8 +189,11 @@ def main(argv=None) -> None:
         spark = local_session("kafkalog-bench", args.master)
         session_seconds = time.perf_counter() - started
         root = str(log_dir)
-        frames = {"narrow": lambda: narrow_scan(spark, root), "full": lambda: read_records(spark, root),
-                  "source": lambda: spark.read.format("kafkalog").load(root)}
+        frames = {
+            "narrow": lambda: narrow_scan(spark, root),
+            "full": lambda: read_records(spark, root),
+            "source": lambda: spark.read.format("kafkalog").load(root),
+        }
         warm = time.perf_counter()  # start every Python worker: one small task per unit
         spark_job(narrow_scan(spark, root, end_offset=1000, min_tasks=1, max_bytes_per_task=1))
         warm_seconds = time.perf_counter() - warm
@@ -191,13 +219,17 @@ def main(argv=None) -> None:
 
     def row(name: str, run: tuple) -> str:
         seconds, jvm, python = run
-        return (f"| {name} | {seconds:.2f} | {records / seconds / 1e6:.3f} | {nbytes / seconds / 1e6:.1f} | "
-                f"{codec_seconds / seconds:.2f}x | {jvm:.2f} + {python:.2f} |")
+        return (
+            f"| {name} | {seconds:.2f} | {records / seconds / 1e6:.3f} | {nbytes / seconds / 1e6:.1f} | "
+            f"{codec_seconds / seconds:.2f}x | {jvm:.2f} + {python:.2f} |"
+        )
 
-    print(f"\n{records:,} records, {nbytes / 1e6:.0f} MB of .log in {len(segments)} segments; Spark {args.master} "
-          f"({cores} cores, {tasks} tasks), session start {session_seconds:.1f} s, warm-up job {warm_seconds:.1f} s; "
-          f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load_before:.1f} before "
-          f"and {load_after:.1f} after the runs\n")
+    print(
+        f"\n{records:,} records, {nbytes / 1e6:.0f} MB of .log in {len(segments)} segments; Spark {args.master} "
+        f"({cores} cores, {tasks} tasks), session start {session_seconds:.1f} s, warm-up job {warm_seconds:.1f} s; "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load_before:.1f} before "
+        f"and {load_after:.1f} after the runs\n"
+    )
     print("| scan | seconds | M records/s | MB/s | vs codec key scan | CPU s (JVM + Python) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     print(row("codec key scan (`scan_batches` windows, 1 core, no CRC)", best["codec"]))

@@ -4,6 +4,7 @@
 
 See jobs/README.md.
 """
+
 import sys
 
 from kafkalog.job import main

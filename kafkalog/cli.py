@@ -1,4 +1,5 @@
 """The `kafkalog` command line: parse arguments, call the library, print results. No logic of its own."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkalog", description=ABOUT,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="kafkalog", description=ABOUT, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"kafkalog {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_generate(commands)
@@ -55,23 +57,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Each command's --help ends with these: real command lines, on the README's generated sample.
 EXAMPLES = {
-    "generate": ["kafkalog generate sample --preset demo --config-out sample.properties",
-                 "kafkalog generate small --preset small --seed 7"],
-    "dump": ["kafkalog dump sample/customers-0/00000000000000000000.log --records | head",
-             "kafkalog dump sample/__consumer_offsets-0 --offsets-decoder",
-             "kafkalog dump sample/payments-0 --txn-index --snapshot"],
-    "validate": ["kafkalog validate sample --config-file sample.properties",
-                 "kafkalog validate /var/lib/kafka/data --fail-on error --json > report.json"],
-    "plan": ["kafkalog plan sample --config-file sample.properties --now 1700100000000",
-             "kafkalog plan sample --config cleanup.policy=compact --force --topic customers"],
-    "compact": ["kafkalog compact sample --config-file sample.properties --output compacted",
-                "kafkalog compact /var/lib/kafka/data --config-file server.properties --report compact.json"],
-    "retain": ["kafkalog retain sample --config-file sample.properties --dry-run",
-               "kafkalog retain sample --delete-records offsets.json --truncate-below-start --output retained"],
-    "purge": ["kafkalog purge sample --keys gdpr-keys.txt --ledger /audit/purges --secret-file secret --dry-run",
-              "kafkalog purge sample --keys keys.parquet --ledger /audit/purges --secret-file secret --output purged"],
-    "txn-report": ["kafkalog txn-report sample --now 1700100000000",
-                   "kafkalog txn-report /var/lib/kafka/data --json"],
+    "generate": [
+        "kafkalog generate sample --preset demo --config-out sample.properties",
+        "kafkalog generate small --preset small --seed 7",
+    ],
+    "dump": [
+        "kafkalog dump sample/customers-0/00000000000000000000.log --records | head",
+        "kafkalog dump sample/__consumer_offsets-0 --offsets-decoder",
+        "kafkalog dump sample/payments-0 --txn-index --snapshot",
+    ],
+    "validate": [
+        "kafkalog validate sample --config-file sample.properties",
+        "kafkalog validate /var/lib/kafka/data --fail-on error --json > report.json",
+    ],
+    "plan": [
+        "kafkalog plan sample --config-file sample.properties --now 1700100000000",
+        "kafkalog plan sample --config cleanup.policy=compact --force --topic customers",
+    ],
+    "compact": [
+        "kafkalog compact sample --config-file sample.properties --output compacted",
+        "kafkalog compact /var/lib/kafka/data --config-file server.properties --report compact.json",
+    ],
+    "retain": [
+        "kafkalog retain sample --config-file sample.properties --dry-run",
+        "kafkalog retain sample --delete-records offsets.json --truncate-below-start --output retained",
+    ],
+    "purge": [
+        "kafkalog purge sample --keys gdpr-keys.txt --ledger /audit/purges --secret-file secret --dry-run",
+        "kafkalog purge sample --keys keys.parquet --ledger /audit/purges --secret-file secret --output purged",
+    ],
+    "txn-report": ["kafkalog txn-report sample --now 1700100000000", "kafkalog txn-report /var/lib/kafka/data --json"],
 }
 
 
@@ -83,34 +98,58 @@ def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool) -> No
     p.add_argument("--now", type=int, metavar="EPOCH_MS", help=f"{now_help} (default: the wall clock)")
     if rewrites:
         p.add_argument("--dry-run", action="store_true", help="plan and report only; write nothing")
-        p.add_argument("--output", metavar="DIR", help="write a complete new log directory there; LOG_DIR is "
-                                                       "untouched (default: in place, with Kafka's swap protocol)")
+        p.add_argument(
+            "--output",
+            metavar="DIR",
+            help="write a complete new log directory there; LOG_DIR is "
+            "untouched (default: in place, with Kafka's swap protocol)",
+        )
         p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
     if spark:
         p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
-        p.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr (default: "
-                                                              "in kafkalog-spark.log of the temp directory)")
+        p.add_argument(
+            "--verbose",
+            action="store_true",
+            help="show Spark's own error logs on stderr (default: in kafkalog-spark.log of the temp directory)",
+        )
 
 
 def _add_config_options(p) -> None:
     """Kafka's topic configuration names, as `kafka-configs` and server.properties use them."""
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="a topic configuration for every topic, e.g. cleanup.policy=compact")
-    p.add_argument("--topic-config", action="append", default=[], metavar="TOPIC:KEY=VALUE",
-                   help="a topic configuration for one topic")
-    p.add_argument("--config-file", metavar="FILE",
-                   help="a broker's server.properties (broker names; topic names apply to every topic; "
-                        "topic.<TOPIC>.<name> overrides one topic), or the output of kafka-configs.sh --describe "
-                        "[--all] for topics and brokers: a topic's section fixes that topic's settings to the "
-                        "values listed, broker sections and broker-level synonyms are broker settings. Any "
-                        "name Kafka 4.x defines is accepted; unknown names are refused")
-    p.add_argument("--topic-config-dir", metavar="DIR",
-                   help="one <TOPIC>.properties per topic, holding that topic's overrides under topic config names "
-                        "(over --config-file, under --topic-config)")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic configuration for every topic, e.g. cleanup.policy=compact",
+    )
+    p.add_argument(
+        "--topic-config",
+        action="append",
+        default=[],
+        metavar="TOPIC:KEY=VALUE",
+        help="a topic configuration for one topic",
+    )
+    p.add_argument(
+        "--config-file",
+        metavar="FILE",
+        help="a broker's server.properties (broker names; topic names apply to every topic; "
+        "topic.<TOPIC>.<name> overrides one topic), or the output of kafka-configs.sh --describe "
+        "[--all] for topics and brokers: a topic's section fixes that topic's settings to the "
+        "values listed, broker sections and broker-level synonyms are broker settings. Any "
+        "name Kafka 4.x defines is accepted; unknown names are refused",
+    )
+    p.add_argument(
+        "--topic-config-dir",
+        metavar="DIR",
+        help="one <TOPIC>.properties per topic, holding that topic's overrides under topic config names "
+        "(over --config-file, under --topic-config)",
+    )
 
 
 def _resolver(args):
     from .operations.files import load_config
+
     return load_config(args.config_file, args.topic_config_dir, args.config, args.topic_config)
 
 
@@ -119,40 +158,63 @@ def _add_validate(commands) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="log dir, partition dir, or segment/index/snapshot file")
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.add_argument("--shallow", action="store_true", help="headers and CRCs only: do not decode records")
-    p.add_argument("--fail-on", choices=["error", "warning"], default="warning",
-                   help="the least severe finding that makes the exit code 1 (default: warning)")
+    p.add_argument(
+        "--fail-on",
+        choices=["error", "warning"],
+        default="warning",
+        help="the least severe finding that makes the exit code 1 (default: warning)",
+    )
     _add_config_options(p)
     p.set_defaults(run=_run_validate)
 
 
 def _run_validate(args) -> int:
     from .operations.validate import validate_paths
-    report = validate_paths(args.paths, index_interval_bytes=_resolver(args).values_of("index.interval.bytes"),
-                            deep=not args.shallow, fail_on=args.fail_on)
+
+    report = validate_paths(
+        args.paths,
+        index_interval_bytes=_resolver(args).values_of("index.interval.bytes"),
+        deep=not args.shallow,
+        fail_on=args.fail_on,
+    )
     print(report.to_json() if args.json else report.summary())
     return report.exit_code
 
 
 def _add_generate(commands) -> None:
     from .operations.generate import PRESETS
+
     p = commands.add_parser("generate", help="write a realistic, byte-reproducible Kafka log directory")
-    p.add_argument("log_dir", metavar="LOG_DIR", help="where to write the log directory (must not exist, or be "
-                                                      "empty); a path or URI")
+    p.add_argument(
+        "log_dir",
+        metavar="LOG_DIR",
+        help="where to write the log directory (must not exist, or be empty); a path or URI",
+    )
     p.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="what to generate (default demo)")
     p.add_argument("--spec", metavar="FILE", help="a JSON GeneratorSpec instead of a preset")
     p.add_argument("--seed", type=int, default=None, help="seed: the same seed gives identical output")
     p.add_argument("--records", type=int, help="records per partition, for every topic")
     p.add_argument("--offsets-partitions", type=int, help="partitions of __consumer_offsets")
-    p.add_argument("--config-out", metavar="FILE", help="also write the topics' configurations as a properties "
-                                                        "file for --config-file")
+    p.add_argument(
+        "--config-out",
+        metavar="FILE",
+        help="also write the topics' configurations as a properties file for --config-file",
+    )
     p.set_defaults(run=_run_generate)
 
 
 def _run_generate(args) -> int:
     from .operations.generate import generate_log_dir
-    summary = generate_log_dir(args.log_dir, preset_name=args.preset, spec_file=args.spec, seed=args.seed,
-                               records=args.records, offsets_partitions=args.offsets_partitions,
-                               config_out=args.config_out)
+
+    summary = generate_log_dir(
+        args.log_dir,
+        preset_name=args.preset,
+        spec_file=args.spec,
+        seed=args.seed,
+        records=args.records,
+        offsets_partitions=args.offsets_partitions,
+        config_out=args.config_out,
+    )
     print(json.dumps(summary.to_json(), indent=2))
     return EXIT_OK
 
@@ -169,16 +231,24 @@ def _add_dump(commands) -> None:
 
 def _run_dump(args) -> int:
     from .operations.dump import write_dump
-    write_dump(args.paths, sys.stdout, records=args.records, offsets_decoder=args.offsets_decoder,
-               txn_index=args.txn_index, snapshots=args.snapshot)
+
+    write_dump(
+        args.paths,
+        sys.stdout,
+        records=args.records,
+        offsets_decoder=args.offsets_decoder,
+        txn_index=args.txn_index,
+        snapshots=args.snapshot,
+    )
     return EXIT_OK
 
 
 def _add_compact(commands, name: str, help_text: str) -> None:
     p = commands.add_parser(name, help=help_text)
     _add_log_dir_options(p, now_help="the clock of every time rule", rewrites=name == "compact", spark=True)
-    p.add_argument("--force", action="store_true", help="clean every partition with a cleanable segment, "
-                   "whatever its dirty ratio")
+    p.add_argument(
+        "--force", action="store_true", help="clean every partition with a cleanable segment, whatever its dirty ratio"
+    )
     if name == "plan":
         p.add_argument("--report", metavar="FILE", help="also write the plan and the per-reason report as JSON")
     _add_config_options(p)
@@ -187,21 +257,36 @@ def _add_compact(commands, name: str, help_text: str) -> None:
 
 def _run_compact(args) -> int:
     import time
+
     from .operations.compact import compact
+
     now = args.now if args.now is not None else int(time.time() * 1000)
     dry_run = args.command == "plan" or args.dry_run
     resolver = _resolver(args)
     output = None if dry_run else getattr(args, "output", None)
     log_dir = output or args.log_dir
     spark = _session(args)
-    result = compact(spark, args.log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run,
-                     output=output)
+    result = compact(
+        spark, args.log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run, output=output
+    )
     partitions = result.plan.partitions()
     chosen = [p for p in partitions if p["chosen"]]
     print(f"{len(chosen)} of {len(partitions)} compacted partitions chosen")
     if chosen:
-        print(_table(chosen, ["topic", "partition", "dirty_ratio", "first_dirty_offset", "first_uncleanable_offset",
-                              "max_compaction_delay_secs", "reason"]))
+        print(
+            _table(
+                chosen,
+                [
+                    "topic",
+                    "partition",
+                    "dirty_ratio",
+                    "first_dirty_offset",
+                    "first_uncleanable_offset",
+                    "max_compaction_delay_secs",
+                    "reason",
+                ],
+            )
+        )
     skipped = Counter(p["reason"] for p in partitions if not p["chosen"])
     for reason, count in skipped.most_common():
         print(f"not chosen ×{count}: {reason}")
@@ -209,11 +294,21 @@ def _run_compact(args) -> int:
         if rows:
             print()
             print(_table(rows, list(rows[0])))
-    _write_report(args.report, {"now": now, "dry_run": dry_run, "log_dir": log_dir, "partitions": partitions,
-                                "records": result.report, "segments": result.segments})
+    _write_report(
+        args.report,
+        {
+            "now": now,
+            "dry_run": dry_run,
+            "log_dir": log_dir,
+            "partitions": partitions,
+            "records": result.report,
+            "segments": result.segments,
+        },
+    )
     for (topic, partition), err in sorted(result.plan.uncleanable.items()):
-        print(f"kafkalog {args.command}: {topic}-{partition} is uncleanable and was left as it is: {err}",
-              file=sys.stderr)
+        print(
+            f"kafkalog {args.command}: {topic}-{partition} is uncleanable and was left as it is: {err}", file=sys.stderr
+        )
     return EXIT_PROBLEMS if result.plan.uncleanable else EXIT_OK
 
 
@@ -221,6 +316,7 @@ def _write_report(path_or_uri: str | None, report: dict) -> None:
     """--report FILE: the report as JSON, local or in object storage."""
     if path_or_uri:
         from .operations.files import write_report
+
         write_report(path_or_uri, report)
 
 
@@ -234,36 +330,69 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 
 def _add_retain(commands) -> None:
-    p = commands.add_parser("retain", help="time, size and log-start-offset retention, deleteRecords, consumed "
-                                           "retention (KIP-68)")
+    p = commands.add_parser(
+        "retain", help="time, size and log-start-offset retention, deleteRecords, consumed retention (KIP-68)"
+    )
     _add_log_dir_options(p, now_help="the clock for time retention", rewrites=True, spark=False)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a summary")
-    p.add_argument("--delete-records", metavar="FILE", help="kafka-delete-records.sh's offset JSON file "
-                                                           "(offset -1: the high watermark)")
-    p.add_argument("--truncate-below-start", action="store_true",
-                   help="also remove the records below the log start offset from the segment that holds it "
-                        "(offsets preserved)")
-    p.add_argument("--committed-offsets", metavar="FILE",
-                   help="committed offsets (CSV, JSON, Parquet or Delta: group, topic, partition, offset) for "
-                        "consumed retention; default: the log dir's own __consumer_offsets")
-    p.add_argument("--include-groups", action="append", default=[], metavar="PATTERNS",
-                   help="only these consumer groups (comma-separated fnmatch patterns)")
-    p.add_argument("--exclude-groups", action="append", default=[], metavar="PATTERNS",
-                   help="ignore these consumer groups (comma-separated fnmatch patterns)")
-    p.add_argument("--missing-high-watermark", choices=["log-start", "log-end"], default="log-start",
-                   help="without a replication-offset-checkpoint entry: Kafka's rule (nothing is deleted) or "
-                        "trust the log end offset")
+    p.add_argument(
+        "--delete-records",
+        metavar="FILE",
+        help="kafka-delete-records.sh's offset JSON file (offset -1: the high watermark)",
+    )
+    p.add_argument(
+        "--truncate-below-start",
+        action="store_true",
+        help="also remove the records below the log start offset from the segment that holds it (offsets preserved)",
+    )
+    p.add_argument(
+        "--committed-offsets",
+        metavar="FILE",
+        help="committed offsets (CSV, JSON, Parquet or Delta: group, topic, partition, offset) for "
+        "consumed retention; default: the log dir's own __consumer_offsets",
+    )
+    p.add_argument(
+        "--include-groups",
+        action="append",
+        default=[],
+        metavar="PATTERNS",
+        help="only these consumer groups (comma-separated fnmatch patterns)",
+    )
+    p.add_argument(
+        "--exclude-groups",
+        action="append",
+        default=[],
+        metavar="PATTERNS",
+        help="ignore these consumer groups (comma-separated fnmatch patterns)",
+    )
+    p.add_argument(
+        "--missing-high-watermark",
+        choices=["log-start", "log-end"],
+        default="log-start",
+        help="without a replication-offset-checkpoint entry: Kafka's rule (nothing is deleted) or "
+        "trust the log end offset",
+    )
     _add_config_options(p)
     p.set_defaults(run=_run_retain)
 
 
 def _run_retain(args) -> int:
     from .operations.retain import retain
-    report = retain(args.log_dir, config=_resolver(args), now_ms=args.now, topics=args.topics,
-                    delete_records=args.delete_records, truncate_below_start=args.truncate_below_start,
-                    committed_offsets=args.committed_offsets, include_groups=args.include_groups,
-                    exclude_groups=args.exclude_groups, output=args.output, dry_run=args.dry_run,
-                    missing_high_watermark=args.missing_high_watermark)
+
+    report = retain(
+        args.log_dir,
+        config=_resolver(args),
+        now_ms=args.now,
+        topics=args.topics,
+        delete_records=args.delete_records,
+        truncate_below_start=args.truncate_below_start,
+        committed_offsets=args.committed_offsets,
+        include_groups=args.include_groups,
+        exclude_groups=args.exclude_groups,
+        output=args.output,
+        dry_run=args.dry_run,
+        missing_high_watermark=args.missing_high_watermark,
+    )
     _write_report(args.report, report.to_dict())
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
     return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK
@@ -274,33 +403,58 @@ def _session(args):
     What can be checked without Spark is checked first, so that a typo costs no JVM start."""
     _check_before_spark(args)
     from .spark.session import local_session
+
     return local_session(master=args.master or "local[2]", verbose=args.verbose)
 
 
 def _check_before_spark(args) -> None:
     """What the rewrite checks before it starts (storage/destination.py's preflight), before the JVM."""
     from .storage.destination import preflight
-    preflight(args.log_dir, getattr(args, "output", None),
-              dry_run=args.command == "plan" or getattr(args, "dry_run", False))
+
+    preflight(
+        args.log_dir, getattr(args, "output", None), dry_run=args.command == "plan" or getattr(args, "dry_run", False)
+    )
 
 
 def _add_purge(commands) -> None:
     from .operations.purge import DEFAULT_REASON, KEY_FORMATS
-    p = commands.add_parser("purge", help="remove every record of given keys from every topic, offsets preserved, "
-                                          "with an audit ledger that stores no key")
+
+    p = commands.add_parser(
+        "purge",
+        help="remove every record of given keys from every topic, offsets preserved, "
+        "with an audit ledger that stores no key",
+    )
     _add_log_dir_options(p, now_help="the clock", rewrites=True, spark=True)
-    p.add_argument("--keys", required=True, metavar="FILE", help="the keys: a text file, one key per line (UTF-8, or "
-                   "hex:..., base64:...), or a Parquet, CSV or Delta table with a `key` column")
-    p.add_argument("--keys-format", choices=KEY_FORMATS,
-                   help="how to read --keys (default: from the path)")
-    p.add_argument("--where", metavar="SQL", help="also purge the records this Spark SQL expression over the records "
-                                                  "view selects (key, value, headers, topic, partition, offset, ...)")
-    p.add_argument("--tombstone", action="store_true", help="in compacted topics, keep the latest record of each key "
-                   "as a tombstone, which compaction removes after delete.retention.ms")
-    p.add_argument("--ledger", metavar="PATH", help="the Delta table of purged records (required unless --dry-run); "
-                   "the run table is PATH_runs")
-    p.add_argument("--secret-file", metavar="FILE", help="the secret of the key fingerprints (default: the "
-                   "environment variable KAFKALOG_PURGE_SECRET)")
+    p.add_argument(
+        "--keys",
+        required=True,
+        metavar="FILE",
+        help="the keys: a text file, one key per line (UTF-8, or "
+        "hex:..., base64:...), or a Parquet, CSV or Delta table with a `key` column",
+    )
+    p.add_argument("--keys-format", choices=KEY_FORMATS, help="how to read --keys (default: from the path)")
+    p.add_argument(
+        "--where",
+        metavar="SQL",
+        help="also purge the records this Spark SQL expression over the records "
+        "view selects (key, value, headers, topic, partition, offset, ...)",
+    )
+    p.add_argument(
+        "--tombstone",
+        action="store_true",
+        help="in compacted topics, keep the latest record of each key "
+        "as a tombstone, which compaction removes after delete.retention.ms",
+    )
+    p.add_argument(
+        "--ledger",
+        metavar="PATH",
+        help="the Delta table of purged records (required unless --dry-run); the run table is PATH_runs",
+    )
+    p.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
+    )
     p.add_argument("--reason", default=DEFAULT_REASON, help="the ledger's reason for keys without their own")
     _add_config_options(p)
     p.set_defaults(run=_run_purge)
@@ -308,11 +462,25 @@ def _add_purge(commands) -> None:
 
 def _run_purge(args) -> int:
     from .operations.purge import load_secret, purge
+
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
     spark = _session(args)
-    result = purge(spark, args.log_dir, args.keys, keys_format=args.keys_format, topics=args.topics, where=args.where,
-                   tombstone=args.tombstone, ledger=args.ledger, secret=secret, config=_resolver(args), now=args.now,
-                   reason=args.reason, output=args.output, dry_run=args.dry_run)
+    result = purge(
+        spark,
+        args.log_dir,
+        args.keys,
+        keys_format=args.keys_format,
+        topics=args.topics,
+        where=args.where,
+        tombstone=args.tombstone,
+        ledger=args.ledger,
+        secret=secret,
+        config=_resolver(args),
+        now=args.now,
+        reason=args.reason,
+        output=args.output,
+        dry_run=args.dry_run,
+    )
     print(result.summary())
     if result.partitions:
         print()
@@ -323,22 +491,34 @@ def _run_purge(args) -> int:
 
 def _add_txn_report(commands) -> None:
     from .operations.txn_report import DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
-    p = commands.add_parser("txn-report", help="open, hanging, empty and aborted transactions and the last stable "
-                                               "offset, per partition; exit 1 when a transaction hangs")
+
+    p = commands.add_parser(
+        "txn-report",
+        help="open, hanging, empty and aborted transactions and the last stable "
+        "offset, per partition; exit 1 when a transaction hangs",
+    )
     _add_log_dir_options(p, now_help="the clock for transaction ages", rewrites=False, spark=False)
-    p.add_argument("--transaction-max-timeout-ms", type=int, default=DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
-                   metavar="MS", help="an open transaction idle longer than this hangs: the broker's "
-                                      "transaction.max.timeout.ms (default %(default)s)")
+    p.add_argument(
+        "--transaction-max-timeout-ms",
+        type=int,
+        default=DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+        metavar="MS",
+        help="an open transaction idle longer than this hangs: the broker's "
+        "transaction.max.timeout.ms (default %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print the full report as JSON")
     p.set_defaults(run=_run_txn_report)
 
 
 def _run_txn_report(args) -> int:
     import time
+
     from .operations.txn_report import txn_report
+
     now = args.now if args.now is not None else int(time.time() * 1000)
-    report = txn_report(args.log_dir, now_ms=now, topics=args.topics,
-                        transaction_max_timeout_ms=args.transaction_max_timeout_ms)
+    report = txn_report(
+        args.log_dir, now_ms=now, topics=args.topics, transaction_max_timeout_ms=args.transaction_max_timeout_ms
+    )
     print(json.dumps(report.to_dict(), indent=2) if args.json else _txn_tables(report))
     return EXIT_PROBLEMS if report.hanging else EXIT_OK
 
@@ -346,9 +526,11 @@ def _run_txn_report(args) -> int:
 def _txn_tables(report) -> str:
     """The partitions with transactions, then their open, aborted and empty transactions."""
     parts = [p for p in report.partitions if p.has_transactions]
-    lines = [f"{len(parts)} partitions with transactions ({len(report.partitions) - len(parts)} without), "
-             f"{len(report.hanging)} hanging (open, idle > {report.transaction_max_timeout_ms} ms at "
-             f"now={report.now_ms})"]
+    lines = [
+        f"{len(parts)} partitions with transactions ({len(report.partitions) - len(parts)} without), "
+        f"{len(report.hanging)} hanging (open, idle > {report.transaction_max_timeout_ms} ms at "
+        f"now={report.now_ms})"
+    ]
     if parts:
         rows = [p.summary() for p in parts]
         lines += ["", _table(rows, list(rows[0]))]

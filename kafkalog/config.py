@@ -10,14 +10,16 @@ kafkalog has no use for are ignored. A name Kafka does not define is refused, wi
 name suggested. `parse_config_file` reads a configuration exported from a cluster as it is: a
 `server.properties` or the output of `kafka-configs.sh --describe [--all]`.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import logging
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any
 
 from .errors import ConfigError
 
@@ -35,7 +37,8 @@ MIB = 1024 * 1024
 #   since 4.1);
 # - broker names: KafkaConfig.configDef(), which is AbstractKafkaConfig.CONFIG_DEF, the merge of the
 #   classes named below (4.3.1's grouping), plus DynamicConfig.Broker's dynamic-only quota names.
-KAFKA_TOPIC_CONFIG_NAMES = frozenset("""
+KAFKA_TOPIC_CONFIG_NAMES = frozenset(
+    """
     cleanup.policy compression.gzip.level compression.lz4.level compression.type compression.zstd.level
     delete.retention.ms file.delete.delay.ms flush.messages flush.ms follower.replication.throttled.replicas
     index.interval.bytes internal.segment.bytes leader.replication.throttled.replicas local.retention.bytes
@@ -44,7 +47,8 @@ KAFKA_TOPIC_CONFIG_NAMES = frozenset("""
     min.insync.replicas preallocate remote.log.copy.disable remote.log.delete.on.disable remote.storage.enable
     retention.bytes retention.ms segment.bytes segment.index.bytes segment.jitter.ms segment.ms
     unclean.leader.election.enable
-""".split())
+""".split()
+)
 
 KAFKA_BROKER_CONFIG_NAMES_BY_CLASS = {
     "RemoteLogManagerConfig": """
@@ -221,11 +225,14 @@ KAFKA_PLUGIN_CONFIG_NAMES = frozenset({"super.users", "allow.everyone.if.no.acl.
 # context (CommonClientConfigs.METRICS_CONTEXT_PREFIX); and the remote storage and remote log metadata
 # managers' own configurations, under the prefix these two broker settings name (their defaults here).
 KAFKA_CONFIG_PREFIXES = ("listener.name.", "config.providers.", "metrics.context.")
-REMOTE_LOG_PREFIX_CONFIGS = {"remote.log.storage.manager.impl.prefix": "rsm.config.",
-                             "remote.log.metadata.manager.impl.prefix": "rlmm.config."}
+REMOTE_LOG_PREFIX_CONFIGS = {
+    "remote.log.storage.manager.impl.prefix": "rsm.config.",
+    "remote.log.metadata.manager.impl.prefix": "rlmm.config.",
+}
 # Names Kafka 3.9.1 defines and 4.0 removed (ZooKeeper mode, message format v0/v1 settings, ...): an
 # export from a 3.x cluster still has them. Accepted with a note, and ignored, as Kafka 4.x would.
-KAFKA_REMOVED_IN_4_0 = frozenset("""
+KAFKA_REMOVED_IN_4_0 = frozenset(
+    """
     auto.include.jmx.reporter broker.id.generation.enable control.plane.listener.name
     controlled.shutdown.max.retries controlled.shutdown.retry.backoff.ms delegation.token.master.key
     eligible.leader.replicas.enable inter.broker.protocol.version leader.imbalance.per.broker.percentage
@@ -241,10 +248,12 @@ KAFKA_REMOVED_IN_4_0 = frozenset("""
     zookeeper.ssl.keystore.location zookeeper.ssl.keystore.password zookeeper.ssl.keystore.type
     zookeeper.ssl.ocsp.enable zookeeper.ssl.protocol zookeeper.ssl.truststore.location
     zookeeper.ssl.truststore.password zookeeper.ssl.truststore.type
-""".split())
+""".split()
+)
 
 
 # -- the settings kafkalog uses -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ConfigKey:
@@ -261,50 +270,78 @@ def at_least(low):
 
 
 def between(low, high):
-    return lambda v: None if low <= v <= high else f"Value must be no more than {high}" if v > high \
+    return lambda v: (
+        None
+        if low <= v <= high
+        else f"Value must be no more than {high}"
+        if v > high
         else f"Value must be at least {low}"
+    )
 
 
 def one_of(*allowed):
-    return lambda v: None if all(x in allowed for x in (v if isinstance(v, list) else [v])) \
+    return lambda v: (
+        None
+        if all(x in allowed for x in (v if isinstance(v, list) else [v]))
         else f"String must be one of: {', '.join(allowed)}"
+    )
 
 
-KEYS = {k.name: k for k in [
-    ConfigKey("cleanup.policy", "list", ["delete"], one_of("compact", "delete"), ("log.cleanup.policy",)),
-    ConfigKey("retention.ms", "long", 604_800_000, at_least(-1),
-              ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), (1, 60_000, 3_600_000)),
-    ConfigKey("retention.bytes", "long", -1, broker=("log.retention.bytes",)),
-    # Kafka 4.0's LogConfig: segment.bytes at least 14 (LegacyRecord.RECORD_OVERHEAD_V0); 4.1+ raised
-    # it to 1 MiB and added internal.segment.bytes (below) for small segments. The lower 4.0 bound is
-    # kept, so that a 4.0 cluster's topic settings are read as they are; log.segment.bytes is 1 MiB
-    # at least in every 4.x (BROKER_RULES).
-    ConfigKey("segment.bytes", "int", 1_073_741_824, at_least(14), ("log.segment.bytes",)),
-    # Kafka 4.1+ (LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG, no validator): when set, the segment size
-    # instead of segment.bytes (LogConfig.segmentSize()); TopicConfig.segment_bytes is that size.
-    ConfigKey("internal.segment.bytes", "int", None),
-    ConfigKey("segment.ms", "long", 604_800_000, at_least(1), ("log.roll.ms", "log.roll.hours"), (1, 3_600_000)),
-    ConfigKey("segment.jitter.ms", "long", 0, at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-              (1, 3_600_000)),
-    ConfigKey("segment.index.bytes", "int", 10_485_760, at_least(4), ("log.index.size.max.bytes",)),
-    ConfigKey("index.interval.bytes", "int", 4096, at_least(0), ("log.index.interval.bytes",)),
-    ConfigKey("min.cleanable.dirty.ratio", "double", 0.5, between(0, 1), ("log.cleaner.min.cleanable.ratio",)),
-    ConfigKey("min.compaction.lag.ms", "long", 0, at_least(0), ("log.cleaner.min.compaction.lag.ms",)),
-    ConfigKey("max.compaction.lag.ms", "long", LONG_MAX, at_least(1), ("log.cleaner.max.compaction.lag.ms",)),
-    ConfigKey("delete.retention.ms", "long", 86_400_000, at_least(0), ("log.cleaner.delete.retention.ms",)),
-    ConfigKey("file.delete.delay.ms", "long", 60_000, at_least(0), ("log.segment.delete.delay.ms",)),
-    ConfigKey("max.message.bytes", "int", 1_048_588, at_least(0), ("message.max.bytes",)),
-    ConfigKey("message.timestamp.type", "string", "CreateTime", one_of("CreateTime", "LogAppendTime"),
-              ("log.message.timestamp.type",)),
-    ConfigKey("compression.type", "string", "producer",
-              one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), ("compression.type",)),
-    ConfigKey("preallocate", "boolean", False, broker=("log.preallocate",)),
-    # A broker setting in Kafka (TransactionLogConfig, an int), per topic in kafkalog.
-    ConfigKey("producer.id.expiration.ms", "int", 86_400_000, at_least(1), ("producer.id.expiration.ms",)),
-    # KIP-68 (proposal only): consumed retention, with forced retention.ms as the backstop.
-    ConfigKey("retention.commitoffset.enable", "boolean", False, broker=("log.retention.commitoffset.enable",)),
-    ConfigKey("retention.commitoffset.ms", "long", -1, at_least(-1), ("log.retention.commitoffset.ms",)),
-]}
+KEYS = {
+    k.name: k
+    for k in [
+        ConfigKey("cleanup.policy", "list", ["delete"], one_of("compact", "delete"), ("log.cleanup.policy",)),
+        ConfigKey(
+            "retention.ms",
+            "long",
+            604_800_000,
+            at_least(-1),
+            ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+            (1, 60_000, 3_600_000),
+        ),
+        ConfigKey("retention.bytes", "long", -1, broker=("log.retention.bytes",)),
+        # Kafka 4.0's LogConfig: segment.bytes at least 14 (LegacyRecord.RECORD_OVERHEAD_V0); 4.1+ raised
+        # it to 1 MiB and added internal.segment.bytes (below) for small segments. The lower 4.0 bound is
+        # kept, so that a 4.0 cluster's topic settings are read as they are; log.segment.bytes is 1 MiB
+        # at least in every 4.x (BROKER_RULES).
+        ConfigKey("segment.bytes", "int", 1_073_741_824, at_least(14), ("log.segment.bytes",)),
+        # Kafka 4.1+ (LogConfig.INTERNAL_SEGMENT_BYTES_CONFIG, no validator): when set, the segment size
+        # instead of segment.bytes (LogConfig.segmentSize()); TopicConfig.segment_bytes is that size.
+        ConfigKey("internal.segment.bytes", "int", None),
+        ConfigKey("segment.ms", "long", 604_800_000, at_least(1), ("log.roll.ms", "log.roll.hours"), (1, 3_600_000)),
+        ConfigKey(
+            "segment.jitter.ms", "long", 0, at_least(0), ("log.roll.jitter.ms", "log.roll.jitter.hours"), (1, 3_600_000)
+        ),
+        ConfigKey("segment.index.bytes", "int", 10_485_760, at_least(4), ("log.index.size.max.bytes",)),
+        ConfigKey("index.interval.bytes", "int", 4096, at_least(0), ("log.index.interval.bytes",)),
+        ConfigKey("min.cleanable.dirty.ratio", "double", 0.5, between(0, 1), ("log.cleaner.min.cleanable.ratio",)),
+        ConfigKey("min.compaction.lag.ms", "long", 0, at_least(0), ("log.cleaner.min.compaction.lag.ms",)),
+        ConfigKey("max.compaction.lag.ms", "long", LONG_MAX, at_least(1), ("log.cleaner.max.compaction.lag.ms",)),
+        ConfigKey("delete.retention.ms", "long", 86_400_000, at_least(0), ("log.cleaner.delete.retention.ms",)),
+        ConfigKey("file.delete.delay.ms", "long", 60_000, at_least(0), ("log.segment.delete.delay.ms",)),
+        ConfigKey("max.message.bytes", "int", 1_048_588, at_least(0), ("message.max.bytes",)),
+        ConfigKey(
+            "message.timestamp.type",
+            "string",
+            "CreateTime",
+            one_of("CreateTime", "LogAppendTime"),
+            ("log.message.timestamp.type",),
+        ),
+        ConfigKey(
+            "compression.type",
+            "string",
+            "producer",
+            one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+            ("compression.type",),
+        ),
+        ConfigKey("preallocate", "boolean", False, broker=("log.preallocate",)),
+        # A broker setting in Kafka (TransactionLogConfig, an int), per topic in kafkalog.
+        ConfigKey("producer.id.expiration.ms", "int", 86_400_000, at_least(1), ("producer.id.expiration.ms",)),
+        # KIP-68 (proposal only): consumed retention, with forced retention.ms as the backstop.
+        ConfigKey("retention.commitoffset.enable", "boolean", False, broker=("log.retention.commitoffset.enable",)),
+        ConfigKey("retention.commitoffset.ms", "long", -1, at_least(-1), ("log.retention.commitoffset.ms",)),
+    ]
+}
 # The broker synonyms' own definitions where they differ from their topic name's (KafkaConfig's types
 # and validators: hours and minutes are ints; log.segment.bytes is at least 1 MiB in every 4.x).
 BROKER_RULES = {
@@ -318,8 +355,9 @@ BROKER_RULES = {
 # Every name kafkalog accepts, by where it may stand.
 TOPIC_NAMES = KAFKA_TOPIC_CONFIG_NAMES | set(KEYS)
 # the topic names among those removed in 4.0 (TopicConfig's), accepted and ignored where topic names stand
-REMOVED_TOPIC_NAMES = frozenset({"message.downconversion.enable", "message.format.version",
-                                 "message.timestamp.difference.max.ms"})
+REMOVED_TOPIC_NAMES = frozenset(
+    {"message.downconversion.enable", "message.format.version", "message.timestamp.difference.max.ms"}
+)
 BROKER_NAMES = KAFKA_BROKER_CONFIG_NAMES | KAFKA_PLUGIN_CONFIG_NAMES | {s for k in KEYS.values() for s in k.broker}
 _USED_BROKER_NAMES = {s for k in KEYS.values() for s in k.broker}
 # broker synonym -> its topic name, for the hint when a broker name stands where a topic name must
@@ -336,6 +374,7 @@ class TopicConfig:
 
     `segment_bytes` is the segment size Kafka uses (LogConfig.segmentSize()): internal.segment.bytes
     when that is set, else segment.bytes."""
+
     cleanup_policy: tuple = ("delete",)
     retention_ms: int = 604_800_000
     retention_bytes: int = -1
@@ -377,6 +416,7 @@ def parse_value(key: ConfigKey, raw: str, source: str, *, type: str | None = Non
     """A value from text, as Kafka's ConfigDef parses it, validated."""
     text = raw.strip()
     type = type or key.type
+    value: int | float | bool | list[str] | str
     try:
         if type in ("long", "int"):
             value = int(text)
@@ -394,8 +434,9 @@ def parse_value(key: ConfigKey, raw: str, source: str, *, type: str | None = Non
         else:
             value = text
     except ValueError:
-        raise ConfigError(f"Invalid value {raw} for configuration {key.name}: expected a {type} "
-                          f"(from {source})") from None
+        raise ConfigError(
+            f"Invalid value {raw} for configuration {key.name}: expected a {type} (from {source})"
+        ) from None
     problem = key.check(value)
     if problem:
         raise ConfigError(f"Invalid value {raw} for configuration {key.name}: {problem} (from {source})")
@@ -417,8 +458,12 @@ class ConfigResolver:
     Every name is checked against Kafka's (unknown ones are refused); names kafkalog has no use for
     are kept and ignored."""
 
-    def __init__(self, broker: Mapping[str, str] | None = None, topics_default: Mapping[str, str] | None = None,
-                 per_topic: Mapping[str, Mapping[str, str]] | None = None):
+    def __init__(
+        self,
+        broker: Mapping[str, str] | None = None,
+        topics_default: Mapping[str, str] | None = None,
+        per_topic: Mapping[str, Mapping[str, str]] | None = None,
+    ):
         self.broker = dict(broker or {})
         self.topics_default = dict(topics_default or {})
         self.per_topic = {t: dict(v) for t, v in (per_topic or {}).items()}
@@ -428,24 +473,28 @@ class ConfigResolver:
 
     def _check_names(self) -> None:
         prefixes = remote_log_prefixes(self.broker)
-        for name, value in self.broker.items():
+        for name, _value in self.broker.items():
             if name not in BROKER_NAMES and not name.startswith(prefixes) and name not in KAFKA_REMOVED_IN_4_0:
                 raise unknown_name(name, "broker", BROKER_NAMES | TOPIC_NAMES)
             if name not in _USED_BROKER_NAMES:
                 _note_ignored(name, "broker")
-        for where, layer in [("every topic", self.topics_default),
-                             *((f"topic {t}", layer) for t, layer in self.per_topic.items())]:
+        for where, layer in [
+            ("every topic", self.topics_default),
+            *((f"topic {t}", layer) for t, layer in self.per_topic.items()),
+        ]:
             for name in layer:
                 _topic_name(name, where)
                 if name not in KEYS:
                     _note_ignored(name, where)
 
     def for_topic(self, topic: str | None) -> TopicConfig:
-        values = {}
+        values: dict[str, Any] = {}
         for name, key in KEYS.items():
             value = self._broker_value(key)
-            for layer, source in ((self.topics_default, "--config"),
-                                  (self.per_topic.get(topic, {}), f"topic {topic}")):
+            for layer, source in (
+                (self.topics_default, "--config"),
+                (self.per_topic.get(topic, {}) if topic is not None else {}, f"topic {topic}"),
+            ):
                 if name in layer:
                     value = parse_value(key, layer[name], source)
             if value is not None:
@@ -454,13 +503,20 @@ class ConfigResolver:
             values["segment_bytes"] = values["internal_segment_bytes"]
         config = TopicConfig(**values)
         if config.min_compaction_lag_ms > config.max_compaction_lag_ms:
-            raise ConfigError(f"conflict topic config setting min.compaction.lag.ms "
-                              f"({config.min_compaction_lag_ms}) > max.compaction.lag.ms "
-                              f"({config.max_compaction_lag_ms})" + (f" for topic {topic}" if topic else ""))
-        if config.retention_commitoffset_enable and config.retention_ms >= 0 and \
-                config.retention_commitoffset_ms > config.retention_ms:
-            raise ConfigError(f"retention.commitoffset.ms ({config.retention_commitoffset_ms}) must not exceed "
-                              f"retention.ms ({config.retention_ms})" + (f" for topic {topic}" if topic else ""))
+            raise ConfigError(
+                f"conflict topic config setting min.compaction.lag.ms "
+                f"({config.min_compaction_lag_ms}) > max.compaction.lag.ms "
+                f"({config.max_compaction_lag_ms})" + (f" for topic {topic}" if topic else "")
+            )
+        if (
+            config.retention_commitoffset_enable
+            and config.retention_ms >= 0
+            and config.retention_commitoffset_ms > config.retention_ms
+        ):
+            raise ConfigError(
+                f"retention.commitoffset.ms ({config.retention_commitoffset_ms}) must not exceed "
+                f"retention.ms ({config.retention_ms})" + (f" for topic {topic}" if topic else "")
+            )
         return config
 
     def values_of(self, name: str) -> Mapping[str, object]:
@@ -501,19 +557,24 @@ class _TopicValues(Mapping):
 
 # -- names: known, unknown, ignored ----------------------------------------------------------------------
 
+
 def remote_log_prefixes(broker: Mapping[str, str] = {}) -> tuple[str, ...]:
     """The prefixes under which Kafka reads configurations it does not name: KAFKA_CONFIG_PREFIXES and
     the remote storage and remote log metadata managers' (as `broker` sets them, else the defaults)."""
-    return KAFKA_CONFIG_PREFIXES + tuple(broker.get(name, default) or default
-                                         for name, default in REMOTE_LOG_PREFIX_CONFIGS.items())
+    return KAFKA_CONFIG_PREFIXES + tuple(
+        broker.get(name, default) or default for name, default in REMOTE_LOG_PREFIX_CONFIGS.items()
+    )
 
 
 def unknown_name(name: str, where: str, candidates: Iterable[str], file: str | None = None) -> ConfigError:
     """The error for a name Kafka does not define, with the closest known name."""
     close = difflib.get_close_matches(name, sorted(candidates), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"unknown configuration {name!r} ({where}): Apache Kafka 4.x defines no such topic or "
-                       f"broker configuration{hint}", file=file)
+    return ConfigError(
+        f"unknown configuration {name!r} ({where}): Apache Kafka 4.x defines no such topic or "
+        f"broker configuration{hint}",
+        file=file,
+    )
 
 
 def _topic_name(name: str, where: str, file: str | None = None) -> str:
@@ -521,22 +582,28 @@ def _topic_name(name: str, where: str, file: str | None = None) -> str:
     if name in TOPIC_NAMES or name in REMOVED_TOPIC_NAMES:
         return name
     if name in _TOPIC_OF_SYNONYM:
-        raise ConfigError(f"{name!r} ({where}) is a broker configuration; the topic configuration is "
-                          f"{_TOPIC_OF_SYNONYM[name]!r}", file=file)
+        raise ConfigError(
+            f"{name!r} ({where}) is a broker configuration; the topic configuration is {_TOPIC_OF_SYNONYM[name]!r}",
+            file=file,
+        )
     if name in BROKER_NAMES or name in KAFKA_REMOVED_IN_4_0:
         raise ConfigError(f"{name!r} ({where}) is a broker configuration, not a topic configuration", file=file)
     close = difflib.get_close_matches(name, sorted(TOPIC_NAMES), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown topic configuration {name!r} ({where}): Apache Kafka 4.x defines no such topic "
-                      f"configuration{hint}", file=file)
+    raise ConfigError(
+        f"unknown topic configuration {name!r} ({where}): Apache Kafka 4.x defines no such topic configuration{hint}",
+        file=file,
+    )
 
 
 def _known(name: str, source: str) -> str:
     """A setting kafkalog uses (a topic name of KEYS)."""
     if name not in KEYS:
         _topic_name(name, f"in {source!r}")
-        raise ConfigError(f"topic configuration {name!r} (in {source!r}) has no effect in kafkalog; it uses: "
-                          f"{', '.join(sorted(KEYS))}")
+        raise ConfigError(
+            f"topic configuration {name!r} (in {source!r}) has no effect in kafkalog; it uses: "
+            f"{', '.join(sorted(KEYS))}"
+        )
     return name
 
 
@@ -548,6 +615,7 @@ def _note_ignored(name: str, where: str) -> None:
 
 
 # -- the command line's forms -----------------------------------------------------------------------------
+
 
 def parse_topic_setting(text: str) -> tuple[str, str, str]:
     """`TOPIC:key=value` (the --topic-config form) → (topic, key, value); key a topic name. A topic
@@ -565,14 +633,21 @@ def parse_setting(text: str) -> tuple[str, str]:
     if not eq:
         raise ConfigError(f"expected key=value, got {text!r}")
     name = name.strip()
-    if name not in TOPIC_NAMES and name not in BROKER_NAMES and name not in KAFKA_REMOVED_IN_4_0 \
-            and not name.startswith(remote_log_prefixes()):
+    if (
+        name not in TOPIC_NAMES
+        and name not in BROKER_NAMES
+        and name not in KAFKA_REMOVED_IN_4_0
+        and not name.startswith(remote_log_prefixes())
+    ):
         raise unknown_name(name, f"in {text!r}", TOPIC_NAMES | BROKER_NAMES)
     return name, value
 
 
-def resolver_from(properties: Mapping[str, str] = (), settings: list[str] = (),
-                  topic_settings: list[str] = ()) -> ConfigResolver:
+def resolver_from(
+    properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+    settings: Sequence[str] = (),
+    topic_settings: Sequence[str] = (),
+) -> ConfigResolver:
     """Build a resolver from a configuration file's entries (`parse_config_file`), `--config` and
     `--topic-config` arguments.
 
@@ -580,13 +655,15 @@ def resolver_from(properties: Mapping[str, str] = (), settings: list[str] = (),
     (`cleanup.policy`) apply to every topic, and `topic.<TOPIC>.<name>` overrides one topic. With
     `--config`, a topic name applies to every topic and a broker name is a broker setting (over the
     file's). A name Kafka does not define is refused."""
-    broker, topics_default, per_topic = {}, {}, {}
+    broker: dict[str, str] = {}
+    topics_default: dict[str, str] = {}
+    per_topic: dict[str, dict[str, str]] = {}
     properties = dict(properties)
     prefixes = remote_log_prefixes(properties)
 
     def place(name: str, value: str, where: str) -> None:
         if name.startswith("topic."):
-            topic, config_name = _split_topic_key(name[len("topic."):])
+            topic, config_name = _split_topic_key(name[len("topic.") :])
             per_topic.setdefault(topic, {})[config_name] = value
         elif name in TOPIC_NAMES:
             topics_default[name] = value
@@ -613,8 +690,11 @@ def topic_properties(topic: str, properties: Mapping[str, str], file: str | None
         try:
             _topic_name(name, f"for topic {topic}")
         except ConfigError as err:
-            raise ConfigError(f"unknown topic configuration {name} for topic {topic}: a topic's file holds topic "
-                              f"config names; {err.message}", file=file) from None
+            raise ConfigError(
+                f"unknown topic configuration {name} for topic {topic}: a topic's file holds topic "
+                f"config names; {err.message}",
+                file=file,
+            ) from None
     return {f"topic.{topic}.{name}": value for name, value in properties.items()}
 
 
@@ -623,14 +703,24 @@ def _split_topic_key(rest: str) -> tuple[str, str]:
         if rest.endswith("." + name) and len(rest) > len(name) + 1:
             return rest[: -len(name) - 1], name
     # the closest `<TOPIC>.<topic name>` reading, for the hint
-    best = max(((difflib.SequenceMatcher(None, rest[i + 1:], n).ratio(), rest[:i], n)
-                for i, c in enumerate(rest) if c == "." and i for n in TOPIC_NAMES), default=(0, "", ""))
+    best = max(
+        (
+            (difflib.SequenceMatcher(None, rest[i + 1 :], n).ratio(), rest[:i], n)
+            for i, c in enumerate(rest)
+            if c == "." and i
+            for n in TOPIC_NAMES
+        ),
+        default=(0, "", ""),
+    )
     hint = f"; did you mean topic.{best[1]}.{best[2]}?" if best[0] >= 0.6 else ""
-    raise ConfigError(f"topic.{rest}: expected topic.<TOPIC>.<topic config name>, and Apache Kafka 4.x defines "
-                      f"no topic configuration this ends with{hint}")
+    raise ConfigError(
+        f"topic.{rest}: expected topic.<TOPIC>.<topic config name>, and Apache Kafka 4.x defines "
+        f"no topic configuration this ends with{hint}"
+    )
 
 
 # -- configuration files exported from a cluster -------------------------------------------------------------
+
 
 def parse_config_file(text: str, file: str | None = None) -> dict[str, str]:
     """A `--config-file`'s entries for `resolver_from`, read as the cluster wrote it: either a Java
@@ -685,7 +775,7 @@ def load_properties(text: str) -> dict[str, tuple[str, int]]:
         key, value = _split(logical)
         try:
             props[_unescape(key)] = (_unescape(value), position)
-        except ValueError as err:
+        except ValueError:
             raise ValueError(f"malformed \\uxxxx escape in {logical!r}; Kafka refuses the file", position) from None
     return props
 
@@ -693,9 +783,9 @@ def load_properties(text: str) -> dict[str, tuple[str, int]]:
 def _physical_lines(text: str) -> list[tuple[str, int]]:
     out, start, byte = [], 0, 0
     for m in _LINE_END.finditer(text):
-        line = text[start:m.start()]
+        line = text[start : m.start()]
         out.append((line, byte))
-        byte += len(text[start:m.end()].encode("utf-8"))
+        byte += len(text[start : m.end()].encode("utf-8"))
         start = m.end()
     if start < len(text):
         out.append((text[start:], byte))
@@ -744,7 +834,7 @@ def _unescape(s: str) -> str:
             continue
         c = s[i + 1]
         if c == "u":
-            digits = s[i + 2:i + 6]
+            digits = s[i + 2 : i + 6]
             if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
                 raise ValueError(s)
             out.append(chr(int(digits, 16)))
@@ -759,12 +849,22 @@ def _unescape(s: str) -> str:
 # then `  name=value sensitive=true|false synonyms={SOURCE:name=value, ...}` per configuration.
 _HEADER = re.compile(r"(All|Dynamic) configs for (\S+) (.*) are:")
 _DEFAULT_HEADER = re.compile(r"Default configs for (\S+) in the cluster are:")
-_ENTRY = re.compile(r"\s+(?P<name>[^=\s]+)=(?P<value>.*?) sensitive=(?P<sensitive>true|false) "
-                    r"synonyms=\{(?P<synonyms>.*)\}\s*")
+_ENTRY = re.compile(
+    r"\s+(?P<name>[^=\s]+)=(?P<value>.*?) sensitive=(?P<sensitive>true|false) "
+    r"synonyms=\{(?P<synonyms>.*)\}\s*"
+)
 # ConfigEntry.ConfigSource, and how a broker setting's sources rank (KafkaConfig's dynamic layering)
-_SOURCES = ("DYNAMIC_TOPIC_CONFIG", "DYNAMIC_BROKER_LOGGER_CONFIG", "DYNAMIC_BROKER_CONFIG",
-            "DYNAMIC_DEFAULT_BROKER_CONFIG", "DYNAMIC_CLIENT_METRICS_CONFIG", "DYNAMIC_GROUP_CONFIG",
-            "STATIC_BROKER_CONFIG", "DEFAULT_CONFIG", "UNKNOWN")
+_SOURCES = (
+    "DYNAMIC_TOPIC_CONFIG",
+    "DYNAMIC_BROKER_LOGGER_CONFIG",
+    "DYNAMIC_BROKER_CONFIG",
+    "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    "DYNAMIC_CLIENT_METRICS_CONFIG",
+    "DYNAMIC_GROUP_CONFIG",
+    "STATIC_BROKER_CONFIG",
+    "DEFAULT_CONFIG",
+    "UNKNOWN",
+)
 _SYNONYM = re.compile(r"(?:^|, )({}):".format("|".join(_SOURCES)))
 _BROKER_RANK = {"STATIC_BROKER_CONFIG": 1, "DYNAMIC_DEFAULT_BROKER_CONFIG": 2, "DYNAMIC_BROKER_CONFIG": 3}
 
@@ -774,7 +874,7 @@ def _synonyms(text: str) -> list[tuple[str, str, str]]:
     marks = list(_SYNONYM.finditer(text))
     out = []
     for m, nxt in zip(marks, marks[1:] + [None]):
-        body = text[m.end():nxt.start() if nxt else len(text)]
+        body = text[m.end() : nxt.start() if nxt else len(text)]
         name, _, value = body.partition("=")
         out.append((m.group(1), name, value))
     return out
@@ -789,33 +889,42 @@ def _parse_describe(lines: list[str], file: str | None) -> dict[str, str]:
             return
         old = broker.get(name)
         if old is not None and old[0] == rank and old[1] != value:
-            raise ConfigError(f"broker configuration {name} is {old[1]} ({old[2]}) and {value} ({where}): "
-                              "describe one broker, the one whose log directory this is", file=file)
+            raise ConfigError(
+                f"broker configuration {name} is {old[1]} ({old[2]}) and {value} ({where}): "
+                "describe one broker, the one whose log directory this is",
+                file=file,
+            )
         if old is None or rank > old[0]:
             broker[name] = (rank, value, where)
 
-    section = None  # ("topic", T) or ("broker", rank of a line without synonyms)
+    section: tuple[str, Any] | None = None  # ("topic", T) or ("broker", rank of a line without synonyms)
     for number, line in enumerate(lines, 1):
         where = f"line {number}"
         stripped = line.strip()
         if not stripped or stripped[0] in "#!":
             continue
         header, default = _HEADER.fullmatch(stripped), _DEFAULT_HEADER.fullmatch(stripped)
-        if header or default:
-            entity = header.group(2) if header else default.group(1)
-            if entity == "topic":
+        entity = header.group(2) if header else default.group(1) if default else None
+        if entity is not None:
+            if entity == "topic" and header:  # "Default configs for topic ..." is no header Kafka writes
                 section = ("topic", header.group(3))
             elif entity in ("broker", "brokers"):
                 section = ("broker", _BROKER_RANK["DYNAMIC_DEFAULT_BROKER_CONFIG"] if default else None)
             else:
-                raise ConfigError(f"{where}: {stripped!r}: kafkalog reads the configurations of topics and "
-                                  "brokers, not of " + entity + "s", file=file)
+                raise ConfigError(
+                    f"{where}: {stripped!r}: kafkalog reads the configurations of topics and "
+                    "brokers, not of " + entity + "s",
+                    file=file,
+                )
             continue
         entry = _ENTRY.fullmatch(line)
         if entry is None or section is None:
-            raise ConfigError(f"{where}: expected `  name=value sensitive=... synonyms={{...}}` under a "
-                              f"`... configs for topic|broker ... are:` line (kafka-configs.sh --describe), got "
-                              f"{stripped!r}", file=file)
+            raise ConfigError(
+                f"{where}: expected `  name=value sensitive=... synonyms={{...}}` under a "
+                f"`... configs for topic|broker ... are:` line (kafka-configs.sh --describe), got "
+                f"{stripped!r}",
+                file=file,
+            )
         name, value, sensitive = entry.group("name"), entry.group("value"), entry.group("sensitive") == "true"
         synonyms = _synonyms(entry.group("synonyms"))
         if section[0] == "topic":

@@ -3,6 +3,7 @@
 The codec is sans-IO and only knows positions inside the buffer it was given; the storage layer
 re-raises with the file name and the buffer's position in the file (`KafkaLogError.located`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -11,16 +12,16 @@ import copy
 class KafkaLogError(Exception):
     """Base of every error kafkalog raises on bad input or a refused operation."""
 
-    def __init__(self, message: str, *, file: str | None = None, position: int | None = None,
-                 offset: int | None = None):
+    def __init__(
+        self, message: str, *, file: str | None = None, position: int | None = None, offset: int | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.file = file
         self.position = position
         self.offset = offset
 
-    def located(self, file: str | None = None, base_position: int = 0,
-                offset: int | None = None) -> "KafkaLogError":
+    def located(self, file: str | None = None, base_position: int = 0, offset: int | None = None) -> KafkaLogError:
         """A copy that names `file` (and `offset`, where it names none) and whose position is
         shifted by `base_position`: the caller's frame of reference."""
         located = copy.copy(self)
@@ -43,8 +44,13 @@ class KafkaLogError(Exception):
         return f"{', '.join(where)}: {self.message}" if where else self.message
 
     def to_dict(self) -> dict:
-        return {"error": type(self).__name__, "file": self.file, "position": self.position,
-                "offset": self.offset, "message": self.message}
+        return {
+            "error": type(self).__name__,
+            "file": self.file,
+            "position": self.position,
+            "offset": self.offset,
+            "message": self.message,
+        }
 
 
 class CorruptBatchError(KafkaLogError):

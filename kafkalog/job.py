@@ -10,19 +10,22 @@ SparkContext (YARN's cluster mode fails one that never does), even for commands 
 driver alone. It logs where it runs and how it ended, and exits with the command's exit code:
 0 done, 1 problems found (validate, txn-report, refused deleteRecords), 2 could not run.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import sys
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from . import cli
 
 CONF_DIR_ENV = "KAFKALOG_CONF_DIR"
-CONF_DEFAULTS = (("--config-file", "config_file", "kafkalog.properties"),
-                 ("--topic-config-dir", "topic_config_dir", "topics"))
+CONF_DEFAULTS = (
+    ("--config-file", "config_file", "kafkalog.properties"),
+    ("--topic-config-dir", "topic_config_dir", "topics"),
+)
 OUTCOMES = {cli.EXIT_OK: "done", cli.EXIT_PROBLEMS: "problems found", cli.EXIT_FAILED: "could not run"}
 
 log = logging.getLogger("kafkalog.job")
@@ -30,18 +33,22 @@ log = logging.getLogger("kafkalog.job")
 
 def main(command: str, argv: Sequence[str] | None = None) -> int:
     """Run `kafkalog COMMAND` with `argv` (default: this process's arguments) as a Spark application."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection chatter is not the job's news
     argv = job_arguments(command, sys.argv[1:] if argv is None else argv, os.environ)
     from .spark.session import local_session
+
     started = time.monotonic()
     spark = None
     try:
         spark = local_session(app_name=f"kafkalog-{command}")
         log.info("kafkalog %s %s", command, " ".join(argv))
-        log.info("Spark %s, master %s, application %s", spark.version, spark.conf.get("spark.master", "?"),
-                 spark.conf.get("spark.app.id", "?"))
+        log.info(
+            "Spark %s, master %s, application %s",
+            spark.version,
+            spark.conf.get("spark.master", "?"),
+            spark.conf.get("spark.app.id", "?"),
+        )
         code = cli.main([command, *argv])
     except Exception:  # a bug or a Spark that cannot start, not bad input: the traceback is what a report needs
         log.exception("kafkalog %s failed", command)
@@ -49,15 +56,20 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
     finally:
         if spark is not None:
             spark.stop()
-    log.info("kafkalog %s: exit code %d (%s) after %.1f s", command, code, OUTCOMES.get(code, "?"),
-             time.monotonic() - started)
+    log.info(
+        "kafkalog %s: exit code %d (%s) after %.1f s",
+        command,
+        code,
+        OUTCOMES.get(code, "?"),
+        time.monotonic() - started,
+    )
     return code
 
 
 def job_arguments(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
     """`argv` with the conf directory's files for the configuration options it leaves out."""
     given = cli.build_parser().parse_args([command, *argv])  # bad arguments fail here, before Spark starts
-    conf_dir = environ.get(CONF_DIR_ENV)
+    conf_dir = environ.get(CONF_DIR_ENV, "")
     defaults = []
     for option, dest, name in CONF_DEFAULTS if conf_dir else ():
         path = os.path.join(conf_dir, name)

@@ -7,6 +7,7 @@ The text between `<!-- machine -->` and `<!-- /machine -->` is rewritten with th
 today's date. Everything else is prose written by hand and is kept: read it again after a run, as
 new numbers may need new words. The file is written only once every benchmark has succeeded.
 """
+
 from __future__ import annotations
 
 import ast
@@ -36,8 +37,9 @@ def main() -> None:
     results = {}
     for command in commands:
         print(f"== {command}", flush=True)
-        results[command] = subprocess.run(shlex.split(command), cwd=REPO, stdout=subprocess.PIPE, text=True,
-                                          check=True).stdout.strip()
+        results[command] = subprocess.run(
+            shlex.split(command), cwd=REPO, stdout=subprocess.PIPE, text=True, check=True
+        ).stdout.strip()
     text = BLOCK.sub(lambda m: block(m["command"], results[m["command"]]), text)
     text = MACHINE.sub(lambda m: f"<!-- machine -->{machine()}<!-- /machine -->", text)
     DOC.write_text(text, encoding="utf-8")
@@ -57,8 +59,10 @@ def new_section(script: Path, command: str) -> str:
 
 def machine() -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"Measured on a {os.cpu_count()}-core, {memory:.0f} GiB machine (Python {platform.python_version()}), "
-            f"{datetime.date.today().isoformat()}.")
+    return (
+        f"Measured on a {os.cpu_count()}-core, {memory:.0f} GiB machine (Python {platform.python_version()}), "
+        f"{datetime.date.today().isoformat()}."
+    )
 
 
 if __name__ == "__main__":

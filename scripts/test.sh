@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Run the whole test suite from a fresh clone: sets up first (see setup.sh), then pytest.
+# Run the whole test suite from a fresh clone: sets up first (see setup.sh), lints and type-checks, then pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# ruff (lint and format) and mypy, configured in pyproject.toml: one line each when clean, and the run
+# stops when not
+.venv/bin/ruff check kafkalog tests benchmarks jobs scripts
+.venv/bin/ruff format --check --quiet kafkalog tests benchmarks jobs scripts && echo "ruff format: clean"
+.venv/bin/mypy
 # Apache Kafka's broker, tools and clients for tests/kafka (Maven Central, cached outside the checkout);
 # when they cannot be fetched, those tests fail saying so (the others run)
 if KAFKALOG_KAFKA_LIBS=$(bash scripts/kafka-jars.sh); then

@@ -1,4 +1,5 @@
 """The command line as users meet it: exit codes and output forms."""
+
 from __future__ import annotations
 
 import json
@@ -41,6 +42,7 @@ def test_python_dash_m_runs():
 
 def test_kafkalog_alone_says_what_it_is_and_lists_every_command(capsys):
     from kafkalog.cli import ABOUT, EXAMPLES
+
     assert main([]) == 2
     out = capsys.readouterr().out
     assert ABOUT.splitlines()[0] in out
@@ -48,22 +50,25 @@ def test_kafkalog_alone_says_what_it_is_and_lists_every_command(capsys):
         assert f"    {command}" in out  # each command, with its one-line summary
 
 
-@pytest.mark.parametrize("command", ["generate", "dump", "validate", "plan", "compact", "retain", "purge",
-                                     "txn-report"])
+@pytest.mark.parametrize(
+    "command", ["generate", "dump", "validate", "plan", "compact", "retain", "purge", "txn-report"]
+)
 def test_every_commands_help_ends_with_examples(capsys, command):
     with pytest.raises(SystemExit):
         main([command, "--help"])
     lines = capsys.readouterr().out.rstrip().splitlines()
-    examples = lines[lines.index("examples:") + 1:]
+    examples = lines[lines.index("examples:") + 1 :]
     assert len(examples) >= 2 and all(line.strip().startswith(f"kafkalog {command} ") for line in examples)
 
 
 def _run_cli(*args, cwd=None):
     import subprocess
     import time
+
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
     return done, time.perf_counter() - start
 
 
@@ -72,6 +77,7 @@ def test_what_can_be_checked_without_spark_fails_before_the_jvm_starts(tmp_path,
     """One line, exit 2, and no JVM: the command returns in a fraction of what starting Spark takes
     (and Spark's JVM would print its warning on stderr)."""
     import fcntl
+
     log = tmp_path / "log"
     (log / "t-0").mkdir(parents=True)
     args = ["compact", str(log), "--config", "cleanup.policy=compact"]

@@ -1,5 +1,6 @@
 """Compression codecs (spec §1.10, §2.3): round trips, Kafka's framing quirks, cross-checks with
 kafka-python, the decompression limit and hostile input."""
+
 import gzip
 import random
 import struct
@@ -16,8 +17,13 @@ from hypothesis import strategies as st
 from kafka import codec as kafka_codec
 
 from kafkalog.codec.compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
-from kafkalog.errors import (CorruptBatchError, DecompressionLimitError, KafkaLogError, TruncatedDataError,
-                             UnsupportedFormatError)
+from kafkalog.errors import (
+    CorruptBatchError,
+    DecompressionLimitError,
+    KafkaLogError,
+    TruncatedDataError,
+    UnsupportedFormatError,
+)
 
 # every codec with every message format that allows it (zstd needs magic 2)
 CODEC_MAGICS = [(codec, magic) for codec in Codec for magic in (0, 1, 2) if codec != Codec.ZSTD or magic == 2]
@@ -58,7 +64,7 @@ def xerial_chunks(stream: bytes) -> list[bytes]:
     chunks, pos = [], 16
     while pos < len(stream):
         (length,) = struct.unpack_from(">i", stream, pos)
-        chunks.append(stream[pos + 4:pos + 4 + length])
+        chunks.append(stream[pos + 4 : pos + 4 + length])
         pos += 4 + length
     return chunks
 
@@ -74,6 +80,7 @@ def _zstd_streamed(data: bytes) -> bytes:
 
 
 # --- round trips and codec dispatch -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("codec,magic", CODEC_MAGICS)
 @FAST
@@ -113,6 +120,7 @@ def test_zstd_requires_magic_2(magic):
 
 # --- gzip -----------------------------------------------------------------------------------------
 
+
 def test_gzip_writes_one_deterministic_member():
     data = _repeat(b"record", 50_000)
     packed = compress(Codec.GZIP, data)
@@ -134,6 +142,7 @@ def test_gzip_corrupt_member_after_the_first_is_rejected():
 
 
 # --- snappy ---------------------------------------------------------------------------------------
+
 
 def test_snappy_writes_xerial_framing_in_32k_chunks():
     data = random.Random(1).randbytes(100_000)
@@ -173,6 +182,7 @@ def test_snappy_xerial_reader_quirks():
 
 # --- lz4 ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("magic", [1, 2])
 def test_lz4_writes_kafka_frame(magic):
     data = random.Random(2).randbytes(70_000) + bytes(100_000)
@@ -208,13 +218,16 @@ def test_lz4_wrong_header_checksum_is_only_accepted_for_magic_0(magic):
 
 
 @pytest.mark.parametrize("magic", [0, 1, 2])
-@pytest.mark.parametrize("options", [
-    {},  # python-lz4 stores the content size by default: skipped, and covered by HC
-    {"block_checksum": True},
-    {"content_checksum": True},
-    {"block_size": lz4.frame.BLOCKSIZE_MAX4MB},
-    {"block_size": lz4.frame.BLOCKSIZE_MAX256KB, "store_size": False},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},  # python-lz4 stores the content size by default: skipped, and covered by HC
+        {"block_checksum": True},
+        {"content_checksum": True},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX4MB},
+        {"block_size": lz4.frame.BLOCKSIZE_MAX256KB, "store_size": False},
+    ],
+)
 def test_lz4_reads_independent_frames_from_python_lz4(magic, options):
     data = random.Random(3).randbytes(50_000) + _repeat(b"abc", 300_000)
     assert decompress(Codec.LZ4, lz4.frame.compress(data, block_linked=False, **options), magic=magic) == data
@@ -229,8 +242,7 @@ def test_lz4_rejects_linked_blocks():
 
 
 def test_lz4_checks_block_checksums():
-    packed = bytearray(lz4.frame.compress(b"x" * 1000, block_linked=False, block_checksum=True,
-                                          store_size=False))
+    packed = bytearray(lz4.frame.compress(b"x" * 1000, block_linked=False, block_checksum=True, store_size=False))
     packed[-5] ^= 0x01  # last byte of the only block checksum
     with pytest.raises(CorruptBatchError, match="block checksum"):
         decompress(Codec.LZ4, packed)
@@ -241,16 +253,19 @@ def _frame(flg: int, bd: int, body: bytes = bytes(4)) -> bytes:
     return LZ4_MAGIC + descriptor + bytes((header_checksum(descriptor),)) + body
 
 
-@pytest.mark.parametrize("flg,bd,message", [
-    (0x61, 0x40, "reserved"),
-    (0x62, 0x40, "reserved"),
-    (0x40, 0x40, "Dependent block stream"),
-    (0xA0, 0x40, "version"),
-    (0x20, 0x40, "version"),
-    (0x60, 0x30, "BD"),
-    (0x60, 0x41, "BD"),
-    (0x60, 0xC0, "BD"),
-])
+@pytest.mark.parametrize(
+    "flg,bd,message",
+    [
+        (0x61, 0x40, "reserved"),
+        (0x62, 0x40, "reserved"),
+        (0x40, 0x40, "Dependent block stream"),
+        (0xA0, 0x40, "version"),
+        (0x20, 0x40, "version"),
+        (0x60, 0x30, "BD"),
+        (0x60, 0x41, "BD"),
+        (0x60, 0xC0, "BD"),
+    ],
+)
 def test_lz4_rejects_what_kafka_rejects(flg, bd, message):
     with pytest.raises(CorruptBatchError, match=message):
         decompress(Codec.LZ4, _frame(flg, bd))
@@ -271,6 +286,7 @@ def test_lz4_block_sizes_and_end_mark():
 
 
 # --- zstd -----------------------------------------------------------------------------------------
+
 
 def test_zstd_reads_several_frames_and_skippable_frames():
     cctx = zstandard.ZstdCompressor()
@@ -339,7 +355,10 @@ BOMBS = {codec.name: (codec, compress(codec, ZEROS), 2 * MiB) for codec in COMPR
 BOMBS["raw snappy block"] = (Codec.SNAPPY, snappy.compress(ZEROS), 2 * MiB)
 BOMBS["zstd streamed"] = (Codec.ZSTD, _zstd_streamed(ZEROS), 2 * MiB)
 BOMBS["lz4 4 MiB blocks"] = (
-    Codec.LZ4, lz4.frame.compress(ZEROS, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX4MB), 8 * MiB)
+    Codec.LZ4,
+    lz4.frame.compress(ZEROS, block_linked=False, block_size=lz4.frame.BLOCKSIZE_MAX4MB),
+    8 * MiB,
+)
 
 
 @pytest.mark.parametrize("codec,packed,overshoot", BOMBS.values(), ids=BOMBS.keys())
@@ -400,8 +419,7 @@ def test_garbage_raises_only_kafkalog_errors(codec, magic, garbage, prefixed):
 
 @pytest.mark.parametrize("codec,magic", [(c, m) for c, m in CODEC_MAGICS if c != Codec.NONE])
 @settings(max_examples=60, deadline=None)
-@given(data=st.binary(max_size=3000), cut=st.integers(0, 10_000), flip=st.integers(0, 10_000),
-       bit=st.integers(0, 7))
+@given(data=st.binary(max_size=3000), cut=st.integers(0, 10_000), flip=st.integers(0, 10_000), bit=st.integers(0, 7))
 def test_truncated_or_flipped_frames_raise_only_kafkalog_errors(codec, magic, data, cut, flip, bit):
     packed = compress(codec, data, magic=magic)
     cut %= len(packed)

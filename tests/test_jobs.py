@@ -1,5 +1,6 @@
 """The spark-submit jobs of jobs/ and the files of conf/: arguments and configuration defaults without
 Spark, then compact, retain and validate through the real spark-submit of the installed pyspark."""
+
 from __future__ import annotations
 
 import os
@@ -25,15 +26,29 @@ NOW = 1_700_100_000_000  # the small preset's records span 1_700_000_000_000 + a
 
 # -- without Spark ---------------------------------------------------------------------------------------
 
+
 def test_the_conf_dir_gives_the_configuration_options_the_arguments_leave_out(tmp_path):
     (tmp_path / "kafkalog.properties").write_text("log.retention.hours=1\n")
     (tmp_path / "topics").mkdir()
     env = {"KAFKALOG_CONF_DIR": str(tmp_path)}
     conf_file, topics = str(tmp_path / "kafkalog.properties"), str(tmp_path / "topics")
-    assert job_arguments("compact", ["LOG", "--now", "5"], env) == \
-        ["--config-file", conf_file, "--topic-config-dir", topics, "LOG", "--now", "5"]
-    assert job_arguments("validate", ["A", "B", "--config-file", "mine.properties"], env) == \
-        ["--topic-config-dir", topics, "A", "B", "--config-file", "mine.properties"]
+    assert job_arguments("compact", ["LOG", "--now", "5"], env) == [
+        "--config-file",
+        conf_file,
+        "--topic-config-dir",
+        topics,
+        "LOG",
+        "--now",
+        "5",
+    ]
+    assert job_arguments("validate", ["A", "B", "--config-file", "mine.properties"], env) == [
+        "--topic-config-dir",
+        topics,
+        "A",
+        "B",
+        "--config-file",
+        "mine.properties",
+    ]
     assert job_arguments("retain", ["LOG"], {}) == ["LOG"]  # no $KAFKALOG_CONF_DIR: nothing implicit
     (tmp_path / "kafkalog.properties").unlink()
     assert job_arguments("retain", ["LOG", "--topic-config-dir", "t"], env) == ["LOG", "--topic-config-dir", "t"]
@@ -43,9 +58,18 @@ def test_the_conf_dir_gives_the_configuration_options_the_arguments_leave_out(tm
 
 
 def test_topic_files_override_the_properties_file_and_are_overridden_by_the_command_line():
-    args = cli.build_parser().parse_args(["validate", "x", "--config-file", str(CONF / "kafkalog.properties"),
-                                          "--topic-config-dir", str(CONF / "topics"),
-                                          "--topic-config", "clickstream:retention.bytes=1"])
+    args = cli.build_parser().parse_args(
+        [
+            "validate",
+            "x",
+            "--config-file",
+            str(CONF / "kafkalog.properties"),
+            "--topic-config-dir",
+            str(CONF / "topics"),
+            "--topic-config",
+            "clickstream:retention.bytes=1",
+        ]
+    )
     resolver = cli._resolver(args)
     customers, clicks = resolver.for_topic("customers"), resolver.for_topic("clickstream")
     assert customers.cleanup_policy == ("compact",) and customers.min_compaction_lag_ms == 3_600_000
@@ -62,38 +86,67 @@ def test_a_topic_file_with_a_broker_name_is_refused_naming_the_file(tmp_path, ca
 
 
 def test_spark_defaults_are_the_sessions_local_defaults():
-    conf = dict(line.split(None, 1) for line in (CONF / "spark-defaults.conf").read_text().splitlines()
-                if line.strip() and not line.startswith("#"))
+    conf = dict(
+        line.split(None, 1)
+        for line in (CONF / "spark-defaults.conf").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
     assert conf == {"spark.master": "local[2]", **LOCAL_DEFAULTS, **ALWAYS}
 
 
 def test_log4j2_properties_is_the_sessions_quiet_configuration_on_stderr():
-    assert parse_properties((CONF / "log4j2.properties").read_text()) == \
-        parse_properties(_LOG4J2.format(appender="console"))
+    assert parse_properties((CONF / "log4j2.properties").read_text()) == parse_properties(
+        _LOG4J2.format(appender="console")
+    )
 
 
 # -- through spark-submit (each run starts a JVM: three runs in all) -----------------------------------------
+
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     """A small log dir (100 records per partition) and a conf dir holding its configuration."""
     root = tmp_path_factory.mktemp("jobs")
     (root / "conf").mkdir()
-    assert cli.main(["generate", str(root / "log"), "--preset", "small", "--seed", "7", "--records", "100",
-                     "--config-out", str(root / "conf" / "kafkalog.properties")]) == 0
+    assert (
+        cli.main(
+            [
+                "generate",
+                str(root / "log"),
+                "--preset",
+                "small",
+                "--seed",
+                "7",
+                "--records",
+                "100",
+                "--config-out",
+                str(root / "conf" / "kafkalog.properties"),
+            ]
+        )
+        == 0
+    )
     return root
 
 
 def spark_submit(job: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run a job; its output is in `.stdout`, where spark-submit also sends the Python driver's stderr."""
     python = sys.executable
-    command = [str(SPARK_SUBMIT), "--master", "local[2]", "--properties-file", str(CONF / "spark-defaults.conf"),
-               "--driver-java-options", f"-Dlog4j2.configurationFile=file:{CONF / 'log4j2.properties'}",
-               str(REPO / "jobs" / f"{job}.py"), *args]
+    command = [
+        str(SPARK_SUBMIT),
+        "--master",
+        "local[2]",
+        "--properties-file",
+        str(CONF / "spark-defaults.conf"),
+        "--driver-java-options",
+        f"-Dlog4j2.configurationFile=file:{CONF / 'log4j2.properties'}",
+        str(REPO / "jobs" / f"{job}.py"),
+        *args,
+    ]
     environ = {k: v for k, v in os.environ.items() if k != "KAFKALOG_CONF_DIR"}
     environ.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python, **(env or {}))
-    return subprocess.run(command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=600)
+    return subprocess.run(
+        command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
+    )
 
 
 @pytest.mark.spark
@@ -114,9 +167,18 @@ def test_compact_job_reads_the_conf_dir_and_leaves_a_valid_log(generated, tmp_pa
 def test_retain_job_deletes_expired_segments(generated, tmp_path):
     log_dir = tmp_path / "log"
     shutil.copytree(generated / "log", log_dir)
-    run = spark_submit("retain", str(log_dir), "--now", str(NOW), "--topic", "orders",
-                       "--config-file", str(generated / "conf" / "kafkalog.properties"),
-                       "--config", "retention.ms=3600000")
+    run = spark_submit(
+        "retain",
+        str(log_dir),
+        "--now",
+        str(NOW),
+        "--topic",
+        "orders",
+        "--config-file",
+        str(generated / "conf" / "kafkalog.properties"),
+        "--config",
+        "retention.ms=3600000",
+    )
     assert run.returncode == 0, run.stdout
     assert f"\nretain {log_dir} (in place, now={NOW}): 2 of 2 partitions change" in run.stdout
     assert "kafkalog retain: exit code 0 (done) after" in run.stdout
@@ -144,9 +206,19 @@ def test_purge_job_removes_the_keys_and_writes_the_ledger(generated, tmp_path):
     before = _keys_of(log_dir, "customers")
     doomed = sorted(before)[:2]
     keys.write_text("".join(k.decode() + "\n" for k in doomed))
-    run = spark_submit("purge", str(log_dir), "--keys", str(keys), "--topic", "customers",
-                       "--ledger", str(tmp_path / "ledger"), "--now", str(NOW),
-                       env={"KAFKALOG_PURGE_SECRET": "a-test-secret-of-32-bytes-length"})
+    run = spark_submit(
+        "purge",
+        str(log_dir),
+        "--keys",
+        str(keys),
+        "--topic",
+        "customers",
+        "--ledger",
+        str(tmp_path / "ledger"),
+        "--now",
+        str(NOW),
+        env={"KAFKALOG_PURGE_SECRET": "a-test-secret-of-32-bytes-length"},
+    )
     assert run.returncode == 0, run.stdout
     assert "kafkalog purge: exit code 0 (done) after" in run.stdout
     assert _keys_of(log_dir, "customers") == before - set(doomed)

@@ -1,5 +1,6 @@
 """The house plan, checked: every module of kafkalog imports only from its own layer or the layers
 below it (docs/architecture.md), and the import graph has no circle."""
+
 from __future__ import annotations
 
 import ast
@@ -7,8 +8,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kafkalog"
 # lowest first; a module may import its own layer and the ones before it
-LAYERS = (("config", "errors"), ("codec",), ("storage",), ("rules",), ("spark",), ("operations",),
-          ("cli", "job", "__main__"))
+LAYERS = (
+    ("config", "errors"),
+    ("codec",),
+    ("storage",),
+    ("rules",),
+    ("spark",),
+    ("operations",),
+    ("cli", "job", "__main__"),
+)
 
 
 def layer_of(module: str) -> int:
@@ -32,7 +40,7 @@ def imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
@@ -48,8 +56,7 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_no_module_imports_a_layer_above_its_own():
-    upward = sorted(f"{m} imports {t}" for m, targets in graph().items() for t in targets
-                    if layer_of(t) > layer_of(m))
+    upward = sorted(f"{m} imports {t}" for m, targets in graph().items() for t in targets if layer_of(t) > layer_of(m))
     assert upward == []
 
 
@@ -69,7 +76,7 @@ def test_the_import_graph_has_no_circle():
             if target == node or target == "kafkalog":
                 continue
             if state.get(target) == 1:
-                cycles.append(path[path.index(target):] + [target])
+                cycles.append(path[path.index(target) :] + [target])
             elif target not in state:
                 visit(target, path + [target])
         state[node] = 2
@@ -81,8 +88,15 @@ def test_the_import_graph_has_no_circle():
 
 
 def test_every_command_has_its_function_in_the_operations_layer():
-    commands = {"compact": "compact", "retain": "retain", "purge": "purge", "validate": "validate_paths",
-                "dump": "dump_paths", "txn_report": "txn_report", "generate": "generate_log_dir"}
+    commands = {
+        "compact": "compact",
+        "retain": "retain",
+        "purge": "purge",
+        "validate": "validate_paths",
+        "dump": "dump_paths",
+        "txn_report": "txn_report",
+        "generate": "generate_log_dir",
+    }
     for module, function in commands.items():
         source = (PACKAGE / "operations" / f"{module}.py").read_text()
         assert f"\ndef {function}(" in source, f"operations/{module}.py has no {function}()"

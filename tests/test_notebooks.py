@@ -5,6 +5,7 @@ Each notebook runs in its own temporary working directory (its sample log direct
 its own Spark JVM. A last cell, added here and not in the notebook, prints what the notebook computed
 as JSON; the checks below compare it with what the generator wrote, and dry runs with what was applied.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-from kafkalog.spark.compaction import REASONS
 from kafkalog.operations.generate import generate, preset
+from kafkalog.spark.compaction import REASONS
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 KERNEL = "kafkalog-test"
@@ -39,14 +40,14 @@ def _images(nb) -> int:
 
 # -- what each notebook must have computed ----------------------------------------------------------------
 
+
 def check_explore(facts: dict, nb, tmp_path: Path) -> None:
     expected = generate(str(tmp_path / "expected"), preset("small", seed=facts["seed"]))
     records: dict[str, int] = {}
     for tp, count in expected.records.items():
         records[tp.topic] = records.get(tp.topic, 0) + count
     assert {r["topic"]: r["records"] for r in facts["per_topic"]} == records
-    assert facts["segments"] == {f"{tp.topic}-{tp.partition}": len(p.segments)
-                                 for tp, p in expected.partitions.items()}
+    assert facts["segments"] == {f"{tp.topic}-{tp.partition}": len(p.segments) for tp, p in expected.partitions.items()}
     keys = {r["topic"]: r for r in facts["key_stats"]}
     assert "clicks" not in keys  # the generator writes clicks without keys
     assert keys["customers"]["tombstones"] > 0 and keys["orders"]["tombstones"] == 0
@@ -64,8 +65,10 @@ def check_compaction(facts: dict, nb, tmp_path: Path) -> None:
     assert facts["applied_report"] == facts["report"]  # the dry run said what the pass did
     removed = {(r["topic"], r["partition"]): sum(r[k] for k in REASONS if k != "kept") for r in facts["report"]}
     assert all(n > 0 for n in removed.values())
-    assert {(r["topic"], r["partition"]) for r in facts["report"] if r["aborted_transaction"]} \
-        == {("stock", 0), ("stock", 1)}
+    assert {(r["topic"], r["partition"]) for r in facts["report"] if r["aborted_transaction"]} == {
+        ("stock", 0),
+        ("stock", 1),
+    }
     before, after = facts["before"], facts["after"]
     for (topic, partition), n in removed.items():
         label = f"{topic}-{partition}"
@@ -87,8 +90,9 @@ def check_gdpr_purge(facts: dict, nb, tmp_path: Path) -> None:
     assert {topic for topic, _ in per_partition} == {"customers", "orders", "payments"}
     assert set(places) < set(facts["keys"])
     counts = ("topic", "partition", "removed", "tombstoned", "redacted", "kept", "batches", "segments", "keys")
-    assert [{c: p[c] for c in counts} for p in facts["applied"]] == \
-        [{c: p[c] for c in counts} for p in facts["dry"]]  # the dry run said what the purge did
+    assert [{c: p[c] for c in counts} for p in facts["applied"]] == [
+        {c: p[c] for c in counts} for p in facts["dry"]
+    ]  # the dry run said what the purge did
     assert {(p["topic"], p["partition"]): p["removed"] for p in facts["dry"]} == per_partition
     assert all(p["remaining"] == p["tombstoned"] == p["redacted"] == p["kept"] == 0 for p in facts["applied"])
     # the keys are gone from the output; every other record is unchanged at its offset; no log end moved
@@ -119,8 +123,9 @@ def check_gdpr_purge(facts: dict, nb, tmp_path: Path) -> None:
 
 def check_consumed_retention(facts: dict, nb, tmp_path: Path) -> None:
     expected = generate(str(tmp_path / "expected"), preset("small", seed=facts["seed"]))
-    assert {(r["group"], r["topic"], r["partition"]): r["offset"] for r in facts["committed"]} \
-        == {key: value.offset for key, value in expected.commits.items()}
+    assert {(r["group"], r["topic"], r["partition"]): r["offset"] for r in facts["committed"]} == {
+        key: value.offset for key, value in expected.commits.items()
+    }
     # billing keeps up with every topic and "retired" was deleted: the two lagging groups hold data back
     assert facts["holding"] == ["analytics", "audit"] and facts["slowest"] == "audit"
     assert facts["applied_totals"] == facts["dry_totals"] and facts["dry_totals"]["segmentsDeleted"] > 0
@@ -137,13 +142,15 @@ CHECKS = {
         " 'segments': segments.groupby('topic_partition').size().to_dict(),"
         " 'key_stats': key_stats.to_dict('records'),"
         " 'transactions': transactions.reset_index().to_dict('records')}",
-        check_explore),
+        check_explore,
+    ),
     "02-compaction": (
         "{'chosen': [p['chosen'] for p in dry.plan.partitions()], 'report': dry.report,"
         " 'applied_report': result.report, 'before': before.to_dict(), 'after': after.to_dict(),"
         " 'validation_ok': validation.ok, 'validation_errors': len(validation.errors),"
         " 'chosen_again': again['chosen'].tolist()}",
-        check_compaction),
+        check_compaction,
+    ),
     "03-gdpr-purge": (
         "{'keys': [k.decode() for k in per_key['key']],"
         " 'requested': requested[['topic', 'partition', 'offset']].assign("
@@ -154,18 +161,21 @@ CHECKS = {
         " 'ledger_rows': result.ledger_rows, 'ledger': this_run.astype(str).to_dict('records'),"
         " 'example': example.decode(), 'found': hits[['topic', 'partition', 'offset', 'key_fingerprint']]"
         ".to_dict('records')}",
-        check_gdpr_purge),
+        check_gdpr_purge,
+    ),
     "04-consumed-retention": (
         "{'seed': SEED, 'committed': committed[['group', 'topic', 'partition', 'offset']].to_dict('records'),"
         " 'holding': sorted(set(holding['group'])), 'slowest': slowest, 'dry_totals': dry.totals(),"
         " 'without_slowest_totals': without.totals(), 'applied_totals': applied.totals(),"
         " 'unread_lost': len(unread_lost), 'validation_ok': validation.ok,"
         " 'validation_errors': len(validation.errors)}",
-        check_consumed_retention),
+        check_consumed_retention,
+    ),
 }
 
 
 # -- running ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def kernel_specs(tmp_path_factory) -> KernelSpecManager:
@@ -182,8 +192,9 @@ def kernel_specs(tmp_path_factory) -> KernelSpecManager:
 def test_notebook_is_checked_in_without_outputs(path):
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
-    assert all(not c.outputs and c.execution_count is None for c in _code_cells(nb)), \
+    assert all(not c.outputs and c.execution_count is None for c in _code_cells(nb)), (
         "clear the notebook's outputs before checking it in"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

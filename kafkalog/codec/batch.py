@@ -5,10 +5,12 @@ CRC-32C, records in and out.
 the header eagerly and the records only when asked. `build_batch` and `build_empty_batch` write
 batches byte for byte as Kafka's MemoryRecordsBuilder does.
 """
+
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import crc32c
 
@@ -73,6 +75,20 @@ class AbstractBatch:
 
     __slots__ = ()
 
+    if TYPE_CHECKING:  # what a subclass has, for the type checker
+        buf: Any
+        position: int
+        attributes: int
+        crc: int
+
+        @property
+        def size(self) -> int: ...
+
+        @property
+        def last_offset(self) -> int: ...
+
+        def compute_crc(self) -> int: ...
+
     @property
     def next_offset(self) -> int:
         return self.last_offset + 1
@@ -84,7 +100,7 @@ class AbstractBatch:
     @property
     def data(self) -> bytes:
         """The batch's bytes, exactly as stored."""
-        return bytes(self.buf[self.position:self.position + self.size])
+        return bytes(self.buf[self.position : self.position + self.size])
 
     def is_valid(self) -> bool:
         return self.compute_crc() == self.crc
@@ -93,30 +109,63 @@ class AbstractBatch:
 class RecordBatch(AbstractBatch):
     """A v2 batch at `position` in `buf`. Header fields are plain attributes, named as in Kafka."""
 
-    __slots__ = ("buf", "position", "base_offset", "batch_length", "partition_leader_epoch", "magic",
-                 "crc", "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
-                 "producer_id", "producer_epoch", "base_sequence", "records_count")
+    __slots__ = (
+        "buf",
+        "position",
+        "base_offset",
+        "batch_length",
+        "partition_leader_epoch",
+        "magic",
+        "crc",
+        "attributes",
+        "last_offset_delta",
+        "base_timestamp",
+        "max_timestamp",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "records_count",
+    )
 
     def __init__(self, buf, position: int = 0):
         if len(buf) - position < RECORD_BATCH_OVERHEAD:
-            raise TruncatedDataError(f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, "
-                                     f"{len(buf) - position} remain", position=position)
-        (self.base_offset, self.batch_length, self.partition_leader_epoch, self.magic, self.crc,
-         self.attributes, self.last_offset_delta, self.base_timestamp, self.max_timestamp,
-         self.producer_id, self.producer_epoch, self.base_sequence,
-         self.records_count) = HEADER.unpack_from(buf, position)
+            raise TruncatedDataError(
+                f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, {len(buf) - position} remain",
+                position=position,
+            )
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.records_count,
+        ) = HEADER.unpack_from(buf, position)
         self.buf = buf
         self.position = position
         if self.magic != MAGIC:
-            raise CorruptBatchError(f"expected magic 2, found {self.magic}", position=position + 16,
-                                    offset=self.base_offset)
+            raise CorruptBatchError(
+                f"expected magic 2, found {self.magic}", position=position + 16, offset=self.base_offset
+            )
         if self.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
-            raise CorruptBatchError(f"batch length {self.batch_length} is below the minimum "
-                                    f"{RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}", position=position + 8,
-                                    offset=self.base_offset)
+            raise CorruptBatchError(
+                f"batch length {self.batch_length} is below the minimum {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}",
+                position=position + 8,
+                offset=self.base_offset,
+            )
         if position + LOG_OVERHEAD + self.batch_length > len(buf):
-            raise TruncatedDataError(f"batch declares {self.size} bytes, {len(buf) - position} remain",
-                                     position=position, offset=self.base_offset)
+            raise TruncatedDataError(
+                f"batch declares {self.size} bytes, {len(buf) - position} remain",
+                position=position,
+                offset=self.base_offset,
+            )
 
     # -- derived header values ------------------------------------------------------------
     @property
@@ -164,20 +213,23 @@ class RecordBatch(AbstractBatch):
 
     # -- checks ---------------------------------------------------------------------------
     def compute_crc(self) -> int:
-        return crc32c.crc32c(self.buf[self.position + ATTRIBUTES_OFFSET:self.position + self.size])
+        return crc32c.crc32c(self.buf[self.position + ATTRIBUTES_OFFSET : self.position + self.size])
 
     def verify(self) -> None:
         """Raise CrcMismatchError unless the stored CRC-32C matches (Kafka's ensureValid)."""
         computed = self.compute_crc()
         if computed != self.crc:
-            raise CrcMismatchError(f"CRC-32C mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
-                                   position=self.position + CRC_OFFSET, offset=self.base_offset)
+            raise CrcMismatchError(
+                f"CRC-32C mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
+                position=self.position + CRC_OFFSET,
+                offset=self.base_offset,
+            )
 
     # -- records --------------------------------------------------------------------------
     def records_section(self, limit: int = DEFAULT_DECOMPRESSION_LIMIT):
         """The concatenated records as bytes, decompressed (bytes index faster than a memoryview)."""
         start = self.position + RECORD_BATCH_OVERHEAD
-        raw = self.buf[start:self.position + self.size]
+        raw = self.buf[start : self.position + self.size]
         if self.codec == Codec.NONE:
             return bytes(raw)
         try:
@@ -194,9 +246,13 @@ class RecordBatch(AbstractBatch):
         base_offset, base_timestamp = self.base_offset, self.base_timestamp
         start = self.position + RECORD_BATCH_OVERHEAD
         size = self.size - RECORD_BATCH_OVERHEAD
-        if (self.codec == Codec.NONE and isinstance(self.buf, bytes) and size >= _IN_PLACE_SECTION
-                and size >= count * _IN_PLACE_RECORD):
-            section = memoryview(self.buf)[start:start + size]
+        if (
+            self.codec == Codec.NONE
+            and isinstance(self.buf, bytes)
+            and size >= _IN_PLACE_SECTION
+            and size >= count * _IN_PLACE_RECORD
+        ):
+            section = memoryview(self.buf)[start : start + size]
         else:
             section = self.records_section(limit)
             # all records at once (numpy); None for small batches and whatever only the scalar path can tell
@@ -212,33 +268,51 @@ class RecordBatch(AbstractBatch):
         except (CorruptBatchError, IndexError) as err:
             raise self._record_error(err, pos) from None
         if pos != len(section):
-            raise CorruptBatchError(f"incorrect declared batch size: {len(section) - pos} bytes remain "
-                                    f"after {count} records", position=self.position, offset=self.base_offset)
+            raise CorruptBatchError(
+                f"incorrect declared batch size: {len(section) - pos} bytes remain after {count} records",
+                position=self.position,
+                offset=self.base_offset,
+            )
         return out
 
     def _checked_count(self) -> int:
         if self.records_count < 0:
-            raise CorruptBatchError(f"invalid record count {self.records_count}",
-                                    position=self.position + 57, offset=self.base_offset)
+            raise CorruptBatchError(
+                f"invalid record count {self.records_count}", position=self.position + 57, offset=self.base_offset
+            )
         return self.records_count
 
     def _record_error(self, err: Exception, pos: int) -> CorruptBatchError:
         where = "" if self.codec == Codec.NONE else " of the decompressed records"
         detail = err.message if isinstance(err, CorruptBatchError) else "record runs past the end of the batch"
-        return CorruptBatchError(f"record at byte {pos}{where}: {detail}", position=self.position,
-                                 offset=self.base_offset)
+        return CorruptBatchError(
+            f"record at byte {pos}{where}: {detail}", position=self.position, offset=self.base_offset
+        )
 
     def __repr__(self) -> str:
-        return (f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
-                f"count={self.records_count}, codec={self.codec}, position={self.position})")
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.records_count}, codec={self.codec}, position={self.position})"
+        )
 
 
-def build_batch(records: Sequence[Record], *, base_offset: int | None = None, codec: int = Codec.NONE,
-                last_offset_delta: int | None = None, timestamp_type: int = TimestampType.CREATE_TIME,
-                log_append_time: int | None = None, partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
-                base_sequence: int = NO_SEQUENCE, is_transactional: bool = False, is_control: bool = False,
-                delete_horizon_ms: int | None = None, max_timestamp: int | None = None) -> bytes:
+def build_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int | None = None,
+    codec: int = Codec.NONE,
+    last_offset_delta: int | None = None,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    log_append_time: int | None = None,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    delete_horizon_ms: int | None = None,
+    max_timestamp: int | None = None,
+) -> bytes:
     """Encode `records` (offsets absolute, strictly increasing) as one v2 batch.
 
     `last_offset_delta` defaults to the last record's delta; a compacted batch passes its original
@@ -265,49 +339,135 @@ def build_batch(records: Sequence[Record], *, base_offset: int | None = None, co
         largest = log_append_time
     elif max_timestamp is not None:
         largest = max_timestamp
-    return build_batch_of_section(bytes(section), len(records), base_offset=base_offset, codec=codec,
-                                  last_offset_delta=last_offset_delta, timestamp_type=timestamp_type,
-                                  base_timestamp=base_timestamp, max_timestamp=largest,
-                                  partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
-                                  producer_epoch=producer_epoch, base_sequence=base_sequence,
-                                  is_transactional=is_transactional, is_control=is_control,
-                                  has_delete_horizon=delete_horizon_ms is not None)
+    return build_batch_of_section(
+        bytes(section),
+        len(records),
+        base_offset=base_offset,
+        codec=codec,
+        last_offset_delta=last_offset_delta,
+        timestamp_type=timestamp_type,
+        base_timestamp=base_timestamp,
+        max_timestamp=largest,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        is_transactional=is_transactional,
+        is_control=is_control,
+        has_delete_horizon=delete_horizon_ms is not None,
+    )
 
 
-def build_batch_of_section(section: bytes, count: int, *, base_offset: int, codec: int, last_offset_delta: int,
-                           timestamp_type: int, base_timestamp: int, max_timestamp: int, partition_leader_epoch: int,
-                           producer_id: int, producer_epoch: int, base_sequence: int, is_transactional: bool,
-                           is_control: bool, has_delete_horizon: bool) -> bytes:
+def build_batch_of_section(
+    section: bytes,
+    count: int,
+    *,
+    base_offset: int,
+    codec: int,
+    last_offset_delta: int,
+    timestamp_type: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    partition_leader_epoch: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    is_transactional: bool,
+    is_control: bool,
+    has_delete_horizon: bool,
+) -> bytes:
     """A v2 batch around `count` records already encoded (uncompressed) in `section`; the base
     timestamp is the delete horizon when `has_delete_horizon`."""
-    attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
-                  | (TRANSACTIONAL_FLAG if is_transactional else 0) | (CONTROL_FLAG if is_control else 0)
-                  | (DELETE_HORIZON_FLAG if has_delete_horizon else 0))
+    attributes = (
+        codec
+        | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
+        | (TRANSACTIONAL_FLAG if is_transactional else 0)
+        | (CONTROL_FLAG if is_control else 0)
+        | (DELETE_HORIZON_FLAG if has_delete_horizon else 0)
+    )
     payload = compress(codec, section, magic=MAGIC)
-    return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
-                     max_timestamp, producer_id, producer_epoch, base_sequence, count, payload)
+    return _assemble(
+        base_offset,
+        partition_leader_epoch,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+        payload,
+    )
 
 
-def build_empty_batch(*, base_offset: int, last_offset_delta: int, max_timestamp: int,
-                      partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH, producer_id: int = NO_PRODUCER_ID,
-                      producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
-                      timestamp_type: int = TimestampType.CREATE_TIME, is_transactional: bool = False,
-                      is_control: bool = False) -> bytes:
+def build_empty_batch(
+    *,
+    base_offset: int,
+    last_offset_delta: int,
+    max_timestamp: int,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    is_transactional: bool = False,
+    is_control: bool = False,
+) -> bytes:
     """The 61-byte batch the cleaner keeps when every record is gone but the batch must stay
     (MemoryRecords.filterTo with BatchRetention.RETAIN_EMPTY, a producer's last batch say):
     uncompressed, base timestamp -1, no delete horizon, original range and producer fields."""
-    attributes = ((TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
-                  | (TRANSACTIONAL_FLAG if is_transactional else 0) | (CONTROL_FLAG if is_control else 0))
-    return _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, NO_TIMESTAMP,
-                     max_timestamp, producer_id, producer_epoch, base_sequence, 0, b"")
+    attributes = (
+        (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
+        | (TRANSACTIONAL_FLAG if is_transactional else 0)
+        | (CONTROL_FLAG if is_control else 0)
+    )
+    return _assemble(
+        base_offset,
+        partition_leader_epoch,
+        attributes,
+        last_offset_delta,
+        NO_TIMESTAMP,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        0,
+        b"",
+    )
 
 
-def _assemble(base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
-              max_timestamp, producer_id, producer_epoch, base_sequence, count, payload) -> bytes:
+def _assemble(
+    base_offset,
+    partition_leader_epoch,
+    attributes,
+    last_offset_delta,
+    base_timestamp,
+    max_timestamp,
+    producer_id,
+    producer_epoch,
+    base_sequence,
+    count,
+    payload,
+) -> bytes:
     out = bytearray(RECORD_BATCH_OVERHEAD + len(payload))
-    HEADER.pack_into(out, 0, base_offset, RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
-                     partition_leader_epoch, MAGIC, 0, attributes, last_offset_delta, base_timestamp,
-                     max_timestamp, producer_id, producer_epoch, base_sequence, count)
+    HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(payload),
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
     out[RECORD_BATCH_OVERHEAD:] = payload
     struct.pack_into(">I", out, CRC_OFFSET, crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)

@@ -22,11 +22,13 @@ KafkaLogError. For any section the result is therefore exactly the scalar reader
 numpy's per-call overhead (about a microsecond, some 30 calls per batch) makes this a loss for a
 handful of records, so each reader has thresholds below which it returns None at once.
 """
+
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from itertools import repeat
-from typing import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,13 +43,16 @@ SMALL_RECORD = 64  # bytes
 # valueLength, one byte each (the full decode also needs headerCount, so this bound is safe for both).
 _MIN_RECORD = 6
 
-try:  # the cheapest "any" numpy has, without np.count_nonzero's Python wrapper
-    from numpy._core.multiarray import count_nonzero  # numpy 2
-except ImportError:  # pragma: no cover
-    try:
-        from numpy.core.multiarray import count_nonzero  # numpy 1
-    except ImportError:
-        count_nonzero = np.count_nonzero
+if TYPE_CHECKING:  # one definition for the type checker: what the imports below find
+    count_nonzero = np.count_nonzero
+else:
+    try:  # the cheapest "any" numpy has, without np.count_nonzero's Python wrapper
+        from numpy._core.multiarray import count_nonzero  # numpy 2
+    except ImportError:  # pragma: no cover
+        try:
+            from numpy.core.multiarray import count_nonzero  # numpy 1
+        except ImportError:
+            count_nonzero = np.count_nonzero
 INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 _SHORT = 1 << 13  # a varint of one or two bytes decodes to |v| <= 8192
@@ -108,7 +113,7 @@ def _starts(section: bytes, count: int):
                 if a is None:
                     length, body = read_varint(section, pos)
                     if length < 0 or body - pos != varint_size(length):
-                        raise GiveUp  # negative or non-minimal
+                        raise GiveUp from None  # negative or non-minimal
                     a = body - pos + length
                 pos += a
                 append(pos)
@@ -185,12 +190,54 @@ def _add_base(base: int, deltas):
 
 class Fields:
     """What every reader needs of each record, up to its value (positions index the section)."""
-    __slots__ = ("reader", "S", "E", "span", "offset", "timestamp", "ts_start", "ts_delta", "ts_end", "offset_delta",
-                 "key_len_start", "key_start", "key_end", "key_len", "value_start", "value_end", "value_len")
+
+    __slots__ = (
+        "reader",
+        "S",
+        "E",
+        "span",
+        "offset",
+        "timestamp",
+        "ts_start",
+        "ts_delta",
+        "ts_end",
+        "offset_delta",
+        "key_len_start",
+        "key_start",
+        "key_end",
+        "key_len",
+        "value_start",
+        "value_end",
+        "value_len",
+    )
+    reader: SectionReader
+    S: np.ndarray  # record starts
+    E: np.ndarray  # record ends
+    span: np.ndarray
+    offset: np.ndarray
+    timestamp: Any  # an int64 array, or a list with `timestamps_as_list`
+    ts_start: np.ndarray
+    ts_delta: np.ndarray
+    ts_end: np.ndarray
+    offset_delta: np.ndarray
+    key_len_start: np.ndarray
+    key_start: np.ndarray
+    key_end: np.ndarray
+    key_len: np.ndarray
+    value_start: np.ndarray
+    value_end: np.ndarray
+    value_len: np.ndarray
 
 
-def read_fields(section: bytes, bounds, base_offset: int, base_timestamp: int, log_append_time: int | None,
-                checked: bool, timestamps_as_list: bool = False) -> Fields:
+def read_fields(
+    section: bytes,
+    bounds,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    checked: bool,
+    timestamps_as_list: bool = False,
+) -> Fields:
     """Read every record up to its value and check that each value ends inside its record (with
     positions that only grow, so does everything before it)."""
     f = Fields()
@@ -295,8 +342,14 @@ def far_from_int64_limits(values) -> bool:
     return not count_nonzero((values <= -_SAFE) | (values >= _SAFE))
 
 
-def read_joined(read, sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
-                base_timestamps: Sequence[int], log_append_times: Sequence[int | None]):
+def read_joined(
+    read,
+    sections: Sequence[bytes],
+    counts: Sequence[int],
+    base_offsets: Sequence[int],
+    base_timestamps: Sequence[int],
+    log_append_times: Sequence[int | None],
+):
     """Read several sections joined as one with `read` (a `read_fields` of bases 0, through `attempt`):
     (the joined section, fields, where each section starts in it, each record's section, offsets,
     timestamps), or None where the pass gives up, a count does not fit its section, or a base and a
@@ -318,10 +371,10 @@ def read_joined(read, sections: Sequence[bytes], counts: Sequence[int], base_off
 
 def _rebase(deltas, bases: Sequence[int], batch):
     """deltas + their batch's base, or None near int64's limits (the decoder handles those)."""
-    bases = np.array(bases, np.int64)
-    if not (far_from_int64_limits(bases) and far_from_int64_limits(deltas)):
+    base_array = np.array(bases, np.int64)
+    if not (far_from_int64_limits(base_array) and far_from_int64_limits(deltas)):
         return None
-    return deltas + bases[batch]
+    return deltas + base_array[batch]
 
 
 def _section_starts(f: Fields, sections: Sequence[bytes], counts: Sequence[int]):

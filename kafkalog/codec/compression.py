@@ -3,6 +3,7 @@
 `compress` writes what Kafka's Java producer writes; `decompress` accepts what Kafka's readers accept
 and never lets the output grow past a limit, so a small hostile batch cannot exhaust memory.
 """
+
 from __future__ import annotations
 
 import enum
@@ -11,6 +12,7 @@ import struct
 import zlib
 
 import lz4.block
+import pyarrow
 import snappy
 import xxhash
 import zstandard
@@ -20,6 +22,7 @@ from ..errors import CorruptBatchError, DecompressionLimitError, TruncatedDataEr
 
 class Codec(enum.IntEnum):
     """Codec ids of attribute bits 0-2."""
+
     NONE = 0
     GZIP = 1
     SNAPPY = 2
@@ -139,11 +142,12 @@ def _gzip_decompress(view: memoryview, magic: int, out: _Output) -> None:
         pos = start  # input handed to zlib so far
         tail = b""  # input zlib left over from the last step
         full = False  # the last step filled its output: zlib may hold more without new input
+        data: bytes | memoryview
         while not member.eof:
             if tail:
                 data = tail
             elif pos < len(view):
-                data = view[pos:pos + _GZIP_IN_STEP]
+                data = view[pos : pos + _GZIP_IN_STEP]
                 pos += len(data)
             elif full:
                 data = b""
@@ -160,7 +164,7 @@ def _gzip_decompress(view: memoryview, magic: int, out: _Output) -> None:
         start = pos - len(member.unused_data)
         # GZIPInputStream reads on when another member header follows and silently ignores any
         # other trailing bytes, so concatenated members are read and padding is not an error
-        if view[start:start + 3] != b"\x1f\x8b\x08":
+        if view[start : start + 3] != b"\x1f\x8b\x08":
             return
 
 
@@ -169,7 +173,7 @@ def _snappy_compress(data, magic: int) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
-        block = snappy.compress(view[start:start + _XERIAL_BLOCK])
+        block = snappy.compress(view[start : start + _XERIAL_BLOCK])
         parts += (_INT32.pack(len(block)), block)
     return b"".join(parts)
 
@@ -198,7 +202,7 @@ def _snappy_decompress(view: memoryview, magic: int, out: _Output) -> None:
 
 
 def _xerial_header_at(view: memoryview, pos: int) -> bool:
-    return len(view) - pos >= len(_XERIAL_HEADER) and view[pos:pos + len(_XERIAL_MAGIC)] == _XERIAL_MAGIC
+    return len(view) - pos >= len(_XERIAL_HEADER) and view[pos : pos + len(_XERIAL_MAGIC)] == _XERIAL_MAGIC
 
 
 def _snappy_block(block: memoryview, position: int, out: _Output) -> None:
@@ -217,6 +221,12 @@ def _snappy_block(block: memoryview, position: int, out: _Output) -> None:
         raise CorruptBatchError("invalid snappy block", position=position) from None
 
 
+# Kafka's Lz4BlockOutputStream compresses each block with lz4-java's fastCompressor, which is
+# LZ4_compress_default; so does Arrow's raw lz4 codec. python-lz4's block.compress runs LZ4's
+# streaming compressor, which finds other matches: a valid frame, but not the bytes Kafka writes.
+_LZ4_RAW = pyarrow.Codec("lz4_raw")
+
+
 def _lz4_header_checksum(descriptor) -> int:
     return (xxhash.xxh32_intdigest(descriptor) >> 8) & 0xFF
 
@@ -225,11 +235,11 @@ def _lz4_compress(data, magic: int) -> bytes:
     # Before KIP-57 Kafka also hashed the frame magic into HC (KAFKA-3160); magic-0 wrappers keep
     # that broken byte because the old clients reading them verify it
     hashed = _LZ4_MAGIC + _LZ4_DESCRIPTOR if magic == 0 else _LZ4_DESCRIPTOR
-    parts = [_LZ4_MAGIC, _LZ4_DESCRIPTOR, bytes((_lz4_header_checksum(hashed),))]
+    parts: list[bytes | memoryview] = [_LZ4_MAGIC, _LZ4_DESCRIPTOR, bytes((_lz4_header_checksum(hashed),))]
     view = memoryview(data)
     for start in range(0, len(view), _LZ4_BLOCK):
-        block = view[start:start + _LZ4_BLOCK]
-        packed = lz4.block.compress(block, store_size=False)
+        block = view[start : start + _LZ4_BLOCK]
+        packed = _LZ4_RAW.compress(block, asbytes=True)
         # Lz4BlockOutputStream stores a block that compression did not shrink as it is
         if len(packed) >= len(block):
             parts += (_UINT32_LE.pack(len(block) | _LZ4_STORED), block)
@@ -276,8 +286,7 @@ def _lz4_decompress(view: memoryview, magic: int, out: _Output) -> None:
                 raise TruncatedDataError("lz4 content checksum is missing", position=start)
             return
         if size > block_max:
-            raise CorruptBatchError(f"lz4 block size {size} exceeds the frame maximum {block_max}",
-                                    position=pos)
+            raise CorruptBatchError(f"lz4 block size {size} exceeds the frame maximum {block_max}", position=pos)
         end = start + size
         if end + checksum_size > len(view):
             raise TruncatedDataError(f"lz4 block of {size} bytes runs past the end", position=pos)
@@ -318,7 +327,7 @@ def _zstd_decompress(view: memoryview, magic: int, out: _Output) -> None:
                 raise TruncatedDataError("zstd data ends inside a frame", position=start)
             feed = min(max(out.room() // _ZSTD_MAX_EXPANSION, _ZSTD_FEED_MIN), _ZSTD_FEED_MAX)
             try:
-                chunk = frame.decompress(view[pos:pos + feed])
+                chunk = frame.decompress(view[pos : pos + feed])
             except zstandard.ZstdError as e:
                 raise CorruptBatchError(f"invalid zstd data: {e}", position=start) from None
             out.add(chunk)

@@ -26,23 +26,43 @@ Decoding is strict: it accepts what Kafka writes and raises `CorruptBatchError` 
 the last field. A value version Kafka does not define raises `UnsupportedFormatError`. Positions in
 errors are byte positions inside the key or value that was passed in.
 """
+
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple, Sequence, Union
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, NamedTuple, overload
 
 from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
 from .control import ControlType, control_record
 
 __all__ = [
-    "OFFSET_COMMIT_KEY_VERSIONS", "GROUP_METADATA_KEY_VERSION", "OFFSET_COMMIT_VALUE_VERSIONS",
-    "GROUP_METADATA_VALUE_VERSIONS", "FLEXIBLE_VALUE_VERSION",
-    "OffsetCommitKey", "GroupMetadataKey", "OtherCoordinatorKey", "CoordinatorKey",
-    "OffsetCommitValue", "MemberMetadata", "GroupMetadataValue", "CoordinatorRecord",
-    "decode_key", "decode_offset_commit_value", "decode_group_metadata_value",
-    "decode_record", "committed_offsets", "group_metadata",
-    "offset_commit_key", "offset_commit_value", "group_metadata_key", "group_metadata_value",
-    "consumer_subscription", "consumer_assignment", "replay_committed_offsets",
+    "OFFSET_COMMIT_KEY_VERSIONS",
+    "GROUP_METADATA_KEY_VERSION",
+    "OFFSET_COMMIT_VALUE_VERSIONS",
+    "GROUP_METADATA_VALUE_VERSIONS",
+    "FLEXIBLE_VALUE_VERSION",
+    "OffsetCommitKey",
+    "GroupMetadataKey",
+    "OtherCoordinatorKey",
+    "CoordinatorKey",
+    "OffsetCommitValue",
+    "MemberMetadata",
+    "GroupMetadataValue",
+    "CoordinatorRecord",
+    "decode_key",
+    "decode_offset_commit_value",
+    "decode_group_metadata_value",
+    "decode_record",
+    "committed_offsets",
+    "group_metadata",
+    "offset_commit_key",
+    "offset_commit_value",
+    "group_metadata_key",
+    "group_metadata_value",
+    "consumer_subscription",
+    "consumer_assignment",
+    "replay_committed_offsets",
 ]
 
 OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
@@ -56,6 +76,7 @@ FLEXIBLE_VALUE_VERSION = 4  # both value schemas: "flexibleVersions": "4+"
 
 class OffsetCommitKey(NamedTuple):
     """The key of a committed offset (key versions 0 and 1 share one layout)."""
+
     version: int
     group: str
     topic: str
@@ -64,6 +85,7 @@ class OffsetCommitKey(NamedTuple):
 
 class GroupMetadataKey(NamedTuple):
     """The key of a classic group's metadata (key version 2)."""
+
     version: int
     group: str
 
@@ -73,11 +95,12 @@ class OtherCoordinatorKey(NamedTuple):
 
     `data` is the key after its int16 record type. Readers skip such records.
     """
+
     record_type: int
     data: bytes
 
 
-CoordinatorKey = Union[OffsetCommitKey, GroupMetadataKey, OtherCoordinatorKey]
+CoordinatorKey = OffsetCommitKey | GroupMetadataKey | OtherCoordinatorKey
 
 
 class OffsetCommitValue(NamedTuple):
@@ -86,6 +109,7 @@ class OffsetCommitValue(NamedTuple):
     `tagged_fields` holds the (tag, raw bytes) pairs of a v4 value's tagged-field section; this
     schema defines no tagged fields, so any present were added by a newer Kafka.
     """
+
     version: int
     offset: int
     leader_epoch: int
@@ -101,6 +125,7 @@ class MemberMetadata(NamedTuple):
     `group_instance_id` is None before v3 (static membership). A v0 value has no rebalance
     timeout; as Kafka does when it loads one, `rebalance_timeout` then equals `session_timeout`.
     """
+
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -114,6 +139,7 @@ class MemberMetadata(NamedTuple):
 
 class GroupMetadataValue(NamedTuple):
     """A classic group's state. `current_state_timestamp` is -1 before v2 (Kafka's default)."""
+
     version: int
     protocol_type: str
     generation: int
@@ -134,6 +160,7 @@ class CoordinatorRecord(NamedTuple):
     `value` is None for a tombstone, an OffsetCommitValue or GroupMetadataValue for those keys,
     and the undecoded value bytes for an `OtherCoordinatorKey`.
     """
+
     key: CoordinatorKey
     value: OffsetCommitValue | GroupMetadataValue | bytes | None
 
@@ -158,8 +185,8 @@ class _Reader:
     def _fail_truncated(self, field: str, expected: str, need: int) -> TruncatedDataError:
         remain = len(self.buf) - self.pos
         return TruncatedDataError(
-            f"{self.what}: {field}: expected {expected} ({need} bytes) but only {remain} remain",
-            position=self.pos)
+            f"{self.what}: {field}: expected {expected} ({need} bytes) but only {remain} remain", position=self.pos
+        )
 
     def _fixed(self, codec: struct.Struct, field: str, expected: str) -> int:
         if self.pos + codec.size > len(self.buf):
@@ -184,8 +211,8 @@ class _Reader:
         for i in range(5):
             if self.pos >= len(self.buf):
                 raise TruncatedDataError(
-                    f"{self.what}: {field}: expected an unsigned varint but the data ends",
-                    position=start)
+                    f"{self.what}: {field}: expected an unsigned varint but the data ends", position=start
+                )
             b = self.buf[self.pos]
             self.pos += 1
             value |= (b & 0x7F) << (7 * i)
@@ -194,15 +221,18 @@ class _Reader:
                     break
                 return value
         raise CorruptBatchError(
-            f"{self.what}: {field} is not a valid unsigned varint (expected at most 5 bytes and a "
-            f"value below 2^31)", position=start)
+            f"{self.what}: {field} is not a valid unsigned varint (expected at most 5 bytes and a value below 2^31)",
+            position=start,
+        )
 
     def _take(self, n: int, field: str, expected: str, at: int) -> bytes:
         if n > len(self.buf) - self.pos:
             raise TruncatedDataError(
                 f"{self.what}: {field} declares {n} bytes; expected {expected} of that size but only "
-                f"{len(self.buf) - self.pos} remain", position=at)
-        data = bytes(self.buf[self.pos:self.pos + n])
+                f"{len(self.buf) - self.pos} remain",
+                position=at,
+            )
+        data = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return data
 
@@ -214,6 +244,12 @@ class _Reader:
             return self.uvarint(what) - 1, at
         return (self.int32(what) if wide else self.int16(what)), at
 
+    @overload
+    def string(self, field: str, flexible: bool, nullable: Literal[False] = False) -> str: ...
+
+    @overload
+    def string(self, field: str, flexible: bool, nullable: bool) -> str | None: ...
+
     def string(self, field: str, flexible: bool, nullable: bool = False) -> str | None:
         kind = "a compact string" if flexible else "a string"
         n, at = self._length(field, flexible, wide=False)
@@ -221,28 +257,26 @@ class _Reader:
             if nullable and n == -1:
                 return None
             expected = "a length of -1 (null) or more" if nullable else "a non-null string"
-            raise CorruptBatchError(f"{self.what}: {field} has length {n}; expected {expected}",
-                                    position=at)
+            raise CorruptBatchError(f"{self.what}: {field} has length {n}; expected {expected}", position=at)
         raw = self._take(n, field, f"{kind} of UTF-8 text", at)
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CorruptBatchError(
-                f"{self.what}: {field} is not valid UTF-8 (byte {exc.start} of the string); "
-                f"expected UTF-8 text", position=at) from None
+                f"{self.what}: {field} is not valid UTF-8 (byte {exc.start} of the string); expected UTF-8 text",
+                position=at,
+            ) from None
 
     def bytes_(self, field: str, flexible: bool) -> bytes:
         n, at = self._length(field, flexible, wide=True)
         if n < 0:
-            raise CorruptBatchError(f"{self.what}: {field} has length {n}; expected non-null bytes",
-                                    position=at)
+            raise CorruptBatchError(f"{self.what}: {field} has length {n}; expected non-null bytes", position=at)
         return self._take(n, field, "compact bytes" if flexible else "bytes", at)
 
     def array_length(self, field: str, flexible: bool) -> int:
         n, at = self._length(field, flexible, wide=True)
         if n < 0:
-            raise CorruptBatchError(f"{self.what}: {field} has {n} elements; expected a non-null array",
-                                    position=at)
+            raise CorruptBatchError(f"{self.what}: {field} has {n} elements; expected a non-null array", position=at)
         return n
 
     def tagged_fields(self, field: str = "tagged fields") -> tuple:
@@ -259,8 +293,8 @@ class _Reader:
         extra = len(self.buf) - self.pos
         if extra:
             raise CorruptBatchError(
-                f"{self.what}: {extra} bytes left after the last field; expected the record to end",
-                position=self.pos)
+                f"{self.what}: {extra} bytes left after the last field; expected the record to end", position=self.pos
+            )
 
 
 def _require(data, what: str) -> None:
@@ -297,7 +331,8 @@ def decode_key(key: bytes | bytearray | memoryview) -> CoordinatorKey:
         return GroupMetadataKey(version, group)
     if version < 0:
         raise CorruptBatchError(
-            f"__consumer_offsets key has version/record type {version}; expected 0 or more", position=0)
+            f"__consumer_offsets key has version/record type {version}; expected 0 or more", position=0
+        )
     return OtherCoordinatorKey(version, bytes(key[2:]))
 
 
@@ -309,10 +344,12 @@ def _value_version(value, name: str, versions: range) -> tuple[_Reader, int]:
     version = reader.int16("value version")
     if version < 0:
         raise CorruptBatchError(
-            f"{name} has version {version}; expected {versions.start}..{versions.stop - 1}", position=0)
+            f"{name} has version {version}; expected {versions.start}..{versions.stop - 1}", position=0
+        )
     if version not in versions:
         raise UnsupportedFormatError(
-            f"{name} has version {version}; expected {versions.start}..{versions.stop - 1}", position=0)
+            f"{name} has version {version}; expected {versions.start}..{versions.stop - 1}", position=0
+        )
     reader.what = f"{name} v{version}"
     return reader, version
 
@@ -331,8 +368,7 @@ def decode_offset_commit_value(value: bytes | bytearray | memoryview | None) -> 
     expire_timestamp = reader.int64("expireTimestamp") if version == 1 else -1
     tagged = reader.tagged_fields() if flexible else ()
     reader.finish()
-    return OffsetCommitValue(version, offset, leader_epoch, metadata, commit_timestamp,
-                             expire_timestamp, tagged)
+    return OffsetCommitValue(version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, tagged)
 
 
 def _decode_member(reader: _Reader, version: int, index: int) -> MemberMetadata:
@@ -349,8 +385,17 @@ def _decode_member(reader: _Reader, version: int, index: int) -> MemberMetadata:
     subscription = reader.bytes_(p + "subscription", flexible)
     assignment = reader.bytes_(p + "assignment", flexible)
     tagged = reader.tagged_fields(p + "tagged fields") if flexible else ()
-    return MemberMetadata(member_id, group_instance_id, client_id, client_host, rebalance_timeout,
-                          session_timeout, subscription, assignment, tagged)
+    return MemberMetadata(
+        member_id,
+        group_instance_id,
+        client_id,
+        client_host,
+        rebalance_timeout,
+        session_timeout,
+        subscription,
+        assignment,
+        tagged,
+    )
 
 
 def decode_group_metadata_value(value: bytes | bytearray | memoryview | None) -> GroupMetadataValue | None:
@@ -369,8 +414,9 @@ def decode_group_metadata_value(value: bytes | bytearray | memoryview | None) ->
     members = tuple(_decode_member(reader, version, i) for i in range(count))
     tagged = reader.tagged_fields() if flexible else ()
     reader.finish()
-    return GroupMetadataValue(version, protocol_type, generation, protocol, leader,
-                              current_state_timestamp, members, tagged)
+    return GroupMetadataValue(
+        version, protocol_type, generation, protocol, leader, current_state_timestamp, members, tagged
+    )
 
 
 # -- records and replay ---------------------------------------------------------------------------
@@ -422,6 +468,7 @@ def committed_offsets(records: Iterable) -> dict[tuple[str, str, int], OffsetCom
             if record.value is None:
                 offsets.pop(entry, None)
             else:
+                assert isinstance(record.value, OffsetCommitValue)  # decode_record decodes it for this key
                 offsets[entry] = record.value
     return offsets
 
@@ -438,11 +485,13 @@ def group_metadata(records: Iterable) -> dict[str, GroupMetadataValue]:
             if record.value is None:
                 groups.pop(record.key.group, None)
             else:
+                assert isinstance(record.value, GroupMetadataValue)  # decode_record decodes it for this key
                 groups[record.key.group] = record.value
     return groups
 
 
 # -- encoders: what the group coordinator writes (the synthetic broker uses them) --------------------
+
 
 def _string(text: str | None) -> bytes:
     if text is None:
@@ -470,8 +519,14 @@ def group_metadata_key(group: str) -> bytes:
     return struct.pack(">h", 2) + _string(group)
 
 
-def group_metadata_value(*, generation: int, protocol: str, leader: str, state_timestamp: int,
-                         members: Sequence[tuple[str, str, str, bytes, bytes]]) -> bytes:
+def group_metadata_value(
+    *,
+    generation: int,
+    protocol: str,
+    leader: str,
+    state_timestamp: int,
+    members: Sequence[tuple[str, str, str, bytes, bytes]],
+) -> bytes:
     """GroupMetadataValue v3 of a consumer group; members are (member id, client id, client host,
     subscription, assignment), without group instance ids."""
     out = bytearray(struct.pack(">h", 3) + _string("consumer") + struct.pack(">i", generation))
@@ -501,11 +556,13 @@ def consumer_assignment(partitions: Sequence[tuple[str, int]]) -> bytes:
 
 # -- a whole partition, as the group coordinator loads it -------------------------------------------
 
+
 def replay_committed_offsets(batches: Iterable) -> dict[tuple[str, str, int], OffsetCommitValue]:
     """The live commits of one `__consumer_offsets` partition, given as its (file, batch) pairs in log
-    order (`Partition.batches()`), as the group coordinator loads it: control batches never count; a transactional commit counts once the next
-    marker of its producer is a COMMIT (an ABORT, or no marker yet, drops it); the latest commit per
-    (group, topic, partition) in log order wins, and a tombstone removes it. Other record types
+    order (`Partition.batches()`), as the group coordinator loads it: control batches never count; a
+    transactional commit counts once the next marker of its producer is a COMMIT (an ABORT, or no
+    marker yet, drops it); the latest commit per (group, topic, partition) in log order wins, and a
+    tombstone removes it. Other record types
     (group metadata, KIP-848 records) are skipped. Errors name the segment file and the offset."""
     latest: dict = {}  # key -> (log offset, value): a commit replaces only an older one, as the
     pending: dict[int, list] = {}  # coordinator's loader does when a transaction's commits land late
@@ -543,9 +600,9 @@ def _offset_commits(batch) -> list:
         try:
             key = decode_key(record.key)
             if isinstance(key, OffsetCommitKey):
-                out.append(((key.group, key.topic, key.partition), record.offset,
-                            decode_offset_commit_value(record.value)))
+                out.append(
+                    ((key.group, key.topic, key.partition), record.offset, decode_offset_commit_value(record.value))
+                )
         except KafkaLogError as err:
             raise err.located(offset=record.offset) from None
     return out
-

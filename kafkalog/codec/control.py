@@ -3,6 +3,7 @@
 A control record's key is (version int16, type int16); an end-transaction marker's value is
 (version int16, coordinatorEpoch int32). Kafka writes one control record per control batch.
 """
+
 from __future__ import annotations
 
 import enum
@@ -31,6 +32,7 @@ class ControlType(enum.IntEnum):
 
 class ControlRecord(NamedTuple):
     """The first record of a control batch. `coordinator_epoch` is set for ABORT/COMMIT only."""
+
     offset: int
     timestamp: int
     type: ControlType
@@ -61,8 +63,9 @@ def parse_control_type(key: bytes | None) -> tuple[int, ControlType]:
 
 def parse_coordinator_epoch(value: bytes | None) -> int:
     """The coordinator epoch of an end-transaction marker value."""
-    _, coordinator_epoch = _unpack_versioned(END_TXN_MARKER_VALUE, value, "end transaction marker value",
-                                             "end transaction marker")
+    _, coordinator_epoch = _unpack_versioned(
+        END_TXN_MARKER_VALUE, value, "end transaction marker value", "end transaction marker"
+    )
     return coordinator_epoch
 
 
@@ -80,16 +83,29 @@ def control_record(batch: RecordBatch) -> ControlRecord | None:
     return ControlRecord(record.offset, record.timestamp, type_, version, epoch, record.value)
 
 
-def build_end_txn_marker(*, offset: int, timestamp: int, producer_id: int, producer_epoch: int,
-                         commit: bool, coordinator_epoch: int = 0,
-                         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
-                         timestamp_type: int = TimestampType.CREATE_TIME) -> bytes:
+def build_end_txn_marker(
+    *,
+    offset: int,
+    timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    commit: bool,
+    coordinator_epoch: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+) -> bytes:
     """A COMMIT or ABORT marker batch as the transaction coordinator has it written (one record, key version 0).
     In a LogAppendTime topic the leader stamps the marker with its append time, `timestamp`."""
     key = CONTROL_KEY.pack(CURRENT_CONTROL_VERSION, ControlType.COMMIT if commit else ControlType.ABORT)
     value = END_TXN_MARKER_VALUE.pack(CURRENT_CONTROL_VERSION, coordinator_epoch)
     log_append = timestamp_type == TimestampType.LOG_APPEND_TIME
-    return build_batch([Record(offset, timestamp, key, value)], partition_leader_epoch=partition_leader_epoch,
-                       producer_id=producer_id, producer_epoch=producer_epoch, is_transactional=True,
-                       is_control=True, timestamp_type=timestamp_type,
-                       log_append_time=timestamp if log_append else None)
+    return build_batch(
+        [Record(offset, timestamp, key, value)],
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=True,
+        is_control=True,
+        timestamp_type=timestamp_type,
+        log_append_time=timestamp if log_append else None,
+    )

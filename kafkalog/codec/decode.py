@@ -6,6 +6,7 @@ and says why their result is always the scalar reader's.
 Keys, values and headers are cut out last; header keys and values that repeat from record to
 record, as they usually do, are decoded once and shared.
 """
+
 from __future__ import annotations
 
 import struct
@@ -30,13 +31,21 @@ DECODE_THRESHOLD_SMALL_RECORDS = 20
 _MIN_ROUND = 8
 
 
-def decode_section(section: bytes, count: int, base_offset: int, base_timestamp: int,
-                   log_append_time: int | None, *, force: bool = False) -> list[Record] | None:
+def decode_section(
+    section: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    *,
+    force: bool = False,
+) -> list[Record] | None:
     """Every record of the section, exactly as `decode_record` returns them one by one; None to
     let the scalar decoder decide (and raise), which it also does below the thresholds unless
     `force`."""
-    if not force and count < (DECODE_THRESHOLD if len(section) >= SMALL_RECORD * count
-                              else DECODE_THRESHOLD_SMALL_RECORDS):
+    if not force and count < (
+        DECODE_THRESHOLD if len(section) >= SMALL_RECORD * count else DECODE_THRESHOLD_SMALL_RECORDS
+    ):
         return None
     return attempt(_decode, section, count, base_offset, base_timestamp, log_append_time)
 
@@ -55,8 +64,7 @@ def _decode(section, bounds, base_offset, base_timestamp, log_append_time, check
             headers = repeat(())
     keys = _slices(f.reader, section, f.key_start, f.key_end, f.key_len)
     values = _slices(f.reader, section, f.value_start, f.value_end, f.value_len)
-    return list(map(tuple.__new__, repeat(Record, len(E)),
-                    zip(f.offset.tolist(), f.timestamp, keys, values, headers)))
+    return list(map(tuple.__new__, repeat(Record, len(E)), zip(f.offset.tolist(), f.timestamp, keys, values, headers)))
 
 
 def _same_headers(section: bytes, reader: SectionReader, start, E):
@@ -87,8 +95,8 @@ def _headers(section: bytes, reader: SectionReader, header_count, pos, E) -> lis
     high = int(header_count.max())
     # Round r reads header r of every record that has more than r headers. `live` indexes those
     # records among the m (ascending; None: all m), so each round's pairs line up with it.
-    rounds = []
-    live = None
+    rounds: list[tuple[np.ndarray | None, list, bool]] = []  # (live, pairs, pairs are each record's rest)
+    live: np.ndarray | None = None
     for r in range(high):
         key_len, key_start = reader.read(pos)
         if count_nonzero(key_len < 0):
@@ -101,8 +109,7 @@ def _headers(section: bytes, reader: SectionReader, header_count, pos, E) -> lis
                 raise GiveUp
         elif count_nonzero(pos > E):
             raise GiveUp
-        rounds.append((live, _pairs(section, reader, key_start, key_end, key_len, value_start, pos, value_len),
-                       False))
+        rounds.append((live, _pairs(section, reader, key_start, key_end, key_len, value_start, pos, value_len), False))
         if r + 1 == high:
             break
         more = header_count > r + 1
@@ -114,8 +121,10 @@ def _headers(section: bytes, reader: SectionReader, header_count, pos, E) -> lis
             live = keep if live is None else live[keep]
             header_count, pos, E = header_count[keep], pos[keep], E[keep]
         if len(pos) < _MIN_ROUND:  # a few records with many headers: finish them one by one
-            rest = [_header_tail(section, p, e, c - r - 1)
-                    for p, e, c in zip(pos.tolist(), E.tolist(), header_count.tolist())]
+            rest = [
+                _header_tail(section, p, e, c - r - 1)
+                for p, e, c in zip(pos.tolist(), E.tolist(), header_count.tolist())
+            ]
             rounds.append((live, rest, True))
             break
 
@@ -124,7 +133,7 @@ def _headers(section: bytes, reader: SectionReader, header_count, pos, E) -> lis
     elif all(idx is None and not tail for idx, _, tail in rounds):  # the same count everywhere
         per_row = list(zip(*(pairs for _, pairs, _ in rounds)))
     else:
-        lists = [[] for _ in range(m)]
+        lists: list[list] = [[] for _ in range(m)]
         for idx, pairs, tail in rounds:
             targets = lists if idx is None else [lists[i] for i in idx.tolist()]
             if tail:
@@ -153,31 +162,32 @@ def _uniform(reader: SectionReader, start, length) -> bool:
         return True
     expected = None
     for i in range(0, len(start), _CHUNK):
-        part = start[i:i + _CHUNK]
+        part = start[i : i + _CHUNK]
         fields = _gather(reader, part, first)
         if expected is None:
             expected = fields[:first] * len(part)
-        if fields != (expected if len(fields) == len(expected) else expected[:len(fields)]):
+        if fields != (expected if len(fields) == len(expected) else expected[: len(fields)]):
             return False
     return True
 
 
-def _pairs(section: bytes, reader: SectionReader, key_start, key_end, key_len, value_start, value_end,
-           value_len) -> list:
+def _pairs(
+    section: bytes, reader: SectionReader, key_start, key_end, key_len, value_start, value_end, value_len
+) -> list:
     """The (key, value) header pairs of one round."""
     m = len(key_start)
     same_key = _uniform(reader, key_start, key_len)
     try:
         if same_key:
             a = int(key_start[0])
-            keys = [section[a:a + int(key_len[0])].decode("utf-8")] * m
+            keys = [section[a : a + int(key_len[0])].decode("utf-8")] * m
         else:
             keys = [section[a:b].decode("utf-8") for a, b in zip(key_start.tolist(), key_end.tolist())]
     except UnicodeDecodeError:
         raise GiveUp from None
     if _uniform(reader, value_start, value_len):
         a = int(value_start[0])
-        v = None if value_len[0] < 0 else section[a:int(value_end[0])]
+        v = None if value_len[0] < 0 else section[a : int(value_end[0])]
         if same_key:
             return [(keys[0], v)] * m
         values = [v] * m
@@ -199,7 +209,7 @@ def _header_tail(section: bytes, pos: int, end: int, count: int | None) -> list:
             key_len, pos = read_varint(section, pos)
             if key_len < 0 or pos + key_len > end:
                 raise GiveUp
-            key = section[pos:pos + key_len].decode("utf-8")
+            key = section[pos : pos + key_len].decode("utf-8")
             pos += key_len
             value_len, pos = read_varint(section, pos)
             if value_len < 0:
@@ -207,7 +217,7 @@ def _header_tail(section: bytes, pos: int, end: int, count: int | None) -> list:
             else:
                 if pos + value_len > end:
                     raise GiveUp
-                value = section[pos:pos + value_len]
+                value = section[pos : pos + value_len]
                 pos += value_len
             out.append((key, value))
     except (KafkaLogError, UnicodeDecodeError):
@@ -230,7 +240,7 @@ def _gather(reader: SectionReader, start, length: int) -> bytes:
     if tile is None:
         tile = _TILES[length] = np.tile(np.arange(length, dtype=np.int64), _CHUNK)
     index = start.repeat(length)
-    index += tile[:len(index)]
+    index += tile[: len(index)]
     return reader.bytes.take(index, mode="clip").tobytes()
 
 
@@ -256,9 +266,9 @@ def _slices(reader: SectionReader, section: bytes, start, end, length) -> list:
         if 0 < first <= _GATHER_MAX and not count_nonzero(length != first):
             # the same length everywhere (fixed-size keys, say): gather the fields into one buffer
             # and cut it with one struct call, cheaper than a slice per record
-            out = []
+            out: list[bytes | None] = []
             for i in range(0, m, _CHUNK):
-                part = start[i:i + _CHUNK]
+                part = start[i : i + _CHUNK]
                 out += _cutter(first, len(part)).unpack(_gather(reader, part, first))
             return out
     out = [section[a:b] for a, b in zip(start.tolist(), end.tolist())]

@@ -6,18 +6,20 @@ offset and offset range, producer fields, codec and flags; the KIP-534 delete ho
 where a retained tombstone or an emptied transaction's marker needs one), a 61-byte empty batch, or
 nothing.
 """
+
 from __future__ import annotations
 
 import enum
-from typing import Collection, NamedTuple, Sequence
+from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from ..errors import CorruptBatchError
 from .batch import NO_TIMESTAMP, RecordBatch, TimestampType, build_batch, build_batch_of_section, build_empty_batch
-from .splice import read_spans, splice
 from .legacy import build_legacy_batch
 from .records import Record
+from .splice import read_spans, splice
 
 # Below this many records, decoding and encoding a batch costs less than the fixed numpy cost of a splice.
 SPLICE_THRESHOLD = 16
@@ -42,8 +44,15 @@ class FilteredBatch(NamedTuple):
     horizon_set: bool
 
 
-def filter_batch(batch, retained: Sequence[Record], *, retention: BatchRetention, delete_horizon_ms: int,
-                 contains_marker_for_empty_txn: bool = False, all_retained: bool | None = None) -> FilteredBatch:
+def filter_batch(
+    batch,
+    retained: Sequence[Record],
+    *,
+    retention: BatchRetention,
+    delete_horizon_ms: int,
+    contains_marker_for_empty_txn: bool = False,
+    all_retained: bool | None = None,
+) -> FilteredBatch:
     """Write `batch` keeping `retained` (its records, in order, some left out or changed).
 
     `delete_horizon_ms` (the pass's start time + delete.retention.ms) is installed on a v2 batch that
@@ -58,37 +67,59 @@ def filter_batch(batch, retained: Sequence[Record], *, retention: BatchRetention
             return FilteredBatch(Outcome.EMPTY, _empty_like(batch), False)
         return FilteredBatch(Outcome.DROPPED, b"", False)
     v2 = isinstance(batch, RecordBatch)
-    set_horizon = (v2 and not batch.has_delete_horizon
-                   and (contains_marker_for_empty_txn or any(r.value is None for r in retained)))
+    set_horizon = (
+        v2
+        and not batch.has_delete_horizon
+        and (contains_marker_for_empty_txn or any(r.value is None for r in retained))
+    )
     if all_retained is None:
         all_retained = len(retained) == batch.records_count
     consistent = v2 or not batch.has_inconsistent_inner_magic
     if all_retained and consistent and not set_horizon:
         return FilteredBatch(Outcome.VERBATIM, batch.data, False)
-    return FilteredBatch(Outcome.REENCODED, _reencode(batch, retained, delete_horizon_ms if set_horizon else None),
-                         set_horizon)
+    return FilteredBatch(
+        Outcome.REENCODED, _reencode(batch, retained, delete_horizon_ms if set_horizon else None), set_horizon
+    )
 
 
 def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None) -> bytes:
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     if not isinstance(batch, RecordBatch):  # legacy: base and wrapper offset follow the retained records
-        return build_legacy_batch(retained, magic=batch.magic, codec=batch.codec, timestamp_type=batch.timestamp_type,
-                                  log_append_time=batch.max_timestamp if log_append else None)
+        return build_legacy_batch(
+            retained,
+            magic=batch.magic,
+            codec=batch.codec,
+            timestamp_type=batch.timestamp_type,
+            log_append_time=batch.max_timestamp if log_append else None,
+        )
     horizon = new_horizon_ms if new_horizon_ms is not None else batch.delete_horizon_ms
-    return build_batch(retained, log_append_time=batch.max_timestamp if log_append else None, delete_horizon_ms=horizon,
-                       **_kept_fields(batch))
+    return build_batch(
+        retained,
+        log_append_time=batch.max_timestamp if log_append else None,
+        delete_horizon_ms=horizon,
+        **_kept_fields(batch),
+    )
 
 
 def _kept_fields(batch: RecordBatch) -> dict:
     """What a rewritten v2 batch keeps of the original."""
-    return dict(base_offset=batch.base_offset, last_offset_delta=batch.last_offset_delta, codec=batch.codec,
-                timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,
-                producer_id=batch.producer_id, producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                is_transactional=batch.is_transactional, is_control=batch.is_control)
+    return dict(
+        base_offset=batch.base_offset,
+        last_offset_delta=batch.last_offset_delta,
+        codec=batch.codec,
+        timestamp_type=batch.timestamp_type,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+    )
 
 
 class SpliceJob(NamedTuple):
     """A v2 batch that loses the records at offsets `removed` and keeps the others as they are."""
+
     batch: RecordBatch
     removed: Collection[int]
     retention: BatchRetention
@@ -118,9 +149,13 @@ def splice_batches(jobs: Sequence[SpliceJob], *, delete_horizon_ms: int) -> list
 def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int) -> list | None:
     batches = [job.batch for job in jobs]
     appended = [b.timestamp_type == TimestampType.LOG_APPEND_TIME for b in batches]
-    spans = read_spans([b.records_section() for b in batches], [b.records_count for b in batches],
-                       [b.base_offset for b in batches], [b.base_timestamp for b in batches],
-                       [b.log_append_time for b in batches])
+    spans = read_spans(
+        [b.records_section() for b in batches],
+        [b.records_count for b in batches],
+        [b.base_offset for b in batches],
+        [b.base_timestamp for b in batches],
+        [b.log_append_time for b in batches],
+    )
     if spans is None:
         return None
     removed = set().union(*(job.removed for job in jobs))  # offsets are unique within a partition
@@ -128,8 +163,11 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int) -> list | None:
     kept = np.add.reduceat(keep, spans.starts).tolist()
     keeps_null = np.logical_or.reduceat(keep & spans.null_value, spans.starts).tolist()
     kept_at = np.flatnonzero(keep)
-    first = spans.timestamp[kept_at[np.minimum(np.searchsorted(kept_at, spans.starts), len(kept_at) - 1)]] \
-        if len(kept_at) else spans.starts
+    first = (
+        spans.timestamp[kept_at[np.minimum(np.searchsorted(kept_at, spans.starts), len(kept_at) - 1)]]
+        if len(kept_at)
+        else spans.starts
+    )
     largest = np.maximum.reduceat(np.where(keep, spans.timestamp, NO_TIMESTAMP), spans.starts).tolist()
     out: list[FilteredBatch | None] = [None] * len(jobs)
     horizons = {}  # batch index -> (whether its horizon is new, its horizon) of the batches written again
@@ -154,8 +192,14 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int) -> list | None:
     for i, (set_horizon, horizon) in horizons.items():
         batch = batches[i]
         max_timestamp = batch.max_timestamp if appended[i] else largest[i]
-        data = build_batch_of_section(sections[i], kept[i], base_timestamp=int(bases[i]), max_timestamp=max_timestamp,
-                                      has_delete_horizon=horizon is not None, **_kept_fields(batch))
+        data = build_batch_of_section(
+            sections[i],
+            kept[i],
+            base_timestamp=int(bases[i]),
+            max_timestamp=max_timestamp,
+            has_delete_horizon=horizon is not None,
+            **_kept_fields(batch),
+        )
         out[i] = FilteredBatch(Outcome.REENCODED, data, set_horizon)
     return out
 
@@ -163,11 +207,21 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int) -> list | None:
 def _empty_like(batch) -> bytes:
     if not isinstance(batch, RecordBatch):
         # Kafka throws IllegalStateException here and the cleaning pass fails.
-        raise CorruptBatchError("empty batches are only supported for magic v2 and above: a legacy batch "
-                                "that must be retained lost all its records", position=batch.position,
-                                offset=batch.last_offset)
-    return build_empty_batch(base_offset=batch.base_offset, last_offset_delta=batch.last_offset_delta,
-                             max_timestamp=batch.max_timestamp, partition_leader_epoch=batch.partition_leader_epoch,
-                             producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                             base_sequence=batch.base_sequence, timestamp_type=batch.timestamp_type,
-                             is_transactional=batch.is_transactional, is_control=batch.is_control)
+        raise CorruptBatchError(
+            "empty batches are only supported for magic v2 and above: a legacy batch "
+            "that must be retained lost all its records",
+            position=batch.position,
+            offset=batch.last_offset,
+        )
+    return build_empty_batch(
+        base_offset=batch.base_offset,
+        last_offset_delta=batch.last_offset_delta,
+        max_timestamp=batch.max_timestamp,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        timestamp_type=batch.timestamp_type,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+    )

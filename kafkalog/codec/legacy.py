@@ -6,13 +6,16 @@ whole message set into the value of one "wrapper" message, whose offset is that 
 message. `LegacyBatch` shows one log entry under `RecordBatch`'s names, so the layers above can
 treat v0/v1 and v2 alike; `build_legacy_message` and `build_legacy_batch` write them back.
 """
+
 from __future__ import annotations
 
 import struct
 import zlib
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from ..errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
+
 # shared with v2: the log overhead (offset and size), the attributes' low bits, "no timestamp"
 from .batch import COMPRESSION_MASK, LOG_OVERHEAD, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, AbstractBatch, TimestampType
 from .compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
@@ -35,6 +38,7 @@ LEGACY_MAGICS = (0, 1)
 
 class _Message(NamedTuple):
     """One decoded message of a wrapper's inner set, offset as stored (relative in v1 wrappers)."""
+
     offset: int
     magic: int
     attributes: int
@@ -71,13 +75,14 @@ def _key_value_spans(buf, pos: int, end: int, magic: int):
 
 
 def _span_bytes(buf, span) -> bytes | None:
-    return None if span is None else bytes(buf[span[0]:span[1]])
+    return None if span is None else bytes(buf[span[0] : span[1]])
 
 
 def _check_message_size(magic: int, size: int, pos: int, offset: int) -> None:
     if magic == 1 and size < RECORD_OVERHEAD_V1:
-        raise CorruptBatchError(f"v1 message size {size} is below the minimum {RECORD_OVERHEAD_V1}",
-                                position=pos + 8, offset=offset)
+        raise CorruptBatchError(
+            f"v1 message size {size} is below the minimum {RECORD_OVERHEAD_V1}", position=pos + 8, offset=offset
+        )
 
 
 class LegacyBatch(AbstractBatch):
@@ -88,8 +93,21 @@ class LegacyBatch(AbstractBatch):
     `RecordBatch`; v2-only fields report what Kafka's legacy batches report (-1, False, None).
     """
 
-    __slots__ = ("buf", "position", "last_offset", "message_size", "crc", "magic", "attributes",
-                 "timestamp", "_records", "_inner_magics")
+    __slots__ = (
+        "buf",
+        "position",
+        "last_offset",
+        "message_size",
+        "crc",
+        "magic",
+        "attributes",
+        "timestamp",
+        "_records",
+        "_inner_magics",
+    )
+    last_offset: int
+    _records: tuple[Record, ...] | None
+    _inner_magics: tuple[int, ...] | None
 
     # v2-only header fields, as Kafka's legacy batches report them
     partition_leader_epoch = -1
@@ -106,27 +124,35 @@ class LegacyBatch(AbstractBatch):
     def __init__(self, buf, position: int = 0):
         remaining = len(buf) - position
         if remaining < ENTRY_HEADER.size:
-            raise TruncatedDataError(f"log entry header needs {ENTRY_HEADER.size} bytes, {remaining} remain",
-                                     position=position)
+            raise TruncatedDataError(
+                f"log entry header needs {ENTRY_HEADER.size} bytes, {remaining} remain", position=position
+            )
         self.last_offset, self.message_size, self.crc, self.magic = ENTRY_HEADER.unpack_from(buf, position)
         self.buf = buf
         self.position = position
         if self.message_size < RECORD_OVERHEAD_V0:
-            raise CorruptBatchError(f"message size {self.message_size} is below the minimum record overhead "
-                                    f"{RECORD_OVERHEAD_V0}", position=position + 8, offset=self.last_offset)
+            raise CorruptBatchError(
+                f"message size {self.message_size} is below the minimum record overhead {RECORD_OVERHEAD_V0}",
+                position=position + 8,
+                offset=self.last_offset,
+            )
         if self.size > remaining:
-            raise TruncatedDataError(f"log entry declares {self.size} bytes, {remaining} remain",
-                                     position=position, offset=self.last_offset)
+            raise TruncatedDataError(
+                f"log entry declares {self.size} bytes, {remaining} remain", position=position, offset=self.last_offset
+            )
         if self.magic == 2:
-            raise CorruptBatchError("magic 2 is a record batch, not a legacy message",
-                                    position=position + MAGIC_OFFSET, offset=self.last_offset)
+            raise CorruptBatchError(
+                "magic 2 is a record batch, not a legacy message",
+                position=position + MAGIC_OFFSET,
+                offset=self.last_offset,
+            )
         if self.magic not in LEGACY_MAGICS:
-            raise UnsupportedFormatError(f"unknown magic {self.magic}", position=position + MAGIC_OFFSET,
-                                         offset=self.last_offset)
+            raise UnsupportedFormatError(
+                f"unknown magic {self.magic}", position=position + MAGIC_OFFSET, offset=self.last_offset
+            )
         _check_message_size(self.magic, self.message_size, position, self.last_offset)
         self.attributes = buf[position + MAGIC_OFFSET + 1]
-        self.timestamp = (TIMESTAMP.unpack_from(buf, position + TIMESTAMP_OFFSET)[0] if self.magic == 1
-                          else NO_TIMESTAMP)
+        self.timestamp = TIMESTAMP.unpack_from(buf, position + TIMESTAMP_OFFSET)[0] if self.magic == 1 else NO_TIMESTAMP
         self._records = None
         self._inner_magics = None
 
@@ -163,18 +189,22 @@ class LegacyBatch(AbstractBatch):
         if self.codec == Codec.NONE:
             return False
         self._decoded()
+        assert self._inner_magics is not None  # decoding a wrapper sets it
         return any(magic != self.magic for magic in self._inner_magics)
 
     # -- checks ---------------------------------------------------------------------------
     def compute_crc(self) -> int:
-        return zlib.crc32(memoryview(self.buf)[self.position + MAGIC_OFFSET:self.position + self.size])
+        return zlib.crc32(memoryview(self.buf)[self.position + MAGIC_OFFSET : self.position + self.size])
 
     def verify(self) -> None:
         """Raise CrcMismatchError unless the stored CRC-32 matches (Kafka's ensureValid)."""
         computed = self.compute_crc()
         if computed != self.crc:
-            raise CrcMismatchError(f"CRC-32 mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
-                                   position=self.position + CRC_OFFSET, offset=self.last_offset)
+            raise CrcMismatchError(
+                f"CRC-32 mismatch: stored {self.crc:#010x}, computed {computed:#010x}",
+                position=self.position + CRC_OFFSET,
+                offset=self.last_offset,
+            )
 
     # -- records --------------------------------------------------------------------------
     def records(self, limit: int = DEFAULT_DECOMPRESSION_LIMIT) -> list[Record]:
@@ -217,17 +247,24 @@ class LegacyBatch(AbstractBatch):
 
     def _decompressed_value(self, limit: int) -> bytes:
         if self.codec == Codec.ZSTD:
-            raise UnsupportedFormatError(f"zstd is not allowed with magic {self.magic}",
-                                         position=self.position + MAGIC_OFFSET + 1, offset=self.last_offset)
+            raise UnsupportedFormatError(
+                f"zstd is not allowed with magic {self.magic}",
+                position=self.position + MAGIC_OFFSET + 1,
+                offset=self.last_offset,
+            )
         if self.codec > Codec.ZSTD:
-            raise UnsupportedFormatError(f"unknown compression codec id {self.codec}",
-                                         position=self.position + MAGIC_OFFSET + 1, offset=self.last_offset)
+            raise UnsupportedFormatError(
+                f"unknown compression codec id {self.codec}",
+                position=self.position + MAGIC_OFFSET + 1,
+                offset=self.last_offset,
+            )
         _, value = self._key_value_spans()
         if value is None:
-            raise CorruptBatchError("compressed wrapper message has a null value", position=self.position,
-                                    offset=self.last_offset)
+            raise CorruptBatchError(
+                "compressed wrapper message has a null value", position=self.position, offset=self.last_offset
+            )
         try:
-            return decompress(self.codec, memoryview(self.buf)[value[0]:value[1]], magic=self.magic, limit=limit)
+            return decompress(self.codec, memoryview(self.buf)[value[0] : value[1]], magic=self.magic, limit=limit)
         except KafkaLogError as err:  # the codec only knows positions inside the value, if any
             located = err.located(base_position=value[0], offset=self.last_offset)
             if located.position is None:
@@ -242,19 +279,24 @@ class LegacyBatch(AbstractBatch):
             while len(data) - pos >= LOG_OVERHEAD:
                 offset, size = OFFSET_AND_SIZE.unpack_from(data, pos)
                 if size < RECORD_OVERHEAD_V0:
-                    raise CorruptBatchError(f"inner message size {size} is below the minimum {RECORD_OVERHEAD_V0}",
-                                            position=pos + 8)
+                    raise CorruptBatchError(
+                        f"inner message size {size} is below the minimum {RECORD_OVERHEAD_V0}", position=pos + 8
+                    )
                 end = pos + LOG_OVERHEAD + size
                 if end > len(data):
                     break
                 messages.append(self._inner_message(data, pos, end, offset, size))
                 pos = end
         except CorruptBatchError as err:
-            raise type(err)(f"{err.message} (byte {err.position} of the decompressed wrapper value)",
-                            position=self.position, offset=self.last_offset) from None
+            raise type(err)(
+                f"{err.message} (byte {err.position} of the decompressed wrapper value)",
+                position=self.position,
+                offset=self.last_offset,
+            ) from None
         if not messages:
-            raise CorruptBatchError("compressed wrapper message holds no inner messages", position=self.position,
-                                    offset=self.last_offset)
+            raise CorruptBatchError(
+                "compressed wrapper message holds no inner messages", position=self.position, offset=self.last_offset
+            )
         return messages
 
     @staticmethod
@@ -276,14 +318,19 @@ class LegacyBatch(AbstractBatch):
         if self.last_offset == 0:  # some librdkafka versions leave the wrapper offset at 0
             return 0
         if self.last_offset < last_inner_offset:
-            raise CorruptBatchError(f"wrapper offset {self.last_offset} is less than the last inner relative "
-                                    f"offset {last_inner_offset} and not zero", position=self.position,
-                                    offset=self.last_offset)
+            raise CorruptBatchError(
+                f"wrapper offset {self.last_offset} is less than the last inner relative "
+                f"offset {last_inner_offset} and not zero",
+                position=self.position,
+                offset=self.last_offset,
+            )
         return self.last_offset - last_inner_offset
 
     def __repr__(self) -> str:
-        return (f"LegacyBatch(magic={self.magic}, last_offset={self.last_offset}, codec={self.codec}, "
-                f"size={self.size}, position={self.position})")
+        return (
+            f"LegacyBatch(magic={self.magic}, last_offset={self.last_offset}, codec={self.codec}, "
+            f"size={self.size}, position={self.position})"
+        )
 
 
 # -- writers ------------------------------------------------------------------------------
@@ -304,8 +351,16 @@ def _append_sized(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
-def build_legacy_message(*, offset: int, magic: int, timestamp: int, key: bytes | None, value: bytes | None,
-                         codec: int = Codec.NONE, timestamp_type: int = TimestampType.CREATE_TIME) -> bytes:
+def build_legacy_message(
+    *,
+    offset: int,
+    magic: int,
+    timestamp: int,
+    key: bytes | None,
+    value: bytes | None,
+    codec: int = Codec.NONE,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+) -> bytes:
     """One log entry. `codec` only sets the attribute bits: a wrapper's `value` is already compressed.
     `timestamp` and `timestamp_type` are not stored in v0."""
     _check_magic_and_codec(magic, codec)
@@ -320,9 +375,14 @@ def build_legacy_message(*, offset: int, magic: int, timestamp: int, key: bytes 
     return OFFSET_SIZE_CRC.pack(offset, 4 + len(message), zlib.crc32(message)) + bytes(message)
 
 
-def build_legacy_batch(records: Sequence[Record], *, magic: int, codec: int = Codec.NONE,
-                       timestamp_type: int = TimestampType.CREATE_TIME,
-                       log_append_time: int | None = None) -> bytes:
+def build_legacy_batch(
+    records: Sequence[Record],
+    *,
+    magic: int,
+    codec: int = Codec.NONE,
+    timestamp_type: int = TimestampType.CREATE_TIME,
+    log_append_time: int | None = None,
+) -> bytes:
     """Encode `records` (absolute offsets, increasing) as Kafka's MemoryRecordsBuilder does for v0/v1.
 
     Uncompressed: one entry per record (with LogAppendTime each takes `log_append_time`).
@@ -340,15 +400,37 @@ def build_legacy_batch(records: Sequence[Record], *, magic: int, codec: int = Co
         raise ValueError("a LogAppendTime batch needs log_append_time")
     if codec == Codec.NONE:
         return b"".join(
-            build_legacy_message(offset=r.offset, magic=magic, timestamp=log_append_time if log_append else r.timestamp,
-                                 key=r.key, value=r.value, timestamp_type=timestamp_type)
-            for r in records)
+            build_legacy_message(
+                offset=r.offset,
+                magic=magic,
+                timestamp=log_append_time if log_append and log_append_time is not None else r.timestamp,
+                key=r.key,
+                value=r.value,
+                timestamp_type=timestamp_type,
+            )
+            for r in records
+        )
     base = records[0].offset if magic == 1 else 0
     inner = b"".join(
-        build_legacy_message(offset=r.offset - base, magic=magic, timestamp=r.timestamp, key=r.key, value=r.value,
-                             timestamp_type=timestamp_type)
-        for r in records)
-    wrapper_timestamp = log_append_time if log_append else max(r.timestamp for r in records)
-    return build_legacy_message(offset=records[-1].offset, magic=magic, timestamp=wrapper_timestamp, key=None,
-                                value=compress(codec, inner, magic=magic), codec=codec,
-                                timestamp_type=timestamp_type)
+        build_legacy_message(
+            offset=r.offset - base,
+            magic=magic,
+            timestamp=r.timestamp,
+            key=r.key,
+            value=r.value,
+            timestamp_type=timestamp_type,
+        )
+        for r in records
+    )
+    wrapper_timestamp = (
+        log_append_time if log_append and log_append_time is not None else max(r.timestamp for r in records)
+    )
+    return build_legacy_message(
+        offset=records[-1].offset,
+        magic=magic,
+        timestamp=wrapper_timestamp,
+        key=None,
+        value=compress(codec, inner, magic=magic),
+        codec=codec,
+        timestamp_type=timestamp_type,
+    )

@@ -3,24 +3,28 @@ FileLogInputStream does: the magic byte at +16 picks v2 or legacy; fewer than 17
 remaining bytes, or a last batch whose declared size runs past the end, end the walk without
 an error (a truncated tail is invisible to Kafka's readers) but are recorded so reports can name them.
 """
+
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple, Union
+from collections.abc import Iterator
+from typing import NamedTuple
 
 from ..errors import CorruptBatchError, UnsupportedFormatError
 from .batch import LOG_OVERHEAD, RecordBatch
-from .legacy import COMPRESSION_MASK as LEGACY_COMPRESSION_MASK, LegacyBatch
+from .legacy import COMPRESSION_MASK as LEGACY_COMPRESSION_MASK
+from .legacy import LegacyBatch
 
 HEADER_SIZE_UP_TO_MAGIC = 17
 MIN_RECORD_OVERHEAD = 14  # LegacyRecord.RECORD_OVERHEAD_V0: no log entry is smaller
 _OFFSET_AND_SIZE = struct.Struct(">qi")
 
-Batch = Union[RecordBatch, LegacyBatch]
+Batch = RecordBatch | LegacyBatch
 
 
 class TruncatedTail(NamedTuple):
     """Bytes after the last whole batch: where they start, how many there are, what was declared."""
+
     position: int
     length: int
     declared_size: int | None
@@ -43,19 +47,24 @@ class BatchReader:
         while end - pos >= HEADER_SIZE_UP_TO_MAGIC:
             offset, size = _OFFSET_AND_SIZE.unpack_from(buf, pos)
             if size < MIN_RECORD_OVERHEAD:
-                raise CorruptBatchError(f"record size {size} is smaller than the minimum record overhead "
-                                        f"{MIN_RECORD_OVERHEAD}", position=pos + 8, offset=offset)
+                raise CorruptBatchError(
+                    f"record size {size} is smaller than the minimum record overhead {MIN_RECORD_OVERHEAD}",
+                    position=pos + 8,
+                    offset=offset,
+                )
             if pos + LOG_OVERHEAD + size > end:
                 self.truncated_tail = TruncatedTail(pos, end - pos, LOG_OVERHEAD + size)
                 return
             magic = buf[pos + 16]
+            batch: Batch
             if magic == 2:
                 batch = RecordBatch(view, pos)
             elif magic in (0, 1):
                 batch = LegacyBatch(view, pos)
             else:
-                raise UnsupportedFormatError(f"unknown magic byte {magic}: expected 0, 1 or 2",
-                                             position=pos + 16, offset=offset)
+                raise UnsupportedFormatError(
+                    f"unknown magic byte {magic}: expected 0, 1 or 2", position=pos + 16, offset=offset
+                )
             yield batch
             pos += LOG_OVERHEAD + size
             self.end_position = pos

@@ -1,4 +1,5 @@
 """Records: the values a batch holds, and the v2 record layout inside a records section (Kafka's DefaultRecord)."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -9,6 +10,7 @@ from .varint import read_varint, read_varlong, write_varint, write_varlong
 
 class Record(NamedTuple):
     """One record as a consumer sees it. `headers` is a tuple of (str key, bytes-or-None value)."""
+
     offset: int
     timestamp: int
     key: bytes | None
@@ -26,8 +28,9 @@ def _read_bytes(buf, pos: int, end: int, what: str) -> tuple[bytes | None, int]:
     return bytes(buf[pos:stop]), stop
 
 
-def decode_record(buf, pos: int, base_offset: int, base_timestamp: int,
-                  log_append_time: int | None) -> tuple[Record, int]:
+def decode_record(
+    buf, pos: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> tuple[Record, int]:
     """Decode the v2 record at `pos`; returns it and the position after it.
 
     `log_append_time` is the batch max timestamp for LogAppendTime batches (it replaces every
@@ -53,7 +56,7 @@ def decode_record(buf, pos: int, base_offset: int, base_timestamp: int,
         if p + hkey_len > end:
             raise TruncatedDataError("header key runs past the end of its record", position=pos)
         try:
-            hkey = bytes(buf[p:p + hkey_len]).decode("utf-8")
+            hkey = bytes(buf[p : p + hkey_len]).decode("utf-8")
         except UnicodeDecodeError:
             raise CorruptBatchError("header key is not valid UTF-8", position=pos) from None
         p += hkey_len

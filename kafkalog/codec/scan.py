@@ -14,17 +14,28 @@ scalar loop `_scan_v2`, which decides what is an error. Both agree on every sect
 which pays numpy's cost per call once per window instead of once per batch; where it does not vouch
 for every batch, the caller scans them one by one with `scan_keys`.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from ..errors import CorruptBatchError, KafkaLogError
 from .batch import RecordBatch
+from .columnar import (
+    INT64_MAX,
+    INT64_MIN,
+    SMALL_RECORD,
+    Fields,
+    GiveUp,
+    SectionReader,
+    attempt,
+    headers_fit,
+    read_fields,
+    read_joined,
+)
 from .compression import DEFAULT_DECOMPRESSION_LIMIT
-from .columnar import (INT64_MAX, INT64_MIN, SMALL_RECORD, Fields, GiveUp, SectionReader, attempt, headers_fit,
-                       read_fields, read_joined)
 from .varint import read_varint, read_varlong
 
 _NUMERIC = ("offset", "timestamp", "value_size", "span_start", "span_size")
@@ -57,7 +68,7 @@ class KeyColumns:
 
     __slots__ = ("_keys", "_chunks", "_pending")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._keys: list = []  # lists of bytes (the scalar scan) and PackedKeys (the vectorised one)
         self._chunks: list[list] = [[] for _ in _NUMERIC]  # numpy arrays per column
         self._pending: list[list] = [[] for _ in _NUMERIC]  # Python ints not yet in a chunk
@@ -86,8 +97,10 @@ class KeyColumns:
         """The keys as a `pyarrow.BinaryArray`."""
         import pyarrow as pa
 
-        arrays = [pa.array(chunk, pa.large_binary()) if isinstance(chunk, list) else _arrow_keys(chunk, pa)
-                  for chunk in self._keys]
+        arrays = [
+            pa.array(chunk, pa.large_binary()) if isinstance(chunk, list) else _arrow_keys(chunk, pa)
+            for chunk in self._keys
+        ]
         return pa.concat_arrays(arrays).cast(pa.binary()) if arrays else pa.array([], pa.binary())
 
     def _column(self, i: int) -> np.ndarray:
@@ -122,9 +135,17 @@ class KeyColumns:
         """The table as a `pyarrow.RecordBatch` (columns int64 but `key`, which is binary)."""
         import pyarrow as pa
 
-        return pa.record_batch([pa.array(self.offset), pa.array(self.timestamp), self.key_array(),
-                                pa.array(self.value_size), pa.array(self.span_start), pa.array(self.span_size)],
-                               names=["offset", "timestamp", "key", "value_size", "span_start", "span_size"])
+        return pa.record_batch(
+            [
+                pa.array(self.offset),
+                pa.array(self.timestamp),
+                self.key_array(),
+                pa.array(self.value_size),
+                pa.array(self.span_start),
+                pa.array(self.span_size),
+            ],
+            names=["offset", "timestamp", "key", "value_size", "span_start", "span_size"],
+        )
 
     offset = property(lambda self: self._column(0), doc="int64 array: the record offsets")
     timestamp = property(lambda self: self._column(1), doc="int64 array: the record timestamps")
@@ -136,8 +157,9 @@ class KeyColumns:
 def _arrow_keys(keys: PackedKeys, pa):
     """PackedKeys as a `pyarrow.LargeBinaryArray` over the same buffers."""
     validity = pa.py_buffer(np.packbits(~keys.null, bitorder="little")) if keys.null.any() else None
-    return pa.Array.from_buffers(pa.large_binary(), len(keys),
-                                 [validity, pa.py_buffer(keys.offsets), pa.py_buffer(keys.data)])
+    return pa.Array.from_buffers(
+        pa.large_binary(), len(keys), [validity, pa.py_buffer(keys.offsets), pa.py_buffer(keys.data)]
+    )
 
 
 def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT, section: bytes | None = None) -> int:
@@ -159,14 +181,17 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT, 
     if columns is not None:
         out._extend_arrays(*columns)
         return count
-    rows = ([], [], [], [], [], [])  # key, then the numeric columns in _NUMERIC order
+    rows: tuple[list, ...] = ([], [], [], [], [], [])  # key, then the numeric columns in _NUMERIC order
     try:
         pos = _scan_v2(section, count, batch.base_offset, batch.base_timestamp, log_append_time, rows)
     except (KafkaLogError, IndexError) as err:
         raise batch._record_error(err, -1) from None
     if pos != len(section):
-        raise CorruptBatchError(f"incorrect declared batch size: {len(section) - pos} bytes remain after "
-                                f"{count} records", position=batch.position, offset=batch.base_offset)
+        raise CorruptBatchError(
+            f"incorrect declared batch size: {len(section) - pos} bytes remain after {count} records",
+            position=batch.position,
+            offset=batch.base_offset,
+        )
     _check_int64(batch, rows[1], rows[2])
     out._extend_lists(*rows)
     return count
@@ -181,8 +206,13 @@ def scan_batches(batches: Sequence[RecordBatch], sections: Sequence[bytes], out:
     counts = [batch.records_count for batch in batches]
     if sum(counts) < SCAN_THRESHOLD:
         return False
-    columns = scan_sections(sections, counts, [batch.base_offset for batch in batches],
-                            [batch.base_timestamp for batch in batches], [batch.log_append_time for batch in batches])
+    columns = scan_sections(
+        sections,
+        counts,
+        [batch.base_offset for batch in batches],
+        [batch.base_timestamp for batch in batches],
+        [batch.log_append_time for batch in batches],
+    )
     if columns is None:
         return False
     out._extend_arrays(*columns)
@@ -190,14 +220,22 @@ def scan_batches(batches: Sequence[RecordBatch], sections: Sequence[bytes], out:
 
 
 def _check_int64(batch, offsets: list, timestamps: list) -> None:
-    if offsets and (min(offsets) < INT64_MIN or max(offsets) > INT64_MAX
-                    or min(timestamps) < INT64_MIN or max(timestamps) > INT64_MAX):
-        raise CorruptBatchError("a record offset or timestamp is outside the int64 range",
-                                position=getattr(batch, "position", None), offset=batch.base_offset)
+    if offsets and (
+        min(offsets) < INT64_MIN
+        or max(offsets) > INT64_MAX
+        or min(timestamps) < INT64_MIN
+        or max(timestamps) > INT64_MAX
+    ):
+        raise CorruptBatchError(
+            "a record offset or timestamp is outside the int64 range",
+            position=getattr(batch, "position", None),
+            offset=batch.base_offset,
+        )
 
 
-def _scan_v2(section: bytes, count: int, base_offset: int, base_timestamp: int,
-             log_append_time: int | None, rows: tuple) -> int:
+def _scan_v2(
+    section: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None, rows: tuple
+) -> int:
     # Varints are inlined for their one-byte case, which holds for nearly every length and delta.
     add_key, add_offset, add_timestamp = rows[0].append, rows[1].append, rows[2].append
     add_value_size, add_span_start, add_span_size = rows[3].append, rows[4].append, rows[5].append
@@ -229,7 +267,7 @@ def _scan_v2(section: bytes, count: int, base_offset: int, base_timestamp: int,
         else:
             key_size, p = read_varint(section, p)
         if key_size >= 0:
-            key = section[p:p + key_size]
+            key = section[p : p + key_size]
             p += key_size
         else:
             key = None
@@ -275,20 +313,31 @@ def _scan_legacy(batch, out: KeyColumns, limit: int) -> int:
     offsets = [record.offset for record in records]
     timestamps = [record.timestamp for record in records]
     _check_int64(batch, offsets, timestamps)
-    out._extend_lists([record.key for record in records], offsets, timestamps,
-                      [-1 if record.value is None else len(record.value) for record in records],
-                      [-1] * len(records), [-1] * len(records))
+    out._extend_lists(
+        [record.key for record in records],
+        offsets,
+        timestamps,
+        [-1 if record.value is None else len(record.value) for record in records],
+        [-1] * len(records),
+        [-1] * len(records),
+    )
     return len(records)
 
 
 # -- all records of a section at once, with numpy -------------------------------------------------
-def scan_section(section: bytes, count: int, base_offset: int, base_timestamp: int,
-                 log_append_time: int | None, *, force: bool = False):
+def scan_section(
+    section: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    *,
+    force: bool = False,
+):
     """The key scan's columns for `count` records: (keys as PackedKeys, offset, timestamp, value_size,
     span_start, span_size), the numeric ones int64 arrays; None to let the scalar scan decide
     (and raise), which it also does below the thresholds unless `force`."""
-    if not force and count < (SCAN_THRESHOLD if len(section) >= SMALL_RECORD * count
-                              else SCAN_THRESHOLD_SMALL_RECORDS):
+    if not force and count < (SCAN_THRESHOLD if len(section) >= SMALL_RECORD * count else SCAN_THRESHOLD_SMALL_RECORDS):
         return None
     return attempt(_scan, section, count, base_offset, base_timestamp, log_append_time)
 
@@ -303,6 +352,7 @@ class PackedKeys:
     `data` (uint8), `offsets` where each key starts there and where the last ends (int64), `null`
     where a key is null (bool; a null key has no bytes). Cut out with one gather, instead of one
     bytes object per record that Arrow would then copy again."""
+
     __slots__ = ("data", "offsets", "null")
 
     def __init__(self, data, offsets, null):
@@ -331,8 +381,13 @@ def _packed(reader: SectionReader, start, length) -> PackedKeys:
     return PackedKeys(reader.bytes.take(index), offsets, length < 0)
 
 
-def scan_sections(sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
-                  base_timestamps: Sequence[int], log_append_times: Sequence[int | None]):
+def scan_sections(
+    sections: Sequence[bytes],
+    counts: Sequence[int],
+    base_offsets: Sequence[int],
+    base_timestamps: Sequence[int],
+    log_append_times: Sequence[int | None],
+):
     """`scan_section`'s columns for the records of several v2 record sections (one per batch,
     `counts[i] > 0` records in `sections[i]`), read together so that numpy's cost per call is paid
     once for all of them; span starts are relative to each record's own section. None unless the

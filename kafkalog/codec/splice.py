@@ -7,14 +7,23 @@ its length and timestamp delta: `splice` writes those two again and reuses every
 delta. `read_spans` reads the records of several sections at once with numpy (see `columnar`) and
 vouches that every record is in that form.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from .columnar import (Fields, GiveUp, count_nonzero, far_from_int64_limits, headers_fit, minimal, read_fields,
-                       read_joined)
+from .columnar import (
+    Fields,
+    GiveUp,
+    count_nonzero,
+    far_from_int64_limits,
+    headers_fit,
+    minimal,
+    read_fields,
+    read_joined,
+)
 
 _VARLONG_BOUNDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 _SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
@@ -33,11 +42,26 @@ def _sizes(values):
 class Spans:
     """The records of several sections read as one: per record its batch (an index into the
     sections), where its bytes are in `section`, and what a splice must know of it."""
+
     __slots__ = ("section", "starts", "batch", "S", "E", "ts_end", "offset", "timestamp", "null_value")
+    section: bytes
+    starts: np.ndarray  # each section's first record
+    batch: np.ndarray
+    S: np.ndarray
+    E: np.ndarray
+    ts_end: np.ndarray
+    offset: np.ndarray
+    timestamp: np.ndarray
+    null_value: np.ndarray
 
 
-def read_spans(sections: Sequence[bytes], counts: Sequence[int], base_offsets: Sequence[int],
-               base_timestamps: Sequence[int], log_append_times: Sequence[int | None]) -> Spans | None:
+def read_spans(
+    sections: Sequence[bytes],
+    counts: Sequence[int],
+    base_offsets: Sequence[int],
+    base_timestamps: Sequence[int],
+    log_append_times: Sequence[int | None],
+) -> Spans | None:
     """The records of v2 record sections (one per batch, `counts[i]` records in `sections[i]`), read
     together so that numpy's cost per call is paid once for all of them. None unless every section
     is well-formed and every record is written exactly as Kafka writes one (attributes 0, null
@@ -58,11 +82,14 @@ def _kafka_fields(section, bounds, checked) -> Fields:
     f = read_fields(section, bounds, 0, 0, None, checked)  # deltas; timestamps read checked
     starts = np.concatenate((f.ts_start, f.ts_end, f.key_len_start, f.key_end))
     ends = np.concatenate((f.ts_end, f.key_len_start, f.key_start, f.value_start))
-    if (count_nonzero(f.reader.bytes.take(f.ts_start - 1))  # the attributes byte
-            or count_nonzero(f.offset_delta != f.offset_delta.astype(np.int32))
-            or count_nonzero(f.key_len < -1) or count_nonzero(f.value_len < -1)
-            or not minimal(f.reader, starts, ends)
-            or not headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=True)):
+    if (
+        count_nonzero(f.reader.bytes.take(f.ts_start - 1))  # the attributes byte
+        or count_nonzero(f.offset_delta != f.offset_delta.astype(np.int32))
+        or count_nonzero(f.key_len < -1)
+        or count_nonzero(f.value_len < -1)
+        or not minimal(f.reader, starts, ends)
+        or not headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=True)
+    ):
         raise GiveUp
     return f
 
@@ -87,7 +114,7 @@ def splice(spans: Spans, keep, base_timestamps) -> list[bytes] | None:
     packed = np.concatenate(prefixes, axis=1)[np.concatenate(present, axis=1)].tobytes()
     cuts = np.concatenate(([0], np.cumsum(length_size + 1 + delta_size))).tolist()
     section = spans.section
-    parts = []
+    parts: list[bytes] = []
     for a, b, c, d in zip(cuts, cuts[1:], rest_start.tolist(), rest_end.tolist()):
         parts += (packed[a:b], section[c:d])
     bounds = (2 * np.searchsorted(kept, np.append(spans.starts, len(spans.offset)))).tolist()

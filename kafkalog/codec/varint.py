@@ -3,6 +3,7 @@
 A varint may use at most 5 bytes and a varlong at most 10; a longer encoding is corrupt.
 Readers take (buffer, position) and return (value, next position); writers append to a bytearray.
 """
+
 from __future__ import annotations
 
 from ..errors import CorruptBatchError, TruncatedDataError
@@ -15,7 +16,7 @@ def _read(buf, pos: int, max_bytes: int, what: str) -> tuple[int, int]:
     raw = 0
     shift = 0
     end = len(buf)
-    for i in range(max_bytes):
+    for _ in range(max_bytes):
         if pos >= end:
             raise TruncatedDataError(f"{what} runs past the end of the data", position=pos)
         b = buf[pos]

@@ -10,10 +10,12 @@
 6. Commit (driver): the swap protocol per partition, then `cleaner-offset-checkpoint`.
 7. Report: records and bytes by reason, per partition and per output segment.
 """
+
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config import ConfigResolver
 from ..errors import KafkaLogError
@@ -24,8 +26,13 @@ from ..spark.inventory import log_dir_uri
 from ..spark.rewrite import OutputSegment, OutputStats, swap_in, write_outputs
 from ..storage.destination import Destination, destination
 from ..storage.logdir import LogDir
-from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FILES,
-                              is_kraft_metadata, partition_of_file)
+from ..storage.naming import (
+    CLEANER_OFFSET_CHECKPOINT,
+    KRAFT_METADATA_NOT_REWRITTEN,
+    OFFSET_CHECKPOINT_FILES,
+    is_kraft_metadata,
+    partition_of_file,
+)
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, recover_partition
 
@@ -36,6 +43,7 @@ log = logging.getLogger("kafkalog")
 class CompactionPlan:
     """A cleaning pass, decided from metadata and handed down: the rest of the pass reads the
     segments listed here (`segments`, the opened partitions' LogSegments) and nothing else."""
+
     log_dir: str
     now: int
     root: str = ""  # the log directory as executors reach it
@@ -62,15 +70,29 @@ class CompactionPlan:
 
     def partitions(self) -> list[dict]:
         """Why each compacted partition was or was not chosen: the plan's partition table."""
-        rows = [{"topic": s.topic, "partition": s.partition, "chosen": s.eligible, "reason": s.reason,
-                 "first_dirty_offset": s.range.first_dirty, "first_uncleanable_offset": s.range.first_uncleanable,
-                 "log_start_offset": s.log_start_offset, "log_end_offset": s.log_end_offset,
-                 "last_stable_offset": s.last_stable_offset, "clean_bytes": s.stats.clean_bytes,
-                 "cleanable_bytes": s.stats.cleanable_bytes, "dirty_ratio": round(s.stats.cleanable_ratio, 6),
-                 "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000} for s in self.logs]
+        rows: list[dict[str, Any]]
+        rows = [
+            {
+                "topic": s.topic,
+                "partition": s.partition,
+                "chosen": s.eligible,
+                "reason": s.reason,
+                "first_dirty_offset": s.range.first_dirty,
+                "first_uncleanable_offset": s.range.first_uncleanable,
+                "log_start_offset": s.log_start_offset,
+                "log_end_offset": s.log_end_offset,
+                "last_stable_offset": s.last_stable_offset,
+                "clean_bytes": s.stats.clean_bytes,
+                "cleanable_bytes": s.stats.cleanable_bytes,
+                "dirty_ratio": round(s.stats.cleanable_ratio, 6),
+                "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000,
+            }
+            for s in self.logs
+        ]
         planned = {(s.topic, s.partition) for s in self.logs}
-        rows += [{"topic": t, "partition": p, "chosen": False, "reason": reason}
-                 for (t, p), reason in self.excluded.items()]
+        rows += [
+            {"topic": t, "partition": p, "chosen": False, "reason": reason} for (t, p), reason in self.excluded.items()
+        ]
         rows += [{"topic": t, "partition": p} for t, p in self.uncleanable if (t, p) not in planned]
         for row in rows:
             err = self.uncleanable.get((row["topic"], row["partition"]))
@@ -79,8 +101,9 @@ class CompactionPlan:
         return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
 
 
-def plan_compaction(log_dir: str | LogDir, resolver: ConfigResolver, now: int, *, force: bool = False,
-                    topics=None) -> CompactionPlan:
+def plan_compaction(
+    log_dir: str | LogDir, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None
+) -> CompactionPlan:
     """Step 1 for every partition whose cleanup.policy contains compact (driver, metadata only);
     `log_dir` a path or URI, or the LogDir a caller opened."""
     opened = log_dir if isinstance(log_dir, LogDir) else LogDir.open(log_dir)
@@ -113,8 +136,18 @@ class CompactionResult:
     outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
 
 
-def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None,
-            dry_run: bool = False, output: str | None = None, fault: FaultHook | None = None) -> CompactionResult:
+def compact(
+    spark,
+    log_dir: str,
+    resolver: ConfigResolver,
+    now: int,
+    *,
+    force: bool = False,
+    topics=None,
+    dry_run: bool = False,
+    output: str | None = None,
+    fault: FaultHook | None = None,
+) -> CompactionResult:
     """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
     or into `output`, a complete copy of `log_dir` that leaves it untouched. A partition that cannot
     be read whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its
@@ -125,8 +158,17 @@ def compact(spark, log_dir: str, resolver: ConfigResolver, now: int, *, force: b
 
 
 @raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files
-def _compact(spark, target: Destination, resolver: ConfigResolver, now: int, *, force: bool, topics, dry_run: bool,
-             fault: FaultHook | None) -> CompactionResult:
+def _compact(
+    spark,
+    target: Destination,
+    resolver: ConfigResolver,
+    now: int,
+    *,
+    force: bool,
+    topics,
+    dry_run: bool,
+    fault: FaultHook | None,
+) -> CompactionResult:
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
     opened = LogDir.open(target.path)
     if not dry_run:
@@ -146,7 +188,7 @@ def _compact(spark, target: Destination, resolver: ConfigResolver, now: int, *, 
         if dry_run:
             return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
         log.info("compact: rewriting %d output segments on executors", len(outputs))
-        written = _write(spark, opened, outputs, batch_plans(outcomes))
+        written = _write(spark, opened, plan.root, outputs, batch_plans(outcomes))
     finally:
         for df in (outcomes, decided):
             df.unpersist()
@@ -180,10 +222,10 @@ def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
     return None
 
 
-def _write(spark, opened: LogDir, outputs: list[OutputSegment], plans) -> list[OutputStats]:
+def _write(spark, opened: LogDir, plan_root: str, outputs: list[OutputSegment], plans) -> list[OutputStats]:
     """Step 5; a failure leaves no `.cleaned` file behind (recovery deletes them)."""
     try:
-        return write_outputs(spark, opened.path, outputs, plans)
+        return write_outputs(spark, plan_root, outputs, plans)
     except BaseException:
         for tp in sorted({(o.topic, o.partition) for o in outputs}):
             recover_partition(opened.fs, opened.partition_paths[tp])
@@ -195,32 +237,45 @@ def _fault(hook: FaultHook | None, step: str) -> None:
         hook(step, "")
 
 
-def _output_segments(plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple],
-                     changed: set[tuple]) -> list[OutputSegment]:
+def _output_segments(
+    plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple], changed: set[tuple]
+) -> list[OutputSegment]:
     """Step 4 (driver): source segments grouped into output segments as Kafka's cleaner groups them.
     A lone segment none of whose batches changes is left alone: rewriting it would give the same bytes."""
     outputs = []
     for state in plan.chosen:
         config = resolver.for_topic(state.topic)
         aborted = tuple(tuple(t) for t in state.aborted_txns if (state.topic, state.partition, t.last_offset) in kept)
-        for group in group_segments_by_size(state.cleanable_segments(), config.segment_bytes,
-                                            config.segment_index_bytes, state.upper_bound):
+        for group in group_segments_by_size(
+            state.cleanable_segments(), config.segment_bytes, config.segment_index_bytes, state.upper_bound
+        ):
             if len(group) == 1 and (state.topic, state.partition, group[0].base_offset) not in changed:
                 continue
-            outputs.append(OutputSegment(state.topic, state.partition, tuple(s.base_offset for s in group),
-                                         plan.now + config.delete_retention_ms,
-                                         config.index_interval_bytes, aborted, nbytes=sum(s.size for s in group)))
+            outputs.append(
+                OutputSegment(
+                    state.topic,
+                    state.partition,
+                    tuple(s.base_offset for s in group),
+                    plan.now + config.delete_retention_ms,
+                    config.index_interval_bytes,
+                    aborted,
+                    nbytes=sum(s.size for s in group),
+                )
+            )
     return outputs
 
 
 # -- step 7: report -----------------------------------------------------------------------------------
 
+
 def _partition_report(counts: list) -> list[dict]:
     """Per partition: records by reason, and the record bytes that go."""
     out: dict = {}
     for r in counts:
-        entry = out.setdefault((r.topic, r.partition), {"topic": r.topic, "partition": r.partition,
-                                                        **{k: 0 for k in REASONS}, "bytes_removed": 0})
+        entry = out.setdefault(
+            (r.topic, r.partition),
+            {"topic": r.topic, "partition": r.partition, **{k: 0 for k in REASONS}, "bytes_removed": 0},
+        )
         for k in REASONS:
             entry[k] += r[k]
         entry["bytes_removed"] += r.bytes_removed or 0
@@ -235,12 +290,17 @@ def _segment_report(counts: list, outputs: list[OutputSegment], written: list[Ou
     out = {}
     for o in outputs:
         key = (o.topic, o.partition, o.base_offset)
-        out[key] = {"topic": o.topic, "partition": o.partition, "base_offset": o.base_offset,
-                    "source_segments": len(o.bases), **{k: 0 for k in REASONS}}
+        out[key] = {
+            "topic": o.topic,
+            "partition": o.partition,
+            "base_offset": o.base_offset,
+            "source_segments": len(o.bases),
+            **{k: 0 for k in REASONS},
+        }
         out[key].update({k: v for k, v in stats.get(key, {}).items() if k not in out[key]})
     for r in counts:
-        o = owner.get((r.topic, r.partition, r.segment_base_offset))
-        if o is not None:
+        owning = owner.get((r.topic, r.partition, r.segment_base_offset))
+        if owning is not None:
             for k in REASONS:
-                out[(o.topic, o.partition, o.base_offset)][k] += r[k]
+                out[(owning.topic, owning.partition, owning.base_offset)][k] += r[k]
     return [out[k] for k in sorted(out)]

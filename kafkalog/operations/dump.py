@@ -8,19 +8,21 @@ prints) without ever holding the whole base64 text of a large key or value: a re
 costs about 2N of memory (the batch as read, the record's value), not the 6N that building and
 serialising its base64 string would.
 """
+
 from __future__ import annotations
 
 import base64
 import binascii
 import json
 import posixpath
-from typing import Iterable, Iterator, TextIO
+from collections.abc import Iterable, Iterator
+from typing import TextIO, overload
 
-from ..codec.control import control_record
 from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
-from ..errors import KafkaLogError, LogDirError
 from ..codec.consumer_offsets import decode_record as decode_coordinator_record
+from ..codec.control import control_record
+from ..errors import KafkaLogError, LogDirError
 from ..storage.fs import LogFileSystem
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.naming import parse_partition_dir_name, parse_segment_file_name
@@ -32,6 +34,12 @@ from ..storage.txnindex import TransactionIndex
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 
 
+@overload
+def b64(data: bytes) -> str: ...
+@overload
+def b64(data: None) -> None: ...
+@overload
+def b64(data: bytes | None) -> str | None: ...
 def b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
@@ -44,6 +52,7 @@ _B64_PIECE = 3 << 18  # 768 KiB in, 1 MiB of base64 out
 
 class Base64Bytes:
     """A bytes field that `write_dump` writes as a base64 JSON string piece by piece."""
+
     __slots__ = ("data",)
 
     def __init__(self, data: bytes):
@@ -65,15 +74,27 @@ def _lazy_b64(data: bytes | None):
 def batch_json(batch, position: int) -> dict:
     """A batch's header as kafka-dump-log names its fields."""
     out = {
-        "baseOffset": batch.base_offset, "lastOffset": batch.last_offset, "count": batch.records_count,
-        "baseSequence": batch.base_sequence, "lastSequence": batch.last_sequence,
-        "producerId": batch.producer_id, "producerEpoch": batch.producer_epoch,
-        "partitionLeaderEpoch": batch.partition_leader_epoch, "isTransactional": batch.is_transactional,
-        "isControl": batch.is_control, "deleteHorizonMs": batch.delete_horizon_ms, "position": position,
-        "maxTimestamp": batch.max_timestamp, "timestampType": _timestamp_type_name(batch.timestamp_type),
-        "size": batch.size, "magic": batch.magic, "compresscodec": Codec(batch.codec).name.lower()
-        if batch.codec in Codec._value2member_map_ else f"unknown({batch.codec})",
-        "crc": batch.crc, "isvalid": batch.is_valid(),
+        "baseOffset": batch.base_offset,
+        "lastOffset": batch.last_offset,
+        "count": batch.records_count,
+        "baseSequence": batch.base_sequence,
+        "lastSequence": batch.last_sequence,
+        "producerId": batch.producer_id,
+        "producerEpoch": batch.producer_epoch,
+        "partitionLeaderEpoch": batch.partition_leader_epoch,
+        "isTransactional": batch.is_transactional,
+        "isControl": batch.is_control,
+        "deleteHorizonMs": batch.delete_horizon_ms,
+        "position": position,
+        "maxTimestamp": batch.max_timestamp,
+        "timestampType": _timestamp_type_name(batch.timestamp_type),
+        "size": batch.size,
+        "magic": batch.magic,
+        "compresscodec": Codec(batch.codec).name.lower()
+        if batch.codec in Codec._value2member_map_
+        else f"unknown({batch.codec})",
+        "crc": batch.crc,
+        "isvalid": batch.is_valid(),
     }
     return out
 
@@ -84,11 +105,15 @@ def _timestamp_type_name(ts_type: int) -> str:
 
 def record_json(record, batch, offsets_decoder: bool, encode=b64) -> dict:
     """A record's fields; `encode` turns bytes into their JSON value (base64 text by default)."""
-    out = {"offset": record.offset, "timestamp": record.timestamp,
-           "keySize": -1 if record.key is None else len(record.key),
-           "valueSize": -1 if record.value is None else len(record.value),
-           "key": encode(record.key), "value": encode(record.value),
-           "headers": [{"key": k, "value": encode(v)} for k, v in record.headers]}
+    out = {
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "keySize": -1 if record.key is None else len(record.key),
+        "valueSize": -1 if record.value is None else len(record.value),
+        "key": encode(record.key),
+        "value": encode(record.value),
+        "headers": [{"key": k, "value": encode(v)} for k, v in record.headers],
+    }
     if offsets_decoder and not batch.is_control and record.key is not None:
         out["payload"] = _coordinator_json(record.key, record.value)
     return out
@@ -117,8 +142,14 @@ def _plain(value):
     return value
 
 
-def dump_segment(segment: LogSegment, *, records: bool = False, offsets_decoder: bool = False,
-                 context: dict | None = None, lazy: bool = False) -> Iterator[dict]:
+def dump_segment(
+    segment: LogSegment,
+    *,
+    records: bool = False,
+    offsets_decoder: bool = False,
+    context: dict | None = None,
+    lazy: bool = False,
+) -> Iterator[dict]:
     """One object per batch (and per record with `records`), then one for a truncated tail. With
     `lazy`, large keys and values are Base64Bytes (for write_dump) instead of base64 text."""
     encode = _lazy_b64 if lazy else b64
@@ -132,8 +163,14 @@ def dump_segment(segment: LogSegment, *, records: bool = False, offsets_decoder:
             if batch.is_control and isinstance(batch, RecordBatch):
                 ctl = control_record(batch)
                 if ctl is not None:
-                    yield {"type": "control", **base, "offset": ctl.offset, "timestamp": ctl.timestamp,
-                           "controlType": ctl.type.name, "coordinatorEpoch": ctl.coordinator_epoch}
+                    yield {
+                        "type": "control",
+                        **base,
+                        "offset": ctl.offset,
+                        "timestamp": ctl.timestamp,
+                        "controlType": ctl.type.name,
+                        "coordinatorEpoch": ctl.coordinator_epoch,
+                    }
                 continue
             for record in batch.records():
                 yield {"type": "record", **base, **record_json(record, batch, offsets_decoder, encode)}
@@ -141,8 +178,13 @@ def dump_segment(segment: LogSegment, *, records: bool = False, offsets_decoder:
             raise locate(err, segment.log_path, position, batch) from None
     if reader.truncated_tail is not None:
         tail = reader.truncated_tail
-        yield {"type": "truncated", **base, "position": tail.position, "length": tail.length,
-               "declaredSize": tail.declared_size}
+        yield {
+            "type": "truncated",
+            **base,
+            "position": tail.position,
+            "length": tail.length,
+            "declaredSize": tail.declared_size,
+        }
 
 
 def dump_index_file(fs: LogFileSystem, path: str, kind: str, base_offset: int) -> Iterator[dict]:
@@ -155,9 +197,14 @@ def dump_index_file(fs: LogFileSystem, path: str, kind: str, base_offset: int) -
             yield {"type": "timeindex", "file": path, "timestamp": timestamp, "offset": offset}
     elif kind == ".txnindex":
         for txn in TransactionIndex.from_bytes(data, base_offset, file=path).entries:
-            yield {"type": "abortedTxn", "file": path, "producerId": txn.producer_id,
-                   "firstOffset": txn.first_offset, "lastOffset": txn.last_offset,
-                   "lastStableOffset": txn.last_stable_offset}
+            yield {
+                "type": "abortedTxn",
+                "file": path,
+                "producerId": txn.producer_id,
+                "firstOffset": txn.first_offset,
+                "lastOffset": txn.last_offset,
+                "lastStableOffset": txn.last_stable_offset,
+            }
     elif kind == ".snapshot":
         for entry in ProducerSnapshot.from_bytes(data, base_offset, file=path).entries:
             yield {"type": "producerSnapshot", "file": path, **_camel(entry._asdict())}
@@ -172,8 +219,15 @@ def _camel_name(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def dump_paths(paths: list[str], *, records: bool = False, offsets_decoder: bool = False,
-               txn_index: bool = False, snapshots: bool = False, lazy: bool = False) -> Iterator[dict]:
+def dump_paths(
+    paths: list[str],
+    *,
+    records: bool = False,
+    offsets_decoder: bool = False,
+    txn_index: bool = False,
+    snapshots: bool = False,
+    lazy: bool = False,
+) -> Iterator[dict]:
     """Dump log directories, partition directories or segment files, in order. `lazy`: see dump_segment."""
     for path_or_uri in paths:
         fs, path = LogFileSystem.for_path(path_or_uri)
@@ -186,12 +240,23 @@ def dump_paths(paths: list[str], *, records: bool = False, offsets_decoder: bool
             yield from _dump_file(fs, info, records, offsets_decoder, lazy)
 
 
-def write_dump(paths: list[str], out: TextIO, *, records: bool = False, offsets_decoder: bool = False,
-               txn_index: bool = False, snapshots: bool = False) -> None:
+def write_dump(
+    paths: list[str],
+    out: TextIO,
+    *,
+    records: bool = False,
+    offsets_decoder: bool = False,
+    txn_index: bool = False,
+    snapshots: bool = False,
+) -> None:
     """`kafkalog dump`: dump_paths's objects written to `out`, one JSON object a line, each exactly
     `json.dumps(obj, separators=(",", ":"))`, but large keys and values written in pieces."""
-    write_json_lines(dump_paths(paths, records=records, offsets_decoder=offsets_decoder, txn_index=txn_index,
-                                snapshots=snapshots, lazy=True), out)
+    write_json_lines(
+        dump_paths(
+            paths, records=records, offsets_decoder=offsets_decoder, txn_index=txn_index, snapshots=snapshots, lazy=True
+        ),
+        out,
+    )
 
 
 def write_json_lines(objs: Iterable[dict], out: TextIO) -> None:
@@ -225,7 +290,7 @@ def _write_json(out: TextIO, value) -> None:
         out.write('"')
         view = memoryview(value.data)
         for i in range(0, len(view), _B64_PIECE):
-            out.write(binascii.b2a_base64(view[i:i + _B64_PIECE], newline=False).decode("ascii"))
+            out.write(binascii.b2a_base64(view[i : i + _B64_PIECE], newline=False).decode("ascii"))
         out.write('"')
     elif isinstance(value, dict):
         out.write("{")

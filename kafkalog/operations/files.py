@@ -1,18 +1,23 @@
 """What every command reads and writes besides the log directory: its topic configuration
 (`--config-file`, `--topic-config-dir`, `--config`, `--topic-config`) and its JSON report, each a local
 path or an object-store URI."""
+
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..config import ConfigResolver, parse_config_file, parse_java_properties, resolver_from, topic_properties
 from ..errors import ConfigError
 from ..storage.fs import LogFileSystem
 
 
-def load_config(config_file: str | None = None, topic_config_dir: str | None = None, settings: Sequence[str] = (),
-                topic_settings: Sequence[str] = ()) -> ConfigResolver:
+def load_config(
+    config_file: str | None = None,
+    topic_config_dir: str | None = None,
+    settings: Sequence[str] = (),
+    topic_settings: Sequence[str] = (),
+) -> ConfigResolver:
     """The topic configuration from a Kafka-style properties file (a broker's `server.properties`
     or `kafka-configs.sh --describe --all` output), a directory of `<TOPIC>.properties` files, and
     `KEY=VALUE` / `TOPIC:KEY=VALUE` settings, each over the one before."""
@@ -32,7 +37,7 @@ def _topic_config_dir(path_or_uri: str) -> dict[str, str]:
     properties = {}
     for entry in sorted(fs.list_dir(path), key=lambda e: e.name):
         if not entry.is_dir and entry.name.endswith(".properties"):
-            topic = entry.name[:-len(".properties")]
+            topic = entry.name[: -len(".properties")]
             text = fs.read_bytes(entry.path).decode("utf-8")
             properties.update(topic_properties(topic, parse_java_properties(text), file=entry.path))
     return properties

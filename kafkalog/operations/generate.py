@@ -9,6 +9,7 @@ The `__consumer_offsets` topic holds offset commits (OffsetCommitKey v1 / Offset
 consumer groups that read the generated topics, each group in the partition Kafka's coordinator uses
 for it. `GenerateSummary.commits` says what a reader should find there.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -16,29 +17,65 @@ import datetime
 import hashlib
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
-from ..codec.consumer_offsets import (OffsetCommitValue, consumer_assignment, consumer_subscription, group_metadata_key,
-                                      group_metadata_value, offset_commit_key, offset_commit_value)
+from ..codec.consumer_offsets import (
+    OffsetCommitValue,
+    consumer_assignment,
+    consumer_subscription,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_key,
+    offset_commit_value,
+)
 from ..codec.records import Record
 from ..errors import LogDirError
 from ..storage.checkpoint import format_offset_checkpoint
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import PartitionWriter, WrittenPartition, derive_topic_id
 from ..storage.logdir import CLEAN_SHUTDOWN, LOCK_FILE, META_PROPERTIES
-from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
-                              REPLICATION_OFFSET_CHECKPOINT, TopicPartition)
-from .generate_spec import (CODECS, CONSUMER_OFFSETS_TOPIC, PRESETS, TIMESTAMP_TYPES, ConsumerOffsetsSpec,
-                            GeneratorSpec, TopicSpec, demo_preset, preset, small_preset)
+from ..storage.naming import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartition,
+)
+from .generate_spec import (
+    CODECS,
+    CONSUMER_OFFSETS_TOPIC,
+    PRESETS,
+    TIMESTAMP_TYPES,
+    ConsumerOffsetsSpec,
+    GeneratorSpec,
+    TopicSpec,
+    demo_preset,
+    preset,
+    small_preset,
+)
 
 # The spec types and presets are part of this command's API: notebooks build a spec and generate it.
-__all__ = ["generate", "generate_log_dir", "GenerateSummary", "GeneratorSpec", "TopicSpec", "ConsumerOffsetsSpec",
-           "preset", "demo_preset", "small_preset", "PRESETS", "CONSUMER_OFFSETS_TOPIC", "java_string_hashcode",
-           "partition_for_group"]
+__all__ = [
+    "generate",
+    "generate_log_dir",
+    "GenerateSummary",
+    "GeneratorSpec",
+    "TopicSpec",
+    "ConsumerOffsetsSpec",
+    "preset",
+    "demo_preset",
+    "small_preset",
+    "PRESETS",
+    "CONSUMER_OFFSETS_TOPIC",
+    "java_string_hashcode",
+    "partition_for_group",
+]
 
 
 # -- what was generated ---------------------------------------------------------------------------------
+
 
 @dataclass
 class GenerateSummary:
@@ -68,22 +105,39 @@ class GenerateSummary:
 
     def to_json(self) -> dict:
         return {
-            "logDir": self.path, "seed": self.seed, "clusterId": self.cluster_id, "brokerId": self.broker_id,
-            "startMs": self.start_ms, "endMs": self.end_ms,
-            "topics": {topic: {"topicId": self.topic_ids[topic], "config": config}
-                       for topic, config in sorted(self.topic_configs.items())},
-            "partitions": [{
-                "topic": tp.topic, "partition": tp.partition, "records": self.records.get(tp, 0),
-                "logStartOffset": p.log_start_offset, "logEndOffset": p.log_end_offset,
-                "highWatermark": p.high_watermark, "lastStableOffset": p.last_stable_offset,
-                "segments": len(p.segments), "abortedTransactions": len(p.aborted_txns),
-            } for tp, p in sorted(self.partitions.items())],
-            "commits": [{"group": g, "topic": t, "partition": n, "offset": v.offset}
-                        for (g, t, n), v in sorted(self.commits.items())],
+            "logDir": self.path,
+            "seed": self.seed,
+            "clusterId": self.cluster_id,
+            "brokerId": self.broker_id,
+            "startMs": self.start_ms,
+            "endMs": self.end_ms,
+            "topics": {
+                topic: {"topicId": self.topic_ids[topic], "config": config}
+                for topic, config in sorted(self.topic_configs.items())
+            },
+            "partitions": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "records": self.records.get(tp, 0),
+                    "logStartOffset": p.log_start_offset,
+                    "logEndOffset": p.log_end_offset,
+                    "highWatermark": p.high_watermark,
+                    "lastStableOffset": p.last_stable_offset,
+                    "segments": len(p.segments),
+                    "abortedTransactions": len(p.aborted_txns),
+                }
+                for tp, p in sorted(self.partitions.items())
+            ],
+            "commits": [
+                {"group": g, "topic": t, "partition": n, "offset": v.offset}
+                for (g, t, n), v in sorted(self.commits.items())
+            ],
         }
 
 
 # -- generating -----------------------------------------------------------------------------------------
+
 
 def generate(path_or_uri: str, spec: GeneratorSpec, *, fs: LogFileSystem | None = None) -> GenerateSummary:
     """Write the log directory `spec` describes at `path_or_uri`, which must not exist or be empty.
@@ -95,11 +149,16 @@ def generate(path_or_uri: str, spec: GeneratorSpec, *, fs: LogFileSystem | None 
         root = path_or_uri
     if fs.exists(root):
         if not fs.is_dir(root) or fs.list_dir(root):
-            raise LogDirError("refusing to generate into a path that exists and is not an empty directory",
-                              file=root)
+            raise LogDirError("refusing to generate into a path that exists and is not an empty directory", file=root)
     fs.make_dirs(root)
-    summary = GenerateSummary(path=root, seed=spec.seed, cluster_id=_uuid(f"cluster\0{spec.seed}"),
-                              broker_id=spec.broker_id, start_ms=_start_of(spec), end_ms=_start_of(spec))
+    summary = GenerateSummary(
+        path=root,
+        seed=spec.seed,
+        cluster_id=_uuid(f"cluster\0{spec.seed}"),
+        broker_id=spec.broker_id,
+        start_ms=_start_of(spec),
+        end_ms=_start_of(spec),
+    )
     timelines: dict[TopicPartition, _Timeline] = {}
     producer_ids = _ProducerIds()
     for topic in spec.topics:
@@ -110,9 +169,10 @@ def generate(path_or_uri: str, spec: GeneratorSpec, *, fs: LogFileSystem | None 
             written, count, timeline = _write_topic_partition(fs, root, spec, topic, p, pids)
             summary.partitions[tp], summary.records[tp], timelines[tp] = written, count, timeline
     if spec.consumer_offsets is not None:
-        _write_consumer_offsets(fs, root, spec, summary, timelines)
-    summary.end_ms = max([summary.start_ms] + [p.mtime_ms for p in summary.partitions.values()
-                                               if p.mtime_ms is not None])
+        _write_consumer_offsets(fs, root, spec, spec.consumer_offsets, summary, timelines)
+    summary.end_ms = max(
+        [summary.start_ms] + [p.mtime_ms for p in summary.partitions.values() if p.mtime_ms is not None]
+    )
     _write_broker_files(fs, root, spec, summary)
     return summary
 
@@ -157,7 +217,7 @@ class _ProducerIds:
     def allocate(self, topic: TopicSpec) -> list[tuple[str, int, int]]:
         """(kind, producer id, epoch) for each producer of the topic; the plain producer has id -1."""
         producers = [("plain", -1, -1)] if topic.plain_producer else []
-        for i in range(topic.idempotent_producers):
+        for _ in range(topic.idempotent_producers):
             producers.append(("idempotent", self._take(), 0))
         for i in range(topic.transactional_producers):
             producers.append(("transactional", self._take(), i % 3))  # some producers were fenced before
@@ -179,9 +239,36 @@ class _Producer:
         return self.txn_batches_left > 0
 
 
-_VOCABULARY = ("order", "payment", "customer", "account", "shipped", "pending", "refund", "invoice", "eu-west",
-               "us-east", "premium", "basic", "cart", "checkout", "session", "click", "view", "search", "mobile",
-               "desktop", "approved", "declined", "retry", "timeout", "warehouse", "parcel", "coupon", "loyalty")
+_VOCABULARY = (
+    "order",
+    "payment",
+    "customer",
+    "account",
+    "shipped",
+    "pending",
+    "refund",
+    "invoice",
+    "eu-west",
+    "us-east",
+    "premium",
+    "basic",
+    "cart",
+    "checkout",
+    "session",
+    "click",
+    "view",
+    "search",
+    "mobile",
+    "desktop",
+    "approved",
+    "declined",
+    "retry",
+    "timeout",
+    "warehouse",
+    "parcel",
+    "coupon",
+    "loyalty",
+)
 _FIXED_HEADERS = {"source": b"checkout-service", "content-type": b"application/json", "schema-version": b"3"}
 _HEADER_NAMES = ("trace-id", *_FIXED_HEADERS, "retry-count")
 
@@ -194,7 +281,7 @@ class _RecordMaker:
         if topic.keys and not topic.cyclic_keys:
             weights, total = [], 0.0
             for rank in range(1, topic.keys + 1):
-                total += 1.0 / rank ** topic.key_skew
+                total += 1.0 / rank**topic.key_skew
                 weights.append(total)
             self.cum_weights = weights
         self.corpus = " ".join(rng.choice(_VOCABULARY) for _ in range(4096))
@@ -213,9 +300,9 @@ class _RecordMaker:
         else:
             size = rng.randint(*t.value_bytes)
             start = rng.randrange(len(self.corpus) - size) if size < len(self.corpus) else 0
-            text = f"{self.partition}:{ordinal} {self.corpus[start:start + size]}"
+            text = f"{self.partition}:{ordinal} {self.corpus[start : start + size]}"
             value = text[:size].encode()
-        headers = ()
+        headers: tuple[tuple[str, bytes | None], ...] = ()
         if t.headers:
             chosen = rng.sample(_HEADER_NAMES, min(rng.randint(0, t.headers), len(_HEADER_NAMES)))
             headers = tuple((name, _header_value(name, rng)) for name in chosen)
@@ -232,16 +319,21 @@ def _header_value(name: str, rng: random.Random) -> bytes | None:
 
 class _Timing(NamedTuple):
     """Record n of a partition is created at start + n * step, moved by up to ±jitter."""
+
     start: int
     step: int
     jitter: int
 
     @classmethod
-    def of(cls, spec: GeneratorSpec, topic: TopicSpec) -> "_Timing":
+    def of(cls, spec: GeneratorSpec, topic: TopicSpec) -> _Timing:
         def pick(own, default):
             return default if own is None else own
-        return cls(pick(topic.start_ms, spec.start_ms), pick(topic.step_ms, spec.step_ms),
-                   pick(topic.jitter_ms, spec.jitter_ms))
+
+        return cls(
+            pick(topic.start_ms, spec.start_ms),
+            pick(topic.step_ms, spec.step_ms),
+            pick(topic.jitter_ms, spec.jitter_ms),
+        )
 
     def nominal(self, n: int) -> int:
         return self.start + n * self.step
@@ -250,8 +342,14 @@ class _Timing(NamedTuple):
         return max(0, self.nominal(n) + (rng.randint(-self.jitter, self.jitter) if self.jitter else 0))
 
 
-def _write_topic_partition(fs: LogFileSystem, root: str, spec: GeneratorSpec, topic: TopicSpec, partition: int,
-                           producer_kinds: list[tuple[str, int, int]]):
+def _write_topic_partition(
+    fs: LogFileSystem,
+    root: str,
+    spec: GeneratorSpec,
+    topic: TopicSpec,
+    partition: int,
+    producer_kinds: list[tuple[str, int, int]],
+):
     """One partition's life: producers take turns writing batches, transactions end in markers,
     leadership moves now and then; returns what was written and its timeline."""
     rng = random.Random(f"kafkalog-generator/{spec.seed}/{topic.name}/{partition}")
@@ -260,10 +358,20 @@ def _write_topic_partition(fs: LogFileSystem, root: str, spec: GeneratorSpec, to
     ts_type = TIMESTAMP_TYPES[topic.timestamp_type]
     legacy = topic.magic < 2
     writer = PartitionWriter(
-        fs, root, topic.name, partition, segment_bytes=topic.segment_bytes, segment_ms=topic.segment_ms,
-        index_interval_bytes=topic.index_interval_bytes, segment_index_bytes=topic.segment_index_bytes,
-        log_start_offset=topic.start_offset, leader_epoch=None if legacy else 0, leader_epoch_cache=not legacy,
-        topic_id=derive_topic_id(topic.name, spec.seed), now_ms=timing.start)
+        fs,
+        root,
+        topic.name,
+        partition,
+        segment_bytes=topic.segment_bytes,
+        segment_ms=topic.segment_ms,
+        index_interval_bytes=topic.index_interval_bytes,
+        segment_index_bytes=topic.segment_index_bytes,
+        log_start_offset=topic.start_offset,
+        leader_epoch=None if legacy else 0,
+        leader_epoch_cache=not legacy,
+        topic_id=derive_topic_id(topic.name, spec.seed),
+        now_ms=timing.start,
+    )
     timeline = _Timeline(topic.start_offset)
     maker = _RecordMaker(topic, partition, rng)
     producers = [_Producer(*p) for p in producer_kinds]
@@ -291,15 +399,30 @@ def _write_topic_partition(fs: LogFileSystem, root: str, spec: GeneratorSpec, to
     return writer.close(), written, timeline
 
 
-def _append_from(writer: PartitionWriter, producer: _Producer, records: list[Record], topic: TopicSpec,
-                 codec: int, ts_type: int, now: int, rng: random.Random) -> None:
+def _append_from(
+    writer: PartitionWriter,
+    producer: _Producer,
+    records: list[Record],
+    topic: TopicSpec,
+    codec: int,
+    ts_type: int,
+    now: int,
+    rng: random.Random,
+) -> None:
     transactional = producer.kind == "transactional"
     if transactional and not producer.in_transaction:
         producer.txn_batches_left = rng.randint(*topic.transaction_batches)
     idempotent = producer.kind != "plain"
-    writer.append_records(records, codec=codec, timestamp_type=ts_type, producer_id=producer.producer_id,
-                          producer_epoch=producer.epoch, base_sequence=producer.sequence if idempotent else -1,
-                          is_transactional=transactional, now_ms=now)
+    writer.append_records(
+        records,
+        codec=codec,
+        timestamp_type=ts_type,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.epoch,
+        base_sequence=producer.sequence if idempotent else -1,
+        is_transactional=transactional,
+        now_ms=now,
+    )
     if idempotent:
         producer.sequence += len(records)
     if transactional:
@@ -308,16 +431,23 @@ def _append_from(writer: PartitionWriter, producer: _Producer, records: list[Rec
             _end_transaction(writer, producer, topic, ts_type, rng)
 
 
-def _end_transaction(writer: PartitionWriter, producer: _Producer, topic: TopicSpec, ts_type: int,
-                     rng: random.Random) -> None:
+def _end_transaction(
+    writer: PartitionWriter, producer: _Producer, topic: TopicSpec, ts_type: int, rng: random.Random
+) -> None:
     """The coordinator's COMMIT or ABORT marker, a moment after the producer's last batch."""
     commit = rng.random() >= topic.abort_ratio
-    writer.append_end_txn_marker(producer_id=producer.producer_id, producer_epoch=producer.epoch, commit=commit,
-                                 timestamp=writer.clock_ms + rng.randint(1, 50), timestamp_type=ts_type)
+    writer.append_end_txn_marker(
+        producer_id=producer.producer_id,
+        producer_epoch=producer.epoch,
+        commit=commit,
+        timestamp=writer.clock_ms + rng.randint(1, 50),
+        timestamp_type=ts_type,
+    )
     producer.txn_batches_left = 0
 
 
 # -- __consumer_offsets -----------------------------------------------------------------------------------
+
 
 def java_string_hashcode(text: str) -> int:
     """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
@@ -337,14 +467,20 @@ def partition_for_group(group: str, partitions: int) -> int:
 
 class _CoordinatorBatch(NamedTuple):
     """One write of the group coordinator: an OffsetCommit request, a rebalance, a group deletion."""
+
     timestamp: int
     group_index: int  # orders writes of the same millisecond
     records: list  # of (key, value or None)
 
 
-def _write_consumer_offsets(fs: LogFileSystem, root: str, spec: GeneratorSpec, summary: GenerateSummary,
-                            timelines: dict[TopicPartition, _Timeline]) -> None:
-    co = spec.consumer_offsets
+def _write_consumer_offsets(
+    fs: LogFileSystem,
+    root: str,
+    spec: GeneratorSpec,
+    co: ConsumerOffsetsSpec,
+    summary: GenerateSummary,
+    timelines: dict[TopicPartition, _Timeline],
+) -> None:
     consumed = sorted(tp for tp in timelines if co.topics is None or tp.topic in co.topics)
     spans = [t.span for t in timelines.values() if t.span is not None]
     begin = min((s[0] for s in spans), default=summary.start_ms)
@@ -352,28 +488,47 @@ def _write_consumer_offsets(fs: LogFileSystem, root: str, spec: GeneratorSpec, s
     writes: dict[int, list[_CoordinatorBatch]] = {p: [] for p in range(co.partitions)}
     for g, group in enumerate(co.groups):
         writes[partition_for_group(group, co.partitions)] += _group_writes(
-            co, g, group, consumed, timelines, summary, begin, end)
+            co, g, group, consumed, timelines, summary, begin, end
+        )
     topic_id = derive_topic_id(CONSUMER_OFFSETS_TOPIC, spec.seed)
     summary.topic_configs[CONSUMER_OFFSETS_TOPIC] = {
-        "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(co.segment_bytes),
-        "segment.ms": str(co.segment_ms), "index.interval.bytes": str(co.index_interval_bytes)}
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(co.segment_bytes),
+        "segment.ms": str(co.segment_ms),
+        "index.interval.bytes": str(co.index_interval_bytes),
+    }
     for p in range(co.partitions):
-        writer = PartitionWriter(fs, root, CONSUMER_OFFSETS_TOPIC, p, segment_bytes=co.segment_bytes,
-                                 segment_ms=co.segment_ms, index_interval_bytes=co.index_interval_bytes,
-                                 topic_id=topic_id, now_ms=summary.start_ms)
+        writer = PartitionWriter(
+            fs,
+            root,
+            CONSUMER_OFFSETS_TOPIC,
+            p,
+            segment_bytes=co.segment_bytes,
+            segment_ms=co.segment_ms,
+            index_interval_bytes=co.index_interval_bytes,
+            topic_id=topic_id,
+            now_ms=summary.start_ms,
+        )
         count = 0
         for write in sorted(writes[p], key=lambda w: (w.timestamp, w.group_index)):
             # The coordinator appends each request's records as one uncompressed, non-transactional batch.
-            writer.append_records([Record(-1, write.timestamp, k, v) for k, v in write.records],
-                                  now_ms=write.timestamp)
+            writer.append_records([Record(-1, write.timestamp, k, v) for k, v in write.records], now_ms=write.timestamp)
             count += len(write.records)
         tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, p)
         summary.partitions[tp], summary.records[tp] = writer.close(), count
 
 
-def _group_writes(co: ConsumerOffsetsSpec, g: int, group: str, consumed: list[TopicPartition],
-                  timelines: dict[TopicPartition, _Timeline], summary: GenerateSummary, begin: int,
-                  end: int) -> list[_CoordinatorBatch]:
+def _group_writes(
+    co: ConsumerOffsetsSpec,
+    g: int,
+    group: str,
+    consumed: list[TopicPartition],
+    timelines: dict[TopicPartition, _Timeline],
+    summary: GenerateSummary,
+    begin: int,
+    end: int,
+) -> list[_CoordinatorBatch]:
     """A group's life: it forms, commits every round what it had consumed by then, rebalances half
     way, and (if it is one of the deleted groups) is deleted at the end. Records the final commits
     in `summary.commits`."""
@@ -390,8 +545,12 @@ def _group_writes(co: ConsumerOffsetsSpec, g: int, group: str, consumed: list[To
         for tp in consumed:
             offset = timelines[tp].log_end_at(when - lag)
             value = OffsetCommitValue(3, offset, _leader_epoch_at(summary.partitions[tp], offset), "", commit_ts, -1)
-            records.append((offset_commit_key(group, tp.topic, tp.partition),
-                            offset_commit_value(value.offset, value.leader_epoch, value.metadata, commit_ts)))
+            records.append(
+                (
+                    offset_commit_key(group, tp.topic, tp.partition),
+                    offset_commit_value(value.offset, value.leader_epoch, value.metadata, commit_ts),
+                )
+            )
             summary.commits[(group, tp.topic, tp.partition)] = value
         if records:
             writes.append(_CoordinatorBatch(commit_ts, g, records))
@@ -414,10 +573,18 @@ def _group_metadata(group: str, generation: int, consumed: Sequence[TopicPartiti
     for m in range(2):
         client = f"{group}-client-{m + 1}"
         member_id = f"{client}-" + _uuid("\0".join(("member", group, str(generation), str(m))))
-        members.append((member_id, client, f"/10.0.{generation}.{m + 10}", consumer_subscription(topics),
-                        consumer_assignment(consumed[m::2])))
-    return group_metadata_value(generation=generation, protocol="range", leader=members[0][0],
-                                state_timestamp=timestamp, members=members)
+        members.append(
+            (
+                member_id,
+                client,
+                f"/10.0.{generation}.{m + 10}",
+                consumer_subscription(topics),
+                consumer_assignment(consumed[m::2]),
+            )
+        )
+    return group_metadata_value(
+        generation=generation, protocol="range", leader=members[0][0], state_timestamp=timestamp, members=members
+    )
 
 
 def _leader_epoch_at(partition: WrittenPartition, offset: int) -> int:
@@ -452,20 +619,33 @@ def _write_broker_files(fs: LogFileSystem, root: str, spec: GeneratorSpec, summa
     start, end = summary.start_ms, summary.end_ms
     # The broker's start: its lock and identity
     write(LOCK_FILE, "", start)
-    write(META_PROPERTIES, f"#\n#{_java_date(start)}\nbroker.id={spec.broker_id}\nversion=0\n"
-                           f"cluster.id={summary.cluster_id}\n", start)
+    write(
+        META_PROPERTIES,
+        f"#\n#{_java_date(start)}\nbroker.id={spec.broker_id}\nversion=0\ncluster.id={summary.cluster_id}\n",
+        start,
+    )
     # Its shutdown: every partition flushed to its end, high watermarks = log end offsets
     write(RECOVERY_POINT_CHECKPOINT, format_offset_checkpoint({tp: p.recovery_point for tp, p in parts.items()}), end)
-    write(REPLICATION_OFFSET_CHECKPOINT, format_offset_checkpoint({tp: p.high_watermark for tp, p in parts.items()}),
-          end)
+    write(
+        REPLICATION_OFFSET_CHECKPOINT, format_offset_checkpoint({tp: p.high_watermark for tp, p in parts.items()}), end
+    )
     # Kafka checkpoints a log start offset only where it is above the first segment's base offset.
-    write(LOG_START_OFFSET_CHECKPOINT, format_offset_checkpoint(
-        {tp: p.log_start_offset for tp, p in parts.items() if p.segments and p.log_start_offset > p.segments[0].base_offset}),
-        end)
+    write(
+        LOG_START_OFFSET_CHECKPOINT,
+        format_offset_checkpoint(
+            {
+                tp: p.log_start_offset
+                for tp, p in parts.items()
+                if p.segments and p.log_start_offset > p.segments[0].base_offset
+            }
+        ),
+        end,
+    )
     write(CLEANER_OFFSET_CHECKPOINT, "", start)  # the cleaner created it and has checkpointed nothing yet
     if spec.clean_shutdown:
-        write(CLEAN_SHUTDOWN, json.dumps({"version": 0, "brokerEpoch": _broker_epoch(spec)}, separators=(",", ":")),
-              end)
+        write(
+            CLEAN_SHUTDOWN, json.dumps({"version": 0, "brokerEpoch": _broker_epoch(spec)}, separators=(",", ":")), end
+        )
     fs.set_mtime(root, end)
 
 
@@ -475,9 +655,17 @@ def _broker_epoch(spec: GeneratorSpec) -> int:
 
 # -- the command ---------------------------------------------------------------------------------------------
 
-def generate_log_dir(log_dir: str, *, preset_name: str = "demo", spec_file: str | None = None, seed: int | None = None,
-                     records: int | None = None, offsets_partitions: int | None = None,
-                     config_out: str | None = None) -> GenerateSummary:
+
+def generate_log_dir(
+    log_dir: str,
+    *,
+    preset_name: str = "demo",
+    spec_file: str | None = None,
+    seed: int | None = None,
+    records: int | None = None,
+    offsets_partitions: int | None = None,
+    config_out: str | None = None,
+) -> GenerateSummary:
     """`kafkalog generate`: a preset (or a JSON GeneratorSpec file), with its seed, records per
     partition and `__consumer_offsets` partitions overridden where given; `config_out` also gets the
     topics' configurations as a properties file for `--config-file`."""

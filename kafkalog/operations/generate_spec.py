@@ -1,6 +1,7 @@
 """What `kafkalog generate` writes: a `GeneratorSpec` of topics (records, codecs, producers,
 transactions, timestamps, cleanup policies) and `__consumer_offsets` groups, checked as Kafka would
 refuse them, and the named presets."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,10 +26,12 @@ _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic charac
 
 # -- what to generate ---------------------------------------------------------------------------------
 
+
 @dataclass
 class TopicSpec:
     """One topic. Sizes, ratios and Kafka configs are per partition; None timestamps inherit the
     `GeneratorSpec`'s."""
+
     name: str
     partitions: int = 1
     records: int = 1000  # data records per partition (markers come on top)
@@ -77,6 +80,7 @@ class TopicSpec:
 class ConsumerOffsetsSpec:
     """The `__consumer_offsets` topic: `groups` consume `topics` (None: every generated topic) and
     commit `commit_rounds` times over the data's time range, each group lagging a little more."""
+
     partitions: int = 50  # offsets.topic.num.partitions
     groups: tuple[str, ...] = ("billing-service", "fraud-detector", "search-indexer")
     topics: tuple[str, ...] | None = None
@@ -100,7 +104,7 @@ class GeneratorSpec:
     clean_shutdown: bool = True  # leave `.kafka_cleanshutdown`, as a cleanly stopped broker does
 
     @classmethod
-    def from_dict(cls, data: dict) -> "GeneratorSpec":
+    def from_dict(cls, data: dict) -> GeneratorSpec:
         """A spec from plain JSON-like values (lists where the dataclasses have tuples)."""
         data = dict(data)
         topics = [_from_dict(TopicSpec, t) for t in data.pop("topics", [])]
@@ -118,8 +122,12 @@ class GeneratorSpec:
         names = [t.name for t in self.topics]
         if len(set(names)) != len(names):
             raise ConfigError(f"topic names must be unique: {names}")
-        for value, what in ((self.start_ms, "start_ms"), (self.step_ms, "step_ms"), (self.jitter_ms, "jitter_ms"),
-                            (self.broker_id, "broker_id")):
+        for value, what in (
+            (self.start_ms, "start_ms"),
+            (self.step_ms, "step_ms"),
+            (self.jitter_ms, "jitter_ms"),
+            (self.broker_id, "broker_id"),
+        ):
             _require(value >= 0, f"{what} must be >= 0, not {value}")
         for topic in self.topics:
             _validate_topic(topic)
@@ -139,35 +147,44 @@ def _from_dict(cls, data: dict):
         raise ConfigError(f"{cls.__name__}: {err}") from None
 
 
-def _require(condition: bool, message: str) -> None:
+def _require(condition: object, message: str) -> None:
     if not condition:
         raise ConfigError(message)
 
 
 def _validate_topic(t: TopicSpec) -> None:
     where = f"topic {t.name!r}"
-    _require(bool(_TOPIC_NAME.fullmatch(t.name)) and t.name not in (".", ".."),
-             f"{where}: Kafka topic names are 1-249 characters of [a-zA-Z0-9._-]")
+    _require(
+        bool(_TOPIC_NAME.fullmatch(t.name)) and t.name not in (".", ".."),
+        f"{where}: Kafka topic names are 1-249 characters of [a-zA-Z0-9._-]",
+    )
     _require(t.name != CONSUMER_OFFSETS_TOPIC, f"{where}: is written from ConsumerOffsetsSpec")
     _require(t.partitions >= 1, f"{where}: partitions must be >= 1")
     _require(t.records >= 0 and t.keys >= 0 and t.headers >= 0, f"{where}: counts must be >= 0")
     _require(t.key_skew >= 0, f"{where}: key_skew must be >= 0")
     _require(0 <= t.value_bytes[0] <= t.value_bytes[1], f"{where}: value_bytes must be (min, max) with 0 <= min <= max")
-    _require(1 <= t.batch_records[0] <= t.batch_records[1], f"{where}: batch_records must be (min, max), 1 <= min <= max")
-    _require(1 <= t.transaction_batches[0] <= t.transaction_batches[1],
-             f"{where}: transaction_batches must be (min, max), 1 <= min <= max")
+    _require(
+        1 <= t.batch_records[0] <= t.batch_records[1], f"{where}: batch_records must be (min, max), 1 <= min <= max"
+    )
+    _require(
+        1 <= t.transaction_batches[0] <= t.transaction_batches[1],
+        f"{where}: transaction_batches must be (min, max), 1 <= min <= max",
+    )
     _require(0 <= t.tombstone_ratio <= 1 and 0 <= t.abort_ratio <= 1, f"{where}: ratios must be in [0, 1]")
     _require(t.codec in CODECS, f"{where}: codec must be one of {sorted(CODECS)}")
     _require(t.timestamp_type in TIMESTAMP_TYPES, f"{where}: timestamp_type must be one of {sorted(TIMESTAMP_TYPES)}")
     _require(t.magic in (0, 1, 2), f"{where}: magic must be 0, 1 or 2")
     _require(t.cleanup_policy in CLEANUP_POLICIES, f"{where}: cleanup_policy must be one of {CLEANUP_POLICIES}")
-    _require(t.plain_producer or t.idempotent_producers or t.transactional_producers,
-             f"{where}: needs at least one producer")
+    _require(
+        t.plain_producer or t.idempotent_producers or t.transactional_producers, f"{where}: needs at least one producer"
+    )
     _require(t.idempotent_producers >= 0 and t.transactional_producers >= 0, f"{where}: producer counts must be >= 0")
     _require(t.leader_epochs >= 1 and t.start_offset >= 0, f"{where}: leader_epochs >= 1 and start_offset >= 0")
     # Kafka's own lower bounds for these configs
-    _require(t.segment_bytes >= 14 and t.segment_ms >= 1 and t.index_interval_bytes >= 0
-             and t.segment_index_bytes >= 4, f"{where}: segment/index configs below Kafka's minimums")
+    _require(
+        t.segment_bytes >= 14 and t.segment_ms >= 1 and t.index_interval_bytes >= 0 and t.segment_index_bytes >= 4,
+        f"{where}: segment/index configs below Kafka's minimums",
+    )
     if "compact" in t.cleanup_policy:
         _require(t.keys >= 1, f"{where}: a compacted topic refuses records without keys")
     for value, what in ((t.start_ms, "start_ms"), (t.step_ms, "step_ms"), (t.jitter_ms, "jitter_ms")):
@@ -175,66 +192,189 @@ def _validate_topic(t: TopicSpec) -> None:
     if t.magic < 2:
         _require(t.codec != "zstd", f"{where}: zstd needs magic 2")
         _require(t.headers == 0, f"{where}: magic {t.magic} messages have no headers")
-        _require(not t.idempotent_producers and not t.transactional_producers,
-                 f"{where}: idempotent and transactional producers need magic 2")
+        _require(
+            not t.idempotent_producers and not t.transactional_producers,
+            f"{where}: idempotent and transactional producers need magic 2",
+        )
         _require(t.magic == 1 or t.timestamp_type == "CreateTime", f"{where}: magic 0 has no timestamp type")
 
 
 def _validate_consumer_offsets(spec: ConsumerOffsetsSpec, topics: set[str]) -> None:
     _require(spec.partitions >= 1, "consumer_offsets.partitions must be >= 1")
     _require(spec.commit_rounds >= 1, "consumer_offsets.commit_rounds must be >= 1")
-    _require(all(isinstance(g, str) and g for g in spec.groups) and len(set(spec.groups)) == len(spec.groups),
-             "consumer_offsets.groups must be distinct non-empty names")
+    _require(
+        all(isinstance(g, str) and g for g in spec.groups) and len(set(spec.groups)) == len(spec.groups),
+        "consumer_offsets.groups must be distinct non-empty names",
+    )
     _require(set(spec.deleted_groups) <= set(spec.groups), "consumer_offsets.deleted_groups must be among groups")
     unknown = set(spec.topics or ()) - topics
     _require(not unknown, f"consumer_offsets.topics names topics that are not generated: {sorted(unknown)}")
-    _require(spec.segment_bytes >= 14 and spec.segment_ms >= 1 and spec.index_interval_bytes >= 0,
-             "consumer_offsets segment configs below Kafka's minimums")
+    _require(
+        spec.segment_bytes >= 14 and spec.segment_ms >= 1 and spec.index_interval_bytes >= 0,
+        "consumer_offsets segment configs below Kafka's minimums",
+    )
 
 
 # -- presets --------------------------------------------------------------------------------------------
 
+
 def small_preset(seed: int = 0) -> GeneratorSpec:
     """A few thousand records that still cover every feature: for tests."""
-    return GeneratorSpec(seed=seed, topics=[
-        TopicSpec("orders", partitions=2, records=400, keys=50, key_skew=1.1, value_bytes=(20, 120), headers=2,
-                  codec="lz4", batch_records=(1, 8), jitter_ms=1500, idempotent_producers=2, leader_epochs=3,
-                  segment_bytes=8 * 1024, index_interval_bytes=512),
-        TopicSpec("customers", records=400, keys=40, key_skew=1.2, key_prefix="customer", tombstone_ratio=0.15,
-                  codec="zstd", batch_records=(1, 5), cleanup_policy="compact", segment_bytes=6 * 1024,
-                  index_interval_bytes=256),
-        TopicSpec("payments", partitions=2, records=400, keys=30, key_prefix="account", codec="gzip",
-                  batch_records=(1, 4), plain_producer=False, idempotent_producers=1, transactional_producers=3,
-                  transaction_batches=(1, 3), abort_ratio=0.4, segment_bytes=8 * 1024, index_interval_bytes=512),
-        TopicSpec("clicks", records=300, keys=0, headers=1, codec="snappy", timestamp_type="LogAppendTime",
-                  batch_records=(1, 6), segment_ms=60_000, index_interval_bytes=1024),
-        TopicSpec("legacy-v1", records=200, keys=20, codec="gzip", magic=1, batch_records=(1, 6),
-                  segment_bytes=4 * 1024, index_interval_bytes=512),
-        TopicSpec("legacy-v0", records=150, keys=20, magic=0, batch_records=(1, 3), segment_bytes=4 * 1024,
-                  index_interval_bytes=512),
-    ], consumer_offsets=ConsumerOffsetsSpec(partitions=3, groups=("billing", "analytics", "audit", "retired"),
-                                            commit_rounds=4, deleted_groups=("retired",)))
+    return GeneratorSpec(
+        seed=seed,
+        topics=[
+            TopicSpec(
+                "orders",
+                partitions=2,
+                records=400,
+                keys=50,
+                key_skew=1.1,
+                value_bytes=(20, 120),
+                headers=2,
+                codec="lz4",
+                batch_records=(1, 8),
+                jitter_ms=1500,
+                idempotent_producers=2,
+                leader_epochs=3,
+                segment_bytes=8 * 1024,
+                index_interval_bytes=512,
+            ),
+            TopicSpec(
+                "customers",
+                records=400,
+                keys=40,
+                key_skew=1.2,
+                key_prefix="customer",
+                tombstone_ratio=0.15,
+                codec="zstd",
+                batch_records=(1, 5),
+                cleanup_policy="compact",
+                segment_bytes=6 * 1024,
+                index_interval_bytes=256,
+            ),
+            TopicSpec(
+                "payments",
+                partitions=2,
+                records=400,
+                keys=30,
+                key_prefix="account",
+                codec="gzip",
+                batch_records=(1, 4),
+                plain_producer=False,
+                idempotent_producers=1,
+                transactional_producers=3,
+                transaction_batches=(1, 3),
+                abort_ratio=0.4,
+                segment_bytes=8 * 1024,
+                index_interval_bytes=512,
+            ),
+            TopicSpec(
+                "clicks",
+                records=300,
+                keys=0,
+                headers=1,
+                codec="snappy",
+                timestamp_type="LogAppendTime",
+                batch_records=(1, 6),
+                segment_ms=60_000,
+                index_interval_bytes=1024,
+            ),
+            TopicSpec(
+                "legacy-v1",
+                records=200,
+                keys=20,
+                codec="gzip",
+                magic=1,
+                batch_records=(1, 6),
+                segment_bytes=4 * 1024,
+                index_interval_bytes=512,
+            ),
+            TopicSpec(
+                "legacy-v0",
+                records=150,
+                keys=20,
+                magic=0,
+                batch_records=(1, 3),
+                segment_bytes=4 * 1024,
+                index_interval_bytes=512,
+            ),
+        ],
+        consumer_offsets=ConsumerOffsetsSpec(
+            partitions=3,
+            groups=("billing", "analytics", "audit", "retired"),
+            commit_rounds=4,
+            deleted_groups=("retired",),
+        ),
+    )
 
 
 def demo_preset(seed: int = 0) -> GeneratorSpec:
     """The README demo: a compacted topic with tombstones, a transactional topic with aborts, a
     delete-policy topic whose old segments span a month, an old-format topic, `__consumer_offsets`."""
     month_ago = DEFAULT_START_MS - 30 * DAY_MS
-    return GeneratorSpec(seed=seed, topics=[
-        TopicSpec("customers", partitions=3, records=5000, keys=500, key_skew=1.1, key_prefix="customer",
-                  tombstone_ratio=0.05, headers=1, codec="zstd", batch_records=(1, 20), cleanup_policy="compact",
-                  segment_bytes=64 * 1024),
-        TopicSpec("payments", partitions=3, records=3000, keys=200, key_prefix="account", codec="lz4",
-                  batch_records=(1, 10), plain_producer=False, idempotent_producers=1, transactional_producers=4,
-                  abort_ratio=0.25, leader_epochs=2, segment_bytes=64 * 1024),
-        TopicSpec("clickstream", partitions=3, records=6000, keys=0, headers=2, codec="snappy",
-                  batch_records=(5, 30), start_ms=month_ago, step_ms=30 * DAY_MS // 6000, jitter_ms=2000,
-                  segment_ms=DAY_MS, segment_bytes=1024 * 1024, idempotent_producers=2),
-        TopicSpec("audit-legacy", records=1000, keys=50, codec="gzip", magic=1, batch_records=(1, 10),
-                  segment_bytes=32 * 1024),
-    ], consumer_offsets=ConsumerOffsetsSpec(
-        groups=("billing-service", "fraud-detector", "search-indexer", "analytics-etl", "old-dashboard"),
-        commit_rounds=6, deleted_groups=("old-dashboard",)))
+    return GeneratorSpec(
+        seed=seed,
+        topics=[
+            TopicSpec(
+                "customers",
+                partitions=3,
+                records=5000,
+                keys=500,
+                key_skew=1.1,
+                key_prefix="customer",
+                tombstone_ratio=0.05,
+                headers=1,
+                codec="zstd",
+                batch_records=(1, 20),
+                cleanup_policy="compact",
+                segment_bytes=64 * 1024,
+            ),
+            TopicSpec(
+                "payments",
+                partitions=3,
+                records=3000,
+                keys=200,
+                key_prefix="account",
+                codec="lz4",
+                batch_records=(1, 10),
+                plain_producer=False,
+                idempotent_producers=1,
+                transactional_producers=4,
+                abort_ratio=0.25,
+                leader_epochs=2,
+                segment_bytes=64 * 1024,
+            ),
+            TopicSpec(
+                "clickstream",
+                partitions=3,
+                records=6000,
+                keys=0,
+                headers=2,
+                codec="snappy",
+                batch_records=(5, 30),
+                start_ms=month_ago,
+                step_ms=30 * DAY_MS // 6000,
+                jitter_ms=2000,
+                segment_ms=DAY_MS,
+                segment_bytes=1024 * 1024,
+                idempotent_producers=2,
+            ),
+            TopicSpec(
+                "audit-legacy",
+                records=1000,
+                keys=50,
+                codec="gzip",
+                magic=1,
+                batch_records=(1, 10),
+                segment_bytes=32 * 1024,
+            ),
+        ],
+        consumer_offsets=ConsumerOffsetsSpec(
+            groups=("billing-service", "fraud-detector", "search-indexer", "analytics-etl", "old-dashboard"),
+            commit_rounds=6,
+            deleted_groups=("old-dashboard",),
+        ),
+    )
 
 
 PRESETS = {"demo": demo_preset, "small": small_preset}

@@ -41,14 +41,13 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
 A rerun of the same purge finds nothing to do: it rewrites nothing and adds no records rows.
 Internal topics (names starting with `__`) are purged only when named in `topics`.
 """
-from __future__ import annotations
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from .. import __version__
 from ..config import ConfigResolver
@@ -66,10 +65,17 @@ from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.swap import FaultHook, recover_partition
 
-
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
-__all__ = ["purge", "PurgeResult", "PurgeVerificationError", "keys_frame", "load_secret", "DEFAULT_REASON",
-           "KEY_FORMATS"]
+__all__ = [
+    "purge",
+    "PurgeResult",
+    "PurgeVerificationError",
+    "keys_frame",
+    "load_secret",
+    "DEFAULT_REASON",
+    "KEY_FORMATS",
+]
+
 
 class PurgeVerificationError(KafkaLogError):
     """The rescan after a purge found a record that should be gone."""
@@ -94,25 +100,48 @@ class PurgeResult:
 
     def summary(self) -> str:
         verb = "would purge" if self.dry_run else "purged"
-        text = (f"{verb} {self.total('removed')} records removed, {self.total('tombstoned')} tombstoned, "
-                f"{self.total('redacted')} redacted in {len(self.partitions)} partitions")
+        text = (
+            f"{verb} {self.total('removed')} records removed, {self.total('tombstoned')} tombstoned, "
+            f"{self.total('redacted')} redacted in {len(self.partitions)} partitions"
+        )
         if not self.dry_run:
-            text += (f"; {len(self.outputs)} segments rewritten; ledger: {self.ledger_rows} rows added; "
-                     f"verified: {self.remaining} records of purged keys remain")
+            text += (
+                f"; {len(self.outputs)} segments rewritten; ledger: {self.ledger_rows} rows added; "
+                f"verified: {self.remaining} records of purged keys remain"
+            )
         return text
 
     def to_dict(self) -> dict:
-        return {"run_id": self.run_id, "now": self.now, "dry_run": self.dry_run, "log_dir": self.log_dir,
-                "ledger_rows": self.ledger_rows, "partitions": self.partitions,
-                "segments": [o.to_dict() for o in self.outputs]}
+        return {
+            "run_id": self.run_id,
+            "now": self.now,
+            "dry_run": self.dry_run,
+            "log_dir": self.log_dir,
+            "ledger_rows": self.ledger_rows,
+            "partitions": self.partitions,
+            "segments": [o.to_dict() for o in self.outputs],
+        }
 
 
 @raises_kafkalog_errors
-def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes | None = None,
-          keys_format: str | None = None, topics: Iterable[str] | None = None, where: str | None = None,
-          tombstone: bool = False, config: ConfigResolver | None = None, now: int | None = None,
-          reason: str = DEFAULT_REASON, output: str | None = None, dry_run: bool = False,
-          fault: FaultHook | None = None) -> PurgeResult:
+def purge(
+    spark,
+    log_dir: str,
+    keys,
+    *,
+    ledger: str | None = None,
+    secret: bytes | None = None,
+    keys_format: str | None = None,
+    topics: Iterable[str] | None = None,
+    where: str | None = None,
+    tombstone: bool = False,
+    config: ConfigResolver | None = None,
+    now: int | None = None,
+    reason: str = DEFAULT_REASON,
+    output: str | None = None,
+    dry_run: bool = False,
+    fault: FaultHook | None = None,
+) -> PurgeResult:
     """Remove every record of `keys` (a DataFrame with a `key` column, a list of bytes or written
     forms, or the path of a key file or table, see `keys_frame`) and, with `where`, every record
     the Spark SQL expression over the records view selects, from `topics` (default: every topic
@@ -132,21 +161,55 @@ def purge(spark, log_dir: str, keys, *, ledger: str | None = None, secret: bytes
     if where:  # and so does a bad expression: checked against the records view's columns
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
     with destination(log_dir, output, dry_run=dry_run) as target:
-        result = _purge(spark, target.path, output or log_dir, key_df, key_count, run_id=run_id, now=now,
-                        started=started, ledger=ledger, secret=secret, topics=topics, where=where,
-                        tombstone=tombstone, resolver=resolver, reason=reason, dry_run=dry_run, fault=fault)
+        result = _purge(
+            spark,
+            target.path,
+            output or log_dir,
+            key_df,
+            key_count,
+            run_id=run_id,
+            now=now,
+            started=started,
+            ledger=ledger,
+            secret=secret,
+            topics=topics,
+            where=where,
+            tombstone=tombstone,
+            resolver=resolver,
+            reason=reason,
+            dry_run=dry_run,
+            fault=fault,
+        )
     return result
 
 
 @raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files
-def _purge(spark, log_dir: str, named: str, key_df, key_count, *, run_id: str, now: int, started: int, ledger,
-           secret, topics, where, tombstone: bool, resolver: ConfigResolver, reason: str, dry_run: bool,
-           fault) -> PurgeResult:
+def _purge(
+    spark,
+    log_dir: str,
+    named: str,
+    key_df,
+    key_count,
+    *,
+    run_id: str,
+    now: int,
+    started: int,
+    ledger,
+    secret,
+    topics,
+    where,
+    tombstone: bool,
+    resolver: ConfigResolver,
+    reason: str,
+    dry_run: bool,
+    fault,
+) -> PurgeResult:
     """The purge of `log_dir`, the directory rewritten in place (the input, or the staged output),
     which the result and the ledger call `named` (the input, or the output's own name)."""
     opened, scope = _open(log_dir, topics, dry_run)
-    decider = Decider(spark, log_dir, key_df, key_count, where, tombstone, resolver, reason,
-                       _log_end_offsets(opened, scope))
+    decider = Decider(
+        spark, log_dir, key_df, key_count, where, tombstone, resolver, reason, _log_end_offsets(opened, scope)
+    )
     matched, decided = decider.decide(sorted({t for t, _ in scope}))
     try:
         report = partition_report(decided)
@@ -154,20 +217,33 @@ def _purge(spark, log_dir: str, named: str, key_df, key_count, *, run_id: str, n
             return PurgeResult(run_id, now, dry_run, named, report)
         outputs = _output_segments(opened, decided, resolver, now)
         stats = write_outputs(spark, log_dir, outputs, batch_plans(decided))
-        rows = write_ledger_records(spark, ledger, decided.where(decided.action.isNotNull()), secret=secret,
-                                    run_id=run_id, purged_at_ms=now, log_dir=named)
+        rows = write_ledger_records(
+            spark,
+            ledger,
+            decided.where(decided.action.isNotNull()),
+            secret=secret,
+            run_id=run_id,
+            purged_at_ms=now,
+            log_dir=named,
+        )
         swap_in(opened, outputs, fault)
     finally:
         matched.unpersist()
     result = PurgeResult(run_id, now, dry_run, named, report, rows, stats)
     _verify(decider, result, {(o.topic, o.partition) for o in outputs})
-    write_ledger_run(spark, ledger, _run_row(result, started, key_df.count() if key_count is None else key_count,
-                                             topics, where, tombstone))
+    write_ledger_run(
+        spark,
+        ledger,
+        _run_row(result, started, key_df.count() if key_count is None else key_count, topics, where, tombstone),
+    )
     if result.remaining:
         first = next(p for p in result.partitions if p["remaining"])
-        raise PurgeVerificationError(f"after the rewrite {result.remaining} records of purged keys remain, "
-                                     f"{first['remaining']} in {first['topic']}-{first['partition']} (run "
-                                     f"{run_id}; the ledger lists what was purged)", file=named)
+        raise PurgeVerificationError(
+            f"after the rewrite {result.remaining} records of purged keys remain, "
+            f"{first['remaining']} in {first['topic']}-{first['partition']} (run "
+            f"{run_id}; the ledger lists what was purged)",
+            file=named,
+        )
     return result
 
 
@@ -191,8 +267,9 @@ def _scope(opened: LogDir, topics: Iterable[str] | None) -> list[tuple[str, int]
     wanted = set([topics] if isinstance(topics, str) else topics)
     refused = sorted(filter(is_kraft_metadata, wanted))
     if refused:
-        raise ConfigError(f"purge refuses topic {refused[0]}: {KRAFT_METADATA_NOT_REWRITTEN}, nor does kafkalog "
-                          "rewrite it")
+        raise ConfigError(
+            f"purge refuses topic {refused[0]}: {KRAFT_METADATA_NOT_REWRITTEN}, nor does kafkalog rewrite it"
+        )
     return [tp for tp in opened.topic_partitions if tp[0] in wanted]
 
 
@@ -211,25 +288,39 @@ def _log_end_offsets(opened: LogDir, scope: Sequence[tuple[str, int]]) -> dict:
 def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int) -> list[OutputSegment]:
     """One output per source segment with a purged record; its `.txnindex` entries all stay (a
     purge keeps every transaction marker and a batch of every transaction)."""
-    touched = (decided.where(decided.action.isNotNull()).select("topic", "partition", "segment_base_offset")
-               .distinct().collect())
+    touched = (
+        decided.where(decided.action.isNotNull())
+        .select("topic", "partition", "segment_base_offset")
+        .distinct()
+        .collect()
+    )
     outputs = []
     for r in sorted(touched):
         config = resolver.for_topic(r.topic)
-        segment = next(s for s in opened.partition(r.topic, r.partition).segments
-                       if s.base_offset == r.segment_base_offset)
-        outputs.append(OutputSegment(r.topic, r.partition, (r.segment_base_offset,),
-                                     now + config.delete_retention_ms, config.index_interval_bytes,
-                                     tuple(tuple(t) for t in segment.aborted_txns()),
-                                     nbytes=segment.size))
+        segment = next(
+            s for s in opened.partition(r.topic, r.partition).segments if s.base_offset == r.segment_base_offset
+        )
+        outputs.append(
+            OutputSegment(
+                r.topic,
+                r.partition,
+                (r.segment_base_offset,),
+                now + config.delete_retention_ms,
+                config.index_interval_bytes,
+                tuple(tuple(t) for t in segment.aborted_txns()),
+                nbytes=segment.size,
+            )
+        )
     return outputs
 
 
 # -- verify and report ----------------------------------------------------------------------------------
 
+
 def _verify(decider: Decider, result: PurgeResult, touched: set) -> None:
     """Rescan the touched partitions: `remaining` counts records the purge still finds to do."""
     from pyspark.sql import functions as F
+
     left = {}
     if touched:
         matched, decided = decider.decide(sorted({t for t, _ in touched}), touched)
@@ -248,12 +339,22 @@ def _verify(decider: Decider, result: PurgeResult, touched: set) -> None:
 
 
 def _run_row(result: PurgeResult, started: int, key_count: int, topics, where, tombstone) -> dict:
-    return {"run_id": result.run_id, "started_at": started, "finished_at": int(time.time() * 1000),
-            "purged_at": result.now, "log_dir": result.log_dir,
-            "topics": None if topics is None else sorted([topics] if isinstance(topics, str) else topics),
-            "keys": key_count, "where": bool(where), "tombstone": tombstone,
-            "partitions": sum(1 for p in result.partitions if p["segments"]), "segments": len(result.outputs),
-            "records_removed": result.total("removed"), "records_tombstoned": result.total("tombstoned"),
-            "records_redacted": result.total("redacted"), "ledger_rows": result.ledger_rows,
-            "remaining": result.remaining, "kafkalog_version": __version__}
-
+    return {
+        "run_id": result.run_id,
+        "started_at": started,
+        "finished_at": int(time.time() * 1000),
+        "purged_at": result.now,
+        "log_dir": result.log_dir,
+        "topics": None if topics is None else sorted([topics] if isinstance(topics, str) else topics),
+        "keys": key_count,
+        "where": bool(where),
+        "tombstone": tombstone,
+        "partitions": sum(1 for p in result.partitions if p["segments"]),
+        "segments": len(result.outputs),
+        "records_removed": result.total("removed"),
+        "records_tombstoned": result.total("tombstoned"),
+        "records_redacted": result.total("redacted"),
+        "ledger_rows": result.ledger_rows,
+        "remaining": result.remaining,
+        "kafkalog_version": __version__,
+    }

@@ -20,13 +20,14 @@ log start offset also leave the segment that holds it (offsets preserved).
 Spark is not needed: every decision is taken from segment metadata on the driver. Reading a Delta
 table of committed offsets uses the `deltalake` package (the `spark` extra installs it).
 """
+
 from __future__ import annotations
 
 import fnmatch
 import json
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
 
 from ..config import ConfigResolver, TopicConfig, resolver_from
 from ..errors import ConfigError, KafkaLogError
@@ -37,12 +38,29 @@ from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FILES, is_kraft_metadata
 from ..storage.partition import Partition
 from ..storage.swap import FaultHook, no_fault
-from .retain_partition import (MISSING_HW_LOG_END, MISSING_HW_LOG_START, PartitionPlan, apply_in_place,
-                               plan_partition, read_committed_offsets, recover)
+from .retain_partition import (
+    MISSING_HW_LOG_END,
+    MISSING_HW_LOG_START,
+    PartitionPlan,
+    apply_in_place,
+    plan_partition,
+    read_committed_offsets,
+    recover,
+)
 
-__all__ = ["retain", "parse_delete_records", "load_delete_records", "load_committed_offsets", "group_filter",
-           "CommittedOffsets", "RetentionReport", "DeleteRecordsError", "DeleteRecordsFileError",
-           "MISSING_HW_LOG_START", "MISSING_HW_LOG_END"]
+__all__ = [
+    "retain",
+    "parse_delete_records",
+    "load_delete_records",
+    "load_committed_offsets",
+    "group_filter",
+    "CommittedOffsets",
+    "RetentionReport",
+    "DeleteRecordsError",
+    "DeleteRecordsFileError",
+    "MISSING_HW_LOG_START",
+    "MISSING_HW_LOG_END",
+]
 
 COMMITTED_COLUMNS = ("group", "topic", "partition", "offset")
 
@@ -51,14 +69,22 @@ class DeleteRecordsFileError(KafkaLogError):
     """A deleteRecords JSON file that kafka-delete-records.sh refuses (its message)."""
 
 
-def retain(log_dir: str, *, config: ConfigResolver | Mapping[str, str] | None = None, now_ms: int | None = None,
-           topics: Iterable[str] | None = None,
-           delete_records: str | Mapping[tuple[str, int], int] | None = None,
-           truncate_below_start: bool = False,
-           committed_offsets: str | CommittedOffsets | Mapping[tuple[str, str, int], int | None] | None = None,
-           include_groups: Sequence[str] = (), exclude_groups: Sequence[str] = (),
-           output: str | None = None, dry_run: bool = False,
-           missing_high_watermark: str = MISSING_HW_LOG_START, fault: FaultHook | None = None) -> RetentionReport:
+def retain(
+    log_dir: str,
+    *,
+    config: ConfigResolver | Mapping[str, str] | None = None,
+    now_ms: int | None = None,
+    topics: Iterable[str] | None = None,
+    delete_records: str | Mapping[tuple[str, int], int] | None = None,
+    truncate_below_start: bool = False,
+    committed_offsets: str | CommittedOffsets | Mapping[tuple[str, str, int], int | None] | None = None,
+    include_groups: Sequence[str] = (),
+    exclude_groups: Sequence[str] = (),
+    output: str | None = None,
+    dry_run: bool = False,
+    missing_high_watermark: str = MISSING_HW_LOG_START,
+    fault: FaultHook | None = None,
+) -> RetentionReport:
     """Apply retention to the log directory `log_dir` (a path or URI) and return the report.
 
     `config`: a ConfigResolver, or Kafka topic settings for every topic (`{"retention.ms": "1000"}`).
@@ -76,7 +102,9 @@ def retain(log_dir: str, *, config: ConfigResolver | Mapping[str, str] | None = 
         raise ConfigError(f"missing_high_watermark must be {MISSING_HW_LOG_START!r} or {MISSING_HW_LOG_END!r}")
     requests = load_delete_records(delete_records) if isinstance(delete_records, str) else delete_records
     keep = group_filter(include_groups, exclude_groups)
+    committed: CommittedOffsets | Callable[[LogDir], CommittedOffsets]
     if committed_offsets is None:
+
         def committed(log_dir_):
             return read_committed_offsets(log_dir_).filtered(keep)
     elif isinstance(committed_offsets, CommittedOffsets):
@@ -85,17 +113,28 @@ def retain(log_dir: str, *, config: ConfigResolver | Mapping[str, str] | None = 
         committed = load_committed_offsets(committed_offsets).filtered(keep)
     else:
         committed = CommittedOffsets(dict(committed_offsets), "mapping").filtered(keep)
-    return run_retention(log_dir, config_for=config_function(resolver), now_ms=_now(now_ms), topics=topics,
-                         delete_records=requests, truncate_below_start=truncate_below_start, committed=committed,
-                         output=output, dry_run=dry_run, missing_high_watermark=missing_high_watermark,
-                         **({"fault": fault} if fault is not None else {}))
+    return run_retention(
+        log_dir,
+        config_for=config_function(resolver),
+        now_ms=_now(now_ms),
+        topics=topics,
+        delete_records=requests,
+        truncate_below_start=truncate_below_start,
+        committed=committed,
+        output=output,
+        dry_run=dry_run,
+        missing_high_watermark=missing_high_watermark,
+        **({"fault": fault} if fault is not None else {}),
+    )
 
 
 def config_function(resolver: ConfigResolver) -> Callable:
     """topic -> effective TopicConfig; Kafka's internal topics stay compacted unless configured."""
+
     def config_for(topic: str):
         explicit = "cleanup.policy" in resolver.per_topic.get(topic, {})
         return effective_config(resolver.for_topic(topic), topic, explicit)
+
     return config_for
 
 
@@ -119,6 +158,7 @@ def group_filter(include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Ca
         if include and not any(fnmatch.fnmatchcase(group, p) for p in include):
             return False
         return not any(fnmatch.fnmatchcase(group, p) for p in exclude)
+
     return keep
 
 
@@ -131,10 +171,12 @@ def _patterns(values: Sequence[str]) -> list[str]:
 
 # -- kafka-delete-records.sh's JSON file ----------------------------------------------------------------------
 
+
 def parse_delete_records(text: str, file: str | None = None) -> dict[tuple[str, int], int]:
     """`{"partitions":[{"topic":..,"partition":..,"offset":..}],"version":1}` -> {(topic, partition):
     offset}, refused with kafka-delete-records.sh's messages (the version is optional, 1 only;
     duplicate partitions are refused)."""
+
     def fail(message: str):
         return DeleteRecordsFileError(message, file=file)
 
@@ -191,6 +233,7 @@ def load_delete_records(path_or_uri: str) -> dict[tuple[str, int], int]:
 
 # -- committed offsets from a file or table ---------------------------------------------------------------------
 
+
 def load_committed_offsets(path_or_uri: str) -> CommittedOffsets:
     """Committed offsets from CSV (a header row naming group, topic, partition, offset), JSON (a list
     of objects, an object with a "commits" or "offsets" list, or JSON Lines), Parquet (a file or a
@@ -212,8 +255,10 @@ def load_committed_offsets(path_or_uri: str) -> CommittedOffsets:
     elif lower.endswith((".parquet", ".pq")):
         rows = _parquet_rows(fs, path)
     else:
-        raise KafkaLogError("committed offsets: expected a .csv, .json, .jsonl or .parquet file, a Parquet "
-                            "directory or a Delta table", file=path)
+        raise KafkaLogError(
+            "committed offsets: expected a .csv, .json, .jsonl or .parquet file, a Parquet directory or a Delta table",
+            file=path,
+        )
     return CommittedOffsets(_offsets_from_rows(rows, path), path_or_uri)
 
 
@@ -222,8 +267,10 @@ def _offsets_from_rows(rows: Iterable[Mapping], path: str) -> dict[tuple[str, st
     for i, row in enumerate(rows):
         missing = [c for c in COMMITTED_COLUMNS if c not in row]
         if missing:
-            raise KafkaLogError(f"row {i + 1}: missing column(s) {', '.join(missing)}; expected "
-                                f"{', '.join(COMMITTED_COLUMNS)}", file=path)
+            raise KafkaLogError(
+                f"row {i + 1}: missing column(s) {', '.join(missing)}; expected {', '.join(COMMITTED_COLUMNS)}",
+                file=path,
+            )
         try:
             group, topic, partition = str(row["group"]), str(row["topic"]), int(row["partition"])
             raw = row["offset"]
@@ -237,6 +284,7 @@ def _offsets_from_rows(rows: Iterable[Mapping], path: str) -> dict[tuple[str, st
 def _csv_rows(fs: LogFileSystem, path: str) -> list[dict]:
     import csv
     import io
+
     text = fs.read_bytes(path).decode("utf-8-sig")
     return list(csv.DictReader(io.StringIO(text)))
 
@@ -259,6 +307,7 @@ def _json_rows(text: str, path: str) -> list[dict]:
 
 def _parquet_rows(fs: LogFileSystem, path: str) -> list[dict]:
     import pyarrow.parquet as pq
+
     table = pq.read_table(path, filesystem=fs.fs)
     return table.to_pylist()
 
@@ -267,12 +316,14 @@ def _delta_rows(uri: str) -> list[dict]:
     try:
         from deltalake import DeltaTable
     except ImportError:
-        raise KafkaLogError("reading a Delta table needs the deltalake package (pip install 'kafkalog[spark]')",
-                            file=uri) from None
+        raise KafkaLogError(
+            "reading a Delta table needs the deltalake package (pip install 'kafkalog[spark]')", file=uri
+        ) from None
     return DeltaTable(uri).to_pyarrow_table().to_pylist()
 
 
 # -- the report and the run over a log directory -------------------------------------------------------
+
 
 @dataclass
 class RetentionReport:
@@ -293,12 +344,26 @@ class RetentionReport:
             if plan.delete_records is not None:
                 out.append({"topic": plan.topic, "partition": plan.partition, **plan.delete_records.to_dict()})
         for topic, partition, offset in self.delete_records_unknown:
-            out.append({"topic": topic, "partition": partition, "requestedOffset": offset, "error": {
-                "code": "UNKNOWN_TOPIC_OR_PARTITION",
-                "message": "This server does not host this topic-partition."}})
+            out.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "requestedOffset": offset,
+                    "error": {
+                        "code": "UNKNOWN_TOPIC_OR_PARTITION",
+                        "message": "This server does not host this topic-partition.",
+                    },
+                }
+            )
         for topic, partition, offset in self.delete_records_unselected:
-            out.append({"topic": topic, "partition": partition, "requestedOffset": offset, "error": {
-                "code": "NOT_SELECTED", "message": f"topic {topic} is not among the selected topics"}})
+            out.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "requestedOffset": offset,
+                    "error": {"code": "NOT_SELECTED", "message": f"topic {topic} is not among the selected topics"},
+                }
+            )
         return sorted(out, key=lambda r: (r["topic"], r["partition"]))
 
     @property
@@ -325,10 +390,14 @@ class RetentionReport:
     def to_dict(self) -> dict:
         co = self.committed_offsets
         return {
-            "version": 1, "logDir": self.log_dir, "output": self.output, "dryRun": self.dry_run,
+            "version": 1,
+            "logDir": self.log_dir,
+            "output": self.output,
+            "dryRun": self.dry_run,
             "nowMs": self.now_ms,
-            "committedOffsets": None if co is None else {"source": co.source, "groups": co.groups,
-                                                         "entries": len(co.offsets)},
+            "committedOffsets": None
+            if co is None
+            else {"source": co.source, "groups": co.groups, "entries": len(co.offsets)},
             "totals": self.totals(),
             "deleteRecords": self.delete_records_results,
             "partitions": [p.to_dict() for p in self.partitions],
@@ -337,18 +406,28 @@ class RetentionReport:
     def summary(self, max_partitions: int = 40) -> str:
         t = self.totals()
         mode = "dry run" if self.dry_run else (f"written to {self.output}" if self.output else "in place")
-        lines = [f"retain {self.log_dir} ({mode}, now={self.now_ms}): {t['partitionsChanged']} of {t['partitions']} "
-                 f"partitions change, {t['segmentsDeleted']} segments ({t['bytesDeleted']} bytes) deleted"
-                 + (f", {t['segmentsRolled']} rolled" if t["segmentsRolled"] else "")
-                 + (f", {t['recordsTruncated']} records truncated below the log start offset"
-                    if t["segmentsTruncated"] else "")]
-        shown = [p for p in self.partitions
-                 if p.changed or p.skipped or (p.consumed and p.consumed.enabled and p.consumed.reason)]
+        lines = [
+            f"retain {self.log_dir} ({mode}, now={self.now_ms}): {t['partitionsChanged']} of {t['partitions']} "
+            f"partitions change, {t['segmentsDeleted']} segments ({t['bytesDeleted']} bytes) deleted"
+            + (f", {t['segmentsRolled']} rolled" if t["segmentsRolled"] else "")
+            + (
+                f", {t['recordsTruncated']} records truncated below the log start offset"
+                if t["segmentsTruncated"]
+                else ""
+            )
+        ]
+        shown = [
+            p
+            for p in self.partitions
+            if p.changed or p.skipped or (p.consumed and p.consumed.enabled and p.consumed.reason)
+        ]
         for plan in shown[:max_partitions]:
             reasons = ", ".join(f"{n} by {r}" for r, n in plan.to_dict()["deletedByReason"].items())
-            line = (f"  {plan.topic}-{plan.partition}: log start {plan.log_start_offset} -> "
-                    f"{plan.new_log_start_offset}, {len(plan.deleted)} of {len(plan.segments)} segments deleted"
-                    + (f" ({reasons})" if reasons else ""))
+            line = (
+                f"  {plan.topic}-{plan.partition}: log start {plan.log_start_offset} -> "
+                f"{plan.new_log_start_offset}, {len(plan.deleted)} of {len(plan.segments)} segments deleted"
+                + (f" ({reasons})" if reasons else "")
+            )
             if plan.skipped:
                 line = f"  {plan.topic}-{plan.partition}: skipped: {plan.skipped}"
             lines.append(line)
@@ -357,11 +436,15 @@ class RetentionReport:
                 lines.append(f"    consumed retention: {c.reason}")
             if c is not None:
                 for g in c.holding_back:
-                    lines.append(f"    group {g.group} (offset {g.committed_offset}) holds back offsets "
-                                 f"[{g.from_offset}, {g.to_offset}) in {g.segments} segment(s)")
+                    lines.append(
+                        f"    group {g.group} (offset {g.committed_offset}) holds back offsets "
+                        f"[{g.from_offset}, {g.to_offset}) in {g.segments} segment(s)"
+                    )
                 for g in c.would_lose:
-                    lines.append(f"    group {g.group} (offset {g.committed_offset}) loses unconsumed offsets "
-                                 f"[{g.from_offset}, {g.to_offset}) to forced retention")
+                    lines.append(
+                        f"    group {g.group} (offset {g.committed_offset}) loses unconsumed offsets "
+                        f"[{g.from_offset}, {g.to_offset}) to forced retention"
+                    )
         if len(shown) > max_partitions:
             lines.append(f"  ... {len(shown) - max_partitions} more partitions (the JSON report lists all)")
         if self.delete_records_results:
@@ -375,16 +458,26 @@ class RetentionReport:
 
 
 ConfigFor = Callable[[str], TopicConfig]
-INTERRUPTED = ("an interrupted rewrite left .cleaned/.swap/.deleted files or index files without a .log; a run "
-               "without --dry-run recovers them first")
+INTERRUPTED = (
+    "an interrupted rewrite left .cleaned/.swap/.deleted files or index files without a .log; a run "
+    "without --dry-run recovers them first"
+)
 
 
-def run_retention(log_dir_path: str, *, config_for: ConfigFor, now_ms: int, topics: Iterable[str] | None = None,
-                  delete_records: Mapping[tuple[str, int], int] | None = None, truncate_below_start: bool = False,
-                  committed: CommittedOffsets | Callable[[LogDir], CommittedOffsets] | None = None,
-                  output: str | None = None, dry_run: bool = False,
-                  missing_high_watermark: str = MISSING_HW_LOG_START,
-                  fault: FaultHook = no_fault) -> RetentionReport:
+def run_retention(
+    log_dir_path: str,
+    *,
+    config_for: ConfigFor,
+    now_ms: int,
+    topics: Iterable[str] | None = None,
+    delete_records: Mapping[tuple[str, int], int] | None = None,
+    truncate_below_start: bool = False,
+    committed: CommittedOffsets | Callable[[LogDir], CommittedOffsets] | None = None,
+    output: str | None = None,
+    dry_run: bool = False,
+    missing_high_watermark: str = MISSING_HW_LOG_START,
+    fault: FaultHook = no_fault,
+) -> RetentionReport:
     """Retention over a log directory: plan every selected partition, then apply in place, or in a
     complete copy at `output` (the input untouched), or (`dry_run`) only report.
 
@@ -394,9 +487,17 @@ def run_retention(log_dir_path: str, *, config_for: ConfigFor, now_ms: int, topi
     planned before any is changed, so unreadable input changes nothing (storage/destination.py: the
     broker's lock, and an output that appears under its name only when whole)."""
     with destination(log_dir_path, output, dry_run=dry_run) as target:
-        report, work = _plan(LogDir.open(target.path), config_for=config_for, now_ms=now_ms, topics=topics,
-                       delete_records=delete_records, truncate_below_start=truncate_below_start,
-                       committed=committed, dry_run=dry_run, missing_high_watermark=missing_high_watermark)
+        report, work = _plan(
+            LogDir.open(target.path),
+            config_for=config_for,
+            now_ms=now_ms,
+            topics=topics,
+            delete_records=delete_records,
+            truncate_below_start=truncate_below_start,
+            committed=committed,
+            dry_run=dry_run,
+            missing_high_watermark=missing_high_watermark,
+        )
         report.log_dir, report.output = target.source, output
         if not dry_run:
             log_dir = LogDir.open(target.path)
@@ -405,19 +506,34 @@ def run_retention(log_dir_path: str, *, config_for: ConfigFor, now_ms: int, topi
         return report
 
 
-def _plan(log_dir: LogDir, *, config_for: ConfigFor, now_ms: int, topics, delete_records, truncate_below_start: bool,
-          committed, dry_run: bool, missing_high_watermark: str) -> tuple[RetentionReport, list]:
+def _plan(
+    log_dir: LogDir,
+    *,
+    config_for: ConfigFor,
+    now_ms: int,
+    topics,
+    delete_records,
+    truncate_below_start: bool,
+    committed,
+    dry_run: bool,
+    missing_high_watermark: str,
+) -> tuple[RetentionReport, list]:
     """Recover (unless a dry run) and plan every selected partition: the report, and the
     (partition, plan) pairs to apply."""
     wanted = None if topics is None else set(topics)
     selected = {tp for tp in log_dir.topic_partitions if wanted is None or tp[0] in wanted}
     requests = dict(delete_records or {})
     report = RetentionReport(log_dir.path, None, dry_run, now_ms)
-    report.delete_records_unknown = sorted((t, p, o) for (t, p), o in requests.items()  # a broker: not a topic
-                                           if (t, p) not in log_dir.partition_paths or is_kraft_metadata(t))
-    report.delete_records_unselected = sorted((t, p, o) for (t, p), o in requests.items()
-                                              if (t, p) in log_dir.partition_paths and (t, p) not in selected
-                                              and not is_kraft_metadata(t))
+    report.delete_records_unknown = sorted(
+        (t, p, o)
+        for (t, p), o in requests.items()  # a broker: not a topic
+        if (t, p) not in log_dir.partition_paths or is_kraft_metadata(t)
+    )
+    report.delete_records_unselected = sorted(
+        (t, p, o)
+        for (t, p), o in requests.items()
+        if (t, p) in log_dir.partition_paths and (t, p) not in selected and not is_kraft_metadata(t)
+    )
     configs = {topic: config_for(topic) for topic in sorted({t for t, _ in selected})}
     if callable(committed):
         wants = any(c.delete and c.retention_commitoffset_enable for c in configs.values())
@@ -437,9 +553,16 @@ def _plan(log_dir: LogDir, *, config_for: ConfigFor, now_ms: int, topics, delete
                 continue
             recovered = recover(log_dir.fs, part.path)
             part = log_dir.partition(*tp)
-        plan = plan_partition(part, config=configs[tp[0]], checkpoints=checkpoints, now_ms=now_ms,
-                              delete_records=requests.get(tp), truncate_below_start=truncate_below_start,
-                              committed=committed, missing_high_watermark=missing_high_watermark)
+        plan = plan_partition(
+            part,
+            config=configs[tp[0]],
+            checkpoints=checkpoints,
+            now_ms=now_ms,
+            delete_records=requests.get(tp),
+            truncate_below_start=truncate_below_start,
+            committed=committed,
+            missing_high_watermark=missing_high_watermark,
+        )
         plan.recovered = recovered
         report.partitions.append(plan)
         work.append((part, plan))

@@ -18,44 +18,68 @@ directory validates clean once recovered (`recover`: Kafka's swap recovery, and 
 without their `.log` deleted, as Kafka's loader does), and a rerun ends in the same bytes as an
 uninterrupted run.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any
 
 from ..codec.consumer_offsets import replay_committed_offsets
 from ..codec.filter import BatchRetention
 from ..config import TopicConfig
 from ..errors import KafkaLogError
-from ..rules.retention import (CONSUMER_OFFSETS_TOPIC, FORCED, CommittedOffsets, DeleteRecordsError, DeletedSegment,
-                               RetentionOutcome, deletable_segments, delete_old_segments,
-                               delete_records_offset, time_breach)
-from ..storage.checkpoint import EpochEntry, format_leader_epoch_checkpoint, parse_leader_epoch_checkpoint, \
-    truncate_epochs_from_start
+from ..rules.retention import (
+    CONSUMER_OFFSETS_TOPIC,
+    FORCED,
+    CommittedOffsets,
+    DeletedSegment,
+    DeleteRecordsError,
+    RetentionOutcome,
+    deletable_segments,
+    delete_old_segments,
+    delete_records_offset,
+    time_breach,
+)
+from ..storage.checkpoint import (
+    EpochEntry,
+    format_leader_epoch_checkpoint,
+    parse_leader_epoch_checkpoint,
+    truncate_epochs_from_start,
+)
+from ..storage.fs import LogFileSystem
 from ..storage.log_writer import SegmentWriter
 from ..storage.logdir import LogDir
-from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                              RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, segment_file_name)
+from ..storage.naming import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    segment_file_name,
+)
 from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
 from ..storage.rewrite import CLEANED, BatchPlan, rewrite_segments
 from ..storage.segment import LogSegment, SegmentMeta, locate
 from ..storage.swap import FaultHook, no_fault, recover_partition, replace_segments
 
-
 # Without a replication-offset-checkpoint entry: Kafka starts the high watermark at 0, clamped to
 # the log start offset (nothing can be deleted); "log-end" trusts the log end offset instead.
 MISSING_HW_LOG_START, MISSING_HW_LOG_END = "log-start", "log-end"
 
-_CHECKPOINT_ORDER = (LOG_START_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
-                     REPLICATION_OFFSET_CHECKPOINT)
-
+_CHECKPOINT_ORDER = (
+    LOG_START_OFFSET_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
 
 
 def read_committed_offsets(log_dir: LogDir) -> CommittedOffsets:
     """The live committed offsets in the log dir's own `__consumer_offsets` partitions, as the group
     coordinator loads them (`consumer_offsets.replay_committed_offsets`)."""
-    offsets: dict[tuple[str, str, int], int] = {}
+    offsets: dict[tuple[str, str, int], int | None] = {}
     for topic, number in log_dir.topic_partitions:
         if topic == CONSUMER_OFFSETS_TOPIC:
             for key, value in replay_committed_offsets(log_dir.partition(topic, number).batches()).items():
@@ -65,19 +89,6 @@ def read_committed_offsets(log_dir: LogDir) -> CommittedOffsets:
 
 # -- the plan of one partition -------------------------------------------------------------------------------
 
-class _OffsetsBelow:
-    """The offsets below a log start offset, as a `BatchPlan.removed` set."""
-    __slots__ = ("start",)
-
-    def __init__(self, start: int):
-        self.start = start
-
-    def __contains__(self, offset: int) -> bool:
-        return offset < self.start
-
-    def __bool__(self) -> bool:
-        return True
-
 
 @dataclass
 class TruncationPlan:
@@ -86,6 +97,7 @@ class TruncationPlan:
     as empty batches (their producer state), markers stay, other batches below the start go. The
     batch that straddles the start is re-encoded with its own codec (a retained tombstone then gets
     the KIP-534 delete horizon, as Kafka's filterTo gives it)."""
+
     base_offset: int
     log_start_offset: int
     plans: dict[tuple[int, int], BatchPlan]
@@ -95,15 +107,19 @@ class TruncationPlan:
     batches_reencoded: int = 0
 
     def to_dict(self) -> dict:
-        return {"segment": self.base_offset, "belowOffset": self.log_start_offset,
-                "recordsRemoved": self.records_removed, "batchesDropped": self.batches_dropped,
-                "batchesEmptied": self.batches_emptied, "batchesReencoded": self.batches_reencoded}
+        return {
+            "segment": self.base_offset,
+            "belowOffset": self.log_start_offset,
+            "recordsRemoved": self.records_removed,
+            "batchesDropped": self.batches_dropped,
+            "batchesEmptied": self.batches_emptied,
+            "batchesReencoded": self.batches_reencoded,
+        }
 
 
 def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPlan | None:
     """The batch plans that remove every record below `log_start_offset` from `segment`; None when
     nothing is below it (a second run finds nothing)."""
-    below = _OffsetsBelow(log_start_offset)
     plan = TruncationPlan(segment.base_offset, log_start_offset, {})
     for position, batch in segment.batches():
         if batch.base_offset >= log_start_offset:
@@ -114,7 +130,8 @@ def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPla
                 continue  # a marker, or already an empty producer batch: no record data
             count = batch.records_count
             if v2_producer:
-                plan.plans[(segment.base_offset, position)] = BatchPlan(BatchRetention.RETAIN_EMPTY, below)
+                every = frozenset(range(batch.base_offset, batch.last_offset + 1))
+                plan.plans[(segment.base_offset, position)] = BatchPlan(BatchRetention.RETAIN_EMPTY, every)
                 plan.batches_emptied += 1
             else:
                 plan.plans[(segment.base_offset, position)] = BatchPlan(BatchRetention.DELETE)
@@ -126,14 +143,14 @@ def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPla
             continue
         try:  # the one batch decoded here: its damage stops the run, named in the file
             batch.verify()
-            removed = sum(1 for r in batch.records() if r.offset < log_start_offset)
+            below = frozenset(r.offset for r in batch.records() if r.offset < log_start_offset)
         except KafkaLogError as err:
             raise locate(err, segment.log_path, position, batch) from None
-        if removed:
+        if below:
             retention = BatchRetention.RETAIN_EMPTY if v2_producer else BatchRetention.DELETE_EMPTY
             plan.plans[(segment.base_offset, position)] = BatchPlan(retention, below)
             plan.batches_reencoded += 1
-            plan.records_removed += removed
+            plan.records_removed += len(below)
     return plan if plan.plans else None
 
 
@@ -141,6 +158,7 @@ def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPla
 class GroupLoss:
     """Offsets [from_offset, to_offset) of a group's partition that it had not consumed when they
     were deleted (or that it holds back from consumed retention)."""
+
     group: str
     committed_offset: int | None
     from_offset: int
@@ -149,8 +167,14 @@ class GroupLoss:
     bytes: int = 0
 
     def to_dict(self) -> dict:
-        return {"group": self.group, "committedOffset": self.committed_offset, "fromOffset": self.from_offset,
-                "toOffset": self.to_offset, "segments": self.segments, "bytes": self.bytes}
+        return {
+            "group": self.group,
+            "committedOffset": self.committed_offset,
+            "fromOffset": self.from_offset,
+            "toOffset": self.to_offset,
+            "segments": self.segments,
+            "bytes": self.bytes,
+        }
 
 
 @dataclass
@@ -166,11 +190,17 @@ class ConsumedReport:
     would_lose: list[GroupLoss] = field(default_factory=list)  # under forced retention
 
     def to_dict(self) -> dict:
-        return {"enabled": self.enabled, "applied": self.applied, "reason": self.reason,
-                "retentionCommitoffsetMs": self.consumed_ms, "minCommittedOffset": self.min_committed_offset,
-                "groups": dict(sorted(self.groups.items())), "unknownGroups": self.unknown_groups,
-                "holdingBack": [g.to_dict() for g in self.holding_back],
-                "wouldLoseUnderForcedRetention": [g.to_dict() for g in self.would_lose]}
+        return {
+            "enabled": self.enabled,
+            "applied": self.applied,
+            "reason": self.reason,
+            "retentionCommitoffsetMs": self.consumed_ms,
+            "minCommittedOffset": self.min_committed_offset,
+            "groups": dict(sorted(self.groups.items())),
+            "unknownGroups": self.unknown_groups,
+            "holdingBack": [g.to_dict() for g in self.holding_back],
+            "wouldLoseUnderForcedRetention": [g.to_dict() for g in self.would_lose],
+        }
 
 
 @dataclass
@@ -181,7 +211,7 @@ class DeleteRecordsOutcome:
     error: DeleteRecordsError | None = None
 
     def to_dict(self) -> dict:
-        out = {"requestedOffset": self.requested}
+        out: dict[str, Any] = {"requestedOffset": self.requested}
         if self.error is not None:
             out["error"] = self.error.to_dict()
         else:
@@ -193,6 +223,7 @@ class DeleteRecordsOutcome:
 class PartitionPlan:
     """Everything retention does to one partition, decided from metadata; `apply_in_place` and
     `write_partition` carry it out."""
+
     topic: str
     partition: int
     path: str
@@ -237,26 +268,40 @@ class PartitionPlan:
 
     @property
     def changed(self) -> bool:
-        return (self.segments_change or bool(self.snapshots_to_delete) or self.snapshot_at_log_end
-                or self.epochs_changed or bool(self.checkpoint_updates))
+        return (
+            self.segments_change
+            or bool(self.snapshots_to_delete)
+            or self.snapshot_at_log_end
+            or self.epochs_changed
+            or bool(self.checkpoint_updates)
+        )
 
     def to_dict(self) -> dict:
         by_reason: dict[str, int] = {}
         for d in self.deleted:
             by_reason[d.reason] = by_reason.get(d.reason, 0) + 1
         out = {
-            "topic": self.topic, "partition": self.partition,
+            "topic": self.topic,
+            "partition": self.partition,
             "cleanupPolicy": ",".join(self.config.cleanup_policy),
             "changed": self.changed,
             "logStartOffset": {"before": self.log_start_offset, "after": self.new_log_start_offset},
             "logEndOffset": self.log_end_offset,
-            "highWatermark": self.high_watermark, "highWatermarkSource": self.high_watermark_source,
+            "highWatermark": self.high_watermark,
+            "highWatermarkSource": self.high_watermark_source,
             "segments": {"before": len(self.segments), "after": len(self.outcome.segments)},
-            "deletedSegments": [{"baseOffset": d.segment.base_offset, "upperBound": d.upper_bound,
-                                 "lastOffset": d.segment.last_offset, "bytes": d.segment.size,
-                                 "largestTimestamp": d.segment.largest_timestamp,
-                                 "timestampFrom": "timeindex" if d.segment.timestamp_from_index else "mtime",
-                                 "reason": d.reason} for d in self.deleted],
+            "deletedSegments": [
+                {
+                    "baseOffset": d.segment.base_offset,
+                    "upperBound": d.upper_bound,
+                    "lastOffset": d.segment.last_offset,
+                    "bytes": d.segment.size,
+                    "largestTimestamp": d.segment.largest_timestamp,
+                    "timestampFrom": "timeindex" if d.segment.timestamp_from_index else "mtime",
+                    "reason": d.reason,
+                }
+                for d in self.deleted
+            ],
             "deletedByReason": by_reason,
             "bytesDeleted": sum(d.segment.size for d in self.deleted),
             "rolledAt": self.outcome.rolled_at,
@@ -265,9 +310,12 @@ class PartitionPlan:
             "consumedRetention": self.consumed.to_dict() if self.consumed else None,
             "snapshotsDeleted": self.snapshots_to_delete,
             "snapshotWrittenAt": self.outcome.rolled_at if self.snapshot_at_log_end else None,
-            "leaderEpochs": None if not self.epochs_changed else {
+            "leaderEpochs": None
+            if not self.epochs_changed
+            else {
                 "before": [list(e) for e in self.epochs_before or []],
-                "after": [list(e) for e in self.epochs_after or []]},
+                "after": [list(e) for e in self.epochs_after or []],
+            },
             "checkpointUpdates": self.checkpoint_updates,
             "notes": self.notes,
         }
@@ -278,10 +326,17 @@ class PartitionPlan:
         return out
 
 
-def plan_partition(part: Partition, *, config: TopicConfig, checkpoints: Mapping[str, Mapping], now_ms: int,
-                   delete_records: int | None = None, truncate_below_start: bool = False,
-                   committed: CommittedOffsets | None = None,
-                   missing_high_watermark: str = MISSING_HW_LOG_START) -> PartitionPlan:
+def plan_partition(
+    part: Partition,
+    *,
+    config: TopicConfig,
+    checkpoints: Mapping[str, Mapping],
+    now_ms: int,
+    delete_records: int | None = None,
+    truncate_below_start: bool = False,
+    committed: CommittedOffsets | None = None,
+    missing_high_watermark: str = MISSING_HW_LOG_START,
+) -> PartitionPlan:
     """Decide retention for one partition. `checkpoints` maps each log-dir checkpoint file
     name to its {(topic, partition): offset} entries; `delete_records` is a requested offset (-1:
     the high watermark); `committed` the committed offsets of consumer groups."""
@@ -292,8 +347,13 @@ def plan_partition(part: Partition, *, config: TopicConfig, checkpoints: Mapping
         metas.append(segment.meta(with_last_offset=consumed_on or i == len(part.segments) - 1, with_first_batch=False))
     first_base = metas[0].base_offset if metas else 0
     last_meta = metas[-1] if metas else None
-    log_end = (last_meta.last_offset + 1 if last_meta and last_meta.last_offset is not None
-               else last_meta.base_offset if last_meta else 0)
+    log_end = (
+        last_meta.last_offset + 1
+        if last_meta and last_meta.last_offset is not None
+        else last_meta.base_offset
+        if last_meta
+        else 0
+    )
     cp = checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp)
     log_start = max(cp if cp is not None else first_base, first_base)
     hw_cp = checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp)
@@ -304,22 +364,35 @@ def plan_partition(part: Partition, *, config: TopicConfig, checkpoints: Mapping
     else:
         hw, hw_source = 0, "none in replication-offset-checkpoint: Kafka's 0, raised to the log start offset"
     high_watermark = min(max(hw, log_start), log_end)
-    plan = PartitionPlan(part.topic, part.partition, part.path, config, metas, log_start, log_end, high_watermark,
-                         hw_source, RetentionOutcome(list(metas), [], log_start))
+    plan = PartitionPlan(
+        part.topic,
+        part.partition,
+        part.path,
+        config,
+        metas,
+        log_start,
+        log_end,
+        high_watermark,
+        hw_source,
+        RetentionOutcome(list(metas), [], log_start),
+    )
     if not metas:
         plan.skipped = "no segment (Kafka creates an empty one at the log start offset)"
         return plan
     if log_start > log_end:
-        plan.skipped = (f"the log start offset {log_start} is above the log end offset {log_end}: Kafka deletes "
-                        "every segment on load; nothing done")
+        plan.skipped = (
+            f"the log start offset {log_start} is above the log end offset {log_end}: Kafka deletes "
+            "every segment on load; nothing done"
+        )
         return plan
     # KIP-107: deleteRecords moves the log start offset first
     start = log_start
     if delete_records is not None:
         outcome = DeleteRecordsOutcome(delete_records)
         try:
-            outcome.offset = delete_records_offset(delete_records, topic=part.topic, partition=part.partition,
-                                                   config=config, high_watermark=high_watermark)
+            outcome.offset = delete_records_offset(
+                delete_records, topic=part.topic, partition=part.partition, config=config, high_watermark=high_watermark
+            )
             start = max(start, outcome.offset)
         except DeleteRecordsError as err:
             outcome.error = err
@@ -337,30 +410,45 @@ def plan_partition(part: Partition, *, config: TopicConfig, checkpoints: Mapping
         elif not groups:
             report.reason = f"no consumer group has committed offsets for topic {part.topic}"
         elif report.unknown_groups:
-            report.reason = (f"the committed offset of group(s) {', '.join(report.unknown_groups)} for partition "
-                             f"{part.topic}-{part.partition} is not known (KIP-68: min offset -1), so consumed "
-                             "retention does not apply")
+            report.reason = (
+                f"the committed offset of group(s) {', '.join(report.unknown_groups)} for partition "
+                f"{part.topic}-{part.partition} is not known (KIP-68: min offset -1), so consumed "
+                "retention does not apply"
+            )
         else:
-            min_committed = min(groups.values())
+            min_committed = min(o for o in groups.values() if o is not None)  # none is None here
             report.min_committed_offset = min_committed
             report.applied = True
         plan.consumed = report
     elif groups:
-        plan.consumed = ConsumedReport(False, reason="retention.commitoffset.enable is false"
-                                       if config.delete else "cleanup.policy has no delete", groups=groups)
-    plan.outcome = delete_old_segments(metas, config=config, log_start_offset=start, log_end_offset=log_end,
-                                       high_watermark=high_watermark, now_ms=now_ms,
-                                       min_committed_offset=min_committed)
+        plan.consumed = ConsumedReport(
+            False,
+            reason="retention.commitoffset.enable is false" if config.delete else "cleanup.policy has no delete",
+            groups=groups,
+        )
+    plan.outcome = delete_old_segments(
+        metas,
+        config=config,
+        log_start_offset=start,
+        log_end_offset=log_end,
+        high_watermark=high_watermark,
+        now_ms=now_ms,
+        min_committed_offset=min_committed,
+    )
     new_start = plan.outcome.log_start_offset
     if plan.delete_records is not None and plan.delete_records.error is None:
         plan.delete_records.low_watermark = new_start
     if plan.consumed is not None:
-        _consumer_reports(plan, high_watermark, now_ms)
+        _consumer_reports(plan, plan.consumed, high_watermark, now_ms)
     # --truncate-below-start
     remaining = plan.outcome.segments
     first = remaining[0]
-    if truncate_below_start and plan.outcome.rolled_at != first.base_offset and first.base_offset < new_start \
-            and first.size > 0:
+    if (
+        truncate_below_start
+        and plan.outcome.rolled_at != first.base_offset
+        and first.base_offset < new_start
+        and first.size > 0
+    ):
         source = next(s for s in part.segments if s.base_offset == first.base_offset)
         plan.truncation = plan_truncation(source, new_start)
     # producer snapshots, leader epochs, checkpoints
@@ -384,15 +472,15 @@ def plan_partition(part: Partition, *, config: TopicConfig, checkpoints: Mapping
         if current is not None and current < new_start:
             plan.checkpoint_updates[name] = new_start
     if plan.outcome.rolled_at is not None:
-        plan.notes.append(f"every segment was deletable: rolled a new empty segment at the log end offset "
-                          f"{plan.outcome.rolled_at}")
+        plan.notes.append(
+            f"every segment was deletable: rolled a new empty segment at the log end offset {plan.outcome.rolled_at}"
+        )
     return plan
 
 
-def _consumer_reports(plan: PartitionPlan, high_watermark: int, now_ms: int) -> None:
-    """Per group: what it holds back from consumed retention, and what forced retention deleted
-    before it had consumed it."""
-    report = plan.consumed
+def _consumer_reports(plan: PartitionPlan, report: ConsumedReport, high_watermark: int, now_ms: int) -> None:
+    """Per group: what it holds back from consumed retention (`report`, the plan's), and what forced
+    retention deleted before it had consumed it."""
     known = {g: o for g, o in report.groups.items() if o is not None and o >= 0}
     losses: dict[str, GroupLoss] = {}
     for d in plan.deleted:
@@ -407,28 +495,34 @@ def _consumer_reports(plan: PartitionPlan, high_watermark: int, now_ms: int) -> 
                 loss.segments += 1
                 loss.bytes += d.segment.size
     report.would_lose = sorted(losses.values(), key=lambda g: (g.committed_offset, g.group))
-    if not report.enabled or report.consumed_ms < 0:
+    old = time_breach(now_ms, report.consumed_ms)  # None when consumed_ms is -1
+    if not report.enabled or old is None:
         return
-    old = time_breach(now_ms, report.consumed_ms)
-    candidates = deletable_segments(plan.outcome.segments, old, high_watermark=high_watermark,
-                                    log_end_offset=plan.log_end_offset)
+    candidates = deletable_segments(
+        plan.outcome.segments, old, high_watermark=high_watermark, log_end_offset=plan.log_end_offset
+    )
     if not candidates:
         return
     remaining = plan.outcome.segments
-    upper = {s.base_offset: (remaining[i + 1].base_offset if i + 1 < len(remaining) else plan.log_end_offset)
-             for i, s in enumerate(remaining)}
+    upper = {
+        s.base_offset: (remaining[i + 1].base_offset if i + 1 < len(remaining) else plan.log_end_offset)
+        for i, s in enumerate(remaining)
+    }
     held = []
-    for group, offset in sorted(report.groups.items()):
-        mine = [s for s in candidates if offset is None or offset < 0 or s.last_offset_or_below() >= offset]
+    for group, committed in sorted(report.groups.items()):
+        mine = [s for s in candidates if committed is None or committed < 0 or s.last_offset_or_below() >= committed]
         if mine:
-            low = mine[0].base_offset if offset is None or offset < 0 else max(offset, mine[0].base_offset)
-            held.append(GroupLoss(group, offset, low, upper[mine[-1].base_offset], len(mine),
-                                  sum(s.size for s in mine)))
-    report.holding_back = sorted(held, key=lambda g: (-1 if g.committed_offset is None else g.committed_offset,
-                                                      g.group))
+            low = mine[0].base_offset if committed is None or committed < 0 else max(committed, mine[0].base_offset)
+            held.append(
+                GroupLoss(group, committed, low, upper[mine[-1].base_offset], len(mine), sum(s.size for s in mine))
+            )
+    report.holding_back = sorted(
+        held, key=lambda g: (-1 if g.committed_offset is None else g.committed_offset, g.group)
+    )
 
 
 # -- applying a plan -----------------------------------------------------------------------------------------
+
 
 def _index_interval(plan: PartitionPlan) -> int:
     return plan.config.index_interval_bytes
@@ -440,14 +534,21 @@ def _stage_new_segments(part: Partition, plan: PartitionPlan, now_ms: int) -> li
     bases = []
     if plan.truncation is not None:
         source = next(s for s in part.segments if s.base_offset == plan.truncation.base_offset)
-        rewrite_segments(fs, dir_path, [source], plan.truncation.plans,
-                         delete_horizon_ms=now_ms + plan.config.delete_retention_ms,
-                         index_interval_bytes=_index_interval(plan), aborted_txns=source.aborted_txns(),
-                         suffix=suffix)
+        rewrite_segments(
+            fs,
+            dir_path,
+            [source],
+            plan.truncation.plans,
+            delete_horizon_ms=now_ms + plan.config.delete_retention_ms,
+            index_interval_bytes=_index_interval(plan),
+            aborted_txns=source.aborted_txns(),
+            suffix=suffix,
+        )
         bases.append(source.base_offset)
     if plan.outcome.rolled_at is not None:
-        writer = SegmentWriter(fs, dir_path, plan.outcome.rolled_at, index_interval_bytes=_index_interval(plan),
-                               suffix=suffix)
+        writer = SegmentWriter(
+            fs, dir_path, plan.outcome.rolled_at, index_interval_bytes=_index_interval(plan), suffix=suffix
+        )
         writer.close(mtime_ms=now_ms)
         bases.append(plan.outcome.rolled_at)
     return bases
@@ -460,8 +561,9 @@ def _snapshot_at_log_end(part: Partition, log_end: int) -> bytes:
     return manager.snapshot().to_bytes()
 
 
-def apply_in_place(part: Partition, plan: PartitionPlan, log_dir: LogDir, *, now_ms: int,
-                   fault: FaultHook = no_fault) -> None:
+def apply_in_place(
+    part: Partition, plan: PartitionPlan, log_dir: LogDir, *, now_ms: int, fault: FaultHook = no_fault
+) -> None:
     """Carry out `plan` in the partition directory (module docstring: the order and what a crash
     leaves). `fault(step, name)` is called after each step (a test hook that may raise)."""
     if not plan.changed:
@@ -475,6 +577,7 @@ def apply_in_place(part: Partition, plan: PartitionPlan, log_dir: LogDir, *, now
                 fs.delete(entry.path)
         raise
     if plan.snapshot_at_log_end:
+        assert plan.outcome.rolled_at is not None  # the snapshot of a rolled segment
         name = segment_file_name(plan.outcome.rolled_at, ".snapshot")
         fs.write_atomic(fs.join(path, name), _snapshot_at_log_end(part, plan.log_end_offset))
         fs.set_mtime(fs.join(path, name), now_ms)
@@ -487,7 +590,7 @@ def apply_in_place(part: Partition, plan: PartitionPlan, log_dir: LogDir, *, now
         if name in plan.checkpoint_updates:
             log_dir.update_checkpoint(name, {plan.tp: plan.checkpoint_updates[name]})
             fault("checkpoint-written", name)
-    if plan.epochs_changed:
+    if plan.epochs_changed and plan.epochs_after is not None:  # epochs_changed implies the latter
         epoch_path = fs.join(path, LEADER_EPOCH_CHECKPOINT)
         fs.write_atomic(epoch_path, format_leader_epoch_checkpoint(plan.epochs_after).encode("utf-8"))
         fault("checkpoint-written", LEADER_EPOCH_CHECKPOINT)

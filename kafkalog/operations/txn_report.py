@@ -13,10 +13,11 @@ find-hanging`. No transaction can legitimately stay open that long, since the co
 it after at most transaction.max.timeout.ms; a hanging one holds the last stable offset, and with it
 READ_COMMITTED consumers and the cleaner, until it is aborted.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ..codec.batch import RecordBatch
 from ..codec.control import ControlType, control_record
@@ -33,6 +34,7 @@ DEFAULT_TRANSACTION_MAX_TIMEOUT_MS = 900_000  # the broker's transaction.max.tim
 @dataclass(frozen=True)
 class OpenTxn:
     """A transaction with data in the log and no marker yet."""
+
     producer_id: int
     producer_epoch: int
     first_offset: int
@@ -41,15 +43,21 @@ class OpenTxn:
     hanging: bool
 
     def to_dict(self) -> dict:
-        return {"producerId": self.producer_id, "producerEpoch": self.producer_epoch,
-                "firstOffset": self.first_offset, "lastTimestamp": self.last_timestamp, "ageMs": self.age_ms,
-                "hanging": self.hanging}
+        return {
+            "producerId": self.producer_id,
+            "producerEpoch": self.producer_epoch,
+            "firstOffset": self.first_offset,
+            "lastTimestamp": self.last_timestamp,
+            "ageMs": self.age_ms,
+            "hanging": self.hanging,
+        }
 
 
 @dataclass(frozen=True)
 class EndedTxn:
     """A transaction its COMMIT or ABORT marker ended. `first_offset` is the replay's: the marker's own
     offset when the replay knows no data of it. `data_batches` counts its data batches in the log."""
+
     producer_id: int
     producer_epoch: int
     first_offset: int
@@ -63,10 +71,15 @@ class EndedTxn:
         return self.first_offset == self.marker_offset
 
     def to_dict(self) -> dict:
-        return {"producerId": self.producer_id, "producerEpoch": self.producer_epoch,
-                "firstOffset": self.first_offset, "lastOffset": self.marker_offset,
-                "marker": "ABORT" if self.aborted else "COMMIT", "dataBatches": self.data_batches,
-                "dataInLog": self.data_batches > 0}
+        return {
+            "producerId": self.producer_id,
+            "producerEpoch": self.producer_epoch,
+            "firstOffset": self.first_offset,
+            "lastOffset": self.marker_offset,
+            "marker": "ABORT" if self.aborted else "COMMIT",
+            "dataBatches": self.data_batches,
+            "dataInLog": self.data_batches > 0,
+        }
 
 
 @dataclass
@@ -117,22 +130,34 @@ class PartitionTxnReport:
     def summary(self) -> dict:
         """One line of counts, for a table."""
         blocking = self.blocking
-        return {"topic": self.topic, "partition": self.partition, "lastStableOffset": self.last_stable_offset,
-                "highWatermark": self.high_watermark,
-                "blockingProducerId": "" if blocking is None else blocking.producer_id,
-                "open": len(self.open), "hanging": len(self.hanging), "aborted": len(self.aborted),
-                "empty": len(self.empty), "committed": self.committed}
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "lastStableOffset": self.last_stable_offset,
+            "highWatermark": self.high_watermark,
+            "blockingProducerId": "" if blocking is None else blocking.producer_id,
+            "open": len(self.open),
+            "hanging": len(self.hanging),
+            "aborted": len(self.aborted),
+            "empty": len(self.empty),
+            "committed": self.committed,
+        }
 
     def to_dict(self) -> dict:
         blocking = self.blocking
-        return {"topic": self.topic, "partition": self.partition, "logEndOffset": self.log_end_offset,
-                "highWatermark": self.high_watermark, "highWatermarkSource": self.high_watermark_source,
-                "lastStableOffset": self.last_stable_offset,
-                "blockingProducerId": None if blocking is None else blocking.producer_id,
-                "committed": self.committed,
-                "open": [t.to_dict() for t in self.open],
-                "aborted": [t.to_dict() for t in self.aborted],
-                "empty": [t.to_dict() for t in self.empty]}
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "logEndOffset": self.log_end_offset,
+            "highWatermark": self.high_watermark,
+            "highWatermarkSource": self.high_watermark_source,
+            "lastStableOffset": self.last_stable_offset,
+            "blockingProducerId": None if blocking is None else blocking.producer_id,
+            "committed": self.committed,
+            "open": [t.to_dict() for t in self.open],
+            "aborted": [t.to_dict() for t in self.aborted],
+            "empty": [t.to_dict() for t in self.empty],
+        }
 
 
 @dataclass
@@ -146,25 +171,41 @@ class TxnReport:
         return [(p, t) for p in self.partitions for t in p.hanging]
 
     def to_dict(self) -> dict:
-        return {"nowMs": self.now_ms, "transactionMaxTimeoutMs": self.transaction_max_timeout_ms,
-                "hanging": len(self.hanging), "partitions": [p.to_dict() for p in self.partitions]}
+        return {
+            "nowMs": self.now_ms,
+            "transactionMaxTimeoutMs": self.transaction_max_timeout_ms,
+            "hanging": len(self.hanging),
+            "partitions": [p.to_dict() for p in self.partitions],
+        }
 
 
-def txn_report(log_dir: str | LogDir, *, now_ms: int, topics: Iterable[str] | None = None,
-               transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS) -> TxnReport:
+def txn_report(
+    log_dir: str | LogDir,
+    *,
+    now_ms: int,
+    topics: Iterable[str] | None = None,
+    transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+) -> TxnReport:
     """The transactions of every partition of `log_dir` (a path, URI or LogDir), or of `topics`."""
     log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(log_dir)
     high_watermarks = log.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
     report = TxnReport(now_ms, transaction_max_timeout_ms)
     for part in log.partitions(set(topics) if topics else None):
         part.ensure_settled()  # the live files of a half-swapped partition may not be its log
-        report.partitions.append(partition_txn_report(part, high_watermarks.get((part.topic, part.partition)),
-                                                      now_ms, transaction_max_timeout_ms))
+        report.partitions.append(
+            partition_txn_report(
+                part, high_watermarks.get((part.topic, part.partition)), now_ms, transaction_max_timeout_ms
+            )
+        )
     return report
 
 
-def partition_txn_report(part: Partition, checkpointed_high_watermark: int | None, now_ms: int,
-                         transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS) -> PartitionTxnReport:
+def partition_txn_report(
+    part: Partition,
+    checkpointed_high_watermark: int | None,
+    now_ms: int,
+    transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+) -> PartitionTxnReport:
     manager, log_end = replay_partition(part)
     if checkpointed_high_watermark is None:
         high_watermark, source = log_end, "logEnd"
@@ -174,8 +215,11 @@ def partition_txn_report(part: Partition, checkpointed_high_watermark: int | Non
     for pid, first in sorted(manager.open_transactions().items(), key=lambda item: item[1]):
         state = manager.producers[pid]
         age = now_ms - state.last_timestamp
-        report.open.append(OpenTxn(pid, state.producer_epoch, first, state.last_timestamp, age,
-                                   hanging=age > transaction_max_timeout_ms))
+        report.open.append(
+            OpenTxn(
+                pid, state.producer_epoch, first, state.last_timestamp, age, hanging=age > transaction_max_timeout_ms
+            )
+        )
     report.ended = ended_transactions(part)
     return report
 
@@ -193,14 +237,29 @@ def ended_transactions(part: Partition) -> list[EndedTxn]:
                 data_batches[batch.producer_id] = data_batches.get(batch.producer_id, 0) + 1
             completed = manager.append(batch)
             if completed is not None:
-                ended.append(EndedTxn(completed.producer_id, batch.producer_epoch, completed.first_offset,
-                                      completed.last_offset, completed.is_aborted,
-                                      data_batches.pop(completed.producer_id, 0)))
+                ended.append(
+                    EndedTxn(
+                        completed.producer_id,
+                        batch.producer_epoch,
+                        completed.first_offset,
+                        completed.last_offset,
+                        completed.is_aborted,
+                        data_batches.pop(completed.producer_id, 0),
+                    )
+                )
             elif batch.is_control:  # a marker completes no transaction when the replay knows no data of it
                 marker = control_record(batch)
                 if marker is not None and marker.type in (ControlType.ABORT, ControlType.COMMIT):
-                    ended.append(EndedTxn(batch.producer_id, batch.producer_epoch, marker.offset, marker.offset,
-                                          marker.type == ControlType.ABORT, data_batches.pop(batch.producer_id, 0)))
+                    ended.append(
+                        EndedTxn(
+                            batch.producer_id,
+                            batch.producer_epoch,
+                            marker.offset,
+                            marker.offset,
+                            marker.type == ControlType.ABORT,
+                            data_batches.pop(batch.producer_id, 0),
+                        )
+                    )
     return ended
 
 

@@ -137,9 +137,10 @@ A single `.log` file given alone is the last segment of an unknown partition: it
 the number in its name (none for other names, such as saved fetch responses, whose offsets are
 then only checked for order), and index files beside it are checked when present.
 """
+
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ..errors import KafkaLogError, LogDirError
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
@@ -147,9 +148,17 @@ from ..storage.fs import FileEntry, LogFileSystem
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, TimeIndex
 from ..storage.logdir import CLEAN_SHUTDOWN
 from ..storage.meta_properties import META_PROPERTIES, check_meta_properties
-from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                              OFFSET_CHECKPOINT_FILES, PARTITION_METADATA, RECOVERY_POINT_CHECKPOINT,
-                              REPLICATION_OFFSET_CHECKPOINT, parse_partition_dir_name, parse_segment_file_name)
+from ..storage.naming import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINT_FILES,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
 from ..storage.producer_state import ProducerStateManager
 from ..storage.segment import CHUNK_SIZE, LogSegment
 from ..storage.snapshot import ProducerSnapshot
@@ -162,10 +171,16 @@ from .validate_segment import SegmentChecks, SegmentPlan
 _LOG_DIR_MARKERS = OFFSET_CHECKPOINT_FILES + (META_PROPERTIES, CLEAN_SHUTDOWN)
 
 
-def validate_paths(paths: Iterable[str], *,
-                   index_interval_bytes: int | Mapping[str, int] = DEFAULT_INDEX_INTERVAL_BYTES,
-                   deep: bool = True, fail_on: str = WARNING, compacted: bool | None = None,
-                   max_findings_per_check: int = 100, chunk_size: int = CHUNK_SIZE) -> ValidationReport:
+def validate_paths(
+    paths: Iterable[str],
+    *,
+    index_interval_bytes: int | Mapping[str, int] = DEFAULT_INDEX_INTERVAL_BYTES,
+    deep: bool = True,
+    fail_on: str = WARNING,
+    compacted: bool | None = None,
+    max_findings_per_check: int = 100,
+    chunk_size: int = CHUNK_SIZE,
+) -> ValidationReport:
     """Validate log directories, partition directories and segment (or index, snapshot,
     checkpoint) files.
 
@@ -182,8 +197,12 @@ def validate_paths(paths: Iterable[str], *,
     paths = [str(p) for p in paths]
     report = ValidationReport(paths, fail_on=fail_on, deep=deep)
     findings = Findings(report, max_findings_per_check)
-    partitions = PartitionChecks(findings, SegmentChecks(findings, deep=deep, chunk_size=chunk_size),
-                                 compacted=compacted, index_interval_bytes=index_interval_bytes)
+    partitions = PartitionChecks(
+        findings,
+        SegmentChecks(findings, deep=deep, chunk_size=chunk_size),
+        compacted=compacted,
+        index_interval_bytes=index_interval_bytes,
+    )
     checks = _PathChecks(findings, partitions)
     resolved = []
     for path_or_uri in paths:  # every path must exist before anything is reported
@@ -214,8 +233,9 @@ def _is_partition_dir(fs: LogFileSystem, path: str) -> bool:
         entries = fs.list_dir(path)
     except OSError:
         return True  # reported when the partition is opened
-    return not any(e.name in _LOG_DIR_MARKERS or (e.is_dir and parse_partition_dir_name(e.name) is not None)
-                   for e in entries)
+    return not any(
+        e.name in _LOG_DIR_MARKERS or (e.is_dir and parse_partition_dir_name(e.name) is not None) for e in entries
+    )
 
 
 class _PathChecks:
@@ -234,11 +254,15 @@ class _PathChecks:
             self.findings.add("io.read", ERROR, f"cannot list the directory: {err}", path)
             return
         names = {e.name: e for e in entries}
-        partition_dirs = [e for e in entries if e.is_dir and parse_partition_dir_name(e.name) is not None]
+        partition_dirs = [(e, tp) for e in entries if e.is_dir and (tp := parse_partition_dir_name(e.name)) is not None]
         if not partition_dirs and not any(n in names for n in _LOG_DIR_MARKERS):
-            self.findings.add("logdir.not_a_log_dir", WARNING,
-                              "neither partition directories (<topic>-<partition>) nor Kafka's log-dir files "
-                              "(meta.properties, checkpoint files): nothing was validated", path)
+            self.findings.add(
+                "logdir.not_a_log_dir",
+                WARNING,
+                "neither partition directories (<topic>-<partition>) nor Kafka's log-dir files "
+                "(meta.properties, checkpoint files): nothing was validated",
+                path,
+            )
             return
         self.findings.counts["log_dirs"] += 1
         entry = names.get(META_PROPERTIES)
@@ -246,8 +270,7 @@ class _PathChecks:
             self._meta_properties(fs, entry.path)
         ctx, checkpoint_texts = self._read_checkpoints(fs, names)
         present = set()
-        for entry in partition_dirs:
-            topic, partition = parse_partition_dir_name(entry.name)
+        for entry, (topic, partition) in partition_dirs:
             present.add((topic, partition))
             result = self.partitions.check(fs, entry.path, ctx)
             if result is not None:
@@ -268,8 +291,9 @@ class _PathChecks:
                 ctx.checkpoints[name] = parse_offset_checkpoint(text, file=entry.path)
                 texts[name] = text
             except KafkaLogError as err:
-                self.findings.add_error("checkpoint.parse", ERROR, err, entry.path,
-                                        "Kafka's CheckpointFile refuses this file: ")
+                self.findings.add_error(
+                    "checkpoint.parse", ERROR, err, entry.path, "Kafka's CheckpointFile refuses this file: "
+                )
             except OSError as err:
                 self.findings.add("io.read", ERROR, f"cannot read: {err}", entry.path)
         return ctx, texts
@@ -279,43 +303,73 @@ class _PathChecks:
             unknown = sorted(tp for tp in offsets if tp not in present)
             if unknown:
                 shown = ", ".join(f"{t}-{p}" for t, p in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-                self.findings.add("checkpoint.unknown_partition", INFO,
-                                  f"{len(unknown)} entries for partitions that have no directory here ({shown}); "
-                                  "Kafka ignores them", fs.join(path, name))
+                self.findings.add(
+                    "checkpoint.unknown_partition",
+                    INFO,
+                    f"{len(unknown)} entries for partitions that have no directory here ({shown}); Kafka ignores them",
+                    fs.join(path, name),
+                )
 
-    def _check_checkpoint_ranges(self, fs, dir_path, ctx: DirContext, texts: dict[str, str], topic: str,
-                                 partition: int, result: PartitionResult) -> None:
+    def _check_checkpoint_ranges(
+        self, fs, dir_path, ctx: DirContext, texts: dict[str, str], topic: str, partition: int, result: PartitionResult
+    ) -> None:
         leo, start = result.log_end, result.log_start
         if leo is None:
             return
         add = self.findings.add
 
-        def where(name):
+        def where(name: str) -> tuple[str, int | None]:
             file = fs.join(dir_path, name)
             return file, _checkpoint_line_position(texts.get(name, ""), topic, partition)
 
         tp = f"{topic}-{partition}"
         recovery = ctx.get(RECOVERY_POINT_CHECKPOINT, topic, partition)
         if recovery is not None and recovery > leo:
-            add("checkpoint.range", ERROR, f"{tp}: recovery point {recovery} is above the log end offset {leo}: "
-                "data the broker had flushed is missing", *where(RECOVERY_POINT_CHECKPOINT), offset=recovery)
+            add(
+                "checkpoint.range",
+                ERROR,
+                f"{tp}: recovery point {recovery} is above the log end offset {leo}: "
+                "data the broker had flushed is missing",
+                *where(RECOVERY_POINT_CHECKPOINT),
+                offset=recovery,
+            )
         log_start_cp = ctx.get(LOG_START_OFFSET_CHECKPOINT, topic, partition)
         hw = ctx.get(REPLICATION_OFFSET_CHECKPOINT, topic, partition)
         if log_start_cp is not None and log_start_cp > leo:
-            add("checkpoint.range", ERROR, f"{tp}: log start offset {log_start_cp} is above the log end offset "
-                f"{leo}: Kafka would delete every segment on load", *where(LOG_START_OFFSET_CHECKPOINT),
-                offset=log_start_cp)
+            add(
+                "checkpoint.range",
+                ERROR,
+                f"{tp}: log start offset {log_start_cp} is above the log end offset "
+                f"{leo}: Kafka would delete every segment on load",
+                *where(LOG_START_OFFSET_CHECKPOINT),
+                offset=log_start_cp,
+            )
         if hw is not None:
             if hw > leo:
-                add("checkpoint.range", ERROR, f"{tp}: high watermark {hw} is above the log end offset {leo}: "
-                    "committed data is missing", *where(REPLICATION_OFFSET_CHECKPOINT), offset=hw)
+                add(
+                    "checkpoint.range",
+                    ERROR,
+                    f"{tp}: high watermark {hw} is above the log end offset {leo}: committed data is missing",
+                    *where(REPLICATION_OFFSET_CHECKPOINT),
+                    offset=hw,
+                )
             if start is not None and hw < start:
-                add("checkpoint.range", ERROR, f"{tp}: high watermark {hw} is below the log start offset {start}",
-                    *where(REPLICATION_OFFSET_CHECKPOINT), offset=hw)
+                add(
+                    "checkpoint.range",
+                    ERROR,
+                    f"{tp}: high watermark {hw} is below the log start offset {start}",
+                    *where(REPLICATION_OFFSET_CHECKPOINT),
+                    offset=hw,
+                )
         cleaner = ctx.get(CLEANER_OFFSET_CHECKPOINT, topic, partition)
         if cleaner is not None and ((start is not None and cleaner < start) or cleaner > leo):
-            add("checkpoint.range", WARNING, f"{tp}: cleaner checkpoint {cleaner} is outside [log start {start}, "
-                f"log end {leo}]; Kafka resets it", *where(CLEANER_OFFSET_CHECKPOINT), offset=cleaner)
+            add(
+                "checkpoint.range",
+                WARNING,
+                f"{tp}: cleaner checkpoint {cleaner} is outside [log start {start}, log end {leo}]; Kafka resets it",
+                *where(CLEANER_OFFSET_CHECKPOINT),
+                offset=cleaner,
+            )
 
     def _meta_properties(self, fs: LogFileSystem, path: str) -> None:
         self.findings.counts["meta_properties"] += 1
@@ -326,8 +380,13 @@ class _PathChecks:
             return
         _, issues = check_meta_properties(data)
         for issue in issues:
-            self.findings.add("meta_properties.parse", ERROR if issue.severity == "error" else WARNING,
-                              issue.message, path, issue.position)
+            self.findings.add(
+                "meta_properties.parse",
+                ERROR if issue.severity == "error" else WARNING,
+                issue.message,
+                path,
+                issue.position,
+            )
 
     # -- single files ---------------------------------------------------------------------------------------
     def single_file(self, fs: LogFileSystem, info: FileEntry) -> None:
@@ -350,10 +409,12 @@ class _PathChecks:
                 return
             info, parsed = log, parse_segment_file_name(log.name)  # an index file: check its segment
         if not name.endswith(".log") and (parsed is None or parsed.kind != ".log"):
-            raise LogDirError("not a log directory, partition directory, segment, index, snapshot or "
-                              "checkpoint file", file=info.path)
-        self._single_segment(fs, info, parent, parsed.base_offset if parsed is not None and parsed.state is None
-                             else None)
+            raise LogDirError(
+                "not a log directory, partition directory, segment, index, snapshot or checkpoint file", file=info.path
+            )
+        self._single_segment(
+            fs, info, parent, parsed.base_offset if parsed is not None and parsed.state is None else None
+        )
 
     def _single_segment(self, fs: LogFileSystem, info: FileEntry, parent: str, base: int | None) -> None:
         """A `.log` given alone: the last segment of an unknown partition, with the index files
@@ -364,11 +425,18 @@ class _PathChecks:
                 sibling = fs.info(fs.join(parent, f"{base:020d}{kind}"))
                 if sibling is not None:
                     segment.files[kind] = sibling
-        state = ReplayState(ProducerStateManager(base or 0), complete=not base, snapshots=[], epochs=None,
-                            epoch_file=None)
+        state = ReplayState(
+            ProducerStateManager(base or 0), complete=not base, snapshots=[], epochs=None, epoch_file=None
+        )
         topic = parse_partition_dir_name(fs.name(parent)) if base is not None else None
-        plan = SegmentPlan(segment, base, None, True, standalone=True,
-                           index_interval_bytes=self.partitions.interval(topic.topic if topic else None))
+        plan = SegmentPlan(
+            segment,
+            base,
+            None,
+            True,
+            standalone=True,
+            index_interval_bytes=self.partitions.interval(topic.topic if topic else None),
+        )
         try:
             self.partitions.segments.check(plan, state, exact_txn=False)
         except OSError as err:
@@ -392,8 +460,9 @@ class _PathChecks:
             else:
                 parse_offset_checkpoint(text, file=info.path)
         except KafkaLogError as err:
-            check = {LEADER_EPOCH_CHECKPOINT: "leader_epoch.parse",
-                     PARTITION_METADATA: "partition_metadata.parse"}.get(info.name, "checkpoint.parse")
+            check = {LEADER_EPOCH_CHECKPOINT: "leader_epoch.parse", PARTITION_METADATA: "partition_metadata.parse"}.get(
+                info.name, "checkpoint.parse"
+            )
             self.findings.add_error(check, ERROR, err, info.path)
 
     def _single_index(self, fs: LogFileSystem, info: FileEntry, kind: str, base: int) -> None:

@@ -8,10 +8,11 @@ is walked: `OffsetIndexCheck`, `TimeIndexCheck` and `TxnIndexCheck` are fed each
 control marker, for the transaction index) in file order and hold only a cursor into the
 entries, then `finish()` at the end of the segment.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Sequence
 
 from ..codec.control import ControlType
 from ..errors import KafkaLogError
@@ -26,6 +27,7 @@ _TIME_ENTRY_SIZE = TimeIndex.ENTRY.size  # 12
 
 
 # -- the files on their own ------------------------------------------------------------------------
+
 
 def load_index(findings: Findings, seg: LogSegment, base: int | None, standalone: bool, kind: str, active: bool):
     """The segment's `.index` (`kind` ".index") or `.timeindex` (".timeindex") without its zero
@@ -43,6 +45,7 @@ def load_index(findings: Findings, seg: LogSegment, base: int | None, standalone
     except OSError as err:
         findings.add("io.read", ERROR, f"cannot read: {err}", entry.path)
         return None
+    assert data is not None  # the segment lists the file
     index = cls.from_bytes(data, seg.base_offset if base is None else base, file=entry.path)
     findings.counts["index_entries" if kind == ".index" else "time_index_entries"] += len(index.entries)
     return check_index_file(findings, index, prefix, entry.path, active)
@@ -50,12 +53,18 @@ def load_index(findings: Findings, seg: LogSegment, base: int | None, standalone
 
 def _missing_index(findings: Findings, seg: LogSegment, kind: str, prefix: str, active: bool) -> None:
     if active:
-        findings.add(f"{prefix}.missing", INFO, f"the active segment has no {kind}: normal, Kafka creates it "
-                     "when it opens the segment", seg.path(kind))
+        findings.add(
+            f"{prefix}.missing",
+            INFO,
+            f"the active segment has no {kind}: normal, Kafka creates it when it opens the segment",
+            seg.path(kind),
+        )
         return
-    consequence = ("Kafka rebuilds it by recovering the segment on load" if kind == ".index" else
-                   "Kafka creates an empty one and does not rebuild it, so time retention falls back to "
-                   "the .log file's mtime")
+    consequence = (
+        "Kafka rebuilds it by recovering the segment on load"
+        if kind == ".index"
+        else "Kafka creates an empty one and does not rebuild it, so time retention falls back to the .log file's mtime"
+    )
     findings.add(f"{prefix}.missing", WARNING, f"the inactive segment has no {kind}: {consequence}", seg.path(kind))
 
 
@@ -64,16 +73,30 @@ def check_index_file(findings: Findings, index, prefix: str, path: str, active: 
     "timeindex"); returns the index without its zero tail."""
     size = index.ENTRY.size
     if index.trailing_bytes:
-        findings.add(f"{prefix}.size", ERROR, f"{len(index.entries) * size + index.trailing_bytes} bytes is not a "
-                     f"multiple of the {size}-byte entry: {index.trailing_bytes} bytes of a partial entry",
-                     path, len(index.entries) * size)
+        findings.add(
+            f"{prefix}.size",
+            ERROR,
+            f"{len(index.entries) * size + index.trailing_bytes} bytes is not a "
+            f"multiple of the {size}-byte entry: {index.trailing_bytes} bytes of a partial entry",
+            path,
+            len(index.entries) * size,
+        )
     first_zero = _zero_tail_start(index)
     if first_zero is not None:
-        why = ("normal only for the active segment of a broker that did not stop cleanly" if active else
-               "Kafka trims it when the segment rolls")
-        findings.add(f"{prefix}.zero_tail", WARNING if active else ERROR,
-                     f"{len(index.entries) - first_zero} all-zero entries at the end: a preallocated index that "
-                     f"was never trimmed ({why})", path, first_zero * size, index.base_offset)
+        why = (
+            "normal only for the active segment of a broker that did not stop cleanly"
+            if active
+            else "Kafka trims it when the segment rolls"
+        )
+        findings.add(
+            f"{prefix}.zero_tail",
+            WARNING if active else ERROR,
+            f"{len(index.entries) - first_zero} all-zero entries at the end: a preallocated index that "
+            f"was never trimmed ({why})",
+            path,
+            first_zero * size,
+            index.base_offset,
+        )
         index = replace(index, entries=index.entries[:first_zero])
     try:
         replace(index, trailing_bytes=0).sanity_check()
@@ -106,6 +129,7 @@ def load_txn_index(findings: Findings, seg: LogSegment, base: int | None) -> Tra
     except OSError as err:
         findings.add("io.read", ERROR, f"cannot read: {err}", entry.path)
         return None
+    assert data is not None  # the segment lists the file
     return check_txn_index_file(findings, data, seg.base_offset if base is None else base, entry.path)
 
 
@@ -113,8 +137,14 @@ def check_txn_index_file(findings: Findings, data: bytes, base: int, path: str) 
     """Length, entry versions and Kafka's sanity check of a `.txnindex`; None when Kafka refuses it."""
     if len(data) % TXN_ENTRY_SIZE:
         whole = len(data) - len(data) % TXN_ENTRY_SIZE
-        findings.add("txnindex.size", WARNING, f"{len(data)} bytes is not a multiple of the {TXN_ENTRY_SIZE}-byte "
-                     f"entry: Kafka ignores the {len(data) - whole} bytes of a partial entry", path, whole)
+        findings.add(
+            "txnindex.size",
+            WARNING,
+            f"{len(data)} bytes is not a multiple of the {TXN_ENTRY_SIZE}-byte "
+            f"entry: Kafka ignores the {len(data) - whole} bytes of a partial entry",
+            path,
+            whole,
+        )
     try:
         txn = TransactionIndex.from_bytes(data, base, file=path)
     except KafkaLogError as err:
@@ -124,8 +154,9 @@ def check_txn_index_file(findings: Findings, data: bytes, base: int, path: str) 
     try:
         txn.sanity_check()
     except KafkaLogError as err:
-        findings.add_error("txnindex.sanity", ERROR, err, path,
-                           "Kafka's sanity check fails, so it recovers the segment on load: ")
+        findings.add_error(
+            "txnindex.sanity", ERROR, err, path, "Kafka's sanity check fails, so it recovers the segment on load: "
+        )
     return txn
 
 
@@ -137,11 +168,14 @@ def mismatch_message(what: str, found: list, built: list, interval: int) -> str:
             break
     else:
         detail = f"{len(found)} entries, recovery builds {len(built)}"
-    return (f"{what} answers lookups correctly but is not what segment recovery builds with "
-            f"index.interval.bytes={interval} ({detail}); Kafka's cleaner and append path write coarser entries")
+    return (
+        f"{what} answers lookups correctly but is not what segment recovery builds with "
+        f"index.interval.bytes={interval} ({detail}); Kafka's cleaner and append path write coarser entries"
+    )
 
 
 # -- against the .log, streaming ---------------------------------------------------------------------
+
 
 class OffsetIndexCheck:
     """Lookup consistency of each entry (o, p): p is the start of a batch, every batch before p has
@@ -160,26 +194,36 @@ class OffsetIndexCheck:
         self.consistent = False
         self.bad.add(i)
         e = self.index.entries[i]
-        self.findings.add("index.entry", ERROR, f"entry {i} (offset {e.offset}, position {e.position}) {message}",
-                          self.index.file, i * _OFFSET_ENTRY_SIZE, e.offset)
+        self.findings.add(
+            "index.entry",
+            ERROR,
+            f"entry {i} (offset {e.offset}, position {e.position}) {message}",
+            self.index.file,
+            i * _OFFSET_ENTRY_SIZE,
+            e.offset,
+        )
 
     def on_batch(self, pos: int, last_before: int | None) -> None:
         """The batch at byte `pos`; `last_before` is the highest last offset of the batches before it."""
         entries, order = self.index.entries, self.by_position
         while self.j < len(order) and entries[order[self.j]].position < pos:
-            self._bad(order[self.j], "does not point at the start of a batch: a lookup would read from the middle "
-                      "of a batch")
+            self._bad(
+                order[self.j], "does not point at the start of a batch: a lookup would read from the middle of a batch"
+            )
             self.j += 1
         while self.j < len(order) and entries[order[self.j]].position == pos:
             i = order[self.j]
             if last_before is not None and last_before >= entries[i].offset:
-                self._bad(i, f"points at a batch after one whose last offset {last_before} is not below the entry's "
-                          "offset: lookups of the offsets between would skip that data")
+                self._bad(
+                    i,
+                    f"points at a batch after one whose last offset {last_before} is not below the entry's "
+                    "offset: lookups of the offsets between would skip that data",
+                )
             self.j += 1
 
     def finish(self, end_position: int, seg_last: int | None) -> None:
         entries, order = self.index.entries, self.by_position
-        for i in order[self.j:]:
+        for i in order[self.j :]:
             self._bad(i, f"points at or after the end of the last whole batch (byte {end_position})")
         for i, entry in enumerate(entries):
             if i not in self.bad and (seg_last is None or entry.offset > seg_last):
@@ -200,8 +244,14 @@ class TimeIndexCheck:
     def _bad(self, i: int, message: str, check: str = "timeindex.entry", severity: str = ERROR) -> None:
         self.consistent = False
         e = self.index.entries[i]
-        self.findings.add(check, severity, f"entry {i} (timestamp {e.timestamp}, offset {e.offset}) {message}",
-                          self.index.file, i * _TIME_ENTRY_SIZE, e.offset)
+        self.findings.add(
+            check,
+            severity,
+            f"entry {i} (timestamp {e.timestamp}, offset {e.offset}) {message}",
+            self.index.file,
+            i * _TIME_ENTRY_SIZE,
+            e.offset,
+        )
 
     def on_batch(self, first: int, last: int, max_before: int, max_after: int) -> None:
         """The batch [first, last]; `max_before` / `max_after`: the max timestamp before / with it."""
@@ -227,24 +277,30 @@ class TimeIndexCheck:
 
     def finish(self, seg_last: int | None, seg_max: int, final: bool) -> None:
         entries, order = self.index.entries, self.by_offset
-        for i in order[self.j:]:
+        for i in order[self.j :]:
             beyond = f" and exceeds the segment's max timestamp {seg_max}" if entries[i].timestamp > seg_max else ""
             self._bad(i, f"is above the segment's last offset {seg_last}{beyond}")
         if final and seg_max >= 0 and (not entries or entries[-1].timestamp != seg_max):
             self.consistent = False  # incomplete: no mismatch info on top
             last = f"ends with timestamp {entries[-1].timestamp}" if entries else "is empty"
-            self.findings.add("timeindex.final_entry", WARNING,
-                              f"the inactive segment's time index {last}, not with the segment's max timestamp "
-                              f"{seg_max}: Kafka takes a segment's largest timestamp from this entry (time "
-                              "retention, compaction lag)", self.index.file,
-                              len(entries) * _TIME_ENTRY_SIZE if entries else 0, None)
+            self.findings.add(
+                "timeindex.final_entry",
+                WARNING,
+                f"the inactive segment's time index {last}, not with the segment's max timestamp "
+                f"{seg_max}: Kafka takes a segment's largest timestamp from this entry (time "
+                "retention, compaction lag)",
+                self.index.file,
+                len(entries) * _TIME_ENTRY_SIZE if entries else 0,
+                None,
+            )
 
 
 class TxnIndexCheck:
     """The `.txnindex` against the segment's transaction markers and a replay of producer state."""
 
-    def __init__(self, findings: Findings, index: TransactionIndex | None, path: str, exact: bool,
-                 replay_complete: bool):
+    def __init__(
+        self, findings: Findings, index: TransactionIndex | None, path: str, exact: bool, replay_complete: bool
+    ):
         self.findings, self.index, self.path = findings, index, path
         self.exact = exact  # not compacted: entries must equal what the replay computes
         self.replay_complete = replay_complete
@@ -252,12 +308,14 @@ class TxnIndexCheck:
         self.j = 0
 
     def _bad(self, i: int, message: str) -> None:
-        e = self.index.entries[i]
-        self.findings.add("txnindex.entry", ERROR, f"entry {i} {tuple(e)} {message}", self.path, i * TXN_ENTRY_SIZE,
-                          e.last_offset)
+        e = (self.index.entries if self.index is not None else [])[i]
+        self.findings.add(
+            "txnindex.entry", ERROR, f"entry {i} {tuple(e)} {message}", self.path, i * TXN_ENTRY_SIZE, e.last_offset
+        )
 
-    def on_marker(self, ctl, producer_id: int, expected: AbortedTxn | None, empty: bool, pos: int,
-                  log_path: str) -> None:
+    def on_marker(
+        self, ctl, producer_id: int, expected: AbortedTxn | None, empty: bool, pos: int, log_path: str
+    ) -> None:
         """`expected`: the entry the replay computes for an ABORT; `empty`: the replay knows no data of
         the marker's transaction (with an incomplete replay, data below the first segment may exist)."""
         entries = self.index.entries if self.index is not None else []
@@ -271,34 +329,52 @@ class TxnIndexCheck:
             self.j += 1
             self._check_entry(i, entries[i], ctl, producer_id, expected, empty)
         if not found and self.exact and ctl.type == ControlType.ABORT and not empty:
-            self.findings.add("txnindex.missing_entry", ERROR,
-                              f"the ABORT marker of producer {producer_id} at offset {ctl.offset} ({log_path}, byte "
-                              f"{pos}) has no .txnindex entry: READ_COMMITTED consumers would read the aborted data",
-                              self.path, None, ctl.offset)
+            self.findings.add(
+                "txnindex.missing_entry",
+                ERROR,
+                f"the ABORT marker of producer {producer_id} at offset {ctl.offset} ({log_path}, byte "
+                f"{pos}) has no .txnindex entry: READ_COMMITTED consumers would read the aborted data",
+                self.path,
+                None,
+                ctl.offset,
+            )
 
-    def _check_entry(self, i: int, e: AbortedTxn, ctl, producer_id: int, expected: AbortedTxn | None,
-                     empty: bool) -> None:
+    def _check_entry(
+        self, i: int, e: AbortedTxn, ctl, producer_id: int, expected: AbortedTxn | None, empty: bool
+    ) -> None:
         """Entry `i`, whose lastOffset is the offset of the marker `ctl`."""
         if ctl.type != ControlType.ABORT:
             self._bad(i, f"names offset {ctl.offset}, which holds a {ctl.type.name} marker, not an ABORT")
         elif e.producer_id != producer_id:
-            self._bad(i, f"names producer {e.producer_id}, but the ABORT marker at {ctl.offset} is producer "
-                      f"{producer_id}'s")
+            self._bad(
+                i, f"names producer {e.producer_id}, but the ABORT marker at {ctl.offset} is producer {producer_id}'s"
+            )
         elif e.first_offset > e.last_offset:
             self._bad(i, f"has firstOffset {e.first_offset} above its lastOffset")
         elif self.exact and self.replay_complete and empty:
-            self._bad(i, "is for a transaction without data: Kafka indexes no aborted transaction that wrote "
-                      "nothing (ProducerAppendInfo.appendEndTxnMarker completes none)")
-        elif self.exact and self.replay_complete and expected is not None and (
-                e.first_offset != expected.first_offset or e.last_stable_offset != expected.last_stable_offset):
-            self._bad(i, f"differs from the replay of producer state: firstOffset {expected.first_offset}, "
-                      f"lastStableOffset {expected.last_stable_offset}")
+            self._bad(
+                i,
+                "is for a transaction without data: Kafka indexes no aborted transaction that wrote "
+                "nothing (ProducerAppendInfo.appendEndTxnMarker completes none)",
+            )
+        elif (
+            self.exact
+            and self.replay_complete
+            and expected is not None
+            and (e.first_offset != expected.first_offset or e.last_stable_offset != expected.last_stable_offset)
+        ):
+            self._bad(
+                i,
+                f"differs from the replay of producer state: firstOffset {expected.first_offset}, "
+                f"lastStableOffset {expected.last_stable_offset}",
+            )
 
     def _no_marker(self, i: int) -> None:
-        self._bad(i, f"has no ABORT marker at its lastOffset {self.index.entries[i].last_offset} in this segment")
+        entries = self.index.entries if self.index is not None else []
+        self._bad(i, f"has no ABORT marker at its lastOffset {entries[i].last_offset} in this segment")
 
     def finish(self) -> None:
-        for i in self.by_last[self.j:]:
+        for i in self.by_last[self.j :]:
             self._no_marker(i)
 
 

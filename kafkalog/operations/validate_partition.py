@@ -7,18 +7,29 @@ directory (the checkpoint files) is a `DirContext`.
 Compacted partitions are those with an entry in the log dir's `cleaner-offset-checkpoint`, unless
 `compacted` says otherwise for all of them.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from ..errors import KafkaLogError
-from ..storage.checkpoint import (EpochEntry, parse_leader_epoch_checkpoint, parse_offset_checkpoint,
-                                  parse_partition_metadata)
+from ..storage.checkpoint import (
+    EpochEntry,
+    parse_leader_epoch_checkpoint,
+    parse_offset_checkpoint,
+    parse_partition_metadata,
+)
 from ..storage.fs import FileEntry, LogFileSystem
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES
-from ..storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                              OFFSET_CHECKPOINT_FILES, PARTITION_METADATA, illegal_partition_dir_reason)
+from ..storage.naming import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINT_FILES,
+    PARTITION_METADATA,
+    illegal_partition_dir_reason,
+)
 from ..storage.partition import Partition
 from ..storage.producer_state import ProducerStateManager
 from ..storage.snapshot import ProducerSnapshot
@@ -30,10 +41,11 @@ from .validate_segment import SegmentChecks, SegmentPlan
 @dataclass
 class DirContext:
     """What a partition's checks know about its log dir: its offset checkpoint files."""
+
     checkpoints: dict[str, dict] = field(default_factory=dict)  # file name -> {(topic, partition): offset}
 
     @classmethod
-    def of_parent(cls, fs: LogFileSystem, partition_path: str) -> "DirContext":
+    def of_parent(cls, fs: LogFileSystem, partition_path: str) -> DirContext:
         """For a partition directory given alone: its parent's checkpoints, read quietly (the parent
         is not being validated, so its files are context only)."""
         parent = partition_path.rstrip("/").rsplit("/", 1)[0] if "/" in partition_path else "."
@@ -54,6 +66,7 @@ class DirContext:
 @dataclass
 class PartitionResult:
     """The offsets the partition's log spans, which the log dir's checkpoints must lie within."""
+
     log_start: int | None = None
     log_end: int | None = None
 
@@ -61,6 +74,7 @@ class PartitionResult:
 @dataclass
 class _EpochFile:
     """The partition's leader-epoch-checkpoint: its entries (None: absent or refused), path and text."""
+
     entries: list[EpochEntry] | None = None
     path: str | None = None
     text: str = ""
@@ -70,8 +84,14 @@ class PartitionChecks:
     """The checks of one partition directory. `compacted` forces (True/False) instead of the log
     dir's cleaner-offset-checkpoint; `index_interval_bytes` is one value or topic -> value."""
 
-    def __init__(self, findings: Findings, segments: SegmentChecks, *, compacted: bool | None,
-                 index_interval_bytes: int | Mapping[str, int] = DEFAULT_INDEX_INTERVAL_BYTES):
+    def __init__(
+        self,
+        findings: Findings,
+        segments: SegmentChecks,
+        *,
+        compacted: bool | None,
+        index_interval_bytes: int | Mapping[str, int] = DEFAULT_INDEX_INTERVAL_BYTES,
+    ):
         self.findings = findings
         self.segments = segments
         self.compacted = compacted
@@ -80,15 +100,24 @@ class PartitionChecks:
     def interval(self, topic: str | None) -> int:
         """The topic's index.interval.bytes (Kafka's default for a topic not in a mapping)."""
         if isinstance(self.intervals, Mapping):
-            return self.intervals.get(topic, DEFAULT_INDEX_INTERVAL_BYTES)
+            return (
+                self.intervals.get(topic, DEFAULT_INDEX_INTERVAL_BYTES)
+                if topic is not None
+                else DEFAULT_INDEX_INTERVAL_BYTES
+            )
         return self.intervals
 
     def check(self, fs: LogFileSystem, path: str, ctx: DirContext) -> PartitionResult | None:
         """Check the partition directory at `path`; None when it cannot be listed."""
         reason = illegal_partition_dir_reason(fs.name(path))
         if reason is not None:
-            self.findings.add("partition.illegal_name", ERROR, f"not a partition directory Kafka could have made: "
-                              f"{reason}; kafkalog's rewriting commands refuse this log directory", path)
+            self.findings.add(
+                "partition.illegal_name",
+                ERROR,
+                f"not a partition directory Kafka could have made: "
+                f"{reason}; kafkalog's rewriting commands refuse this log directory",
+                path,
+            )
         part = self._open(fs, path)
         if part is None:
             return None
@@ -120,15 +149,21 @@ class PartitionChecks:
 
     def _check_listing(self, part: Partition, path: str) -> None:
         for entry in part.in_flight:
-            self.findings.add("partition.leftover", WARNING,
-                              "left by an interrupted cleaner swap, segment split or asynchronous delete; Kafka's "
-                              "loader completes or rolls back the swap (spec §9.3)", entry.path)
+            self.findings.add(
+                "partition.leftover",
+                WARNING,
+                "left by an interrupted cleaner swap, segment split or asynchronous delete; Kafka's "
+                "loader completes or rolls back the swap (spec §9.3)",
+                entry.path,
+            )
         for entry in part.orphan_indexes:
-            self.findings.add("partition.orphan_index", WARNING, "index file without a .log; Kafka deletes it on load",
-                              entry.path)
+            self.findings.add(
+                "partition.orphan_index", WARNING, "index file without a .log; Kafka deletes it on load", entry.path
+            )
         if not part.segments:
-            self.findings.add("partition.empty", INFO, "no .log segment; Kafka creates an empty one at the log start "
-                              "offset", path)
+            self.findings.add(
+                "partition.empty", INFO, "no .log segment; Kafka creates an empty one at the log start offset", path
+            )
 
     def _read_leader_epochs(self, part: Partition) -> _EpochFile:
         epochs = _EpochFile()
@@ -138,7 +173,7 @@ class PartitionChecks:
         epochs.path = entry.path
         self.findings.counts["checkpoint_files"] += 1
         try:
-            epochs.text = part.read_file(LEADER_EPOCH_CHECKPOINT).decode("utf-8", "replace")
+            epochs.text = part.fs.read_bytes(entry.path).decode("utf-8", "replace")
             epochs.entries = parse_leader_epoch_checkpoint(epochs.text, file=entry.path)
         except KafkaLogError as err:
             self.findings.add_error("leader_epoch.parse", ERROR, err, entry.path)
@@ -152,7 +187,7 @@ class PartitionChecks:
             return
         self.findings.counts["checkpoint_files"] += 1
         try:
-            parse_partition_metadata(part.read_file(PARTITION_METADATA).decode("utf-8", "replace"), file=entry.path)
+            parse_partition_metadata(part.fs.read_bytes(entry.path).decode("utf-8", "replace"), file=entry.path)
         except KafkaLogError as err:
             self.findings.add_error("partition_metadata.parse", ERROR, err, entry.path)
         except OSError as err:
@@ -166,14 +201,21 @@ class PartitionChecks:
             try:
                 out.append((entry, ProducerSnapshot.from_bytes(fs.read_bytes(entry.path), offset, file=entry.path)))
             except KafkaLogError as err:
-                self.findings.add("snapshot.parse", ERROR, "Kafka deletes this snapshot on load and falls back to an "
-                                  f"older one: {err.message}", entry.path, err.position, offset)
+                self.findings.add(
+                    "snapshot.parse",
+                    ERROR,
+                    f"Kafka deletes this snapshot on load and falls back to an older one: {err.message}",
+                    entry.path,
+                    err.position,
+                    offset,
+                )
             except OSError as err:
                 self.findings.add("io.read", ERROR, f"cannot read: {err}", entry.path)
         return out
 
-    def _start_replay(self, part: Partition, ctx: DirContext, snapshots: list[tuple[FileEntry, ProducerSnapshot]],
-                      epochs: _EpochFile) -> tuple[ReplayState, bool]:
+    def _start_replay(
+        self, part: Partition, ctx: DirContext, snapshots: list[tuple[FileEntry, ProducerSnapshot]], epochs: _EpochFile
+    ) -> tuple[ReplayState, bool]:
         """The replay, seeded from the snapshot at the first segment's base offset when there is one
         (the later snapshots are compared with it), and whether the partition is compacted."""
         first_base = part.segments[0].base_offset if part.segments else None
@@ -200,22 +242,39 @@ class PartitionChecks:
         log_end = None
         for i, segment in enumerate(part.segments):
             nxt = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
-            plan = SegmentPlan(segment, segment.base_offset, nxt, nxt is None, standalone=False,
-                               index_interval_bytes=self.interval(part.topic))
+            plan = SegmentPlan(
+                segment,
+                segment.base_offset,
+                nxt,
+                nxt is None,
+                standalone=False,
+                index_interval_bytes=self.interval(part.topic),
+            )
             try:
                 log_end = self.segments.check(plan, state, exact_txn=not compacted)
             except OSError as err:
                 self.findings.add("io.read", ERROR, f"cannot read the segment: {err}", segment.log_path)
         return log_end
 
-    def _check_snapshot_ranges(self, snapshots: list[tuple[FileEntry, ProducerSnapshot]],
-                               result: PartitionResult) -> None:
+    def _check_snapshot_ranges(
+        self, snapshots: list[tuple[FileEntry, ProducerSnapshot]], result: PartitionResult
+    ) -> None:
         for entry, snap in snapshots:
             if result.log_end is not None and snap.offset > result.log_end:
-                self.findings.add("snapshot.range", ERROR, f"snapshot offset {snap.offset} is above the log end "
-                                  f"offset {result.log_end}: the log has lost data the broker had", entry.path,
-                                  offset=snap.offset)
+                self.findings.add(
+                    "snapshot.range",
+                    ERROR,
+                    f"snapshot offset {snap.offset} is above the log end "
+                    f"offset {result.log_end}: the log has lost data the broker had",
+                    entry.path,
+                    offset=snap.offset,
+                )
             elif result.log_start is not None and snap.offset < result.log_start:
-                self.findings.add("snapshot.range", WARNING, f"snapshot offset {snap.offset} is below the log start "
-                                  f"offset {result.log_start}: stale, Kafka deletes it on load", entry.path,
-                                  offset=snap.offset)
+                self.findings.add(
+                    "snapshot.range",
+                    WARNING,
+                    f"snapshot offset {snap.offset} is below the log start "
+                    f"offset {result.log_start}: stale, Kafka deletes it on load",
+                    entry.path,
+                    offset=snap.offset,
+                )

@@ -8,6 +8,7 @@ empty. Without that snapshot, and with a first segment above offset 0, history b
 start is unknown (`complete` False): snapshot fields other than the last batch's are then not
 compared.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_right
@@ -28,9 +29,14 @@ _LAST_BATCH_FIELDS = ("producer_epoch", "last_sequence", "last_offset", "offset_
 class ReplayState:
     """Per partition: the producer-state replay, the offsets seen so far, the checks that span segments."""
 
-    def __init__(self, manager: ProducerStateManager, complete: bool,
-                 snapshots: list[tuple[FileEntry, ProducerSnapshot]], epochs: list[EpochEntry] | None,
-                 epoch_file: str | None):
+    def __init__(
+        self,
+        manager: ProducerStateManager,
+        complete: bool,
+        snapshots: list[tuple[FileEntry, ProducerSnapshot]],
+        epochs: list[EpochEntry] | None,
+        epoch_file: str | None,
+    ):
         self.manager = manager
         self.complete = complete  # the replay knows every transaction open at its start
         self.snapshots = snapshots  # to compare, ascending offset
@@ -83,11 +89,17 @@ class ReplayState:
         if expected != batch.partition_leader_epoch:
             self.epoch_mismatches += 1
             if self.epoch_first_mismatch is None:
-                self.epoch_first_mismatch = (offset, batch.partition_leader_epoch,
-                                             "no epoch" if expected is None else f"epoch {expected}", path, pos)
+                self.epoch_first_mismatch = (
+                    offset,
+                    batch.partition_leader_epoch,
+                    "no epoch" if expected is None else f"epoch {expected}",
+                    path,
+                    pos,
+                )
 
 
 # -- producer snapshots --------------------------------------------------------------------------------
+
 
 def compare_snapshots(findings: Findings, state: ReplayState, next_first_offset: int | None, deep: bool) -> None:
     """Compare the snapshots whose offset the replay has reached (every batch below it applied);
@@ -119,22 +131,38 @@ def _compare_snapshot(findings: Findings, state: ReplayState, entry: FileEntry, 
         if not state.complete and expected.last_offset < 0:
             continue
         fields = _fields_to_compare(state, pid, stored, expected)
-        diffs = [f"{f} {getattr(stored, f)} (replay: {getattr(expected, f)})" for f in fields
-                 if getattr(stored, f) != getattr(expected, f)]
+        diffs = [
+            f"{f} {getattr(stored, f)} (replay: {getattr(expected, f)})"
+            for f in fields
+            if getattr(stored, f) != getattr(expected, f)
+        ]
         if diffs:
             i = snap.entries.index(stored)
-            findings.add("snapshot.state", ERROR, f"producer {pid}: " + ", ".join(diffs), entry.path,
-                         SNAPSHOT_HEADER_SIZE + SNAPSHOT_ENTRY_SIZE * i, snap.offset)
+            findings.add(
+                "snapshot.state",
+                ERROR,
+                f"producer {pid}: " + ", ".join(diffs),
+                entry.path,
+                SNAPSHOT_HEADER_SIZE + SNAPSHOT_ENTRY_SIZE * i,
+                snap.offset,
+            )
     if absent:
         shown = ", ".join(map(str, absent[:5])) + (", ..." if len(absent) > 5 else "")
-        findings.add("snapshot.producer_absent", INFO, f"{len(absent)} producers with batches below offset "
-                     f"{snap.offset} are not in the snapshot ({shown}): expired, as Kafka drops producers idle "
-                     "for producer.id.expiration.ms", entry.path, None, snap.offset)
+        findings.add(
+            "snapshot.producer_absent",
+            INFO,
+            f"{len(absent)} producers with batches below offset "
+            f"{snap.offset} are not in the snapshot ({shown}): expired, as Kafka drops producers idle "
+            "for producer.id.expiration.ms",
+            entry.path,
+            None,
+            snap.offset,
+        )
 
 
-def _fields_to_compare(state: ReplayState, pid: int, stored, expected) -> list[str] | tuple[str, ...]:
+def _fields_to_compare(state: ReplayState, pid: int, stored, expected) -> list[str]:
     """The fields of a producer's snapshot entry `stored` that must equal the replay's `expected`."""
-    fields = expected._fields if state.complete else _LAST_BATCH_FIELDS
+    fields = list(expected._fields if state.complete else _LAST_BATCH_FIELDS)
     if state.compacted and stored.last_offset > expected.last_offset:
         # the snapshot describes a batch the cleaner has since removed: it may only be ahead
         return [f for f in ("producer_epoch",) if getattr(stored, f) < getattr(expected, f)]
@@ -142,13 +170,17 @@ def _fields_to_compare(state: ReplayState, pid: int, stored, expected) -> list[s
         # a rewrite (the cleaner, a purge) sets a rewritten batch's max timestamp to its
         # kept records' largest; the snapshot keeps the one it had, as Kafka leaves it
         fields = [f for f in fields if f != "timestamp"]
-    if state.compacted and "current_txn_first_offset" in fields and state.txn_start_cleaned(
-            pid, stored.current_txn_first_offset, expected.current_txn_first_offset):
+    if (
+        state.compacted
+        and "current_txn_first_offset" in fields
+        and state.txn_start_cleaned(pid, stored.current_txn_first_offset, expected.current_txn_first_offset)
+    ):
         fields.remove("current_txn_first_offset")
     return fields
 
 
 # -- leader epochs -----------------------------------------------------------------------------------
+
 
 def finish_epochs(findings: Findings, state: ReplayState, log_end: int | None) -> None:
     """At the end of the partition: checkpoint entries above the log end, and the batches whose
@@ -156,15 +188,27 @@ def finish_epochs(findings: Findings, state: ReplayState, log_end: int | None) -
     if state.epochs and log_end is not None:
         for i, e in enumerate(state.epochs):
             if e.start_offset > log_end:
-                findings.add("leader_epoch.range", ERROR, f"epoch {e.epoch} starts at {e.start_offset}, above the log "
-                             f"end offset {log_end}: the log has lost data written in that epoch",
-                             state.epoch_file, _line_position(state.epoch_text, i + 2), e.start_offset)
-    if state.epoch_mismatches:
+                findings.add(
+                    "leader_epoch.range",
+                    ERROR,
+                    f"epoch {e.epoch} starts at {e.start_offset}, above the log "
+                    f"end offset {log_end}: the log has lost data written in that epoch",
+                    state.epoch_file,
+                    _line_position(state.epoch_text, i + 2),
+                    e.start_offset,
+                )
+    if state.epoch_mismatches and state.epoch_first_mismatch is not None:  # set with the first mismatch
         offset, epoch, expected, file, position = state.epoch_first_mismatch
         more = f" ({state.epoch_mismatches - 1} more batches disagree)" if state.epoch_mismatches > 1 else ""
-        findings.add("leader_epoch.batches", WARNING,
-                     f"the batch at offset {offset} ({file}, byte {position}) has partitionLeaderEpoch {epoch} but "
-                     f"the checkpoint gives {expected}{more}", state.epoch_file, None, offset)
+        findings.add(
+            "leader_epoch.batches",
+            WARNING,
+            f"the batch at offset {offset} ({file}, byte {position}) has partitionLeaderEpoch {epoch} but "
+            f"the checkpoint gives {expected}{more}",
+            state.epoch_file,
+            None,
+            offset,
+        )
 
 
 def _line_position(text: str, n: int) -> int | None:

@@ -3,6 +3,7 @@ JSON form, one-screen summary and exit code, and `Findings`, where the checks ad
 
 The check names and what each means are listed in `kafkalog.operations.validate`.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,19 +20,53 @@ _RANK = {ERROR: 2, WARNING: 1, INFO: 0}
 REPORT_VERSION = 1
 
 CHECKS = (
-    "batch.crc", "batch.structure", "batch.header", "batch.records", "batch.control",
-    "segment.truncated_tail", "segment.zero_tail",
-    "offsets.order", "offsets.segment_base", "offsets.overflow", "offsets.next_segment",
-    "index.missing", "index.size", "index.zero_tail", "index.sanity", "index.entry", "index.mismatch",
-    "timeindex.missing", "timeindex.size", "timeindex.zero_tail", "timeindex.sanity", "timeindex.entry",
-    "timeindex.final_entry", "timeindex.mismatch",
-    "txnindex.size", "txnindex.parse", "txnindex.sanity", "txnindex.entry", "txnindex.missing_entry",
-    "snapshot.parse", "snapshot.range", "snapshot.state", "snapshot.producer_absent",
-    "checkpoint.parse", "checkpoint.range", "checkpoint.unknown_partition",
-    "leader_epoch.parse", "leader_epoch.range", "leader_epoch.batches",
-    "partition_metadata.parse", "partition.leftover", "partition.orphan_index", "partition.empty",
-    "partition.illegal_name", "meta_properties.parse",
-    "logdir.not_a_log_dir", "io.read",
+    "batch.crc",
+    "batch.structure",
+    "batch.header",
+    "batch.records",
+    "batch.control",
+    "segment.truncated_tail",
+    "segment.zero_tail",
+    "offsets.order",
+    "offsets.segment_base",
+    "offsets.overflow",
+    "offsets.next_segment",
+    "index.missing",
+    "index.size",
+    "index.zero_tail",
+    "index.sanity",
+    "index.entry",
+    "index.mismatch",
+    "timeindex.missing",
+    "timeindex.size",
+    "timeindex.zero_tail",
+    "timeindex.sanity",
+    "timeindex.entry",
+    "timeindex.final_entry",
+    "timeindex.mismatch",
+    "txnindex.size",
+    "txnindex.parse",
+    "txnindex.sanity",
+    "txnindex.entry",
+    "txnindex.missing_entry",
+    "snapshot.parse",
+    "snapshot.range",
+    "snapshot.state",
+    "snapshot.producer_absent",
+    "checkpoint.parse",
+    "checkpoint.range",
+    "checkpoint.unknown_partition",
+    "leader_epoch.parse",
+    "leader_epoch.range",
+    "leader_epoch.batches",
+    "partition_metadata.parse",
+    "partition.leftover",
+    "partition.orphan_index",
+    "partition.empty",
+    "partition.illegal_name",
+    "meta_properties.parse",
+    "logdir.not_a_log_dir",
+    "io.read",
 )
 
 
@@ -39,6 +74,7 @@ CHECKS = (
 class Problem:
     """One finding. `position` is a byte position in `file` (for index files: of the entry),
     `offset` the Kafka offset concerned; either is None where it does not apply."""
+
     check: str
     severity: str
     message: str
@@ -47,8 +83,14 @@ class Problem:
     offset: int | None = None
 
     def to_dict(self) -> dict:
-        return {"check": self.check, "severity": self.severity, "message": self.message, "file": self.file,
-                "position": self.position, "offset": self.offset}
+        return {
+            "check": self.check,
+            "severity": self.severity,
+            "message": self.message,
+            "file": self.file,
+            "position": self.position,
+            "offset": self.offset,
+        }
 
     def __str__(self) -> str:
         where = [self.file or "-"]
@@ -105,12 +147,18 @@ class ValidationReport:
 
     def to_dict(self) -> dict:
         return {
-            "version": REPORT_VERSION, "paths": list(self.paths), "exitCode": self.exit_code,
-            "failOn": self.fail_on, "deep": self.deep, "severities": self.severity_counts(),
+            "version": REPORT_VERSION,
+            "paths": list(self.paths),
+            "exitCode": self.exit_code,
+            "failOn": self.fail_on,
+            "deep": self.deep,
+            "severities": self.severity_counts(),
             "counts": dict(sorted(self.counts.items())),
             "findings": [p.to_dict() for p in self.findings],
-            "suppressed": [{"check": c, "file": f, "severity": s, "count": n}
-                           for (c, f, s), n in sorted(self.suppressed.items(), key=lambda kv: tuple(map(str, kv[0])))],
+            "suppressed": [
+                {"check": c, "file": f, "severity": s, "count": n}
+                for (c, f, s), n in sorted(self.suppressed.items(), key=lambda kv: tuple(map(str, kv[0])))
+            ],
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -118,18 +166,21 @@ class ValidationReport:
 
     def summary(self, max_lines: int = 20) -> str:
         """A readable report that fits one screen: totals, then the most severe findings."""
-        lines = [f"kafkalog validate: {'OK' if self.exit_code == 0 else 'PROBLEMS FOUND'} (exit {self.exit_code})",
-                 self._totals_line(), self._severities_line()]
+        lines = [
+            f"kafkalog validate: {'OK' if self.exit_code == 0 else 'PROBLEMS FOUND'} (exit {self.exit_code})",
+            self._totals_line(),
+            self._severities_line(),
+        ]
         by_check = self._by_check_line()
         if by_check:
             lines.append(by_check)
         # problems first, most severe first; infos only a few, they are not problems
         shown = sorted((p for p in self.findings if p.severity != INFO), key=lambda p: -_RANK[p.severity])
-        shown += self.infos[:max(0, min(5, max_lines - len(shown)))]
+        shown += self.infos[: max(0, min(5, max_lines - len(shown)))]
         root = _common_root(self.paths)
         for p in shown[:max_lines]:
             if root and p.file and p.file.startswith(root):
-                p = replace(p, file=p.file[len(root):].lstrip("/") or p.file)
+                p = replace(p, file=p.file[len(root) :].lstrip("/") or p.file)
             lines.append("  " + _shorten(_printable(str(p)), 160))
         hidden = len(self.findings) - min(len(shown), max_lines) + sum(self.suppressed.values())
         if hidden > 0:
@@ -138,11 +189,13 @@ class ValidationReport:
 
     def _totals_line(self) -> str:
         c = self.counts
-        return (f"  checked {c['partitions']} partitions, {c['segments']} segments, {c['batches']} batches"
-                f" ({c['records'] if self.deep else 'records not decoded'}"
-                f"{' records' if self.deep else ''}), {_size(c['log_bytes'])}; {c['index_files']} .index,"
-                f" {c['time_index_files']} .timeindex, {c['txn_index_files']} .txnindex,"
-                f" {c['snapshots']} snapshots, {c['checkpoint_files']} checkpoint files")
+        return (
+            f"  checked {c['partitions']} partitions, {c['segments']} segments, {c['batches']} batches"
+            f" ({c['records'] if self.deep else 'records not decoded'}"
+            f"{' records' if self.deep else ''}), {_size(c['log_bytes'])}; {c['index_files']} .index,"
+            f" {c['time_index_files']} .timeindex, {c['txn_index_files']} .txnindex,"
+            f" {c['snapshots']} snapshots, {c['checkpoint_files']} checkpoint files"
+        )
 
     def _severities_line(self) -> str:
         sev = self.severity_counts()
@@ -172,8 +225,15 @@ class Findings:
         """What was checked (partitions, segments, batches, ...), as the report counts it."""
         return self.report.counts
 
-    def add(self, check: str, severity: str, message: str, file: str | None = None,
-            position: int | None = None, offset: int | None = None) -> None:
+    def add(
+        self,
+        check: str,
+        severity: str,
+        message: str,
+        file: str | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+    ) -> None:
         assert check in CHECKS and severity in SEVERITIES, (check, severity)
         key = (check, file)
         self._per_key[key] += 1
@@ -182,8 +242,9 @@ class Findings:
             return
         self.report.findings.append(Problem(check, severity, message, file, position, offset))
 
-    def add_error(self, check: str, severity: str, err: KafkaLogError, file: str | None = None,
-                  prefix: str = "") -> None:
+    def add_error(
+        self, check: str, severity: str, err: KafkaLogError, file: str | None = None, prefix: str = ""
+    ) -> None:
         """A finding from a KafkaLogError: its message (after `prefix`), file, position and offset."""
         self.add(check, severity, prefix + err.message, err.file or file, err.position, err.offset)
 
@@ -197,7 +258,7 @@ def _common_root(paths: list[str]) -> str:
     return root if os.path.isdir(root) else os.path.dirname(root)
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -214,4 +275,4 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return text if len(text) <= width else text[: width - 1] + "…"

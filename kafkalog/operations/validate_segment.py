@@ -8,6 +8,7 @@ A walk that stops before the end of the file reports why: zero bytes to the end 
 segment never trimmed), a torn last batch, or bytes that are not a batch at all. Anywhere but in
 the last segment, Kafka's recovery truncates there and deletes every later segment.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,14 @@ from ..codec.legacy import LegacyBatch
 from ..errors import CrcMismatchError, KafkaLogError
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder
 from ..storage.segment import CHUNK_SIZE, LogSegment, locate
-from .validate_index import (OffsetIndexCheck, TimeIndexCheck, TxnIndexCheck, load_index, load_txn_index,
-                             mismatch_message)
+from .validate_index import (
+    OffsetIndexCheck,
+    TimeIndexCheck,
+    TxnIndexCheck,
+    load_index,
+    load_txn_index,
+    mismatch_message,
+)
 from .validate_replay import ReplayState, compare_snapshots
 from .validate_report import ERROR, INFO, WARNING, Findings
 
@@ -31,6 +38,7 @@ _RECORDS_COUNT_AT = 57
 @dataclass
 class SegmentPlan:
     """How one segment is to be checked."""
+
     segment: LogSegment
     base: int | None  # None: a file whose name gives no base offset
     next_base: int | None
@@ -69,8 +77,11 @@ class _SegmentWalk:
         self.ocheck = OffsetIndexCheck(self.findings, self.oidx) if self.oidx is not None else None
         self.tcheck = TimeIndexCheck(self.findings, self.tidx) if self.tidx is not None else None
         exact = exact_txn and not plan.standalone
-        self.xcheck = (TxnIndexCheck(self.findings, txn, seg.path(".txnindex"), exact, state.complete)
-                       if txn is not None or exact else None)
+        self.xcheck = (
+            TxnIndexCheck(self.findings, txn, seg.path(".txnindex"), exact, state.complete)
+            if txn is not None or exact
+            else None
+        )
         self.builder = IndexBuilder(base, plan.index_interval_bytes, self.path) if base is not None else None
         self.seg_last: int | None = None  # the highest last offset in this segment
         self.max_ts = -1
@@ -86,10 +97,11 @@ class _SegmentWalk:
             self._walk_stopped(err.located(file=self.path))
         self._truncated_tail(reader.truncated_tail)
         self._finish_indexes()
+        last = self.state.last_offset
         if self.seg_last is None:  # an empty segment: the log ends at its base offset
-            last = self.state.last_offset
             return self.seg.base_offset if last is None else max(self.seg.base_offset, last + 1)
-        return self.state.last_offset + 1
+        assert last is not None  # _batch sets it with seg_last
+        return last + 1
 
     # -- one batch, in the order its findings are reported ------------------------------------------------
     def _batch(self, pos: int, batch) -> None:
@@ -117,10 +129,18 @@ class _SegmentWalk:
             batch.verify()
         except CrcMismatchError as err:
             plan = self.plan
-            self.findings.add_error("batch.crc", ERROR, locate(err, self.path, pos, batch),
-                                    prefix="" if plan.standalone else (
-                                        "Kafka's recovery would truncate the segment here"
-                                        + ("" if plan.is_last else " and delete every later segment") + ": "))
+            self.findings.add_error(
+                "batch.crc",
+                ERROR,
+                locate(err, self.path, pos, batch),
+                prefix=""
+                if plan.standalone
+                else (
+                    "Kafka's recovery would truncate the segment here"
+                    + ("" if plan.is_last else " and delete every later segment")
+                    + ": "
+                ),
+            )
 
     def _first_offset(self, batch, pos: int) -> tuple[int, bool]:
         """The batch's first offset, and False when a legacy wrapper does not decode (reported here)."""
@@ -128,40 +148,89 @@ class _SegmentWalk:
             try:
                 return batch.base_offset, True  # decodes a compressed wrapper (cached for records())
             except KafkaLogError as err:
-                self.findings.add_error("batch.records", ERROR, locate(err, self.path, pos, batch),
-                                        prefix="compressed wrapper does not decode: ")
+                self.findings.add_error(
+                    "batch.records",
+                    ERROR,
+                    locate(err, self.path, pos, batch),
+                    prefix="compressed wrapper does not decode: ",
+                )
                 return batch.last_offset, False
         return batch.base_offset, True
 
     def _check_v2_header(self, batch: RecordBatch, pos: int) -> None:
         add, path = self.findings.add, self.path
         if batch.last_offset_delta < 0:
-            add("batch.header", ERROR, f"lastOffsetDelta {batch.last_offset_delta} is negative", path,
-                pos + _LAST_OFFSET_DELTA_AT, batch.base_offset)
+            add(
+                "batch.header",
+                ERROR,
+                f"lastOffsetDelta {batch.last_offset_delta} is negative",
+                path,
+                pos + _LAST_OFFSET_DELTA_AT,
+                batch.base_offset,
+            )
         if batch.records_count < 0:
-            add("batch.header", ERROR, f"recordsCount {batch.records_count} is negative", path,
-                pos + _RECORDS_COUNT_AT, batch.base_offset)
+            add(
+                "batch.header",
+                ERROR,
+                f"recordsCount {batch.records_count} is negative",
+                path,
+                pos + _RECORDS_COUNT_AT,
+                batch.base_offset,
+            )
         elif batch.last_offset_delta >= 0 and batch.records_count > batch.last_offset_delta + 1:
-            add("batch.header", ERROR, f"recordsCount {batch.records_count} does not fit the offset range "
-                f"[{batch.base_offset}, {batch.last_offset}]", path, pos + _RECORDS_COUNT_AT, batch.base_offset)
+            add(
+                "batch.header",
+                ERROR,
+                f"recordsCount {batch.records_count} does not fit the offset range "
+                f"[{batch.base_offset}, {batch.last_offset}]",
+                path,
+                pos + _RECORDS_COUNT_AT,
+                batch.base_offset,
+            )
 
     def _check_offsets(self, pos: int, first_offset: int, last: int) -> None:
         add, path, base, state = self.findings.add, self.path, self.base, self.state
         if state.last_offset is not None and first_offset <= state.last_offset:
             where = "in this segment" if state.last_file == path else f"in {state.last_file}"
-            add("offsets.order", ERROR, f"batch [{first_offset}, {last}] does not start above the last "
-                f"offset {state.last_offset} of an earlier batch {where}", path, pos, first_offset)
+            add(
+                "offsets.order",
+                ERROR,
+                f"batch [{first_offset}, {last}] does not start above the last "
+                f"offset {state.last_offset} of an earlier batch {where}",
+                path,
+                pos,
+                first_offset,
+            )
         if base is not None:
             if self.first and first_offset < base:
-                add("offsets.segment_base", ERROR, f"the first batch starts at offset {first_offset}, "
-                    f"below the segment's base offset {base}", path, pos, first_offset)
+                add(
+                    "offsets.segment_base",
+                    ERROR,
+                    f"the first batch starts at offset {first_offset}, below the segment's base offset {base}",
+                    path,
+                    pos,
+                    first_offset,
+                )
             if not 0 <= last - base <= INT32_MAX:
-                add("offsets.overflow", ERROR, f"last offset {last} minus the segment base {base} is "
-                    "outside [0, 2^31-1]: Kafka cannot index it (LogSegmentOffsetOverflow)", path, pos, last)
+                add(
+                    "offsets.overflow",
+                    ERROR,
+                    f"last offset {last} minus the segment base {base} is "
+                    "outside [0, 2^31-1]: Kafka cannot index it (LogSegmentOffsetOverflow)",
+                    path,
+                    pos,
+                    last,
+                )
         next_base = self.plan.next_base
         if next_base is not None and last >= next_base:
-            add("offsets.next_segment", ERROR, f"last offset {last} reaches the next segment's base "
-                f"offset {next_base}", path, pos, last)
+            add(
+                "offsets.next_segment",
+                ERROR,
+                f"last offset {last} reaches the next segment's base offset {next_base}",
+                path,
+                pos,
+                last,
+            )
 
     def _feed_indexes(self, pos: int, batch, first_offset: int, last: int) -> None:
         """The streaming index checks and the index builder; then the segment's last offset and max timestamp."""
@@ -182,16 +251,23 @@ class _SegmentWalk:
         try:
             records = batch.records()
         except KafkaLogError as err:
-            self.findings.add_error("batch.records", ERROR, locate(err, self.path, pos, batch),
-                                    prefix="records do not decode: ")
+            self.findings.add_error(
+                "batch.records", ERROR, locate(err, self.path, pos, batch), prefix="records do not decode: "
+            )
             return
         self.findings.counts["records"] += len(records)
         previous = None
         for record in records:
             if (previous is not None and record.offset <= previous) or not first_offset <= record.offset <= last:
-                self.findings.add("batch.records", ERROR, f"record offset {record.offset} is not strictly "
-                                  f"increasing inside the batch's range [{first_offset}, {last}]", self.path, pos,
-                                  record.offset)
+                self.findings.add(
+                    "batch.records",
+                    ERROR,
+                    f"record offset {record.offset} is not strictly "
+                    f"increasing inside the batch's range [{first_offset}, {last}]",
+                    self.path,
+                    pos,
+                    record.offset,
+                )
                 return
             previous = record.offset
 
@@ -200,8 +276,9 @@ class _SegmentWalk:
         try:
             return control_record(batch)
         except KafkaLogError as err:
-            self.findings.add_error("batch.control", ERROR, locate(err, self.path, pos, batch),
-                                    prefix="control record does not parse: ")
+            self.findings.add_error(
+                "batch.control", ERROR, locate(err, self.path, pos, batch), prefix="control record does not parse: "
+            )
             return None
 
     def _replay(self, pos: int, batch, first_offset: int, last: int, ctl) -> None:
@@ -238,10 +315,16 @@ class _SegmentWalk:
         seg, start, plan = self.seg, self.walk_end, self.plan
         if self._zero_tail():
             return
-        self.findings.add("batch.structure", ERROR,
-                          f"{err.message}; the {seg.size - start} bytes from byte {start} on cannot be read and "
-                          f"Kafka's recovery truncates them{'' if plan.is_last else ' and deletes every later segment'}",
-                          err.file, err.position, err.offset)
+        self.findings.add(
+            "batch.structure",
+            ERROR,
+            f"{err.message}; the {seg.size - start} bytes from byte {start} on cannot be read and "
+            f"Kafka's recovery truncates them"
+            f"{'' if plan.is_last else ' and deletes every later segment'}",
+            err.file,
+            err.position,
+            err.offset,
+        )
 
     def _zero_tail(self) -> bool:
         """A walk that stopped at zero bytes running to the end of the file: a preallocated, untrimmed
@@ -256,25 +339,37 @@ class _SegmentWalk:
                 if not chunk or chunk.count(0) != len(chunk):
                     return False
                 pos += len(chunk)
-        self.findings.add("segment.zero_tail", WARNING if self.plan.is_last else ERROR,
-                          f"{seg.size - start} zero bytes after the last batch: a preallocated segment that was "
-                          "never trimmed (Kafka reads them as a corrupt batch; recovery truncates them)",
-                          seg.log_path, start, None)
+        self.findings.add(
+            "segment.zero_tail",
+            WARNING if self.plan.is_last else ERROR,
+            f"{seg.size - start} zero bytes after the last batch: a preallocated segment that was "
+            "never trimmed (Kafka reads them as a corrupt batch; recovery truncates them)",
+            seg.log_path,
+            start,
+            None,
+        )
         return True
 
     def _truncated_tail(self, tail) -> None:
         """Bytes after the last whole batch, as the reader found them (None: none)."""
         if tail is None:
             return
-        declared = (f", the batch there declares {tail.declared_size} bytes" if tail.declared_size is not None
-                    else "")
+        declared = f", the batch there declares {tail.declared_size} bytes" if tail.declared_size is not None else ""
         is_last = self.plan.is_last
-        consequence = ("Kafka's readers ignore them and recovery truncates them" if is_last else
-                       "recovery truncates them and deletes every later segment")
+        consequence = (
+            "Kafka's readers ignore them and recovery truncates them"
+            if is_last
+            else "recovery truncates them and deletes every later segment"
+        )
         last = self.state.last_offset
-        self.findings.add("segment.truncated_tail", WARNING if is_last else ERROR,
-                          f"{tail.length} bytes after the last whole batch{declared}; {consequence}",
-                          self.path, tail.position, last + 1 if last is not None else None)
+        self.findings.add(
+            "segment.truncated_tail",
+            WARNING if is_last else ERROR,
+            f"{tail.length} bytes after the last whole batch{declared}; {consequence}",
+            self.path,
+            tail.position,
+            last + 1 if last is not None else None,
+        )
 
     def _finish_indexes(self) -> None:
         """What needs the whole segment: entries past its end, the final time-index entry, the
@@ -285,20 +380,32 @@ class _SegmentWalk:
         if self.tcheck is not None:
             self.tcheck.finish(self.seg_last, self.max_ts, final=not active)
         if self.builder is not None:
-            self._compare_with_rebuilt(active)
+            self._compare_with_rebuilt(self.builder, active)
         if self.xcheck is not None:
             self.xcheck.finish()
 
-    def _compare_with_rebuilt(self, active: bool) -> None:
+    def _compare_with_rebuilt(self, builder: IndexBuilder, active: bool) -> None:
         """`index.mismatch` / `timeindex.mismatch`: lookup-consistent indexes that differ from what
         recovery builds. An active segment's time index may lack only the final entry."""
         oidx, tidx, interval = self.oidx, self.tidx, self.plan.index_interval_bytes
-        pre_final = list(self.builder.time_index.entries)
-        built_offsets, built_times = self.builder.finish()
+        pre_final = list(builder.time_index.entries)
+        built_offsets, built_times = builder.finish()
         if self.ocheck is not None and self.ocheck.consistent and oidx.entries != built_offsets.entries:
-            self.findings.add("index.mismatch", INFO, mismatch_message("offset index", oidx.entries,
-                                                                       built_offsets.entries, interval), oidx.file)
-        if (self.tcheck is not None and self.tcheck.consistent and tidx.entries != built_times.entries
-                and not (active and tidx.entries == pre_final)):
-            self.findings.add("timeindex.mismatch", INFO, mismatch_message("time index", tidx.entries,
-                                                                           built_times.entries, interval), tidx.file)
+            self.findings.add(
+                "index.mismatch",
+                INFO,
+                mismatch_message("offset index", oidx.entries, built_offsets.entries, interval),
+                oidx.file,
+            )
+        if (
+            self.tcheck is not None
+            and self.tcheck.consistent
+            and tidx.entries != built_times.entries
+            and not (active and tidx.entries == pre_final)
+        ):
+            self.findings.add(
+                "timeindex.mismatch",
+                INFO,
+                mismatch_message("time index", tidx.entries, built_times.entries, interval),
+                tidx.file,
+            )

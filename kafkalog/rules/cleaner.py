@@ -5,11 +5,13 @@ cleanable, how dirty a log is, how segments are grouped into output segments, an
 each batch (its transaction's fate, whether it must stay as an empty batch). The Spark plans call
 them per partition on executors; nothing here reads a record's value.
 """
+
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..codec.control import ControlType
 from ..codec.filter import BatchRetention
@@ -26,9 +28,16 @@ class CleanableRange(NamedTuple):
     checkpoint_reset: bool  # the checkpoint was out of range and must be rewritten
 
 
-def cleanable_offsets(segments: Sequence[SegmentMeta], *, checkpoint: int | None, log_start_offset: int,
-                      log_end_offset: int, last_stable_offset: int, min_compaction_lag_ms: int,
-                      now: int) -> CleanableRange:
+def cleanable_offsets(
+    segments: Sequence[SegmentMeta],
+    *,
+    checkpoint: int | None,
+    log_start_offset: int,
+    log_end_offset: int,
+    last_stable_offset: int,
+    min_compaction_lag_ms: int,
+    now: int,
+) -> CleanableRange:
     """LogCleanerManager.cleanableOffsets, then LogToClean's rounding."""
     first_dirty = log_start_offset if checkpoint is None else checkpoint
     reset = False
@@ -79,12 +88,16 @@ def dirty_stats(segments: Sequence[SegmentMeta], first_dirty: int, first_unclean
     return DirtyStats(clean, cleanable)
 
 
-def max_compaction_delay(segments: Sequence[SegmentMeta], first_dirty: int, max_compaction_lag_ms: int,
-                         now: int) -> int:
+def max_compaction_delay(
+    segments: Sequence[SegmentMeta], first_dirty: int, max_compaction_lag_ms: int, now: int
+) -> int:
     """KIP-354 as implemented: how long the oldest dirty non-active segment has waited past the max
     lag (0 when none has)."""
-    candidates = [s.first_batch_timestamp for i, s in enumerate(segments[:-1])
-                  if segments[i + 1].base_offset > first_dirty and 0 < s.first_batch_timestamp < LONG_MAX]
+    candidates = [
+        s.first_batch_timestamp
+        for i, s in enumerate(segments[:-1])
+        if segments[i + 1].base_offset > first_dirty and 0 < s.first_batch_timestamp < LONG_MAX
+    ]
     if not candidates:
         return 0
     clean_until = now - max(max_compaction_lag_ms, 0)
@@ -92,8 +105,9 @@ def max_compaction_delay(segments: Sequence[SegmentMeta], first_dirty: int, max_
     return clean_until - earliest if earliest < clean_until else 0
 
 
-def group_segments_by_size(segments: Sequence[SegmentMeta], max_size: int, max_index_size: int,
-                           first_uncleanable: int) -> list[list[SegmentMeta]]:
+def group_segments_by_size(
+    segments: Sequence[SegmentMeta], max_size: int, max_index_size: int, first_uncleanable: int
+) -> list[list[SegmentMeta]]:
     """Cleaner.groupSegmentsBySize: greedy groups bounded by segment.bytes, the index
     sizes, and offsets relative to the group's first base offset fitting in 31 bits."""
     groups = []
@@ -105,13 +119,19 @@ def group_segments_by_size(segments: Sequence[SegmentMeta], max_size: int, max_i
         while i < len(segments):
             s = segments[i]
             last_offset = (segments[i + 1].base_offset if i + 1 < len(segments) else first_uncleanable) - 1
-            if (log_size + s.size > max_size or index_size + s.offset_index_bytes > max_index_size
-                    or time_size + s.time_index_bytes > max_index_size
-                    or (s.size > 0 and last_offset - group[0].base_offset > INT32_MAX)):
+            if (
+                log_size + s.size > max_size
+                or index_size + s.offset_index_bytes > max_index_size
+                or time_size + s.time_index_bytes > max_index_size
+                or (s.size > 0 and last_offset - group[0].base_offset > INT32_MAX)
+            ):
                 break
             group.append(s)
-            log_size, index_size, time_size = log_size + s.size, index_size + s.offset_index_bytes, \
-                time_size + s.time_index_bytes
+            log_size, index_size, time_size = (
+                log_size + s.size,
+                index_size + s.offset_index_bytes,
+                time_size + s.time_index_bytes,
+            )
             i += 1
         groups.append(group)
     return groups
@@ -119,6 +139,7 @@ def group_segments_by_size(segments: Sequence[SegmentMeta], max_size: int, max_i
 
 class BatchMeta(NamedTuple):
     """The batch fields the transaction tracker reads."""
+
     base_offset: int
     last_offset: int
     producer_id: int
@@ -133,6 +154,7 @@ class CleanedTransactionMetadata:
     """Kafka's transaction tracker for one cleaning pass: which data batches belong
     to aborted transactions, which markers may go, and which aborted transactions keep their
     `.txnindex` entry because data of theirs is still in the log."""
+
     aborted: list = field(default_factory=list)  # heap of (first_offset, AbortedTxn)
     ongoing_aborted: dict = field(default_factory=dict)  # producer id -> [AbortedTxn, observed: bool]
     ongoing_committed: set = field(default_factory=set)
@@ -184,8 +206,15 @@ class BatchDecision(NamedTuple):
     contains_marker_for_empty_txn: bool
 
 
-def decide_batch(batch: BatchMeta, tracker: CleanedTransactionMetadata, *, delete_horizon_ms: int | None,
-                 active_producers: dict[int, tuple[int, int]], upper_bound: int, now: int) -> BatchDecision:
+def decide_batch(
+    batch: BatchMeta,
+    tracker: CleanedTransactionMetadata,
+    *,
+    delete_horizon_ms: int | None,
+    active_producers: dict[int, tuple[int, int]],
+    upper_bound: int,
+    now: int,
+) -> BatchDecision:
     """Cleaner.checkBatchRetention for one batch; `delete_horizon_ms` is the batch's
     own horizon (attribute bit 6), if it has one."""
     can_discard = tracker.on_control_batch_read(batch) if batch.is_control else tracker.on_batch_read(batch)
@@ -216,9 +245,11 @@ def _is_last_of_producer(batch: BatchMeta, active_producers: dict[int, tuple[int
 
 # -- a partition as the cleaner sees it (LogToClean) ------------------------------------------------
 
+
 @dataclass
 class LogToClean:
     """One compacted partition's cleaning inputs, read from metadata, index tails and producer state."""
+
     topic: str
     partition: int
     path: str
@@ -252,6 +283,7 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
     `checkpoints` maps a checkpoint file name to its {(topic, partition): offset} entries."""
     from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
     from ..storage.producer_state import replay_partition
+
     tp = (part.topic, part.partition)
     infos = [seg.meta(with_last_offset=False) for seg in part.segments]
     manager, log_end = replay_partition(part)
@@ -261,15 +293,36 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
     unstable = manager.first_unstable_offset()
     lso = high_watermark if unstable is None else min(unstable, high_watermark)
     checkpoint = checkpoints.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp)
-    rng = cleanable_offsets(infos, checkpoint=checkpoint, log_start_offset=log_start, log_end_offset=log_end,
-                            last_stable_offset=lso, min_compaction_lag_ms=config.min_compaction_lag_ms, now=now)
+    rng = cleanable_offsets(
+        infos,
+        checkpoint=checkpoint,
+        log_start_offset=log_start,
+        log_end_offset=log_end,
+        last_stable_offset=lso,
+        min_compaction_lag_ms=config.min_compaction_lag_ms,
+        now=now,
+    )
     stats = dirty_stats(infos, rng.first_dirty, rng.first_uncleanable)
     delay = max_compaction_delay(infos, rng.first_dirty, config.max_compaction_lag_ms, now)
     clean_before = [s for s in infos if s.base_offset < rng.first_dirty]
     legacy_horizon = clean_before[-1].mtime_ms - config.delete_retention_ms if clean_before else 0
-    state = LogToClean(part.topic, part.partition, part.path, infos, log_start, log_end, high_watermark, lso,
-                       checkpoint, rng, stats, delay, manager.active_producers(), _aborted_txns(part),
-                       legacy_horizon)
+    state = LogToClean(
+        part.topic,
+        part.partition,
+        part.path,
+        infos,
+        log_start,
+        log_end,
+        high_watermark,
+        lso,
+        checkpoint,
+        rng,
+        stats,
+        delay,
+        manager.active_producers(),
+        _aborted_txns(part),
+        legacy_horizon,
+    )
     state.eligible, state.reason = _eligibility(state, config.min_cleanable_dirty_ratio, force)
     return state
 
@@ -277,8 +330,11 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
 def _eligibility(state: LogToClean, min_ratio: float, force: bool) -> tuple[bool, str]:
     ratio = state.stats.cleanable_ratio
     if not state.cleanable_segments():
-        return False, "no cleanable segment: the active segment, an open transaction or " \
-                      "min.compaction.lag.ms holds the whole log"
+        return (
+            False,
+            "no cleanable segment: the active segment, an open transaction or "
+            "min.compaction.lag.ms holds the whole log",
+        )
     if force:
         return True, f"forced (dirty ratio {ratio:.3f})"
     if state.max_compaction_delay_ms > 0 and state.stats.cleanable_bytes > 0:

@@ -8,10 +8,12 @@ offset breach, then (only with `cleanup.policy` containing `delete`) size breach
 (when enabled), time breach -- rolling a new empty segment at the log end offset when every segment
 goes. `delete_records_offset` is `Partition.deleteRecordsOnLeader` with Kafka's errors.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..config import TopicConfig
 from ..errors import KafkaLogError
@@ -33,6 +35,7 @@ FORCED = (SIZE_BREACH, TIME_BREACH)  # deletions that do not wait for consumers
 
 # -- errors ------------------------------------------------------------------------------------------
 
+
 class DeleteRecordsError(KafkaLogError):
     """A deleteRecords request Kafka refuses for one partition; `code` is Kafka's error name
     (OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, UNKNOWN_TOPIC_OR_PARTITION) and the message its text."""
@@ -50,8 +53,9 @@ class DeleteRecordsError(KafkaLogError):
 Predicate = Callable[[SegmentMeta, "SegmentMeta | None"], bool]
 
 
-def deletable_segments(segments: Sequence[SegmentMeta], predicate: Predicate, *, high_watermark: int,
-                       log_end_offset: int) -> list[SegmentMeta]:
+def deletable_segments(
+    segments: Sequence[SegmentMeta], predicate: Predicate, *, high_watermark: int, log_end_offset: int
+) -> list[SegmentMeta]:
     """UnifiedLog.deletableSegments: the prefix of `segments` a scan may delete. A segment
     goes when the high watermark is at or above its upper bound (the next segment's base offset, or
     the log end offset for the last), `predicate(segment, next segment or None)` holds, and it is not
@@ -87,6 +91,7 @@ def size_breach(segments: Sequence[SegmentMeta], retention_bytes: int) -> Predic
             excess[0] -= segment.size
             return True
         return False
+
     return predicate
 
 
@@ -103,8 +108,9 @@ def consumed_breach(now_ms: int, consumed_ms: int, min_committed_offset: int | N
     the minimum committed offset of every group. None when there is no minimum or no time (-1)."""
     if consumed_ms < 0 or min_committed_offset is None:
         return None
-    return lambda segment, following: (now_ms - segment.largest_timestamp > consumed_ms
-                                       and segment.last_offset_or_below() < min_committed_offset)
+    return lambda segment, following: (
+        now_ms - segment.largest_timestamp > consumed_ms and segment.last_offset_or_below() < min_committed_offset
+    )
 
 
 class DeletedSegment(NamedTuple):
@@ -117,15 +123,23 @@ class DeletedSegment(NamedTuple):
 class RetentionOutcome:
     """What `delete_old_segments` decided: the segments that remain (a rolled one included), the
     deleted ones in order with their reasons, the new log start offset, where a roll happened."""
+
     segments: list[SegmentMeta]
     deleted: list[DeletedSegment]
     log_start_offset: int
     rolled_at: int | None = None
 
 
-def delete_old_segments(segments: Sequence[SegmentMeta], *, config: TopicConfig, log_start_offset: int,
-                        log_end_offset: int, high_watermark: int, now_ms: int,
-                        min_committed_offset: int | None = None) -> RetentionOutcome:
+def delete_old_segments(
+    segments: Sequence[SegmentMeta],
+    *,
+    config: TopicConfig,
+    log_start_offset: int,
+    log_end_offset: int,
+    high_watermark: int,
+    now_ms: int,
+    min_committed_offset: int | None = None,
+) -> RetentionOutcome:
     """UnifiedLog.deleteOldSegments with consumed retention before forced time retention.
 
     Scans: (a) log start offset breach, for every policy; with `delete` in cleanup.policy also (b)
@@ -139,8 +153,9 @@ def delete_old_segments(segments: Sequence[SegmentMeta], *, config: TopicConfig,
     def scan(predicate: Predicate | None, reason: str) -> None:
         if predicate is None or not state.segments:
             return
-        doomed = deletable_segments(state.segments, predicate, high_watermark=high_watermark,
-                                    log_end_offset=log_end_offset)
+        doomed = deletable_segments(
+            state.segments, predicate, high_watermark=high_watermark, log_end_offset=log_end_offset
+        )
         if not doomed:
             return
         if len(doomed) == len(state.segments):  # roll first: a log keeps at least one segment
@@ -148,7 +163,7 @@ def delete_old_segments(segments: Sequence[SegmentMeta], *, config: TopicConfig,
             state.segments.append(SegmentMeta(log_end_offset, 0, now_ms, None, False, now_ms))
         for i, segment in enumerate(doomed):
             state.deleted.append(DeletedSegment(segment, state.segments[i + 1].base_offset, reason))
-        state.segments = state.segments[len(doomed):]
+        state.segments = state.segments[len(doomed) :]
         state.log_start_offset = max(state.log_start_offset, state.segments[0].base_offset)
 
     scan(log_start_offset_breach(state.log_start_offset), LOG_START_OFFSET_BREACH)
@@ -160,22 +175,26 @@ def delete_old_segments(segments: Sequence[SegmentMeta], *, config: TopicConfig,
     return state
 
 
-def delete_records_offset(requested: int, *, topic: str, partition: int, config: TopicConfig,
-                          high_watermark: int) -> int:
+def delete_records_offset(
+    requested: int, *, topic: str, partition: int, config: TopicConfig, high_watermark: int
+) -> int:
     """The log start offset a deleteRecords request asks for (KIP-107, Partition.deleteRecordsOnLeader
     and UnifiedLog.maybeIncrementLogStartOffset), or DeleteRecordsError with Kafka's text. -1 means
     the high watermark."""
     tp = f"{topic}-{partition}"
     if not config.delete:
-        raise DeleteRecordsError("POLICY_VIOLATION",
-                                 f"Records of partition {tp} can not be deleted due to the configured policy")
+        raise DeleteRecordsError(
+            "POLICY_VIOLATION", f"Records of partition {tp} can not be deleted due to the configured policy"
+        )
     offset = high_watermark if requested == -1 else requested
     if offset < 0:
         raise DeleteRecordsError("OFFSET_OUT_OF_RANGE", f"The offset {offset} for partition {tp} is not valid")
     if offset > high_watermark:
-        raise DeleteRecordsError("OFFSET_OUT_OF_RANGE",
-                                 f"Cannot increment the log start offset to {offset} of partition {tp} since it "
-                                 f"is larger than the high watermark {high_watermark}")
+        raise DeleteRecordsError(
+            "OFFSET_OUT_OF_RANGE",
+            f"Cannot increment the log start offset to {offset} of partition {tp} since it "
+            f"is larger than the high watermark {high_watermark}",
+        )
     return offset
 
 
@@ -188,14 +207,16 @@ def effective_config(config: TopicConfig, topic: str, explicit_policy: bool) -> 
 
 # -- committed offsets --------------------------------------------------------------------------------------
 
+
 @dataclass
 class CommittedOffsets:
     """Committed offsets by (group, topic, partition); None is an offset that is not known (the
     KIP-68 "min offset -1" case). A group counts for a topic when it has any entry for the topic."""
+
     offsets: dict[tuple[str, str, int], int | None] = field(default_factory=dict)
     source: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._by_topic: dict[str, set[str]] = {}
         for group, topic, _ in self.offsets:
             self._by_topic.setdefault(topic, set()).add(group)
@@ -207,7 +228,7 @@ class CommittedOffsets:
         """Every group of the topic with its offset for this partition (None: unknown)."""
         return {g: self.offsets.get((g, topic, partition)) for g in self.groups_of(topic)}
 
-    def filtered(self, keep: Callable[[str], bool]) -> "CommittedOffsets":
+    def filtered(self, keep: Callable[[str], bool]) -> CommittedOffsets:
         return CommittedOffsets({k: v for k, v in self.offsets.items() if keep(k[0])}, self.source)
 
     @property
@@ -215,5 +236,7 @@ class CommittedOffsets:
         return sorted({g for g, _, _ in self.offsets})
 
     def to_rows(self) -> list[dict]:
-        return [{"group": g, "topic": t, "partition": p, "offset": o} for (g, t, p), o in sorted(
-            self.offsets.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2]))]
+        return [
+            {"group": g, "topic": t, "partition": p, "offset": o}
+            for (g, t, p), o in sorted(self.offsets.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2]))
+        ]

@@ -8,22 +8,38 @@
 
 Importing this package does not import pyspark; the functions that need it do.
 """
+
 from .inventory import IOStats, list_segments, segment_inventory
 from .offsets import committed_offsets_df
 from .scan import ScanMetrics, narrow_scan, read_batches, read_records
 from .scan_plan import ScanFilter, WorkUnit, plan_scan
-from .views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, read_task
 from .session import local_session
+from .views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, read_task
 
 
 def register(spark) -> None:
     """Register the `kafkalog` data source format in `spark` (`local_session` does this)."""
     from .datasource import register as _register
+
     _register(spark)
 
 
 __all__ = [
-    "local_session", "register", "segment_inventory", "list_segments", "IOStats",
-    "narrow_scan", "read_records", "read_batches", "plan_scan", "read_task", "ScanFilter", "ScanMetrics",
-    "WorkUnit", "NARROW_SCHEMA", "RECORDS_SCHEMA", "BATCHES_SCHEMA", "committed_offsets_df",
+    "local_session",
+    "register",
+    "segment_inventory",
+    "list_segments",
+    "IOStats",
+    "narrow_scan",
+    "read_records",
+    "read_batches",
+    "plan_scan",
+    "read_task",
+    "ScanFilter",
+    "ScanMetrics",
+    "WorkUnit",
+    "NARROW_SCHEMA",
+    "RECORDS_SCHEMA",
+    "BATCHES_SCHEMA",
+    "committed_offsets_df",
 ]

@@ -10,6 +10,7 @@
 `plan` is kafkalog.operations.compact.CompactionPlan: what these functions read of it is its root
 (the log directory as executors reach it), `now`, the chosen `LogToClean`s and their segments.
 """
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -22,25 +23,53 @@ from .views import read_task
 
 # One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
 # transaction's .txnindex entry (data of the transaction is still in the log).
-DECIDED = pa.schema([
-    ("topic", pa.string()), ("partition", pa.int32()), ("segment_base_offset", pa.int64()),
-    ("batch_position", pa.int64()), ("last_offset", pa.int64()), ("record_count", pa.int32()), ("magic", pa.int8()),
-    ("delete_horizon_ms", pa.int64()), ("retention", pa.string()), ("discard_records", pa.bool_()),
-    ("marker_for_empty_txn", pa.bool_()), ("keeps_txn_index_entry", pa.bool_())])
+DECIDED = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("segment_base_offset", pa.int64()),
+        ("batch_position", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("record_count", pa.int32()),
+        ("magic", pa.int8()),
+        ("delete_horizon_ms", pa.int64()),
+        ("retention", pa.string()),
+        ("discard_records", pa.bool_()),
+        ("marker_for_empty_txn", pa.bool_()),
+        ("keeps_txn_index_entry", pa.bool_()),
+    ]
+)
 # The narrow view's columns that record fates read.
-FATE_INPUTS = ("topic", "partition", "segment_base_offset", "batch_position", "offset", "key", "value_is_null",
-               "record_span_size", "is_control", "delete_horizon_ms", "magic")
+FATE_INPUTS = (
+    "topic",
+    "partition",
+    "segment_base_offset",
+    "batch_position",
+    "offset",
+    "key",
+    "value_is_null",
+    "record_span_size",
+    "is_control",
+    "delete_horizon_ms",
+    "magic",
+)
 # A record's fate as a small integer: fates travel through the window's shuffle, where a string per
 # record would cost. The first three are keyed data records, in the offset map, whose fate the
 # window may still turn into SUPERSEDED.
 KEEP, KEEP_TOMBSTONE, EXPIRE_TOMBSTONE, CONTROL, MARKER, ABORTED, UNKEYED, SUPERSEDED = range(8)
-FATES_OF = {"kept": (KEEP, KEEP_TOMBSTONE, CONTROL), "superseded": (SUPERSEDED,),
-            "tombstone_expired": (EXPIRE_TOMBSTONE,), "aborted_transaction": (ABORTED,), "marker_removed": (MARKER,),
-            "unkeyed": (UNKEYED,)}
+FATES_OF = {
+    "kept": (KEEP, KEEP_TOMBSTONE, CONTROL),
+    "superseded": (SUPERSEDED,),
+    "tombstone_expired": (EXPIRE_TOMBSTONE,),
+    "aborted_transaction": (ABORTED,),
+    "marker_removed": (MARKER,),
+    "unkeyed": (UNKEYED,),
+}
 REASONS = tuple(FATES_OF)
 
 
 # -- step 3: decide ------------------------------------------------------------------------------------
+
 
 def _scan(spark, plan) -> ScanPlan:
     """The one scan of a pass, as the plan hands it down: the chosen partitions' segments below
@@ -48,8 +77,13 @@ def _scan(spark, plan) -> ScanPlan:
     and only where a segment is cut). Both the batch and the record views read its units."""
     chosen = plan.chosen
     segments = [seg for s in chosen for seg in plan.segments[(s.topic, s.partition)] if seg.base_offset < s.upper_bound]
-    return plan_segments(plan.root, segments, ScanFilter.of(end_offset=max(s.upper_bound for s in chosen)),
-                         is_local=plan.is_local, min_tasks=default_min_tasks(spark))
+    return plan_segments(
+        plan.root,
+        segments,
+        ScanFilter.of(end_offset=max(s.upper_bound for s in chosen)),
+        is_local=plan.is_local,
+        min_tasks=default_min_tasks(spark),
+    )
 
 
 def _batch_decisions(spark, plan, scan: ScanPlan):
@@ -59,9 +93,17 @@ def _batch_decisions(spark, plan, scan: ScanPlan):
     units: dict = {}
     for unit in scan.units:
         units.setdefault((unit.topic, unit.partition), []).append(unit)
-    partitions = [(s.topic, s.partition, s.aborted_txns, s.active_producers, s.upper_bound,
-                   sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)))
-                  for s in plan.chosen]
+    partitions = [
+        (
+            s.topic,
+            s.partition,
+            s.aborted_txns,
+            s.active_producers,
+            s.upper_bound,
+            sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)),
+        )
+        for s in plan.chosen
+    ]
     tasks = pack_tasks(spark, partitions, lambda p: sum(u.nbytes for u in p[-1]))
     root, now = scan.root, plan.now
 
@@ -70,11 +112,13 @@ def _batch_decisions(spark, plan, scan: ScanPlan):
             for i in batch.column(0).to_pylist():
                 for partition in tasks[i]:
                     yield _decide_partition(root, *partition, now)
+
     return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, spark_schema(DECIDED))
 
 
-def _decide_partition(root: str, topic: str, partition: int, aborted, active, upper: int, units,
-                      now: int) -> pa.RecordBatch:
+def _decide_partition(
+    root: str, topic: str, partition: int, aborted, active, upper: int, units, now: int
+) -> pa.RecordBatch:
     """The DECIDED rows of one partition's batches below `upper`. CRCs are left to the record scan,
     which reads every one of these batches."""
     tracker = CleanedTransactionMetadata()
@@ -83,15 +127,36 @@ def _decide_partition(root: str, topic: str, partition: int, aborted, active, up
     for headers in read_task(root, units, "batches", ScanFilter.of(end_offset=upper), verify_crc=False):
         c = headers.to_pydict()
         for i in range(headers.num_rows):
-            meta = BatchMeta(c["base_offset"][i], c["last_offset"][i], c["producer_id"][i], c["producer_epoch"][i],
-                             c["is_transactional"][i], c["is_control"][i], c["control_type"][i])
+            meta = BatchMeta(
+                c["base_offset"][i],
+                c["last_offset"][i],
+                c["producer_id"][i],
+                c["producer_epoch"][i],
+                c["is_transactional"][i],
+                c["is_control"][i],
+                c["control_type"][i],
+            )
             horizon = c["delete_horizon_ms"][i]
             kept_before = len(tracker.kept_aborted)
-            d = decide_batch(meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper,
-                             now=now)
-            rows.append((topic, partition, c["segment_base_offset"][i], c["batch_position"][i], meta.last_offset,
-                         c["record_count"][i], c["magic"][i], horizon, d.retention.value, d.discard_records,
-                         d.contains_marker_for_empty_txn, len(tracker.kept_aborted) > kept_before))
+            d = decide_batch(
+                meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper, now=now
+            )
+            rows.append(
+                (
+                    topic,
+                    partition,
+                    c["segment_base_offset"][i],
+                    c["batch_position"][i],
+                    meta.last_offset,
+                    c["record_count"][i],
+                    c["magic"][i],
+                    horizon,
+                    d.retention.value,
+                    d.discard_records,
+                    d.contains_marker_for_empty_txn,
+                    len(tracker.kept_aborted) > kept_before,
+                )
+            )
     columns = zip(*rows) if rows else [()] * len(DECIDED)
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, DECIDED)], schema=DECIDED)
 
@@ -100,12 +165,25 @@ def _segments(spark, plan):
     """One row per source segment of the chosen partitions, with a number of its own (`segment`)
     and its partition's (`tp`), which stand for the topic, partition and segment in the window's
     shuffle; and what record fates read of it and of its partition."""
-    rows = [(s.topic, s.partition, tp, seg.base_offset, seg.mtime_ms, s.range.first_dirty, s.upper_bound,
-             s.legacy_delete_horizon_ms) for tp, s in enumerate(plan.chosen) for seg in s.segments]
+    rows = [
+        (
+            s.topic,
+            s.partition,
+            tp,
+            seg.base_offset,
+            seg.mtime_ms,
+            s.range.first_dirty,
+            s.upper_bound,
+            s.legacy_delete_horizon_ms,
+        )
+        for tp, s in enumerate(plan.chosen)
+        for seg in s.segments
+    ]
     return spark.createDataFrame(
         [r[:4] + (i,) + r[4:] for i, r in enumerate(rows)],
         "topic string, partition int, tp int, segment_base_offset long, segment int, segment_mtime long, "
-        "first_dirty long, upper_bound long, legacy_horizon long")
+        "first_dirty long, upper_bound long, legacy_horizon long",
+    )
 
 
 def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
@@ -113,34 +191,55 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
     range as a window. Everything but superseding is decided before the window, so that the
     shuffle carries numbers: the record's segment, batch position, offset, key, span size and fate.
     Not cached: `_batch_outcomes` is its one reader."""
-    from pyspark.sql import Window, functions as F
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     # The batch-level tables are broadcast: the window over keys is the one shuffle of the records.
     # Of the batch decisions only the few batches whose records all go are looked up, by numbers.
-    discarded = (_numbered(decided, segments).where("discard_records")
-                 .select("segment", "batch_position", "discard_records"))
-    records = (scan_dataframe(spark, scan, "narrow", columns=FATE_INPUTS)
-               .join(F.broadcast(segments), ["topic", "partition", "segment_base_offset"])
-               .where(F.col("offset") < F.col("upper_bound"))
-               .join(F.broadcast(discarded), ["segment", "batch_position"], "left"))
-    retain_deletes = F.when(F.col("magic") >= 2, F.col("delete_horizon_ms").isNull()
-                            | (F.lit(plan.now) < F.col("delete_horizon_ms"))) \
-        .otherwise(F.col("segment_mtime") > F.col("legacy_horizon"))
-    fate = (F.when(F.col("discard_records").isNotNull(), F.when(F.col("is_control"), MARKER).otherwise(ABORTED))
-            .when(F.col("is_control"), CONTROL)
-            .when(F.col("key").isNull(), UNKEYED)
-            .when(F.col("value_is_null"), F.when(retain_deletes, KEEP_TOMBSTONE).otherwise(EXPIRE_TOMBSTONE))
-            .otherwise(KEEP).cast("byte"))
+    discarded = (
+        _numbered(decided, segments).where("discard_records").select("segment", "batch_position", "discard_records")
+    )
+    records = (
+        scan_dataframe(spark, scan, "narrow", columns=FATE_INPUTS)
+        .join(F.broadcast(segments), ["topic", "partition", "segment_base_offset"])
+        .where(F.col("offset") < F.col("upper_bound"))
+        .join(F.broadcast(discarded), ["segment", "batch_position"], "left")
+    )
+    retain_deletes = F.when(
+        F.col("magic") >= 2, F.col("delete_horizon_ms").isNull() | (F.lit(plan.now) < F.col("delete_horizon_ms"))
+    ).otherwise(F.col("segment_mtime") > F.col("legacy_horizon"))
+    fate = (
+        F.when(F.col("discard_records").isNotNull(), F.when(F.col("is_control"), MARKER).otherwise(ABORTED))
+        .when(F.col("is_control"), CONTROL)
+        .when(F.col("key").isNull(), UNKEYED)
+        .when(F.col("value_is_null"), F.when(retain_deletes, KEEP_TOMBSTONE).otherwise(EXPIRE_TOMBSTONE))
+        .otherwise(KEEP)
+        .cast("byte")
+    )
     in_map = (F.col("offset") >= F.col("first_dirty")) & (fate <= EXPIRE_TOMBSTONE)
-    records = records.select("tp", "segment", "batch_position", "offset", "key", "record_span_size",
-                             fate.alias("fate"), F.when(in_map, F.col("offset")).alias("map_offset"))
+    records = records.select(
+        "tp",
+        "segment",
+        "batch_position",
+        "offset",
+        "key",
+        "record_span_size",
+        fate.alias("fate"),
+        F.when(in_map, F.col("offset")).alias("map_offset"),
+    )
     # The window sorts every record by its partition columns, comparing rows by a prefix of the first
     # one: the key's hash first makes that prefix tell nearly all rows apart (keys with a common
     # prefix would leave almost every comparison to the whole row). The groups are the same.
     by_key = Window.partitionBy(F.xxhash64("key"), "tp", "key")
     latest = F.coalesce(F.max("map_offset").over(by_key), F.lit(-1))
     superseded = (F.col("fate") <= EXPIRE_TOMBSTONE) & (F.col("offset") < latest)
-    return records.select("segment", "batch_position", "offset", "record_span_size",
-                          F.when(superseded, F.lit(SUPERSEDED).cast("byte")).otherwise(F.col("fate")).alias("fate"))
+    return records.select(
+        "segment",
+        "batch_position",
+        "offset",
+        "record_span_size",
+        F.when(superseded, F.lit(SUPERSEDED).cast("byte")).otherwise(F.col("fate")).alias("fate"),
+    )
 
 
 def _batch_outcomes(fates, decided, segments):
@@ -154,36 +253,49 @@ def _batch_outcomes(fates, decided, segments):
     shuffle (collecting the offsets themselves would sort every record). The runs of a batch then
     become its list of offsets."""
     from pyspark.sql import functions as F
+
     gone = ~F.col("fate").isin(*FATES_OF["kept"])
     bit = F.expr("shiftleft(1L, cast(offset & 63 as int))")
     runs = fates.groupBy("segment", "batch_position", F.expr("offset >> 6").alias("run")).agg(
         F.bit_or(F.when(gone, bit).otherwise(0)).alias("bits"),
         F.max(F.col("fate") == KEEP_TOMBSTONE).alias("has_tombstone"),
         F.sum(F.when(gone, F.col("record_span_size"))).alias("bytes_removed"),
-        *[F.count(F.when(F.col("fate").isin(*fates_), True)).alias(r) for r, fates_ in FATES_OF.items()])
+        *[F.count(F.when(F.col("fate").isin(*fates_), True)).alias(r) for r, fates_ in FATES_OF.items()],
+    )
     per_batch = runs.groupBy("segment", "batch_position").agg(
-        F.flatten(F.collect_list(F.expr("filter(sequence(run << 6, (run << 6) + 63), "
-                                        "o -> (bits >> cast(o & 63 as int)) & 1 = 1)"))).alias("removed"),
-        F.max("has_tombstone").alias("has_tombstone"), F.sum("bytes_removed").alias("bytes_removed"),
-        *[F.sum(r).alias(r) for r in REASONS])
+        F.flatten(
+            F.collect_list(
+                F.expr("filter(sequence(run << 6, (run << 6) + 63), o -> (bits >> cast(o & 63 as int)) & 1 = 1)")
+            )
+        ).alias("removed"),
+        F.max("has_tombstone").alias("has_tombstone"),
+        F.sum("bytes_removed").alias("bytes_removed"),
+        *[F.sum(r).alias(r) for r in REASONS],
+    )
     return _numbered(decided, segments).join(per_batch, ["segment", "batch_position"], "left").drop("segment")
 
 
 def _numbered(decided, segments):
     """The batch decisions with their segment's number."""
     from pyspark.sql import functions as F
-    return decided.join(F.broadcast(segments.select("topic", "partition", "segment_base_offset", "segment")),
-                        ["topic", "partition", "segment_base_offset"])
+
+    return decided.join(
+        F.broadcast(segments.select("topic", "partition", "segment_base_offset", "segment")),
+        ["topic", "partition", "segment_base_offset"],
+    )
 
 
 def _changes():
     """Whether a batch changes: it goes, records of it go, or it gains a horizon."""
     from pyspark.sql import functions as F
+
     no_horizon = F.col("delete_horizon_ms").isNull() & (F.col("magic") >= 2)
-    return ((F.col("retention") == BatchRetention.DELETE.value)
-            | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
-            | ((F.col("record_count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
-            | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon))
+    return (
+        (F.col("retention") == BatchRetention.DELETE.value)
+        | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
+        | ((F.col("record_count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
+        | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon)
+    )
 
 
 def batch_plans(outcomes):
@@ -207,8 +319,14 @@ def segment_summaries(outcomes) -> list:
     record bytes (their uncompressed spans) that go, whether any batch changes, and the ABORT
     markers whose `.txnindex` entry stays (data of their transaction is still in the log)."""
     from pyspark.sql import functions as F
-    return (outcomes.groupBy("topic", "partition", "segment_base_offset")
-            .agg(*[F.coalesce(F.sum(r), F.lit(0)).alias(r) for r in REASONS],
-                 F.sum("bytes_removed").alias("bytes_removed"), F.max(_changes()).alias("changed"),
-                 F.collect_list(F.when(F.col("keeps_txn_index_entry"), F.col("last_offset"))).alias("kept_txn_markers"))
-            .collect())
+
+    return (
+        outcomes.groupBy("topic", "partition", "segment_base_offset")
+        .agg(
+            *[F.coalesce(F.sum(r), F.lit(0)).alias(r) for r in REASONS],
+            F.sum("bytes_removed").alias("bytes_removed"),
+            F.max(_changes()).alias("changed"),
+            F.collect_list(F.when(F.col("keeps_txn_index_entry"), F.col("last_offset"))).alias("kept_txn_markers"),
+        )
+        .collect()
+    )

@@ -29,10 +29,20 @@ each filtered query). Options always prune, whatever the Spark version.
 `partitions()` returns one InputPartition per task of `plan_scan`: a work unit (a segment or a byte
 range of a large one) or, with ``packUnits``, several small ones. `read()` yields Arrow record batches.
 """
+
 from __future__ import annotations
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan, GreaterThanOrEqual,
-                                    In, InputPartition, LessThan, LessThanOrEqual)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
 
 from ..errors import ConfigError
 from .scan import spark_schema
@@ -103,16 +113,21 @@ class KafkaLogReader(DataSourceReader):
             raise ConfigError('the kafkalog data source needs a log directory: .load("LOG_DIR")')
         self.root = str(path)
         self.view = view
-        self.flt = ScanFilter(topics=_list(options, "topics"), partitions=_list(options, "partitions", int),
-                              start_offset=_int(options, "startingOffset"), end_offset=_int(options, "endingOffset"))
+        self.flt = ScanFilter(
+            topics=_list(options, "topics"),
+            partitions=_list(options, "partitions", int),
+            start_offset=_int(options, "startingOffset"),
+            end_offset=_int(options, "endingOffset"),
+        )
         self.max_bytes = _int(options, "maxBytesPerTask") or DEFAULT_MAX_BYTES_PER_TASK
         self.min_partitions = _int(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
         self.pack = _bool(options, "packUnits", True)
         self.verify_crc = _bool(options, "verifyCrc", True)
 
     def partitions(self):
-        plan = plan_scan(self.root, self.flt, max_bytes_per_task=self.max_bytes, min_tasks=self.min_partitions,
-                         pack=self.pack)
+        plan = plan_scan(
+            self.root, self.flt, max_bytes_per_task=self.max_bytes, min_tasks=self.min_partitions, pack=self.pack
+        )
         return [KafkaLogPartition(i, task, self.flt) for i, task in enumerate(plan.tasks)]
 
     def read(self, partition):
@@ -208,8 +223,7 @@ def pushdown_is_scan_scoped(spark) -> bool:
     than on the data source instance that derived DataFrames share (Spark 4.3.0: not safe)."""
     try:
         jvm = spark.sparkContext._jvm
-        cls = jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2")
+        cls = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2")
         return not any(method.getName() == "setReadInfo" for method in cls.getMethods())
     except Exception:  # Spark Connect, or a layout this check does not know: stay on the safe side
         return False

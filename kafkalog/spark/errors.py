@@ -1,18 +1,23 @@
 """A `KafkaLogError` raised in an executor task reaches the driver wrapped in Spark's own exception
 (a Python worker's traceback inside a Java one); this turns it back into the kafkalog error it was."""
+
 from __future__ import annotations
 
 import functools
 import re
+from typing import Any
 
 from .. import errors
 
 # The last line of the worker's traceback: "kafkalog.errors.CrcMismatchError: <message naming file and byte>"
 _WORKER_ERROR = re.compile(r"kafkalog\.errors\.(\w+): (.+)")
 # KafkaLogError.__str__'s "FILE, byte N, offset M: message" (each part optional); a file is a path or URI.
-_LOCATED = re.compile(r"(?:(?P<file>[^,:]*/[^,]*?|[a-z0-9+]+://[^,]*?)(?:, |(?=: )))?"
-                      r"(?:byte (?P<position>\d+)(?:, |(?=: )))?(?:offset (?P<offset>-?\d+)(?=: ))?(?:: )?(?P<message>.+)",
-                      re.DOTALL)
+_LOCATED = re.compile(
+    r"(?:(?P<file>[^,:]*/[^,]*?|[a-z0-9+]+://[^,]*?)(?:, |(?=: )))?"
+    r"(?:byte (?P<position>\d+)(?:, |(?=: )))?(?:offset (?P<offset>-?\d+)(?=: ))?"
+    r"(?:: )?(?P<message>.+)",
+    re.DOTALL,
+)
 
 
 def from_spark_error(err: BaseException) -> errors.KafkaLogError | None:
@@ -25,9 +30,11 @@ def from_spark_error(err: BaseException) -> errors.KafkaLogError | None:
     if not (isinstance(cls, type) and issubclass(cls, errors.KafkaLogError)):
         cls = errors.KafkaLogError
     where = _LOCATED.fullmatch(text.strip())
+    assert where is not None  # every part is optional but the message, which matches any non-blank text
     file, position, offset, message = where["file"], where["position"], where["offset"], where["message"]
-    located = dict(file=file, position=None if position is None else int(position),
-                   offset=None if offset is None else int(offset))
+    located: dict[str, Any] = dict(
+        file=file, position=None if position is None else int(position), offset=None if offset is None else int(offset)
+    )
     try:
         return cls(message, **located)
     except TypeError:  # a subclass with a constructor of its own
@@ -36,6 +43,7 @@ def from_spark_error(err: BaseException) -> errors.KafkaLogError | None:
 
 def raises_kafkalog_errors(function):
     """Decorate a function that runs Spark jobs: executors' kafkalog errors surface as themselves."""
+
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         try:
@@ -47,4 +55,5 @@ def raises_kafkalog_errors(function):
             if converted is None:
                 raise
             raise converted from err
+
     return wrapper

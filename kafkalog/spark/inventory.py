@@ -6,21 +6,22 @@ the `.index` and `.timeindex` files and the batches after the last offset-index 
 offset and the largest timestamp (LogSegment reads them, once). `IOStats` counts every read, so a
 test can check that claim (and the scan reports what its tasks opened).
 """
+
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..storage.fs import LogFileSystem
 from ..storage.logdir import LogDir
 from ..storage.segment import LogSegment
 
-
 # -- counting reads --------------------------------------------------------------------------------
+
 
 class IOStats:
     """Opens and bytes read per file path."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.by_path: dict[str, list[int]] = {}
 
     def record(self, path: str, opens: int = 0, nbytes: int = 0) -> None:
@@ -108,6 +109,7 @@ def log_dir_uri(log_dir) -> str:
 
 # -- segments --------------------------------------------------------------------------------------
 
+
 def _as_set(values, kind) -> frozenset | None:
     if values is None:
         return None
@@ -116,16 +118,24 @@ def _as_set(values, kind) -> frozenset | None:
     return frozenset(kind(v) for v in values)
 
 
-def list_segments(log_dir, topics: Iterable[str] | str | None = None, partitions: Iterable[int] | int | None = None,
-                  *, stats: IOStats | None = None) -> list[LogSegment]:
+def list_segments(
+    log_dir,
+    topics: Iterable[str] | str | None = None,
+    partitions: Iterable[int] | int | None = None,
+    *,
+    stats: IOStats | None = None,
+) -> list[LogSegment]:
     """The segments of `log_dir` (a path, URI or `LogDir`), in topic, partition and offset order,
     from the listing alone. `topics` and `partitions` (partition numbers, for every selected topic)
     narrow it; `stats` counts every read made through the segments."""
     opened = open_log_dir(log_dir, stats)
     topic_set, partition_set = _as_set(topics, str), _as_set(partitions, int)
-    return [segment for topic, number in opened.topic_partitions
-            if (topic_set is None or topic in topic_set) and (partition_set is None or number in partition_set)
-            for segment in opened.partition(topic, number).segments]
+    return [
+        segment
+        for topic, number in opened.topic_partitions
+        if (topic_set is None or topic in topic_set) and (partition_set is None or number in partition_set)
+        for segment in opened.partition(topic, number).segments
+    ]
 
 
 def max_timestamp(segment: LogSegment) -> int | None:
@@ -136,13 +146,36 @@ def max_timestamp(segment: LogSegment) -> int | None:
 
 # -- the DataFrame ---------------------------------------------------------------------------------
 
-INVENTORY_COLUMNS = ("topic", "partition", "base_offset", "size", "path", "first_offset", "last_offset",
-                     "max_timestamp", "is_active", "mtime")
+INVENTORY_COLUMNS = (
+    "topic",
+    "partition",
+    "base_offset",
+    "size",
+    "path",
+    "first_offset",
+    "last_offset",
+    "max_timestamp",
+    "is_active",
+    "mtime",
+)
 
 
 def inventory_rows(segments: list[LogSegment]) -> list[tuple]:
-    return [(s.topic, s.partition, s.base_offset, s.size, s.log_path, s.first_offset(), s.last_offset(),
-             max_timestamp(s), s.is_active, s.mtime_ms) for s in segments]
+    return [
+        (
+            s.topic,
+            s.partition,
+            s.base_offset,
+            s.size,
+            s.log_path,
+            s.first_offset(),
+            s.last_offset(),
+            max_timestamp(s),
+            s.is_active,
+            s.mtime_ms,
+        )
+        for s in segments
+    ]
 
 
 def segment_inventory(spark, log_dir, topics=None, partitions=None, *, stats: IOStats | None = None):
@@ -151,14 +184,21 @@ def segment_inventory(spark, log_dir, topics=None, partitions=None, *, stats: IO
     (None: no batch; first_offset also None for a legacy compressed wrapper), max_timestamp (epoch
     ms, None if unknown), is_active (the last segment of its partition) and mtime (the `.log` file's
     modification time, epoch ms)."""
-    from pyspark.sql.types import (BooleanType, IntegerType, LongType, StringType, StructField,
-                                   StructType)
-    schema = StructType([
-        StructField("topic", StringType(), False), StructField("partition", IntegerType(), False),
-        StructField("base_offset", LongType(), False), StructField("size", LongType(), False),
-        StructField("path", StringType(), False), StructField("first_offset", LongType(), True),
-        StructField("last_offset", LongType(), True), StructField("max_timestamp", LongType(), True),
-        StructField("is_active", BooleanType(), False), StructField("mtime", LongType(), False),
-    ])
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("topic", StringType(), False),
+            StructField("partition", IntegerType(), False),
+            StructField("base_offset", LongType(), False),
+            StructField("size", LongType(), False),
+            StructField("path", StringType(), False),
+            StructField("first_offset", LongType(), True),
+            StructField("last_offset", LongType(), True),
+            StructField("max_timestamp", LongType(), True),
+            StructField("is_active", BooleanType(), False),
+            StructField("mtime", LongType(), False),
+        ]
+    )
     rows = inventory_rows(list_segments(log_dir, topics, partitions, stats=stats))
     return spark.createDataFrame(rows, schema)

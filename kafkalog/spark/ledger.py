@@ -13,17 +13,31 @@ A session has delta-spark when its `spark.sql.extensions` include Delta's extens
 `spark_catalog` is Delta's catalog (`kafkalog.spark.session.delta_conf`, or
 `local_session(delta=True)`, gives a new session both, with the jars from Maven Central).
 """
+
 from __future__ import annotations
 
 import uuid
 
 import pyarrow as pa
 
-from ..storage.ledger import (RECORDS_SCHEMA, ROW_IDENTITY, RUNS_SCHEMA, LedgerError, ledger_rows, log_dir_identity,
-                              records_table, run_table, runs_path, write_records, write_run)
+from ..storage.ledger import (
+    RECORDS_SCHEMA,
+    ROW_IDENTITY,
+    RUNS_SCHEMA,
+    LedgerError,
+    ledger_rows,
+    log_dir_identity,
+    records_table,
+    run_table,
+    runs_path,
+    write_records,
+    write_run,
+)
 from .scan import spark_schema
 from .session import DELTA_CATALOG, DELTA_EXTENSION
 
+# Hadoop's UnsupportedFileSystemException: the session cannot reach the table's scheme
+NO_FILESYSTEM = "No FileSystem for scheme"
 PURGED_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "action", "matched_by", "reason")
 
 
@@ -33,30 +47,59 @@ def delta_configured(spark) -> bool:
     return DELTA_EXTENSION in extensions and spark.conf.get("spark.sql.catalog.spark_catalog", "") == DELTA_CATALOG
 
 
-def write_ledger_records(spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int,
-                         log_dir: str) -> int:
+def write_ledger_records(
+    spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str
+) -> int:
     """Add to `ledger` the rows of the records in `purged` (a DataFrame with PURGED_COLUMNS, timestamp
     in epoch ms) that it does not hold yet; creates the table when there is none. Returns how many
-    rows were added."""
+    rows were added. Through delta-spark where the session has it and its Hadoop reaches the path;
+    else (an `s3://` path on a session without an S3 filesystem, say) with deltalake on the driver."""
     purged = purged.select(*PURGED_COLUMNS)
-    if not delta_configured(spark):
-        return write_records(ledger, records_table(purged.toArrow(), secret=secret, run_id=run_id,
-                                                   purged_at_ms=purged_at_ms, log_dir=log_dir))
+    if delta_configured(spark):
+        try:
+            return _merge_through_spark(
+                spark, ledger, purged, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir=log_dir
+            )
+        except _Unreachable:
+            pass
+    return write_records(
+        ledger,
+        records_table(purged.toArrow(), secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir=log_dir),
+    )
+
+
+class _Unreachable(Exception):
+    """Spark's Hadoop has no filesystem for the table's scheme."""
+
+
+def _merge_through_spark(
+    spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str
+) -> int:
     name = log_dir_identity(log_dir)  # on the driver: a relative path means the driver's working directory
 
     def rows(batches):
         for batch in batches:
-            yield from ledger_rows(batch, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms,
-                                   log_dir_name=name).to_batches()
+            yield from ledger_rows(
+                batch, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir_name=name
+            ).to_batches()
+
     source = purged.mapInArrow(rows, spark_schema(RECORDS_SCHEMA))
     view = f"kafkalog_ledger_rows_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
     table = _table(ledger)
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in ROW_IDENTITY)
     try:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(RECORDS_SCHEMA)}) USING delta")
-        (merged,) = spark.sql(f"MERGE INTO {table} AS t USING {view} AS s ON {on} "
-                              f"WHEN NOT MATCHED THEN INSERT *").collect()
+        try:
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(RECORDS_SCHEMA)}) USING delta")
+        except Exception as err:
+            if NO_FILESYSTEM in str(err):
+                raise _Unreachable() from err
+            raise
+        (merged,) = spark.sql(
+            f"MERGE INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
+        ).collect()
+    except _Unreachable:
+        raise
     except Exception as err:
         raise _error("cannot write the ledger through delta-spark", err, ledger) from err
     finally:
@@ -65,14 +108,21 @@ def write_ledger_records(spark, ledger: str, purged, *, secret: bytes, run_id: s
 
 
 def write_ledger_run(spark, ledger: str, run) -> None:
-    """Append the row of `run` (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to `ledger`."""
-    if not delta_configured(spark):
-        return write_run(ledger, run)
-    try:
-        (spark.createDataFrame(run_table(run), schema=spark_schema(RUNS_SCHEMA))
-         .write.format("delta").mode("append").save(runs_path(ledger)))
-    except Exception as err:
-        raise _error("cannot write the run table through delta-spark", err, runs_path(ledger)) from err
+    """Append the row of `run` (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to `ledger`,
+    through delta-spark where the records went through it."""
+    if delta_configured(spark):
+        try:
+            (
+                spark.createDataFrame(run_table(run), schema=spark_schema(RUNS_SCHEMA))
+                .write.format("delta")
+                .mode("append")
+                .save(runs_path(ledger))
+            )
+            return
+        except Exception as err:
+            if NO_FILESYSTEM not in str(err):
+                raise _error("cannot write the run table through delta-spark", err, runs_path(ledger)) from err
+    write_run(ledger, run)
 
 
 def _table(path: str) -> str:

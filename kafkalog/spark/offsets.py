@@ -5,27 +5,33 @@ the rules the group coordinator applies when it loads a partition (control recor
 transactional commits only once committed, the last commit per key in log order wins, tombstones
 remove). A commit key lives in exactly one partition, so the partitions' results simply add up.
 """
+
 from __future__ import annotations
 
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 COMMITTED_COLUMNS = ("group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp")
-COMMITTED_SCHEMA = ("`group` string, topic string, partition int, offset long, leader_epoch int, metadata string, "
-                    "commit_timestamp long")
+COMMITTED_SCHEMA = (
+    "`group` string, topic string, partition int, offset long, leader_epoch int, metadata string, commit_timestamp long"
+)
 
 
 def _replay(task):
     from ..codec.consumer_offsets import replay_committed_offsets
     from ..storage.logdir import LogDir
+
     log_dir, number = task
     commits = replay_committed_offsets(LogDir.open(log_dir).partition(CONSUMER_OFFSETS_TOPIC, number).batches())
-    return [(group, topic, partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
-            for (group, topic, partition), v in sorted(commits.items())]
+    return [
+        (group, topic, partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
+        for (group, topic, partition), v in sorted(commits.items())
+    ]
 
 
 def committed_offsets_df(spark, log_dir):
     """(group, topic, partition, offset, leader_epoch, metadata, commit_timestamp) of every live
     commit in `log_dir`'s `__consumer_offsets`; `commit_timestamp` is epoch ms."""
     from ..storage.logdir import LogDir
+
     numbers = [p for t, p in LogDir.open(log_dir).topic_partitions if t == CONSUMER_OFFSETS_TOPIC]
     rows = spark.sparkContext.parallelize([(log_dir, n) for n in numbers], max(len(numbers), 1)).flatMap(_replay)
     return spark.createDataFrame(rows, COMMITTED_SCHEMA)

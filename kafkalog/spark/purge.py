@@ -1,9 +1,10 @@
 """A purge's decisions as a Spark plan (the command is kafkalog/operations/purge.py): the keys
 as a DataFrame, the records they (or a `where` expression) match, what becomes of each, and the
 batch plans of the rewrite."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..codec.filter import BatchRetention
 from ..errors import ConfigError
@@ -20,14 +21,17 @@ def where_filter(records, where: str):
     """`records` filtered by the operator's expression; a typo is a ConfigError, not a traceback."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
+
     try:
         return records.where(F.expr(where))
     except AnalysisException as err:
-        raise ConfigError(f"--where is not a boolean Spark SQL expression over the records view "
-                          f"({', '.join(records.columns)}): {err}") from None
+        raise ConfigError(
+            f"--where is not a boolean Spark SQL expression over the records view ({', '.join(records.columns)}): {err}"
+        ) from None
 
 
 # -- inputs ----------------------------------------------------------------------------------------
+
 
 def keys_frame(spark, keys, keys_format: str | None = None, reason: str = DEFAULT_REASON):
     """The keys as a DataFrame (`key` binary, `reason` string) without duplicates, and their
@@ -37,7 +41,9 @@ def keys_frame(spark, keys, keys_format: str | None = None, reason: str = DEFAUL
     storage/keylist.py), with an optional `reason` column; a list of bytes or written forms; or the
     path of a key file (`text`, one key per line) or table (`parquet`, `csv` with a header row,
     `delta`). `keys_format` defaults from the path: a Delta table, `.parquet`, `.csv`, else text."""
-    from pyspark.sql import DataFrame, functions as F
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
     if isinstance(keys, str):
         keys_format = keys_format or _guess_format(keys)
         if keys_format not in KEY_FORMATS:
@@ -76,7 +82,9 @@ def _read_key_table(spark, path: str, keys_format: str):
 def _normalized(df, source: str, reason: str):
     """`key` as bytes (string columns parsed as written forms; a form that does not parse is an
     error naming the table), `reason` defaulting to the run's, one row per key."""
-    from pyspark.sql import functions as F, types as T
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
     if "key" not in df.columns:
         raise KeyListError(f"a keys table needs a `key` column; it has {', '.join(df.columns)}", file=source)
     kind = df.schema["key"].dataType
@@ -88,8 +96,7 @@ def _normalized(df, source: str, reason: str):
     elif not isinstance(kind, T.BinaryType):
         raise KeyListError(f"the `key` column must be binary or string, not {kind.simpleString()}", file=source)
     why = F.col("reason").cast("string") if "reason" in df.columns else F.lit(None)
-    return (df.where(F.col("key").isNotNull())
-            .groupBy("key").agg(F.coalesce(F.min(why), F.lit(reason)).alias("reason")))
+    return df.where(F.col("key").isNotNull()).groupBy("key").agg(F.coalesce(F.min(why), F.lit(reason)).alias("reason"))
 
 
 def _parse_keys(column):
@@ -101,10 +108,12 @@ def _parse_keys(column):
             return None if text is None else parse_key(text)
         except ValueError:
             return None
+
     return F.udf(parse_or_null, "binary")(column)
 
 
 # -- decide --------------------------------------------------------------------------------------------
+
 
 class Decider:
     """Step 2 of a purge, shared by the purge and its verification: which records match, and what becomes of each."""
@@ -113,8 +122,9 @@ class Decider:
         self.spark, self.log_dir, self.keys, self.where = spark, log_dir, keys, where
         self.broadcast = key_count is not None and key_count <= BROADCAST_KEYS
         self.tombstone, self.resolver, self.reason = tombstone, resolver, reason
-        self.log_ends = spark.createDataFrame([(t, p, end) for (t, p), end in log_ends.items()],
-                                              "topic string, partition int, log_end long")
+        self.log_ends = spark.createDataFrame(
+            [(t, p, end) for (t, p), end in log_ends.items()], "topic string, partition int, log_end long"
+        )
 
     def decide(self, topics: Sequence[str], partitions=None):
         """(matched, decided): the matched records, cached (unpersist `matched` when done), and
@@ -127,6 +137,7 @@ class Decider:
         """The data records the keys or `where` select in `topics` (and, if given, only the
         (topic, partition) pairs of `partitions`), with their batch and why they matched."""
         from pyspark.sql import functions as F
+
         numbers = None if partitions is None else sorted({p for _, p in partitions})  # the scan prunes by these
         narrow = narrow_scan(self.spark, self.log_dir, topics=topics, partitions=numbers).where(~F.col("is_control"))
         if partitions is not None:
@@ -137,26 +148,46 @@ class Decider:
         hit = F.col("by_key").isNotNull()
         if self.where:
             selected = self._selected_by_where(topics, numbers).select(
-                "topic", "partition", "offset", F.lit(True).alias("by_where"))
+                "topic", "partition", "offset", F.lit(True).alias("by_where")
+            )
             rows = rows.join(selected, ["topic", "partition", "offset"], "left")
             hit = hit | F.col("by_where").isNotNull()
-        return (rows.where(hit).join(F.broadcast(self.log_ends), ["topic", "partition"])
-                .select("topic", "partition", "segment_base_offset", "batch_position", "batch_last_offset",
-                        "offset", "timestamp", "key", "value_is_null", "producer_id", "magic", "log_end",
-                        F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
-                        F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason")))
+        return (
+            rows.where(hit)
+            .join(F.broadcast(self.log_ends), ["topic", "partition"])
+            .select(
+                "topic",
+                "partition",
+                "segment_base_offset",
+                "batch_position",
+                "batch_last_offset",
+                "offset",
+                "timestamp",
+                "key",
+                "value_is_null",
+                "producer_id",
+                "magic",
+                "log_end",
+                F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
+                F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason"),
+            )
+        )
 
     def _selected_by_where(self, topics: Sequence[str], partitions):
         from pyspark.sql import functions as F
-        records = read_records(self.spark, self.log_dir, topics=topics, partitions=partitions) \
-            .where(~F.col("is_control"))
+
+        records = read_records(self.spark, self.log_dir, topics=topics, partitions=partitions).where(
+            ~F.col("is_control")
+        )
         return where_filter(records, self.where)
 
     def _with_actions(self, matched, compacted: list[str]):
         """`matched` with `action`: removed, tombstoned (the latest record of a key in a compacted
         topic, with `tombstone`), redacted, or null where the record already is what the purge
         leaves (a tombstone without headers, a redacted last record)."""
-        from pyspark.sql import Window, functions as F
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
         by_key = F.col("matched_by") == "key"
         latest = F.max(F.when(by_key, F.col("offset"))).over(Window.partitionBy("topic", "partition", "key"))
         rows = matched.withColumn("target", F.col("topic").isin(compacted) & by_key & (F.col("offset") == latest))
@@ -164,23 +195,30 @@ class Decider:
         headers = F.lit(False)
         if with_headers:
             flagged = self.spark.createDataFrame(with_headers, "topic string, partition int, offset long")
-            rows = rows.join(F.broadcast(flagged.withColumn("has_headers", F.lit(True))),
-                             ["topic", "partition", "offset"], "left")
+            rows = rows.join(
+                F.broadcast(flagged.withColumn("has_headers", F.lit(True))), ["topic", "partition", "offset"], "left"
+            )
             headers = F.coalesce(F.col("has_headers"), F.lit(False))
         clean_tombstone = F.col("value_is_null") & ~headers
         legacy_last = (F.col("magic") < 2) & (F.col("offset") + 1 == F.col("log_end"))
         redacted = F.col("key").isNull() & F.col("value_is_null")
-        action = (F.when(F.col("target"), F.when(~clean_tombstone, "tombstoned"))
-                  .when(legacy_last, F.when(~redacted, "redacted"))
-                  .otherwise("removed"))
+        action = (
+            F.when(F.col("target"), F.when(~clean_tombstone, "tombstoned"))
+            .when(legacy_last, F.when(~redacted, "redacted"))
+            .otherwise("removed")
+        )
         return rows.withColumn("action", action)
 
     def _tombstones_with_headers(self, rows) -> list[tuple]:
         """The tombstone targets that already are tombstones but carry headers (which may hold
         personal data): few, read on the driver, batch by batch."""
         from pyspark.sql import functions as F
-        candidates = (rows.where(F.col("target") & F.col("value_is_null") & (F.col("magic") >= 2))
-                      .select("topic", "partition", "segment_base_offset", "batch_position", "offset").collect())
+
+        candidates = (
+            rows.where(F.col("target") & F.col("value_is_null") & (F.col("magic") >= 2))
+            .select("topic", "partition", "segment_base_offset", "batch_position", "offset")
+            .collect()
+        )
         wanted: dict = {}
         for r in candidates:
             wanted.setdefault((r.topic, r.partition, r.segment_base_offset, r.batch_position), set()).add(r.offset)
@@ -195,18 +233,25 @@ class Decider:
 
 def partition_report(decided) -> list[dict]:
     from pyspark.sql import functions as F
+
     acts = F.col("action").isNotNull()
     counts = [F.sum(F.when(F.col("action") == a, 1).otherwise(0)).alias(a) for a in ACTIONS]
-    rows = decided.groupBy("topic", "partition").agg(
-        *counts,
-        F.sum(F.when(acts, 0).otherwise(1)).alias("kept"),
-        F.countDistinct(F.when(acts, F.struct("segment_base_offset", "batch_position"))).alias("batches"),
-        F.countDistinct(F.when(acts, F.col("segment_base_offset"))).alias("segments"),
-        F.countDistinct(F.when(F.col("matched_by") == "key", F.col("key"))).alias("keys")).collect()
+    rows = (
+        decided.groupBy("topic", "partition")
+        .agg(
+            *counts,
+            F.sum(F.when(acts, 0).otherwise(1)).alias("kept"),
+            F.countDistinct(F.when(acts, F.struct("segment_base_offset", "batch_position"))).alias("batches"),
+            F.countDistinct(F.when(acts, F.col("segment_base_offset"))).alias("segments"),
+            F.countDistinct(F.when(F.col("matched_by") == "key", F.col("key"))).alias("keys"),
+        )
+        .collect()
+    )
     return [dict(r.asDict(), remaining=None) for r in sorted(rows, key=lambda r: (r.topic, r.partition))]
 
 
 # -- rewrite ---------------------------------------------------------------------------------------------
+
 
 def batch_plans(decided):
     """One `PLAN_COLUMNS` row per batch with a purged record. An emptied batch stays when it has a
@@ -215,12 +260,20 @@ def batch_plans(decided):
 
     def offsets(action: str):
         return F.collect_list(F.when(F.col("action") == action, F.col("offset"))).alias(action)
+
     keeps = (F.col("producer_id") >= 0) | (F.col("batch_last_offset") + 1 == F.col("log_end"))
-    return (decided.where(F.col("action").isNotNull())
-            .groupBy("topic", "partition", "segment_base_offset", "batch_position")
-            .agg(*[offsets(a) for a in ACTIONS], F.max(keeps).alias("keeps"))
-            .select("topic", "partition", "segment_base_offset", "batch_position", *ACTIONS,
-                    F.when(F.col("keeps"), BatchRetention.RETAIN_EMPTY.value)
-                    .otherwise(BatchRetention.DELETE_EMPTY.value).alias("retention")))
-
-
+    return (
+        decided.where(F.col("action").isNotNull())
+        .groupBy("topic", "partition", "segment_base_offset", "batch_position")
+        .agg(*[offsets(a) for a in ACTIONS], F.max(keeps).alias("keeps"))
+        .select(
+            "topic",
+            "partition",
+            "segment_base_offset",
+            "batch_position",
+            *ACTIONS,
+            F.when(F.col("keeps"), BatchRetention.RETAIN_EMPTY.value)
+            .otherwise(BatchRetention.DELETE_EMPTY.value)
+            .alias("retention"),
+        )
+    )

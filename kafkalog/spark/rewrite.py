@@ -12,10 +12,11 @@ Each task writes its segment under `.cleaned` names; the driver then runs Kafka'
 per partition. A task that fails and is retried rewrites its `.cleaned` files from the start; a
 crash before the swap leaves only `.cleaned` files, which recovery deletes.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Sequence
 
 from ..codec.filter import BatchRetention, Outcome
 from ..errors import LogDirError
@@ -25,14 +26,25 @@ from ..storage.rewrite import BatchPlan, rewrite_segments
 from ..storage.swap import FaultHook, replace_segments
 from ..storage.txnindex import AbortedTxn
 
-PLAN_COLUMNS = ("topic", "partition", "segment_base_offset", "batch_position", "retention", "removed",
-                "marker_for_empty_txn", "has_tombstone", "tombstoned", "redacted")
+PLAN_COLUMNS = (
+    "topic",
+    "partition",
+    "segment_base_offset",
+    "batch_position",
+    "retention",
+    "removed",
+    "marker_for_empty_txn",
+    "has_tombstone",
+    "tombstoned",
+    "redacted",
+)
 _RETENTION = {r.value: r for r in BatchRetention}
 
 
 @dataclass(frozen=True)
 class OutputSegment:
     """One output segment: the source segments it replaces, and how its batches are rewritten."""
+
     topic: str
     partition: int
     bases: tuple  # source segment base offsets, ascending; the output keeps the first
@@ -49,6 +61,7 @@ class OutputSegment:
 @dataclass(frozen=True)
 class OutputStats:
     """What one rewrite task wrote: a row of the per-segment report."""
+
     topic: str
     partition: int
     base_offset: int
@@ -74,13 +87,19 @@ def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) 
     if not outputs:
         return []
     from pyspark.sql import functions as F
+
     from .scan import pack_tasks
+
     plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
     segments = spark.createDataFrame(
         [(o.topic, o.partition, base, i) for i, o in enumerate(outputs) for base in o.bases],
-        "topic string, partition int, segment_base_offset long, task int")
-    blobs = (plans.join(segments, ["topic", "partition", "segment_base_offset"])
-             .mapInArrow(_plan_blobs, "task int, plans binary").rdd.map(tuple))
+        "topic string, partition int, segment_base_offset long, task int",
+    )
+    blobs = (
+        plans.join(segments, ["topic", "partition", "segment_base_offset"])
+        .mapInArrow(_plan_blobs, "task int, plans binary")
+        .rdd.map(tuple)
+    )
     outputs = list(outputs)
     tasks = pack_tasks(spark, range(len(outputs)), lambda i: outputs[i].nbytes)
     task_of = {i: t for t, members in enumerate(tasks) for i in members}
@@ -95,14 +114,14 @@ def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) 
         for i in sorted(blobs_of):
             yield rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i]))
 
-    return (blobs.union(every_output).partitionBy(len(tasks), task_of.__getitem__)
-            .mapPartitions(run).collect())
+    return blobs.union(every_output).partitionBy(len(tasks), task_of.__getitem__).mapPartitions(run).collect()
 
 
 def _plan_blobs(batches: Iterable) -> Iterable:
     """The plan rows of this Spark partition as one Arrow IPC stream per task: (task, bytes)."""
     import numpy as np
     import pyarrow as pa
+
     batches = list(batches)
     if not sum(b.num_rows for b in batches):
         return
@@ -115,19 +134,27 @@ def _plan_blobs(batches: Iterable) -> Iterable:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table.slice(begin, end - begin))
-        yield pa.record_batch([pa.array([int(task[begin])], pa.int32()), pa.array([sink.getvalue().to_pybytes()])],
-                              names=["task", "plans"])
+        yield pa.record_batch(
+            [pa.array([int(task[begin])], pa.int32()), pa.array([sink.getvalue().to_pybytes()])],
+            names=["task", "plans"],
+        )
 
 
 def _read_plans(blobs: Iterable[bytes]) -> dict:
     """{(segment base offset, batch position): BatchPlan} from `_plan_blobs` streams."""
     import pyarrow as pa
+
     out = {}
     for blob in blobs:
         for row in pa.ipc.open_stream(blob).read_all().to_pylist():
-            plan = BatchPlan(_RETENTION[row["retention"]], frozenset(row["removed"] or ()),
-                             bool(row["marker_for_empty_txn"]), bool(row["has_tombstone"]),
-                             frozenset(row["tombstoned"] or ()), frozenset(row["redacted"] or ()))
+            plan = BatchPlan(
+                _RETENTION[row["retention"]],
+                frozenset(row["removed"] or ()),
+                bool(row["marker_for_empty_txn"]),
+                bool(row["has_tombstone"]),
+                frozenset(row["tombstoned"] or ()),
+                frozenset(row["redacted"] or ()),
+            )
             out[row["segment_base_offset"], row["batch_position"]] = plan
     return out
 
@@ -135,20 +162,38 @@ def _read_plans(blobs: Iterable[bytes]) -> dict:
 def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputStats:
     """Executor side: write one output segment as `.cleaned` files."""
     from .views import filesystem_and_path
+
     fs, root = filesystem_and_path(log_dir)
     part = Partition.open(fs, fs.join(root, f"{output.topic}-{output.partition}"))
     wanted = set(output.bases)
     sources = [s for s in part.segments if s.base_offset in wanted]
     if len(sources) != len(wanted):  # the swap would replace a segment whose records were never written
         missing = sorted(wanted - {s.base_offset for s in sources})
-        raise LogDirError(f"segments {missing} of {output.topic}-{output.partition} are gone since the plan was "
-                          "made", file=part.path)
-    _, stats = rewrite_segments(part.fs, part.path, sources, plans, delete_horizon_ms=output.delete_horizon_ms,
-                                index_interval_bytes=output.index_interval_bytes,
-                                aborted_txns=[AbortedTxn(*t) for t in output.aborted_txns])
+        raise LogDirError(
+            f"segments {missing} of {output.topic}-{output.partition} are gone since the plan was made", file=part.path
+        )
+    _, stats = rewrite_segments(
+        part.fs,
+        part.path,
+        sources,
+        plans,
+        delete_horizon_ms=output.delete_horizon_ms,
+        index_interval_bytes=output.index_interval_bytes,
+        aborted_txns=[AbortedTxn(*t) for t in output.aborted_txns],
+    )
     rewritten = sum(n for outcome, n in stats.batches.items() if outcome != Outcome.VERBATIM.value)
-    return OutputStats(output.topic, output.partition, output.base_offset, len(output.bases), stats.records_in,
-                       stats.records_out, stats.bytes_in, stats.bytes_out, rewritten, stats.horizons_set)
+    return OutputStats(
+        output.topic,
+        output.partition,
+        output.base_offset,
+        len(output.bases),
+        stats.records_in,
+        stats.records_out,
+        stats.bytes_in,
+        stats.bytes_out,
+        rewritten,
+        stats.horizons_set,
+    )
 
 
 def swap_in(opened: LogDir, outputs: Sequence[OutputSegment], fault: FaultHook | None = None) -> None:

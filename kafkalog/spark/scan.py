@@ -4,23 +4,41 @@ decoded on executors (views.py), one Spark task per planned task, with `mapInArr
 `narrow_scan`, `read_records` and `read_batches` are the three views; `scan_dataframe` runs a plan a
 caller made (a compaction's).
 """
+
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 
 from .inventory import IOStats
-from .scan_plan import (DEFAULT_MAX_BYTES_PER_TASK, DEFAULT_OPEN_COST, SMALL_OPEN_COST, ScanFilter, ScanPlan, pack,
-                        plan_scan, task_bytes)
-from .views import BATCHES_SCHEMA, DEFAULT_BATCH_ROWS, NARROW_SCHEMA, RECORDS_SCHEMA, SCHEMAS, TIMESTAMP_TYPE, read_task
+from .scan_plan import (
+    DEFAULT_MAX_BYTES_PER_TASK,
+    SMALL_OPEN_COST,
+    ScanFilter,
+    ScanPlan,
+    pack,
+    plan_scan,
+    task_bytes,
+)
+from .views import DEFAULT_BATCH_ROWS, SCHEMAS, TIMESTAMP_TYPE, read_task
+
 
 def spark_schema(schema: pa.Schema):
     """The Spark StructType of an Arrow schema of this module (every field nullable)."""
     from pyspark.sql import types as T
-    simple = {pa.string(): T.StringType(), pa.binary(): T.BinaryType(), pa.bool_(): T.BooleanType(),
-              pa.int8(): T.ByteType(), pa.int16(): T.ShortType(), pa.int32(): T.IntegerType(),
-              pa.int64(): T.LongType(), TIMESTAMP_TYPE: T.TimestampType()}
+
+    simple = {
+        pa.string(): T.StringType(),
+        pa.binary(): T.BinaryType(),
+        pa.bool_(): T.BooleanType(),
+        pa.int8(): T.ByteType(),
+        pa.int16(): T.ShortType(),
+        pa.int32(): T.IntegerType(),
+        pa.int64(): T.LongType(),
+        TIMESTAMP_TYPE: T.TimestampType(),
+    }
 
     def convert(t: pa.DataType):
         if t in simple:
@@ -30,19 +48,23 @@ def spark_schema(schema: pa.Schema):
         if pa.types.is_struct(t):
             return T.StructType([T.StructField(f.name, convert(f.type), True) for f in t])
         raise TypeError(f"no Spark type for {t}")
+
     return T.StructType([T.StructField(f.name, convert(f.type), True) for f in schema])
 
 
-def pack_tasks(spark, items: Sequence, nbytes: Callable[[object], int]) -> list[tuple]:
+T = TypeVar("T")
+
+
+def pack_tasks(spark, items: Sequence[T], nbytes: Callable[[T], int]) -> list[tuple[T, ...]]:
     """Items (partitions to decide, segments to write) packed into tasks by bytes, at least twice
     the default parallelism of them where the bytes allow. Their fixed cost is a small Python call,
     not a file open on a cluster store: a small open cost."""
     total = sum(nbytes(i) + SMALL_OPEN_COST for i in items)
-    return pack(items, nbytes, task_bytes(total, DEFAULT_MAX_BYTES_PER_TASK, default_min_tasks(spark)),
-                SMALL_OPEN_COST)
+    return pack(items, nbytes, task_bytes(total, DEFAULT_MAX_BYTES_PER_TASK, default_min_tasks(spark)), SMALL_OPEN_COST)
 
 
 # -- Spark -----------------------------------------------------------------------------------------
+
 
 class ScanMetrics:
     """What a scan's tasks read, gathered with a Spark accumulator (classic sessions), plus what
@@ -60,6 +82,7 @@ class ScanMetrics:
                     o, n = a.get(path, (0, 0))
                     a[path] = (o + opens, n + nbytes)
                 return a
+
         self._accumulator = spark.sparkContext.accumulator({}, _Param())
         self.driver = IOStats()
 
@@ -78,9 +101,16 @@ def default_min_tasks(spark) -> int:
         return 4
 
 
-def scan_dataframe(spark, plan: ScanPlan, view: str, *, verify_crc: bool = True,
-                   batch_rows: int = DEFAULT_BATCH_ROWS, metrics: ScanMetrics | None = None,
-                   columns: Sequence[str] | None = None):
+def scan_dataframe(
+    spark,
+    plan: ScanPlan,
+    view: str,
+    *,
+    verify_crc: bool = True,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    metrics: ScanMetrics | None = None,
+    columns: Sequence[str] | None = None,
+):
     """Run a plan with `mapInArrow`: one Spark partition (task) per planned task. `columns` projects
     the view on the executors, before Spark converts it: a column the caller does not read then
     costs the JVM nothing."""
@@ -96,49 +126,131 @@ def scan_dataframe(spark, plan: ScanPlan, view: str, *, verify_crc: bool = True,
         for ids in iterator:
             for task_id in ids.column(0).to_pylist():
                 stats = IOStats()
-                for batch in read_task(root, tasks[task_id], view, flt, verify_crc=verify_crc,
-                                       batch_rows=batch_rows, stats=stats):
+                for batch in read_task(
+                    root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats
+                ):
                     yield batch if columns is None else batch.select(columns)
                 if accumulator is not None:
                     accumulator.add(stats.as_dict())
+
     return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, schema)
 
 
-def _scan(spark, view, log_dir, topics, partitions, start_offset, end_offset, max_bytes_per_task, min_tasks,
-          verify_crc, metrics, columns=None):
+def _scan(
+    spark,
+    view,
+    log_dir,
+    topics,
+    partitions,
+    start_offset,
+    end_offset,
+    max_bytes_per_task,
+    min_tasks,
+    verify_crc,
+    metrics,
+    columns=None,
+):
     flt = ScanFilter.of(topics, partitions, start_offset, end_offset)
-    plan = plan_scan(log_dir, flt, max_bytes_per_task=max_bytes_per_task,
-                     min_tasks=default_min_tasks(spark) if min_tasks is None else min_tasks,
-                     stats=metrics.driver if metrics is not None else None)
+    plan = plan_scan(
+        log_dir,
+        flt,
+        max_bytes_per_task=max_bytes_per_task,
+        min_tasks=default_min_tasks(spark) if min_tasks is None else min_tasks,
+        stats=metrics.driver if metrics is not None else None,
+    )
     return scan_dataframe(spark, plan, view, verify_crc=verify_crc, metrics=metrics, columns=columns)
 
 
-def narrow_scan(spark, log_dir, topics=None, partitions=None, start_offset: int | None = None,
-                end_offset: int | None = None, *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
-                min_tasks: int | None = None, verify_crc: bool = True, metrics: ScanMetrics | None = None,
-                columns: Sequence[str] | None = None):
+def narrow_scan(
+    spark,
+    log_dir,
+    topics=None,
+    partitions=None,
+    start_offset: int | None = None,
+    end_offset: int | None = None,
+    *,
+    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    min_tasks: int | None = None,
+    verify_crc: bool = True,
+    metrics: ScanMetrics | None = None,
+    columns: Sequence[str] | None = None,
+):
     """The compaction view of `log_dir` (`NARROW_SCHEMA`): one row per record with its key, value
     size and byte span, and its batch's header fields; values are not read. Offsets are selected in
     [start_offset, end_offset); segments and index ranges outside the selection are not opened.
     `columns` keeps only those columns, projected on the executors."""
-    return _scan(spark, "narrow", log_dir, topics, partitions, start_offset, end_offset, max_bytes_per_task,
-                 min_tasks, verify_crc, metrics, columns)
+    return _scan(
+        spark,
+        "narrow",
+        log_dir,
+        topics,
+        partitions,
+        start_offset,
+        end_offset,
+        max_bytes_per_task,
+        min_tasks,
+        verify_crc,
+        metrics,
+        columns,
+    )
 
 
-def read_records(spark, log_dir, topics=None, partitions=None, start_offset: int | None = None,
-                 end_offset: int | None = None, *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
-                 min_tasks: int | None = None, verify_crc: bool = True, metrics: ScanMetrics | None = None):
+def read_records(
+    spark,
+    log_dir,
+    topics=None,
+    partitions=None,
+    start_offset: int | None = None,
+    end_offset: int | None = None,
+    *,
+    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    min_tasks: int | None = None,
+    verify_crc: bool = True,
+    metrics: ScanMetrics | None = None,
+):
     """The records of `log_dir` (`RECORDS_SCHEMA`): Spark's Kafka source columns (key, value, topic,
     partition, offset, timestamp, timestampType, headers; headers null when a record has none) plus
     producer_id, producer_epoch, base_sequence (the record's), is_transactional, is_control,
     leader_epoch, codec, segment_base_offset and batch_base_offset. Control records are included."""
-    return _scan(spark, "records", log_dir, topics, partitions, start_offset, end_offset, max_bytes_per_task,
-                 min_tasks, verify_crc, metrics)
+    return _scan(
+        spark,
+        "records",
+        log_dir,
+        topics,
+        partitions,
+        start_offset,
+        end_offset,
+        max_bytes_per_task,
+        min_tasks,
+        verify_crc,
+        metrics,
+    )
 
 
-def read_batches(spark, log_dir, topics=None, partitions=None, start_offset: int | None = None,
-                 end_offset: int | None = None, *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
-                 min_tasks: int | None = None, verify_crc: bool = True, metrics: ScanMetrics | None = None):
+def read_batches(
+    spark,
+    log_dir,
+    topics=None,
+    partitions=None,
+    start_offset: int | None = None,
+    end_offset: int | None = None,
+    *,
+    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    min_tasks: int | None = None,
+    verify_crc: bool = True,
+    metrics: ScanMetrics | None = None,
+):
     """One row per batch (`BATCHES_SCHEMA`), batches overlapping [start_offset, end_offset)."""
-    return _scan(spark, "batches", log_dir, topics, partitions, start_offset, end_offset, max_bytes_per_task,
-                 min_tasks, verify_crc, metrics)
+    return _scan(
+        spark,
+        "batches",
+        log_dir,
+        topics,
+        partitions,
+        start_offset,
+        end_offset,
+        max_bytes_per_task,
+        min_tasks,
+        verify_crc,
+        metrics,
+    )

@@ -6,11 +6,13 @@ range is never opened); a segment larger than the task size is cut into byte ran
 entries, which are batch starts, and the ranges are checked to tile the file. Plain Python: no
 Spark, no segment body read (but the tail of an active segment when a start offset may lie past it).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from ..storage.index import OffsetPosition
 from ..storage.segment import LogSegment
@@ -25,36 +27,45 @@ SEEK_MIN_BYTES = 1024 * 1024  # an offset range seeks with the index only in seg
 
 # -- what to read ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ScanFilter:
     """Which records to read: topics and partition numbers (None: all) and offsets in
     [start_offset, end_offset) (None: unbounded)."""
+
     topics: frozenset | None = None
     partitions: frozenset | None = None
     start_offset: int | None = None
     end_offset: int | None = None
 
     @classmethod
-    def of(cls, topics=None, partitions=None, start_offset=None, end_offset=None) -> "ScanFilter":
+    def of(cls, topics=None, partitions=None, start_offset=None, end_offset=None) -> ScanFilter:
         if isinstance(topics, str):
             topics = [topics]
         if isinstance(partitions, int):
             partitions = [partitions]
-        return cls(None if topics is None else frozenset(topics),
-                   None if partitions is None else frozenset(int(p) for p in partitions),
-                   None if start_offset is None else int(start_offset),
-                   None if end_offset is None else int(end_offset))
+        return cls(
+            None if topics is None else frozenset(topics),
+            None if partitions is None else frozenset(int(p) for p in partitions),
+            None if start_offset is None else int(start_offset),
+            None if end_offset is None else int(end_offset),
+        )
 
-    def and_(self, other: "ScanFilter") -> "ScanFilter":
+    def and_(self, other: ScanFilter) -> ScanFilter:
         """Both filters at once."""
+
         def meet(a, b):
             return b if a is None else a if b is None else a & b
 
         def bound(a, b, pick):
             return b if a is None else a if b is None else pick(a, b)
-        return ScanFilter(meet(self.topics, other.topics), meet(self.partitions, other.partitions),
-                          bound(self.start_offset, other.start_offset, max),
-                          bound(self.end_offset, other.end_offset, min))
+
+        return ScanFilter(
+            meet(self.topics, other.topics),
+            meet(self.partitions, other.partitions),
+            bound(self.start_offset, other.start_offset, max),
+            bound(self.end_offset, other.end_offset, min),
+        )
 
     @property
     def has_offsets(self) -> bool:
@@ -62,12 +73,16 @@ class ScanFilter:
 
     @property
     def is_empty(self) -> bool:
-        return ((self.start_offset is not None and self.end_offset is not None and self.start_offset >= self.end_offset)
-                or self.topics == frozenset() or self.partitions == frozenset())
+        return (
+            (self.start_offset is not None and self.end_offset is not None and self.start_offset >= self.end_offset)
+            or self.topics == frozenset()
+            or self.partitions == frozenset()
+        )
 
     def accepts_partition(self, topic: str, partition: int) -> bool:
-        return ((self.topics is None or topic in self.topics)
-                and (self.partitions is None or partition in self.partitions))
+        return (self.topics is None or topic in self.topics) and (
+            self.partitions is None or partition in self.partitions
+        )
 
     def overlaps(self, low: int | None, high: int | None) -> bool:
         """Whether offsets in [low, high) (None: unbounded) can meet the filter's range."""
@@ -87,6 +102,7 @@ class WorkUnit:
     [segment_base_offset, next_base_offset) after the one before it. Only the active segment (no
     `next_base_offset`) may end in a torn batch (see SegmentReader).
     """
+
     topic: str
     partition: int
     segment_base_offset: int
@@ -111,6 +127,7 @@ class WorkUnit:
 @dataclass(frozen=True)
 class ScanPlan:
     """Tasks (each a tuple of work units) over the filesystem of `root`."""
+
     root: str
     flt: ScanFilter
     tasks: tuple
@@ -123,13 +140,17 @@ class ScanPlan:
 
 # -- planning (driver, pure) -----------------------------------------------------------------------
 
+
 def prune_segments(segments: Iterable[LogSegment], flt: ScanFilter) -> list[LogSegment]:
     """The segments the filter can need: selected topic and partition, offsets overlapping the
     range (offsets of a segment are below the next segment's base offset), not empty."""
     if flt.is_empty:
         return []
-    return [s for s in segments
-            if s.size > 0 and flt.accepts_partition(s.topic, s.partition) and flt.overlaps(*s.offset_bounds)]
+    return [
+        s
+        for s in segments
+        if s.size > 0 and flt.accepts_partition(s.topic, s.partition) and flt.overlaps(*s.offset_bounds)
+    ]
 
 
 def lookup(entries: Sequence[OffsetPosition], base_offset: int, target: int) -> OffsetPosition:
@@ -144,8 +165,9 @@ def lookup(entries: Sequence[OffsetPosition], base_offset: int, target: int) -> 
     return entries[lo - 1] if lo else OffsetPosition(base_offset, 0)
 
 
-def split_ranges(size: int, entries: Sequence[OffsetPosition], max_bytes: int, base_offset: int,
-                 forced: Iterable[int] = ()) -> list[tuple[int, int, int | None, int | None]]:
+def split_ranges(
+    size: int, entries: Sequence[OffsetPosition], max_bytes: int, base_offset: int, forced: Iterable[int] = ()
+) -> list[tuple[int, int, int | None, int | None]]:
     """Cut [0, size) at offset-index entries into ranges of at most `max_bytes` where the entries
     allow it (a range never starts inside a batch: entry positions are batch starts).
 
@@ -172,7 +194,7 @@ def split_ranges(size: int, entries: Sequence[OffsetPosition], max_bytes: int, b
             start = entries[best].position
         if section_end != size:
             cuts.append(index_of[section_end])
-    ranges = []
+    ranges: list[tuple[int, int, int | None, int | None]] = []
     prev = None  # index of the entry the current range starts at
     for cut in cuts + [None]:
         begin = 0 if prev is None else entries[prev].position
@@ -196,9 +218,14 @@ def check_tiling(ranges: Sequence[tuple[int, int]], size: int) -> None:
         raise ValueError(f"ranges {list(ranges)} do not tile [0, {size})")
 
 
-def plan_units(segments: Iterable[LogSegment], flt: ScanFilter, *, unit_bytes: int,
-               read_index: Callable[[LogSegment], list[OffsetPosition]] = lambda seg: seg.offset_index_entries,
-               seek_min_bytes: int = SEEK_MIN_BYTES) -> list[WorkUnit]:
+def plan_units(
+    segments: Iterable[LogSegment],
+    flt: ScanFilter,
+    *,
+    unit_bytes: int,
+    read_index: Callable[[LogSegment], list[OffsetPosition]] = lambda seg: seg.offset_index_entries,
+    seek_min_bytes: int = SEEK_MIN_BYTES,
+) -> list[WorkUnit]:
     """Work units for the pruned segments: whole segments, or index-cut ranges of segments larger
     than `unit_bytes`; with an offset range, index ranges wholly outside it are dropped."""
     units = []
@@ -216,9 +243,21 @@ def plan_units(segments: Iterable[LogSegment], flt: ScanFilter, *, unit_bytes: i
             high = seg_high if end == seg.size else high
             if not flt.overlaps(low, high):
                 continue
-            units.append(WorkUnit(seg.topic, seg.partition, seg.base_offset, seg.log_path, start, end, seg.size,
-                                  low if start > 0 else None, high if end < seg.size else None, index_path,
-                                  seg.next_base_offset))
+            units.append(
+                WorkUnit(
+                    seg.topic,
+                    seg.partition,
+                    seg.base_offset,
+                    seg.log_path,
+                    start,
+                    end,
+                    seg.size,
+                    low if start > 0 else None,
+                    high if end < seg.size else None,
+                    index_path,
+                    seg.next_base_offset,
+                )
+            )
     return units
 
 
@@ -229,12 +268,18 @@ def task_bytes(total_bytes: int, max_bytes: int, min_tasks: int, open_cost: int 
     return max(1, min(max_bytes, max(MIN_SPLIT_BYTES, math.ceil(total_bytes / min_tasks))))
 
 
-def pack(items: Sequence, nbytes: Callable[[object], int], target_bytes: int,
-         open_cost: int = DEFAULT_OPEN_COST) -> list[tuple]:
+T = TypeVar("T")
+
+
+def pack(
+    items: Iterable[T], nbytes: Callable[[T], int], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST
+) -> list[tuple[T, ...]]:
     """Pack items, in order, into groups of about `target_bytes`, counting `nbytes(item)` plus
     `open_cost` for each (as Spark packs small files); an item larger than the target is a group
     of its own. The tasks of a scan, a decision or a rewrite: cost follows bytes, not items."""
-    groups, current, current_bytes = [], [], 0
+    groups: list[tuple[T, ...]] = []
+    current: list[T] = []
+    current_bytes = 0
     for item in items:
         cost = nbytes(item) + open_cost
         if current and current_bytes + cost > target_bytes:
@@ -247,14 +292,23 @@ def pack(items: Sequence, nbytes: Callable[[object], int], target_bytes: int,
     return groups
 
 
-def pack_units(units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST) -> list[tuple]:
+def pack_units(
+    units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST
+) -> list[tuple[WorkUnit, ...]]:
     """Pack work units, in order, into tasks of about `target_bytes` (see `pack`)."""
     return pack(units, lambda unit: unit.nbytes, target_bytes, open_cost)
 
 
-def plan_scan(log_dir, flt: ScanFilter = ScanFilter(), *, max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
-              min_tasks: int = 1, open_cost: int | None = None, pack: bool = True,
-              stats: IOStats | None = None) -> ScanPlan:
+def plan_scan(
+    log_dir,
+    flt: ScanFilter = ScanFilter(),
+    *,
+    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    min_tasks: int = 1,
+    open_cost: int | None = None,
+    pack: bool = True,
+    stats: IOStats | None = None,
+) -> ScanPlan:
     """Plan a scan on the driver: list, prune, cut and pack. No `.log` is read, except the batch
     headers at the tail of an active segment when a start offset may lie past its end.
 
@@ -272,13 +326,29 @@ def plan_scan(log_dir, flt: ScanFilter = ScanFilter(), *, max_bytes_per_task: in
                 # No next base offset bounds it: reading its last offset (the batches after the last
                 # offset-index entry) tells whether it is needed, through `offset_bounds`.
                 s.last_offset()
-    return plan_segments(log_dir_uri(log_dir), segments, flt, is_local=opened.fs.is_local,
-                         max_bytes_per_task=max_bytes_per_task, min_tasks=min_tasks, open_cost=open_cost, pack=pack)
+    return plan_segments(
+        log_dir_uri(log_dir),
+        segments,
+        flt,
+        is_local=opened.fs.is_local,
+        max_bytes_per_task=max_bytes_per_task,
+        min_tasks=min_tasks,
+        open_cost=open_cost,
+        pack=pack,
+    )
 
 
-def plan_segments(root: str, segments: Sequence[LogSegment], flt: ScanFilter, *, is_local: bool,
-                  max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK, min_tasks: int = 1,
-                  open_cost: int | None = None, pack: bool = True) -> ScanPlan:
+def plan_segments(
+    root: str,
+    segments: Sequence[LogSegment],
+    flt: ScanFilter,
+    *,
+    is_local: bool,
+    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    min_tasks: int = 1,
+    open_cost: int | None = None,
+    pack: bool = True,
+) -> ScanPlan:
     """`plan_scan` over segments a caller has listed already (a compaction plan's): prune, cut at
     offset-index entries (each index read once per segment object) and pack."""
     if open_cost is None:

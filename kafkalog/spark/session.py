@@ -1,4 +1,5 @@
 """A SparkSession for scripts, notebooks and tests: local mode by default, the given one on a cluster."""
+
 from __future__ import annotations
 
 import hashlib
@@ -48,13 +49,19 @@ def delta_conf(spark_version: str | None = None) -> dict:
     extension and catalog. Raises DeltaUnavailable when no release is built for that Spark line."""
     if spark_version is None:
         import pyspark
+
         spark_version = pyspark.__version__
     line = ".".join(spark_version.split(".")[:2])
     if line not in DELTA_ARTIFACTS:
-        raise DeltaUnavailable(f"no delta-spark release is built for Spark {spark_version} (delta-spark "
-                               f"{DELTA_VERSION} is for Spark {', '.join(sorted(DELTA_ARTIFACTS))})")
-    return {"spark.jars.packages": f"io.delta:{DELTA_ARTIFACTS[line]}:{DELTA_VERSION}",
-            "spark.sql.extensions": DELTA_EXTENSION, "spark.sql.catalog.spark_catalog": DELTA_CATALOG}
+        raise DeltaUnavailable(
+            f"no delta-spark release is built for Spark {spark_version} (delta-spark "
+            f"{DELTA_VERSION} is for Spark {', '.join(sorted(DELTA_ARTIFACTS))})"
+        )
+    return {
+        "spark.jars.packages": f"io.delta:{DELTA_ARTIFACTS[line]}:{DELTA_VERSION}",
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    }
 
 
 def delta_unavailable(spark) -> str | None:
@@ -105,14 +112,20 @@ def _master_from_environment() -> bool:
     return any(os.environ.get(name) for name in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "MASTER"))
 
 
-def local_session(app_name: str = "kafkalog", master: str = "local[2]", conf: dict | None = None, *,
-                  verbose: bool = False, delta: bool = False):
+def local_session(
+    app_name: str = "kafkalog",
+    master: str = "local[2]",
+    conf: dict | None = None,
+    *,
+    verbose: bool = False,
+    delta: bool = False,
+):
     """The active SparkSession if there is one (a cluster job, a notebook), else a new one.
 
     A new session runs on `master` (local mode, 2 cores) unless spark-submit or the environment
     names a master, in which case that one is used. Local sessions get small shuffle partitions,
-    no UI and quiet logs (Spark's errors in a file; on stderr with `verbose`); every session gets Arrow and Python filter pushdown enabled and the
-    `kafkalog` data source registered. `conf` entries are applied last.
+    no UI and quiet logs (Spark's errors in a file; on stderr with `verbose`); every session gets Arrow and
+    Python filter pushdown enabled and the `kafkalog` data source registered. `conf` entries are applied last.
 
     `delta`: a new session also gets delta-spark (`delta_conf`), so that purge writes its ledger
     through Spark. When that cannot be (no release for this Spark, or Spark does not start with the
@@ -129,7 +142,7 @@ def local_session(app_name: str = "kafkalog", master: str = "local[2]", conf: di
             try:
                 active.conf.set(key, value)
             except Exception as err:  # a static setting of a running session cannot change
-                warnings.warn(f"kafkalog: {key} is not changed in the running SparkSession: {err}")
+                warnings.warn(f"kafkalog: {key} is not changed in the running SparkSession: {err}", stacklevel=1)
         register(active)
         return active
     settings = {"spark.app.name": app_name, **ALWAYS}
@@ -156,13 +169,15 @@ def local_session(app_name: str = "kafkalog", master: str = "local[2]", conf: di
     except Exception as err:
         if settings == without_delta:
             raise
-        unavailable = (f"Spark did not start with delta-spark ({settings['spark.jars.packages']}): its jars "
-                       f"could not be fetched from Maven Central through Ivy, or do not load "
-                       f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; Ivy's and Spark's "
-                       f"messages are on stderr)")
+        unavailable = (
+            f"Spark did not start with delta-spark ({settings['spark.jars.packages']}): its jars "
+            f"could not be fetched from Maven Central through Ivy, or do not load "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; Ivy's and Spark's "
+            f"messages are on stderr)"
+        )
         spark = _build(without_delta)
     if unavailable is not None:
-        warnings.warn(f"kafkalog: {unavailable}; the purge ledger is written with the deltalake package")
+        warnings.warn(f"kafkalog: {unavailable}; the purge ledger is written with the deltalake package", stacklevel=1)
         spark.conf.set(_DELTA_UNAVAILABLE, unavailable)
     try:
         spark.sparkContext.setLogLevel("ERROR")

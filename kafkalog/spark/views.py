@@ -8,9 +8,11 @@
 `read_task` reads a task's units (scan_plan.py) and yields the view's batches; scan.py runs it with
 `mapInArrow`.
 """
+
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,36 +34,84 @@ VIEWS = ("narrow", "records", "batches")
 HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
-NARROW_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("partition", pa.int32()), ("segment_base_offset", pa.int64()),
-    ("batch_base_offset", pa.int64()), ("batch_last_offset", pa.int64()), ("batch_position", pa.int64()),
-    ("offset", pa.int64()), ("timestamp", pa.int64()), ("key", pa.binary()), ("value_is_null", pa.bool_()),
-    ("value_size", pa.int32()), ("record_span_start", pa.int32()), ("record_span_size", pa.int32()),
-    ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("is_transactional", pa.bool_()),
-    ("is_control", pa.bool_()), ("control_type", pa.int16()), ("delete_horizon_ms", pa.int64()),
-    ("magic", pa.int8()), ("codec", pa.int8()),
-])
+NARROW_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("segment_base_offset", pa.int64()),
+        ("batch_base_offset", pa.int64()),
+        ("batch_last_offset", pa.int64()),
+        ("batch_position", pa.int64()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("key", pa.binary()),
+        ("value_is_null", pa.bool_()),
+        ("value_size", pa.int32()),
+        ("record_span_start", pa.int32()),
+        ("record_span_size", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("control_type", pa.int16()),
+        ("delete_horizon_ms", pa.int64()),
+        ("magic", pa.int8()),
+        ("codec", pa.int8()),
+    ]
+)
 
-RECORDS_SCHEMA = pa.schema([
-    # Spark's Kafka source, in its order and types
-    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
-    ("offset", pa.int64()), ("timestamp", TIMESTAMP_TYPE), ("timestampType", pa.int32()), ("headers", HEADERS_TYPE),
-    # kafkalog's batch fields
-    ("producer_id", pa.int64()), ("producer_epoch", pa.int16()), ("base_sequence", pa.int32()),
-    ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("leader_epoch", pa.int32()),
-    ("codec", pa.int8()), ("segment_base_offset", pa.int64()), ("batch_base_offset", pa.int64()),
-])
+RECORDS_SCHEMA = pa.schema(
+    [
+        # Spark's Kafka source, in its order and types
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", TIMESTAMP_TYPE),
+        ("timestampType", pa.int32()),
+        ("headers", HEADERS_TYPE),
+        # kafkalog's batch fields
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("base_sequence", pa.int32()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("leader_epoch", pa.int32()),
+        ("codec", pa.int8()),
+        ("segment_base_offset", pa.int64()),
+        ("batch_base_offset", pa.int64()),
+    ]
+)
 
-BATCHES_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("partition", pa.int32()), ("segment_base_offset", pa.int64()),
-    ("batch_position", pa.int64()), ("batch_size", pa.int32()), ("base_offset", pa.int64()),
-    ("last_offset", pa.int64()), ("record_count", pa.int32()), ("base_timestamp", pa.int64()),
-    ("max_timestamp", pa.int64()), ("timestamp_type", pa.int32()), ("producer_id", pa.int64()),
-    ("producer_epoch", pa.int16()), ("base_sequence", pa.int32()), ("last_sequence", pa.int32()),
-    ("is_transactional", pa.bool_()), ("is_control", pa.bool_()), ("control_type", pa.int16()),
-    ("coordinator_epoch", pa.int32()), ("delete_horizon_ms", pa.int64()), ("leader_epoch", pa.int32()),
-    ("magic", pa.int8()), ("codec", pa.int8()), ("crc", pa.int64()),
-])
+BATCHES_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("segment_base_offset", pa.int64()),
+        ("batch_position", pa.int64()),
+        ("batch_size", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("last_offset", pa.int64()),
+        ("record_count", pa.int32()),
+        ("base_timestamp", pa.int64()),
+        ("max_timestamp", pa.int64()),
+        ("timestamp_type", pa.int32()),
+        ("producer_id", pa.int64()),
+        ("producer_epoch", pa.int16()),
+        ("base_sequence", pa.int32()),
+        ("last_sequence", pa.int32()),
+        ("is_transactional", pa.bool_()),
+        ("is_control", pa.bool_()),
+        ("control_type", pa.int16()),
+        ("coordinator_epoch", pa.int32()),
+        ("delete_horizon_ms", pa.int64()),
+        ("leader_epoch", pa.int32()),
+        ("magic", pa.int8()),
+        ("codec", pa.int8()),
+        ("crc", pa.int64()),
+    ]
+)
 
 SCHEMAS = {"narrow": NARROW_SCHEMA, "records": RECORDS_SCHEMA, "batches": BATCHES_SCHEMA}
 
@@ -101,7 +151,7 @@ class _BatchColumns:
 
     def __init__(self, names: Sequence[str]):
         self.names = names
-        self.values = {name: [] for name in names}
+        self.values: dict[str, list[Any]] = {name: [] for name in names}
         self.run_ends: list[int] = []
 
     def add(self, rows_end: int, values: Sequence) -> None:
@@ -119,6 +169,7 @@ class _BatchColumns:
 
 class _ViewBuilder:
     """Collects decoded batches of one work unit and turns them into Arrow record batches."""
+
     schema: pa.Schema
 
     def __init__(self, unit: WorkUnit):
@@ -135,8 +186,18 @@ class _ViewBuilder:
         raise NotImplementedError
 
 
-_NARROW_BATCH_FIELDS = ("batch_base_offset", "batch_last_offset", "batch_position", "producer_id",
-                        "producer_epoch", "is_transactional", "is_control", "delete_horizon_ms", "magic", "codec")
+_NARROW_BATCH_FIELDS = (
+    "batch_base_offset",
+    "batch_last_offset",
+    "batch_position",
+    "producer_id",
+    "producer_epoch",
+    "is_transactional",
+    "is_control",
+    "delete_horizon_ms",
+    "magic",
+    "codec",
+)
 
 
 # A window of v2 batches is scanned in one vectorised pass (`scan_batches`) once it holds this many
@@ -151,6 +212,7 @@ class NarrowBuilder(_ViewBuilder):
     batch by batch (`scan_keys`) where that pass does not vouch for them all (values are never
     materialised). `add` holds the window's batches back until it is full, `settle` or `flush`;
     `rows` counts them already."""
+
     schema = NARROW_SCHEMA
 
     def __init__(self, unit: WorkUnit):
@@ -193,9 +255,21 @@ class NarrowBuilder(_ViewBuilder):
 
     def _count(self, position: int, batch, n: int) -> None:
         self.rows += n
-        self.batch.add(self.rows, (batch.base_offset, batch.last_offset, position, batch.producer_id,
-                                   batch.producer_epoch, batch.is_transactional, batch.is_control,
-                                   batch.delete_horizon_ms, batch.magic, batch.codec))
+        self.batch.add(
+            self.rows,
+            (
+                batch.base_offset,
+                batch.last_offset,
+                position,
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.is_transactional,
+                batch.is_control,
+                batch.delete_horizon_ms,
+                batch.magic,
+                batch.codec,
+            ),
+        )
 
     def settle(self) -> None:
         window = self.window
@@ -249,13 +323,28 @@ def _sparse(values: list[tuple[int, int]], n: int, type_: pa.DataType) -> pa.Arr
     return pa.array(column, type_)
 
 
-_RECORD_BATCH_FIELDS = ("timestamp_type", "producer_id", "producer_epoch", "base_sequence", "is_transactional",
-                        "is_control", "leader_epoch", "codec", "batch_base_offset")
+_RECORD_BATCH_FIELDS = (
+    "timestamp_type",
+    "producer_id",
+    "producer_epoch",
+    "base_sequence",
+    "is_transactional",
+    "is_control",
+    "leader_epoch",
+    "codec",
+    "batch_base_offset",
+)
 
 
 class RecordsBuilder(_ViewBuilder):
     """The full view: every record decoded, with headers; Spark's Kafka source columns first."""
+
     schema = RECORDS_SCHEMA
+    keys: list[bytes | None]
+    values: list[bytes | None]
+    offsets: list[int]
+    timestamps: list[int]
+    headers: list[list[tuple[str, bytes | None]] | None]
 
     def __init__(self, unit: WorkUnit):
         super().__init__(unit)
@@ -277,9 +366,20 @@ class RecordsBuilder(_ViewBuilder):
             self.timestamps.append(record.timestamp)
             self.headers.append(list(record.headers) if record.headers else None)
         self.rows += len(records)
-        self.batch.add(self.rows, (batch.timestamp_type, batch.producer_id, batch.producer_epoch,
-                                   batch.base_sequence, batch.is_transactional, batch.is_control,
-                                   batch.partition_leader_epoch, batch.codec, batch.base_offset))
+        self.batch.add(
+            self.rows,
+            (
+                batch.timestamp_type,
+                batch.producer_id,
+                batch.producer_epoch,
+                batch.base_sequence,
+                batch.is_transactional,
+                batch.is_control,
+                batch.partition_leader_epoch,
+                batch.codec,
+                batch.base_offset,
+            ),
+        )
 
     def flush(self) -> pa.RecordBatch:
         n, unit, b = self.rows, self.unit, self.batch
@@ -288,8 +388,9 @@ class RecordsBuilder(_ViewBuilder):
         try:
             timestamp = pc.multiply_checked(millis, 1000).cast(TIMESTAMP_TYPE)
         except pa.ArrowInvalid:
-            raise CorruptBatchError("a record timestamp is outside the range a Spark timestamp holds",
-                                    file=unit.path, position=unit.start) from None
+            raise CorruptBatchError(
+                "a record timestamp is outside the range a Spark timestamp holds", file=unit.path, position=unit.start
+            ) from None
         batch_base = b.expand("batch_base_offset", pa.int64())
         columns = {
             "key": pa.array(self.keys, pa.binary()),
@@ -325,6 +426,7 @@ def record_sequences(base_sequence: pa.Array, offset: pa.Array, batch_base_offse
 
 class BatchesBuilder(_ViewBuilder):
     """One row per batch (legacy compressed wrappers are decompressed for their base offset and count)."""
+
     schema = BATCHES_SCHEMA
 
     def __init__(self, unit: WorkUnit):
@@ -332,7 +434,7 @@ class BatchesBuilder(_ViewBuilder):
         self._reset()
 
     def _reset(self) -> None:
-        self.columns = {f.name: [] for f in BATCHES_SCHEMA}
+        self.columns: dict[str, list[Any]] = {f.name: [] for f in BATCHES_SCHEMA}
         self.rows = 0
 
     def add(self, position: int, batch) -> None:
@@ -346,25 +448,39 @@ class BatchesBuilder(_ViewBuilder):
                     coordinator_epoch = parse_coordinator_epoch(records[0].value)
         v2 = isinstance(batch, RecordBatch)
         values = {
-            "topic": self.unit.topic, "partition": self.unit.partition,
-            "segment_base_offset": self.unit.segment_base_offset, "batch_position": position,
-            "batch_size": batch.size, "base_offset": batch.base_offset, "last_offset": batch.last_offset,
-            "record_count": batch.records_count, "base_timestamp": batch.base_timestamp if v2 else batch.timestamp,
-            "max_timestamp": batch.max_timestamp, "timestamp_type": batch.timestamp_type,
-            "producer_id": batch.producer_id, "producer_epoch": batch.producer_epoch,
-            "base_sequence": batch.base_sequence, "last_sequence": batch.last_sequence,
-            "is_transactional": batch.is_transactional, "is_control": batch.is_control,
-            "control_type": control_type, "coordinator_epoch": coordinator_epoch,
-            "delete_horizon_ms": batch.delete_horizon_ms, "leader_epoch": batch.partition_leader_epoch,
-            "magic": batch.magic, "codec": batch.codec, "crc": batch.crc,
+            "topic": self.unit.topic,
+            "partition": self.unit.partition,
+            "segment_base_offset": self.unit.segment_base_offset,
+            "batch_position": position,
+            "batch_size": batch.size,
+            "base_offset": batch.base_offset,
+            "last_offset": batch.last_offset,
+            "record_count": batch.records_count,
+            "base_timestamp": batch.base_timestamp if v2 else batch.timestamp,
+            "max_timestamp": batch.max_timestamp,
+            "timestamp_type": batch.timestamp_type,
+            "producer_id": batch.producer_id,
+            "producer_epoch": batch.producer_epoch,
+            "base_sequence": batch.base_sequence,
+            "last_sequence": batch.last_sequence,
+            "is_transactional": batch.is_transactional,
+            "is_control": batch.is_control,
+            "control_type": control_type,
+            "coordinator_epoch": coordinator_epoch,
+            "delete_horizon_ms": batch.delete_horizon_ms,
+            "leader_epoch": batch.partition_leader_epoch,
+            "magic": batch.magic,
+            "codec": batch.codec,
+            "crc": batch.crc,
         }
         for name, value in values.items():
             self.columns[name].append(value)
         self.rows += 1
 
     def flush(self) -> pa.RecordBatch:
-        out = pa.RecordBatch.from_arrays([pa.array(self.columns[f.name], f.type) for f in BATCHES_SCHEMA],
-                                         schema=BATCHES_SCHEMA)
+        out = pa.RecordBatch.from_arrays(
+            [pa.array(self.columns[f.name], f.type) for f in BATCHES_SCHEMA], schema=BATCHES_SCHEMA
+        )
         self._reset()
         return out
 
@@ -386,8 +502,15 @@ def _offset_mask(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.Array 
     return mask
 
 
-def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: ScanFilter = ScanFilter(), *,
-              verify_crc: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+def read_unit(
+    unit: WorkUnit,
+    fs: LogFileSystem,
+    view: str = "narrow",
+    flt: ScanFilter = ScanFilter(),
+    *,
+    verify_crc: bool = True,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
     """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects.
 
     Errors name the `.log` file and the byte position: any failure while decoding a batch is a
@@ -401,11 +524,23 @@ def read_unit(unit: WorkUnit, fs: LogFileSystem, view: str = "narrow", flt: Scan
         raise
 
 
-def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: str, flt: ScanFilter,
-               verify_crc: bool, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    reader = SegmentReader(fs, unit.path, unit.end, unit.start,
-                           torn_tail_ok=unit.next_base_offset is None or not unit.is_last_range,
-                           offset_range=(unit.segment_base_offset, unit.next_base_offset))
+def _read_unit(
+    unit: WorkUnit,
+    fs: LogFileSystem,
+    builder: _ViewBuilder,
+    view: str,
+    flt: ScanFilter,
+    verify_crc: bool,
+    batch_rows: int,
+) -> Iterator[pa.RecordBatch]:
+    reader = SegmentReader(
+        fs,
+        unit.path,
+        unit.end,
+        unit.start,
+        torn_tail_ok=unit.next_base_offset is None or not unit.is_last_range,
+        offset_range=(unit.segment_base_offset, unit.next_base_offset),
+    )
     start, end = flt.start_offset, flt.end_offset
     low, high = unit.low_offset, unit.high_offset
     completed = True
@@ -416,8 +551,9 @@ def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: s
         except KafkaLogError:
             raise
         except Exception as err:  # an I/O failure: name the file and where the reader was
-            raise KafkaLogError(f"cannot read: {type(err).__name__}: {err}", file=unit.path,
-                                position=reader.end_position) from err
+            raise KafkaLogError(
+                f"cannot read: {type(err).__name__}: {err}", file=unit.path, position=reader.end_position
+            ) from err
         if item is None:
             break
         position, batch = item
@@ -428,7 +564,10 @@ def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: s
                     f"the offset index of the segment disagrees with the log: the batch at byte {position} "
                     f"holds offsets up to {last}{'' if first is None else f' from {first}'}, outside the "
                     f"range [{low}, {high}) that the index gives bytes [{unit.start}, {unit.end})",
-                    file=unit.index_path or unit.path, position=position, offset=last)
+                    file=unit.index_path or unit.path,
+                    position=position,
+                    offset=last,
+                )
             if end is not None and first is not None and first >= end:
                 completed = False  # offsets only grow within a segment: nothing further is wanted
                 break
@@ -443,7 +582,9 @@ def _read_unit(unit: WorkUnit, fs: LogFileSystem, builder: _ViewBuilder, view: s
         raise CorruptIndexError(
             f"the range [{unit.start}, {unit.end}) cut at an offset-index entry does not end at a batch "
             f"boundary: the last whole batch ends at byte {reader.end_position}",
-            file=unit.index_path or unit.path, position=unit.end)
+            file=unit.index_path or unit.path,
+            position=unit.end,
+        )
     if builder.rows:
         yield _filtered(builder.flush(), view, flt)
 
@@ -452,6 +593,7 @@ class _Decoding:
     """A block decoding the batch at `position` of the unit's file: what it raises leaves as a
     KafkaLogError naming the file and byte (the codec's, located, or a CorruptBatchError wrapping
     anything else)."""
+
     __slots__ = ("unit", "position", "batch")
 
     def __init__(self, unit: WorkUnit, position: int, batch):
@@ -465,8 +607,12 @@ class _Decoding:
             return
         if isinstance(err, KafkaLogError):
             raise locate(err, self.unit.path, self.position, self.batch) from None
-        raise CorruptBatchError(f"cannot decode the batch: {type(err).__name__}: {err}", file=self.unit.path,
-                                position=self.position, offset=getattr(self.batch, "last_offset", None)) from err
+        raise CorruptBatchError(
+            f"cannot decode the batch: {type(err).__name__}: {err}",
+            file=self.unit.path,
+            position=self.position,
+            offset=getattr(self.batch, "last_offset", None),
+        ) from err
 
 
 def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBatch:
@@ -474,9 +620,16 @@ def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBat
     return batch if mask is None else batch.filter(mask)
 
 
-def read_task(root: str, units: Sequence[WorkUnit], view: str = "narrow", flt: ScanFilter = ScanFilter(), *,
-              verify_crc: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS,
-              stats: IOStats | None = None) -> Iterator[pa.RecordBatch]:
+def read_task(
+    root: str,
+    units: Sequence[WorkUnit],
+    view: str = "narrow",
+    flt: ScanFilter = ScanFilter(),
+    *,
+    verify_crc: bool = True,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    stats: IOStats | None = None,
+) -> Iterator[pa.RecordBatch]:
     """Decode the units of one task, in order; every read is counted in `stats`."""
     fs = filesystem(root)
     if stats is not None:

@@ -6,11 +6,13 @@ Java's reader: lines end at "\\n", "\\r" or "\\r\\n", fields are split on runs o
 (Java's `\\s+`), numbers are Java ints/longs. Errors name the 1-based line and, in `position`, the
 byte where that line starts.
 """
+
 from __future__ import annotations
 
 import base64
 import re
-from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
 from ..errors import CorruptCheckpointError
 from .naming import TopicPartition
@@ -28,6 +30,7 @@ _TOPIC_ID = re.compile(r"[A-Za-z0-9_-]{22}(?:==)?")  # 16 bytes, URL-safe base64
 
 class EpochEntry(NamedTuple):
     """The first offset written in a leader epoch."""
+
     epoch: int
     start_offset: int
 
@@ -48,7 +51,7 @@ def _lines(text: str) -> list[_Line]:
     lines = []
     position = start = 0
     for number, match in enumerate(_LINE_BREAK.finditer(text), start=1):
-        line = text[start:match.start()]
+        line = text[start : match.start()]
         lines.append(_Line(number, position, line))
         position += len(line.encode("utf-8", "surrogatepass")) + len(match.group())
         start = match.end()
@@ -81,8 +84,12 @@ def _malformed(line: _Line, expected: str, file: str | None) -> CorruptCheckpoin
     return _error(line, f"expected {expected}, found {line.text!r}", file)
 
 
-def _read_checkpoint(text: str, version: int, parse_entry: Callable[[str], object | None], expected: str,
-                     file: str | None) -> list[tuple[_Line, object]]:
+E = TypeVar("E")
+
+
+def _read_checkpoint(
+    text: str, version: int, parse_entry: Callable[[str], E | None], expected: str, file: str | None
+) -> list[tuple[_Line, E]]:
     """Kafka's CheckpointReadBuffer.read: the entries with the lines they came from."""
     lines = _lines(text)
     if not lines:  # an empty file holds no entries
@@ -97,7 +104,7 @@ def _read_checkpoint(text: str, version: int, parse_entry: Callable[[str], objec
     count = _java_integer(lines[1].text, 32)
     if count is None or count < 0:
         raise _malformed(lines[1], "the entry count", file)
-    entries = []
+    entries: list[tuple[_Line, E]] = []
     for line in lines[2:]:
         entry = parse_entry(line.text)
         if entry is None:
@@ -110,6 +117,7 @@ def _read_checkpoint(text: str, version: int, parse_entry: Callable[[str], objec
 
 # -- offset checkpoints (recovery point, log start offset, replication, cleaner) -------------------
 
+
 def _offset_entry(text: str) -> tuple[TopicPartition, int] | None:
     fields = _split(_WHITESPACE, text)
     if len(fields) != 3:
@@ -120,7 +128,7 @@ def _offset_entry(text: str) -> tuple[TopicPartition, int] | None:
     return TopicPartition(fields[0], partition), offset
 
 
-def parse_offset_checkpoint(text: str, file: str | None = None) -> dict[TopicPartition, int]:
+def parse_offset_checkpoint(text: str, file: str | None = None) -> dict[tuple[str, int], int]:
     """`topic partition offset` lines → {(topic, partition): offset}; a repeated partition keeps its
     last line, as Kafka's map does."""
     entries = _read_checkpoint(text, OFFSET_CHECKPOINT_VERSION, _offset_entry, "'topic partition offset'", file)
@@ -133,13 +141,16 @@ def format_offset_checkpoint(offsets: Mapping[tuple[str, int], int]) -> str:
     for (topic, partition), offset in sorted(offsets.items()):
         line = f"{topic} {partition} {offset}"
         if _offset_entry(line) != ((topic, partition), offset):
-            raise CorruptCheckpointError(f"cannot write {line!r}: Kafka would not read it back as topic "
-                                         f"{topic!r}, partition {partition}, offset {offset}")
+            raise CorruptCheckpointError(
+                f"cannot write {line!r}: Kafka would not read it back as topic "
+                f"{topic!r}, partition {partition}, offset {offset}"
+            )
         lines.append(line)
     return "\n".join(lines) + "\n"
 
 
 # -- leader-epoch-checkpoint --------------------------------------------------------------------
+
 
 def _epoch_entry(text: str) -> EpochEntry | None:
     fields = _split(_WHITESPACE, text)
@@ -154,6 +165,7 @@ def _epoch_entry(text: str) -> EpochEntry | None:
 def _check_epochs(entries: Sequence[EpochEntry], lines: Sequence[_Line] | None, file: str | None) -> None:
     """Epochs and start offsets ≥ 0 (Kafka's cache refuses others), epochs strictly increasing,
     start offsets non-decreasing: the order Kafka's cache keeps and writes."""
+
     def fail(i: int, message: str) -> CorruptCheckpointError:
         if lines is None:
             return CorruptCheckpointError(f"entry {i} {tuple(entries[i])}: {message}", file=file)
@@ -165,8 +177,9 @@ def _check_epochs(entries: Sequence[EpochEntry], lines: Sequence[_Line] | None, 
         if i and entry.epoch <= entries[i - 1].epoch:
             raise fail(i, f"epoch {entry.epoch} does not increase on the previous epoch {entries[i - 1].epoch}")
         if i and entry.start_offset < entries[i - 1].start_offset:
-            raise fail(i, f"start offset {entry.start_offset} is below the previous entry's "
-                          f"{entries[i - 1].start_offset}")
+            raise fail(
+                i, f"start offset {entry.start_offset} is below the previous entry's {entries[i - 1].start_offset}"
+            )
 
 
 def parse_leader_epoch_checkpoint(text: str, file: str | None = None) -> list[EpochEntry]:
@@ -208,8 +221,7 @@ def truncate_epochs_from_end(entries: Sequence[EpochEntry], end_offset: int) -> 
     return list(entries[:kept])
 
 
-def epochs_from_batches(batches: Iterable[tuple[int, int]],
-                        entries: Sequence[EpochEntry] = ()) -> list[EpochEntry]:
+def epochs_from_batches(batches: Iterable[tuple[int, int]], entries: Sequence[EpochEntry] = ()) -> list[EpochEntry]:
     """The cache that segment recovery builds (LogSegment.recover).
 
     `batches` are (partition_leader_epoch, base_offset) of v2 batches in log order (legacy batches
@@ -227,6 +239,7 @@ def epochs_from_batches(batches: Iterable[tuple[int, int]],
 
 # -- partition.metadata -------------------------------------------------------------------------
 
+
 def _topic_id_bytes(text: str) -> bytes | None:
     if not _TOPIC_ID.fullmatch(text):
         return None
@@ -237,8 +250,9 @@ def parse_partition_metadata(text: str, file: str | None = None) -> PartitionMet
     """`version: 0` and `topic_id: <id>`; Kafka ignores the labels and anything after line 2."""
     lines = _lines(text)
     if not lines:
-        raise CorruptCheckpointError("empty file; expected 'version: 0' and 'topic_id: <id>' lines",
-                                     file=file, position=0)
+        raise CorruptCheckpointError(
+            "empty file; expected 'version: 0' and 'topic_id: <id>' lines", file=file, position=0
+        )
     fields = _split(_METADATA_SEPARATOR, lines[0].text)
     version = _java_integer(fields[1], 32) if len(fields) == 2 else None
     if version is None:
@@ -246,8 +260,9 @@ def parse_partition_metadata(text: str, file: str | None = None) -> PartitionMet
     if version != PARTITION_METADATA_VERSION:
         raise _error(lines[0], f"unrecognised version {version}, expected {PARTITION_METADATA_VERSION}", file)
     if len(lines) < 2:
-        raise CorruptCheckpointError("line 2: missing; expected 'topic_id: <id>'", file=file,
-                                     position=len(text.encode("utf-8", "surrogatepass")))
+        raise CorruptCheckpointError(
+            "line 2: missing; expected 'topic_id: <id>'", file=file, position=len(text.encode("utf-8", "surrogatepass"))
+        )
     fields = _split(_METADATA_SEPARATOR, lines[1].text)
     raw = _topic_id_bytes(fields[1]) if len(fields) == 2 else None
     if raw is None:
@@ -261,7 +276,8 @@ def format_partition_metadata(topic_id: str) -> str:
     """The file content Kafka writes: two lines, no trailing line break."""
     raw = _topic_id_bytes(topic_id)
     if raw is None or not any(raw):
-        raise CorruptCheckpointError(f"cannot write topic id {topic_id!r}: expected a non-zero 16-byte id in "
-                                     "URL-safe base64")
+        raise CorruptCheckpointError(
+            f"cannot write topic id {topic_id!r}: expected a non-zero 16-byte id in URL-safe base64"
+        )
     canonical = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
     return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {canonical}"

@@ -6,12 +6,13 @@ into place at the end; a run that fails removes it. So a directory at the output
 complete, and a leftover staging directory (a killed run) says in its name what it is. Errors
 raised while working on a staged copy of the input name the input's file, not the copy's.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 from ..errors import KafkaLogError, LogDirError
 from .fs import LogFileSystem
@@ -23,15 +24,18 @@ STAGING_SUFFIX = ".kafkalog-incomplete"
 @dataclass(frozen=True)
 class Destination:
     """`path`: the log directory the command rewrites in place (the input, or the staging copy of
-    it); `source`: the input as the filesystem names it."""
+    it), and `source`: the input, both as paths or URIs that `LogDir.open` takes."""
+
     path: str
     source: str
 
     def relocate(self, err: KafkaLogError) -> KafkaLogError:
-        """`err` naming the input's file where it names the staging copy's."""
-        if err.file is None or self.path == self.source or not err.file.startswith(self.path):
+        """`err` naming the input's file where it names the staging copy's (errors name files as
+        their filesystem does: without a URI's scheme)."""
+        staged, source = _inner(self.path), _inner(self.source)
+        if err.file is None or staged == source or not err.file.startswith(staged):
             return err
-        return err.located(file=self.source + err.file[len(self.path):])
+        return err.located(file=source + err.file[len(staged) :])
 
 
 def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
@@ -44,12 +48,16 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
             raise LogDirError("the output is the input log directory; omit --output to rewrite in place", file=path)
         raise LogDirError("the output must not exist or be an empty directory; choose a new one", file=path)
     if in_fs.is_local == fs.is_local and _inside(_real(fs, path), _real(in_fs, source)):
-        raise LogDirError(f"the output lies inside the input log directory {source}; choose a directory outside it",
-                          file=path)
+        raise LogDirError(
+            f"the output lies inside the input log directory {source}; choose a directory outside it", file=path
+        )
     staging = path + STAGING_SUFFIX
     if fs.exists(staging):
-        raise LogDirError("an earlier run that did not finish left this staging directory; remove it (it is an "
-                          "incomplete copy) and run again", file=staging)
+        raise LogDirError(
+            "an earlier run that did not finish left this staging directory; remove it (it is an "
+            "incomplete copy) and run again",
+            file=staging,
+        )
     return fs, path
 
 
@@ -62,21 +70,26 @@ def preflight(log_dir: str, output: str | None, *, dry_run: bool = False) -> Log
     opened.ensure_legal_partition_dirs()
     if not dry_run and output is not None:
         check_output(log_dir, output)
+    elif not dry_run and not opened.fs.is_local:
+        raise LogDirError(
+            "an object store has no atomic rename (a rename is a copy and a delete), so an in-place "
+            "rewrite could not recover from a crash; write the result with --output",
+            file=log_dir,
+        )
     elif not dry_run:
         opened.ensure_unlocked()
     return opened
 
 
 @contextmanager
-def destination(log_dir: str, output: str | None, *, dry_run: bool = False, copy: bool = True
-                ) -> Iterator[Destination]:
+def destination(log_dir: str, output: str | None, *, dry_run: bool = False) -> Iterator[Destination]:
     """The directory to rewrite, for the length of the block, once `preflight` passes. In place
     (`output` None): the log directory, under its `.lock` for the whole block (LogDir.locked: refused while a broker or
     another kafkalog run holds it, and a broker started meanwhile cannot open it). With `output`:
-    a staging directory, filled with a copy of the input when `copy` (else left for the caller to
-    create), renamed to `output` when the block ends normally and removed when it raises. A dry run
+    a staging directory, filled with a copy of the input, renamed to `output` when the block ends
+    normally and removed when it raises. A dry run
     writes nothing: the input itself."""
-    source = LogFileSystem.for_path(log_dir)[1]
+    source = _uri(log_dir, LogFileSystem.for_path(log_dir)[1])
     opened = preflight(log_dir, output, dry_run=dry_run)
     if dry_run:
         yield Destination(source, source)
@@ -87,10 +100,9 @@ def destination(log_dir: str, output: str | None, *, dry_run: bool = False, copy
         return
     fs, path = LogFileSystem.for_path(output)
     staging = path + STAGING_SUFFIX
-    target = Destination(staging, source)
+    target = Destination(_uri(output, staging), source)
     try:
-        if copy:
-            copy_log_dir(log_dir, _uri(output, staging))
+        copy_log_dir(log_dir, target.path)
         yield target
     except KafkaLogError as err:
         _remove(fs, staging)
@@ -113,6 +125,7 @@ def _publish(fs: LogFileSystem, staging: str, path: str) -> None:
         fs.rename(staging, path)
     except (NotImplementedError, OSError):
         import pyarrow.fs as pafs
+
         pafs.copy_files(staging, path, source_filesystem=fs.fs, destination_filesystem=fs.fs)
         fs.delete_dir(staging)
 
@@ -122,12 +135,17 @@ def _remove(fs: LogFileSystem, path: str) -> None:
         fs.delete_dir(path)
 
 
-def _uri(output: str, path: str) -> str:
-    """`path` (in the output's filesystem) in the form `output` was given: a URI stays a URI."""
-    if "://" not in output:
+def _uri(given: str, path: str) -> str:
+    """`path` (in the filesystem of `given`) in the form `given` was: a URI stays a URI."""
+    if "://" not in given:
         return path
-    scheme = output.split("://", 1)[0]
+    scheme = given.split("://", 1)[0]
     return f"{scheme}://{path}"
+
+
+def _inner(path_or_uri: str) -> str:
+    """A path or URI as its filesystem names files: without the scheme."""
+    return path_or_uri.split("://", 1)[1].rstrip("/") if "://" in path_or_uri else path_or_uri
 
 
 def _real(fs: LogFileSystem, path: str) -> str:

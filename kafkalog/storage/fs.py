@@ -5,6 +5,7 @@ Paths inside a `LogFileSystem` are strings in that filesystem's own form ('/data
 copy and a delete, which is why the swap protocol is recoverable at every step rather than relying
 on atomic renames.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,7 +34,7 @@ class LogFileSystem:
         self.is_local = isinstance(fs, pafs.LocalFileSystem)
 
     @classmethod
-    def for_path(cls, path_or_uri: str) -> tuple["LogFileSystem", str]:
+    def for_path(cls, path_or_uri: str) -> tuple[LogFileSystem, str]:
         """The filesystem of a local path or URI, and the path inside it."""
         text = os.fspath(path_or_uri)
         if "://" not in text:

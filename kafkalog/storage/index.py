@@ -5,12 +5,14 @@ does. Entries are held with absolute offsets; the files store offsets relative t
 offset. Parsing accepts whatever Kafka's reader accepts (it takes every whole entry in the file);
 `sanity_check` reports what Kafka's sanityCheck reports, plus entries that do not increase.
 """
+
 from __future__ import annotations
 
 import struct
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterable, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from ..errors import CorruptBatchError, CorruptIndexError
 from .naming import INT32_MAX
@@ -29,38 +31,45 @@ class LogSegmentOffsetOverflowError(CorruptBatchError):
 
 class OffsetPosition(NamedTuple):
     """An offset-index entry: the batch starting at byte `position` has last offset `offset`."""
+
     offset: int
     position: int
 
 
 class TimestampOffset(NamedTuple):
     """A time-index entry: the largest timestamp up to and including `offset` is `timestamp`."""
+
     timestamp: int
     offset: int
 
 
 class BatchSummary(NamedTuple):
     """What index building needs to know about one batch of a `.log` file."""
+
     position: int
     size: int
     last_offset: int
     max_timestamp: int
 
 
-def relative_offset(offset: int, base_offset: int, *, file: str | None = None,
-                    position: int | None = None) -> int:
+def relative_offset(offset: int, base_offset: int, *, file: str | None = None, position: int | None = None) -> int:
     """`offset - base_offset`, refused unless it fits the index's int32 (Kafka: ensureOffsetInRange)."""
     relative = offset - base_offset
     if not 0 <= relative <= INT32_MAX:
         raise LogSegmentOffsetOverflowError(
             f"offset {offset} is not in [{base_offset}, {base_offset + INT32_MAX}], the range a segment "
-            f"based at {base_offset} can index", file=file, position=position, offset=offset)
+            f"based at {base_offset} can index",
+            file=file,
+            position=position,
+            offset=offset,
+        )
     return relative
 
 
 @dataclass
 class _Index:
     """What the two fixed-size-entry indexes share: the file layout and its length rules."""
+
     base_offset: int
     entries: list = field(default_factory=list)
     # Capacity in entries (Kafka: segment.index.bytes // entry size); None for a finished index.
@@ -71,6 +80,15 @@ class _Index:
     trailing_bytes: int = 0
 
     ENTRY: ClassVar[struct.Struct]
+
+    @staticmethod
+    def _entry(base_offset: int, raw: tuple) -> Any:
+        """An entry from its unpacked fields (each index defines it)."""
+        raise NotImplementedError
+
+    def _raw(self, entry: Any, at: int) -> bytes:
+        """An entry's bytes, for entry slot `at` (each index defines it)."""
+        raise NotImplementedError
 
     @classmethod
     def from_bytes(cls, data: bytes, base_offset: int, file: str | None = None):
@@ -100,9 +118,12 @@ class _Index:
     def _check_length(self) -> None:
         if self.trailing_bytes:
             length = self.size_in_bytes + self.trailing_bytes
-            raise self._error(f"index file is {length} bytes, not a multiple of the {self.ENTRY.size}-byte "
-                              f"entry size: {self.trailing_bytes} bytes of a partial entry follow the last "
-                              "whole entry", len(self.entries))
+            raise self._error(
+                f"index file is {length} bytes, not a multiple of the {self.ENTRY.size}-byte "
+                f"entry size: {self.trailing_bytes} bytes of a partial entry follow the last "
+                "whole entry",
+                len(self.entries),
+            )
 
     def _check_zero_tail(self) -> None:
         """Report a preallocated tail, which Kafka leaves only in the index of an active segment."""
@@ -115,12 +136,15 @@ class _Index:
             raise self._error(
                 f"preallocated zero tail: entries {first_zero}..{len(self.entries) - 1} are all zero bytes; "
                 "Kafka trims an index file when its segment becomes inactive or on clean shutdown, so this "
-                "file belongs to an active segment or a broker that stopped uncleanly", first_zero)
+                "file belongs to an active segment or a broker that stopped uncleanly",
+                first_zero,
+            )
 
 
 @dataclass
 class OffsetIndex(_Index):
     """A segment's `.index`: sparse `OffsetPosition` entries, increasing in offset and position."""
+
     entries: list[OffsetPosition] = field(default_factory=list)
 
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">ii")  # relative offset, position
@@ -151,14 +175,22 @@ class OffsetIndex(_Index):
     def append(self, offset: int, position: int) -> None:
         at = len(self.entries)
         if self.is_full():
-            raise self._error(f"cannot append ({offset}, {position}): the index is full at {self.max_entries} "
-                              "entries", at, offset)
+            raise self._error(
+                f"cannot append ({offset}, {position}): the index is full at {self.max_entries} entries", at, offset
+            )
         if self.entries and offset <= self.entries[-1].offset:
-            raise self._error(f"cannot append offset {offset}: it is no larger than the last offset "
-                              f"{self.entries[-1].offset}", at, offset)
+            raise self._error(
+                f"cannot append offset {offset}: it is no larger than the last offset {self.entries[-1].offset}",
+                at,
+                offset,
+            )
         if self.entries and position <= self.entries[-1].position:
-            raise self._error(f"cannot append position {position}: it is no larger than the last position "
-                              f"{self.entries[-1].position}", at, offset)
+            raise self._error(
+                f"cannot append position {position}: it is no larger than the last position "
+                f"{self.entries[-1].position}",
+                at,
+                offset,
+            )
         if not 0 <= position <= INT32_MAX:
             raise self._error(f"position {position} does not fit an int32", at, offset)
         self._relative(offset, at * self.ENTRY.size)
@@ -168,19 +200,27 @@ class OffsetIndex(_Index):
         """Raise CorruptIndexError where Kafka's OffsetIndex.sanityCheck would, or if entries do not increase."""
         self._check_zero_tail()
         if self.entries and self.last_offset < self.base_offset:
-            raise self._error(f"last offset {self.last_offset} is less than the base offset {self.base_offset}",
-                              len(self.entries) - 1, self.last_offset)
+            raise self._error(
+                f"last offset {self.last_offset} is less than the base offset {self.base_offset}",
+                len(self.entries) - 1,
+                self.last_offset,
+            )
         self._check_length()
         for i in range(1, len(self.entries)):
             previous, entry = self.entries[i - 1], self.entries[i]
             if entry.offset <= previous.offset or entry.position <= previous.position:
-                raise self._error(f"entry {i} {tuple(entry)} does not follow entry {i - 1} {tuple(previous)}: "
-                                  "offsets and positions must both increase", i, entry.offset)
+                raise self._error(
+                    f"entry {i} {tuple(entry)} does not follow entry {i - 1} {tuple(previous)}: "
+                    "offsets and positions must both increase",
+                    i,
+                    entry.offset,
+                )
 
 
 @dataclass
 class TimeIndex(_Index):
     """A segment's `.timeindex`: `TimestampOffset` entries, timestamps strictly increasing."""
+
     entries: list[TimestampOffset] = field(default_factory=list)
 
     ENTRY: ClassVar[struct.Struct] = struct.Struct(">qi")  # timestamp, relative offset
@@ -213,16 +253,24 @@ class TimeIndex(_Index):
         """
         at = len(self.entries)
         if not skip_full_check and self.is_full():
-            raise self._error(f"cannot append ({timestamp}, {offset}): the time index is full at "
-                              f"{self.max_entries - 1} entries (the last slot is kept for the final entry)",
-                              at, offset)
+            assert self.max_entries is not None  # is_full() says so
+            raise self._error(
+                f"cannot append ({timestamp}, {offset}): the time index is full at "
+                f"{self.max_entries - 1} entries (the last slot is kept for the final entry)",
+                at,
+                offset,
+            )
         last = self.last_entry
         if self.entries and offset < last.offset:
-            raise self._error(f"cannot append offset {offset}: it is smaller than the last entry's offset "
-                              f"{last.offset}", at, offset)
+            raise self._error(
+                f"cannot append offset {offset}: it is smaller than the last entry's offset {last.offset}", at, offset
+            )
         if self.entries and timestamp < last.timestamp:
-            raise self._error(f"cannot append timestamp {timestamp}: it is smaller than the last entry's "
-                              f"timestamp {last.timestamp}", at, offset)
+            raise self._error(
+                f"cannot append timestamp {timestamp}: it is smaller than the last entry's timestamp {last.timestamp}",
+                at,
+                offset,
+            )
         if timestamp > last.timestamp:
             self._relative(offset, at * self.ENTRY.size)
             self.entries.append(TimestampOffset(timestamp, offset))
@@ -233,17 +281,27 @@ class TimeIndex(_Index):
         if self.entries:
             first, last = self.entries[0], self.entries[-1]
             if last.timestamp < first.timestamp:
-                raise self._error(f"last timestamp {last.timestamp} is less than the first timestamp "
-                                  f"{first.timestamp}", len(self.entries) - 1, last.offset)
+                raise self._error(
+                    f"last timestamp {last.timestamp} is less than the first timestamp {first.timestamp}",
+                    len(self.entries) - 1,
+                    last.offset,
+                )
             if last.offset < self.base_offset:
-                raise self._error(f"last offset {last.offset} is less than the base offset {self.base_offset}",
-                                  len(self.entries) - 1, last.offset)
+                raise self._error(
+                    f"last offset {last.offset} is less than the base offset {self.base_offset}",
+                    len(self.entries) - 1,
+                    last.offset,
+                )
         self._check_length()
         for i in range(1, len(self.entries)):
             previous, entry = self.entries[i - 1], self.entries[i]
             if entry.timestamp <= previous.timestamp or entry.offset < previous.offset:
-                raise self._error(f"entry {i} {tuple(entry)} does not follow entry {i - 1} {tuple(previous)}: "
-                                  "timestamps must increase and offsets must not decrease", i, entry.offset)
+                raise self._error(
+                    f"entry {i} {tuple(entry)} does not follow entry {i - 1} {tuple(previous)}: "
+                    "timestamps must increase and offsets must not decrease",
+                    i,
+                    entry.offset,
+                )
 
 
 class IndexBuilder:
@@ -254,8 +312,9 @@ class IndexBuilder:
     or a decoded batch), appended in file order starting at byte 0.
     """
 
-    def __init__(self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                 file: str | None = None):
+    def __init__(
+        self, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, file: str | None = None
+    ):
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.file = file  # the .log file, named in errors
@@ -268,13 +327,18 @@ class IndexBuilder:
 
     def append(self, batch) -> None:
         if batch.position != self._next_position:
-            raise ValueError(f"batch at byte {batch.position} does not start where the previous batch ended "
-                             f"(byte {self._next_position}); batches must cover the .log file in order")
+            raise ValueError(
+                f"batch at byte {batch.position} does not start where the previous batch ended "
+                f"(byte {self._next_position}); batches must cover the .log file in order"
+            )
         relative_offset(batch.last_offset, self.base_offset, file=self.file, position=batch.position)
         if self._last_offset is not None and batch.last_offset <= self._last_offset:
-            raise CorruptBatchError(f"batch last offset {batch.last_offset} is not above the previous batch's "
-                                    f"{self._last_offset}", file=self.file, position=batch.position,
-                                    offset=batch.last_offset)
+            raise CorruptBatchError(
+                f"batch last offset {batch.last_offset} is not above the previous batch's {self._last_offset}",
+                file=self.file,
+                position=batch.position,
+                offset=batch.last_offset,
+            )
         self._last_offset = batch.last_offset
         # Strict '>': among batches with the same max timestamp the earliest one is remembered.
         if batch.max_timestamp > self._max_timestamp.timestamp:
@@ -293,9 +357,12 @@ class IndexBuilder:
         return self.offset_index, self.time_index
 
 
-def build_indexes(batches: Iterable, base_offset: int,
-                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                  file: str | None = None) -> tuple[OffsetIndex, TimeIndex]:
+def build_indexes(
+    batches: Iterable,
+    base_offset: int,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    file: str | None = None,
+) -> tuple[OffsetIndex, TimeIndex]:
     """The .index and .timeindex Kafka's segment recovery builds for these batches (see IndexBuilder)."""
     builder = IndexBuilder(base_offset, index_interval_bytes, file)
     for batch in batches:

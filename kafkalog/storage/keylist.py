@@ -8,6 +8,7 @@
 Blank lines are skipped (the empty key is `hex:`). The same forms are read from a string column
 of a table; a binary column holds the key bytes themselves.
 """
+
 from __future__ import annotations
 
 import base64
@@ -15,7 +16,6 @@ import binascii
 
 from ..errors import KafkaLogError
 from .fs import LogFileSystem
-
 
 KEY_FORMATS = ("text", "parquet", "csv", "delta")  # a key file, or a table with a `key` column
 DEFAULT_REASON = "erasure request"  # the ledger's reason for a key that gives none
@@ -53,8 +53,11 @@ def parse_key_lines(data: bytes, file: str | None = None) -> list[bytes]:
             try:
                 keys.append(parse_key(line.decode("utf-8")))
             except UnicodeDecodeError:
-                raise KeyListError(f"line {number}: not UTF-8 text (write binary keys as hex: or base64:)",
-                                   file=file, position=position) from None
+                raise KeyListError(
+                    f"line {number}: not UTF-8 text (write binary keys as hex: or base64:)",
+                    file=file,
+                    position=position,
+                ) from None
             except ValueError as err:
                 raise KeyListError(f"line {number}: {err}", file=file, position=position) from None
         position += len(raw) + 1

@@ -18,12 +18,13 @@ merge identity defined here: each writer reads what the other wrote. Records row
 again, so a rerun, or a run that completes an interrupted one, adds no duplicates, while the same
 partition purged in another directory (a replica on another broker, an archive) is a record of its own.
 """
+
 from __future__ import annotations
 
 import hashlib
 import hmac
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 import pyarrow as pa
 
@@ -34,19 +35,42 @@ SECRET_ENV = "KAFKALOG_PURGE_SECRET"
 MIN_SECRET_BYTES = 16  # half of HMAC-SHA256's output, the least RFC 2104 recommends
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
-RECORDS_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("purged_at", TIMESTAMP), ("log_dir", pa.string()), ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("offset", pa.int64()), ("timestamp", TIMESTAMP), ("action", pa.string()), ("matched_by", pa.string()),
-    ("reason", pa.string()), ("key_fingerprint", pa.string()),
-])
-RUNS_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("started_at", TIMESTAMP), ("finished_at", TIMESTAMP), ("purged_at", TIMESTAMP),
-    ("log_dir", pa.string()), ("topics", pa.list_(pa.string())), ("keys", pa.int64()), ("where", pa.bool_()),
-    ("tombstone", pa.bool_()), ("partitions", pa.int32()), ("segments", pa.int32()),
-    ("records_removed", pa.int64()), ("records_tombstoned", pa.int64()), ("records_redacted", pa.int64()),
-    ("ledger_rows", pa.int64()), ("remaining", pa.int64()), ("kafkalog_version", pa.string()),
-])
+RECORDS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("purged_at", TIMESTAMP),
+        ("log_dir", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", TIMESTAMP),
+        ("action", pa.string()),
+        ("matched_by", pa.string()),
+        ("reason", pa.string()),
+        ("key_fingerprint", pa.string()),
+    ]
+)
+RUNS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("started_at", TIMESTAMP),
+        ("finished_at", TIMESTAMP),
+        ("purged_at", TIMESTAMP),
+        ("log_dir", pa.string()),
+        ("topics", pa.list_(pa.string())),
+        ("keys", pa.int64()),
+        ("where", pa.bool_()),
+        ("tombstone", pa.bool_()),
+        ("partitions", pa.int32()),
+        ("segments", pa.int32()),
+        ("records_removed", pa.int64()),
+        ("records_tombstoned", pa.int64()),
+        ("records_redacted", pa.int64()),
+        ("ledger_rows", pa.int64()),
+        ("remaining", pa.int64()),
+        ("kafkalog_version", pa.string()),
+    ]
+)
 # what makes a records row unique: a record's offset is unique in its partition of one log directory
 ROW_IDENTITY = ("log_dir", "topic", "partition", "offset", "action")
 
@@ -70,8 +94,9 @@ def load_secret(secret_file: str | None = None, environ: Mapping[str, str] = os.
     else:
         raise LedgerError(f"a purge needs the ledger's fingerprint secret: --secret-file FILE or {SECRET_ENV}")
     if len(secret) < MIN_SECRET_BYTES:
-        raise LedgerError(f"the fingerprint secret has {len(secret)} bytes; use at least {MIN_SECRET_BYTES}",
-                          file=where)
+        raise LedgerError(
+            f"the fingerprint secret has {len(secret)} bytes; use at least {MIN_SECRET_BYTES}", file=where
+        )
     return secret
 
 
@@ -89,8 +114,9 @@ def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms:
     offset, timestamp (epoch ms), key, action, matched_by and reason: the key is replaced by its
     fingerprint. A local `log_dir` is named by its absolute path, so that a rerun from another
     working directory is the same directory."""
-    return ledger_rows(purged, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms,
-                       log_dir_name=log_dir_identity(log_dir))
+    return ledger_rows(
+        purged, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir_name=log_dir_identity(log_dir)
+    )
 
 
 def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir_name: str) -> pa.Table:
@@ -104,6 +130,7 @@ def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_di
         if key not in memo:
             memo[key] = fingerprint(secret, key)
         return memo[key]
+
     n = purged.num_rows
     columns = {
         "run_id": pa.array([run_id] * n, pa.string()),
@@ -112,8 +139,9 @@ def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_di
         "topic": purged.column("topic").cast(pa.string()),
         "partition": purged.column("partition").cast(pa.int32()),
         "offset": purged.column("offset").cast(pa.int64()),
-        "timestamp": pa.array([None if t is None else t * 1000 for t in purged.column("timestamp").to_pylist()],
-                              pa.int64()).cast(TIMESTAMP),
+        "timestamp": pa.array(
+            [None if t is None else t * 1000 for t in purged.column("timestamp").to_pylist()], pa.int64()
+        ).cast(TIMESTAMP),
         "action": purged.column("action").cast(pa.string()),
         "matched_by": purged.column("matched_by").cast(pa.string()),
         "reason": purged.column("reason").cast(pa.string()),
@@ -147,8 +175,12 @@ def write_records(ledger: str, rows: pa.Table) -> int:
         if rows.num_rows == 0:
             return 0
         predicate = " AND ".join(f't."{c}" = s."{c}"' for c in ROW_IDENTITY)
-        merged = (DeltaTable(ledger).merge(source=rows, predicate=predicate, source_alias="s", target_alias="t")
-                  .when_not_matched_insert_all().execute())
+        merged = (
+            DeltaTable(ledger)
+            .merge(source=rows, predicate=predicate, source_alias="s", target_alias="t")
+            .when_not_matched_insert_all()
+            .execute()
+        )
     except Exception as err:  # deltalake's own errors (schema mismatch, storage): name the table
         raise LedgerError(f"cannot write the ledger: {type(err).__name__}: {err}", file=ledger) from err
     return int(merged["num_target_rows_inserted"])
@@ -167,6 +199,7 @@ def find(ledger: str, key: bytes, secret: bytes) -> list[dict]:
     """The ledger rows of `key`: where its records were, and what became of them."""
     DeltaTable, _ = _deltalake(ledger)
     import pyarrow.compute as pc
+
     table = DeltaTable(ledger).to_pyarrow_table()
     return table.filter(pc.equal(table.column("key_fingerprint"), fingerprint(secret, key))).to_pylist()
 
@@ -175,6 +208,7 @@ def _deltalake(ledger: str):
     try:
         from deltalake import DeltaTable, write_deltalake
     except ImportError:
-        raise LedgerError("the purge ledger needs the deltalake package (pip install 'kafkalog[spark]')",
-                          file=ledger) from None
+        raise LedgerError(
+            "the purge ledger needs the deltalake package (pip install 'kafkalog[spark]')", file=ledger
+        ) from None
     return DeltaTable, write_deltalake

@@ -12,15 +12,25 @@ of an empty transaction completes no transaction), and tracks the leader-epoch c
 Timestamps come from the data (or from the `now_ms` the caller gives), never from the wall clock,
 so the same appends give byte-identical files with identical mtimes.
 """
+
 from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
-from ..codec.batch import (NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE,
-                           NO_TIMESTAMP, RecordBatch, TimestampType, build_batch)
+from ..codec.batch import (
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+)
 from ..codec.compression import Codec
 from ..codec.control import build_end_txn_marker
 from ..codec.legacy import build_legacy_batch
@@ -30,8 +40,7 @@ from ..config import TopicConfig
 from ..errors import KafkaLogError, LogDirError
 from .checkpoint import EpochEntry, format_leader_epoch_checkpoint, format_partition_metadata
 from .fs import LogFileSystem
-from .index import (DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex,
-                    relative_offset)
+from .index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex, relative_offset
 from .naming import INT32_MAX, LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, segment_file_name
 from .producer_state import CompletedTxn, ProducerStateManager
 from .txnindex import AbortedTxn, TransactionIndex
@@ -50,10 +59,12 @@ class UnexpectedAppendOffsetError(KafkaLogError):
 
 # -- one segment ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WrittenSegment:
     """What `SegmentWriter.close` wrote. `files` maps a kind ('.log', '.index', '.timeindex',
     '.txnindex') to its path; the paths carry the writer's suffix."""
+
     base_offset: int
     size: int
     next_offset: int  # last offset + 1, or the base offset of an empty segment
@@ -74,8 +85,15 @@ class SegmentWriter:
     """Writes the segment based at `base_offset` into directory `dir`: `<base>.log<suffix>` and its
     index files. Append batches in offset order, then `close()`; `abort()` removes everything."""
 
-    def __init__(self, fs: LogFileSystem, dir: str, base_offset: int, *,
-                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES, suffix: str = ""):
+    def __init__(
+        self,
+        fs: LogFileSystem,
+        dir: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        suffix: str = "",
+    ):
         self.fs = fs
         self.dir = dir
         self.base_offset = base_offset
@@ -161,10 +179,17 @@ class SegmentWriter:
             if previous is not None and base <= previous:
                 raise UnexpectedAppendOffsetError(
                     f"batch offsets {base}..{last} do not come after the segment's last offset {previous}",
-                    file=self.log_path, position=at, offset=base)
+                    file=self.log_path,
+                    position=at,
+                    offset=base,
+                )
             if last < base:
-                raise UnexpectedAppendOffsetError(f"batch last offset {last} is below its base offset {base}",
-                                                  file=self.log_path, position=at, offset=base)
+                raise UnexpectedAppendOffsetError(
+                    f"batch last offset {last} is below its base offset {base}",
+                    file=self.log_path,
+                    position=at,
+                    offset=base,
+                )
             # Both ends must be expressible relative to the segment base (Kafka's offset overflow check).
             relative_offset(base, self.base_offset, file=self.log_path, position=at)
             relative_offset(last, self.base_offset, file=self.log_path, position=at)
@@ -179,7 +204,10 @@ class SegmentWriter:
         if not self.base_offset <= txn.last_offset < self.next_offset:
             raise UnexpectedAppendOffsetError(
                 f"the ABORT marker at offset {txn.last_offset} is not in this segment "
-                f"[{self.base_offset}, {self.next_offset})", file=self.txn_index.file, offset=txn.last_offset)
+                f"[{self.base_offset}, {self.next_offset})",
+                file=self.txn_index.file,
+                offset=txn.last_offset,
+            )
         self.txn_index.append(txn)
 
     # -- finishing --------------------------------------------------------------------------------
@@ -196,13 +224,23 @@ class SegmentWriter:
         self.fs.write_bytes(files[".index"], offset_index.to_bytes())
         self.fs.write_bytes(files[".timeindex"], time_index.to_bytes())
         if self.txn_index.entries:
-            files[".txnindex"] = self.txn_index.file
+            files[".txnindex"] = self.path(".txnindex")  # the file self.txn_index was made with
             self.fs.write_bytes(files[".txnindex"], self.txn_index.to_bytes())
         if mtime_ms is not None:
             for path in files.values():
                 self.fs.set_mtime(path, mtime_ms)
-        return WrittenSegment(self.base_offset, self._size, self.next_offset, self._max_timestamp,
-                              len(self.batches), files, offset_index, time_index, self.txn_index, mtime_ms)
+        return WrittenSegment(
+            self.base_offset,
+            self._size,
+            self.next_offset,
+            self._max_timestamp,
+            len(self.batches),
+            files,
+            offset_index,
+            time_index,
+            self.txn_index,
+            mtime_ms,
+        )
 
     def abort(self) -> None:
         """Stop and delete whatever this writer created."""
@@ -214,7 +252,7 @@ class SegmentWriter:
             if self.fs.exists(path):
                 self.fs.delete(path)
 
-    def __enter__(self) -> "SegmentWriter":
+    def __enter__(self) -> SegmentWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -242,8 +280,11 @@ def parse_record_set(data: bytes, file: str | None = None) -> list[Batch]:
         raise err.located(file=file) from None
     if reader.truncated_tail is not None:
         tail = reader.truncated_tail
-        raise UnexpectedAppendOffsetError(f"the record set ends inside a batch: {tail.length} bytes after the "
-                                          f"last whole batch", file=file, position=tail.position)
+        raise UnexpectedAppendOffsetError(
+            f"the record set ends inside a batch: {tail.length} bytes after the last whole batch",
+            file=file,
+            position=tail.position,
+        )
     if not batches:
         raise UnexpectedAppendOffsetError("the record set holds no batch", file=file)
     return batches
@@ -251,8 +292,10 @@ def parse_record_set(data: bytes, file: str | None = None) -> list[Batch]:
 
 # -- one partition ----------------------------------------------------------------------------------
 
+
 class AppendInfo(NamedTuple):
     """Where an append went and what it completed."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -265,6 +308,7 @@ class AppendInfo(NamedTuple):
 @dataclass
 class WrittenPartition:
     """What `PartitionWriter.close` left on disk, and the offsets the broker checkpoints need."""
+
     topic: str
     partition: int
     path: str
@@ -313,13 +357,25 @@ class PartitionWriter:
     min(segment.ms, max.compaction.lag.ms) as Kafka does. No roll jitter is applied.
     """
 
-    def __init__(self, fs: LogFileSystem, log_dir_path: str, topic: str, partition: int, *,
-                 segment_bytes: int = DEFAULT_SEGMENT_BYTES, segment_ms: int = DEFAULT_SEGMENT_MS,
-                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                 segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
-                 log_start_offset: int = 0, leader_epoch: int | None = 0, leader_epoch_cache: bool = True,
-                 topic_id: str | None = None, seed: int | str = 0,
-                 producer_state: ProducerStateManager | None = None, now_ms: int = NO_TIMESTAMP):
+    def __init__(
+        self,
+        fs: LogFileSystem,
+        log_dir_path: str,
+        topic: str,
+        partition: int,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        segment_ms: int = DEFAULT_SEGMENT_MS,
+        index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+        segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+        log_start_offset: int = 0,
+        leader_epoch: int | None = 0,
+        leader_epoch_cache: bool = True,
+        topic_id: str | None = None,
+        seed: int | str = 0,
+        producer_state: ProducerStateManager | None = None,
+        now_ms: int = NO_TIMESTAMP,
+    ):
         self.fs = fs
         self.topic = topic
         self.partition = partition
@@ -345,8 +401,9 @@ class PartitionWriter:
         self._last_snapshot_offset = self.producer_state.map_end_offset
         self._closed = False
         if fs.exists(self.path) and fs.list_dir(self.path):
-            raise LogDirError("refusing to write a new log into a partition directory that is not empty",
-                              file=self.path)
+            raise LogDirError(
+                "refusing to write a new log into a partition directory that is not empty", file=self.path
+            )
         fs.make_dirs(self.path)
         self._write_partition_metadata()
         self.partition_leader_epoch = NO_PARTITION_LEADER_EPOCH
@@ -422,60 +479,104 @@ class PartitionWriter:
             if batch.base_offset <= previous or batch.last_offset < batch.base_offset:
                 raise UnexpectedAppendOffsetError(
                     f"batch offsets {batch.base_offset}..{batch.last_offset} do not follow offset {previous} "
-                    f"(log end offset {self.log_end_offset})", file=self._segment.log_path, offset=batch.base_offset)
+                    f"(log end offset {self.log_end_offset})",
+                    file=self._segment.log_path,
+                    offset=batch.base_offset,
+                )
             previous = batch.last_offset
         span = batches[-1].last_offset - batches[0].base_offset
         if span > INT32_MAX:
-            raise UnexpectedAppendOffsetError(f"record set spans {span + 1} offsets, more than one segment can index",
-                                              file=self._segment.log_path, offset=batches[0].base_offset)
+            raise UnexpectedAppendOffsetError(
+                f"record set spans {span + 1} offsets, more than one segment can index",
+                file=self._segment.log_path,
+                offset=batches[0].base_offset,
+            )
 
     def _index_abort(self, txn: CompletedTxn) -> None:
         aborted = self.producer_state.aborted_txn(txn)
         self._segment.append_aborted_txn(aborted)
         self.aborted_txns.append(aborted)
 
-    def append_records(self, records: Sequence[Record], *, codec: int = Codec.NONE,
-                       timestamp_type: int = TimestampType.CREATE_TIME, producer_id: int = NO_PRODUCER_ID,
-                       producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
-                       is_transactional: bool = False, now_ms: int | None = None) -> AppendInfo:
+    def append_records(
+        self,
+        records: Sequence[Record],
+        *,
+        codec: int = Codec.NONE,
+        timestamp_type: int = TimestampType.CREATE_TIME,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+        base_sequence: int = NO_SEQUENCE,
+        is_transactional: bool = False,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
         """Build a v2 batch of `records` at the log end offset (their own offsets are ignored) and
         append it. For LogAppendTime the append time is the broker clock."""
         records = self._at_log_end(records)
         append_time = self._append_time(now_ms, records)
-        data = build_batch(records, codec=codec, timestamp_type=timestamp_type,
-                           log_append_time=append_time if timestamp_type == TimestampType.LOG_APPEND_TIME else None,
-                           partition_leader_epoch=self.partition_leader_epoch, producer_id=producer_id,
-                           producer_epoch=producer_epoch, base_sequence=base_sequence,
-                           is_transactional=is_transactional)
+        data = build_batch(
+            records,
+            codec=codec,
+            timestamp_type=timestamp_type,
+            log_append_time=append_time if timestamp_type == TimestampType.LOG_APPEND_TIME else None,
+            partition_leader_epoch=self.partition_leader_epoch,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=is_transactional,
+        )
         return self.append(data, now_ms=append_time)
 
-    def append_legacy_records(self, records: Sequence[Record], *, magic: int, codec: int = Codec.NONE,
-                              timestamp_type: int = TimestampType.CREATE_TIME,
-                              now_ms: int | None = None) -> AppendInfo:
+    def append_legacy_records(
+        self,
+        records: Sequence[Record],
+        *,
+        magic: int,
+        codec: int = Codec.NONE,
+        timestamp_type: int = TimestampType.CREATE_TIME,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
         """Build v0/v1 messages of `records` at the log end offset (one wrapper when compressed)."""
         records = self._at_log_end(records)
         append_time = self._append_time(now_ms, records)
         log_append = magic == 1 and timestamp_type == TimestampType.LOG_APPEND_TIME
-        data = build_legacy_batch(records, magic=magic, codec=codec, timestamp_type=timestamp_type,
-                                  log_append_time=append_time if log_append else None)
+        data = build_legacy_batch(
+            records,
+            magic=magic,
+            codec=codec,
+            timestamp_type=timestamp_type,
+            log_append_time=append_time if log_append else None,
+        )
         return self.append(data, now_ms=append_time)
 
-    def append_end_txn_marker(self, *, producer_id: int, producer_epoch: int, commit: bool,
-                              timestamp: int | None = None, coordinator_epoch: int = 0,
-                              timestamp_type: int = TimestampType.CREATE_TIME) -> AppendInfo:
+    def append_end_txn_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        timestamp: int | None = None,
+        coordinator_epoch: int = 0,
+        timestamp_type: int = TimestampType.CREATE_TIME,
+    ) -> AppendInfo:
         """Write a COMMIT or ABORT marker at the log end offset, as the transaction coordinator has the
         leader do. In a LogAppendTime topic the broker stamps the marker with its append time too."""
         timestamp = self.clock_ms if timestamp is None else timestamp
-        data = build_end_txn_marker(offset=self.log_end_offset, timestamp=timestamp, producer_id=producer_id,
-                                    producer_epoch=producer_epoch, commit=commit, coordinator_epoch=coordinator_epoch,
-                                    partition_leader_epoch=self.partition_leader_epoch, timestamp_type=timestamp_type)
+        data = build_end_txn_marker(
+            offset=self.log_end_offset,
+            timestamp=timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            commit=commit,
+            coordinator_epoch=coordinator_epoch,
+            partition_leader_epoch=self.partition_leader_epoch,
+            timestamp_type=timestamp_type,
+        )
         return self.append(data, now_ms=timestamp)
 
     def _at_log_end(self, records: Sequence[Record]) -> list[Record]:
         if not records:
             raise ValueError("a batch needs at least one record")
-        return [Record(self.log_end_offset + i, r.timestamp, r.key, r.value, r.headers)
-                for i, r in enumerate(records)]
+        return [Record(self.log_end_offset + i, r.timestamp, r.key, r.value, r.headers) for i, r in enumerate(records)]
 
     def _append_time(self, now_ms: int | None, records: Sequence[Record]) -> int:
         """The broker clock at this append: never earlier than before, nor than the records it gets."""
@@ -489,13 +590,16 @@ class PartitionWriter:
             # An empty segment never rolls on size or time; it only moves when the offsets cannot fit.
             return not 0 <= last_offset - segment.base_offset <= INT32_MAX
         first_ts = segment.first_batch_max_timestamp
-        waited = max_timestamp - first_ts if first_ts is not None and first_ts >= 0 \
-            else now_ms - self._segment_created_ms
-        return (segment.size > self.segment_bytes - set_size
-                or waited > self.segment_ms
-                or segment.offset_index_entries >= self.max_offset_index_entries
-                or segment.time_index_entries >= self.max_time_index_entries - 1
-                or not 0 <= last_offset - segment.base_offset <= INT32_MAX)
+        waited = (
+            max_timestamp - first_ts if first_ts is not None and first_ts >= 0 else now_ms - self._segment_created_ms
+        )
+        return (
+            segment.size > self.segment_bytes - set_size
+            or waited > self.segment_ms
+            or segment.offset_index_entries >= self.max_offset_index_entries
+            or segment.time_index_entries >= self.max_time_index_entries - 1
+            or not 0 <= last_offset - segment.base_offset <= INT32_MAX
+        )
 
     def roll(self, new_base_offset: int | None = None, *, now_ms: int | None = None) -> None:
         """Finish the active segment and start one at `new_base_offset` (default: the log end offset),
@@ -503,8 +607,9 @@ class PartitionWriter:
         self._check_open()
         new_base = self.log_end_offset if new_base_offset is None else new_base_offset
         if new_base < self.log_end_offset:
-            raise UnexpectedAppendOffsetError(f"cannot roll at {new_base}, below the log end offset "
-                                              f"{self.log_end_offset}", offset=new_base)
+            raise UnexpectedAppendOffsetError(
+                f"cannot roll at {new_base}, below the log end offset {self.log_end_offset}", offset=new_base
+            )
         # The finished segment keeps the mtime of its last write; the roll itself happens now.
         self.clock_ms = max(self.clock_ms, NO_TIMESTAMP if now_ms is None else now_ms)
         if self._segment.is_empty:
@@ -543,12 +648,21 @@ class PartitionWriter:
         self._set_mtime(self.path)
         self._closed = True
         return WrittenPartition(
-            topic=self.topic, partition=self.partition, path=self.path, topic_id=self.topic_id,
-            log_start_offset=self.log_start_offset, log_end_offset=self.log_end_offset,
-            high_watermark=self.high_watermark, recovery_point=self.log_end_offset,
-            last_stable_offset=self.last_stable_offset, segments=list(self.segments),
-            snapshots=list(self.snapshots), leader_epochs=list(self.leader_epochs),
-            aborted_txns=list(self.aborted_txns), mtime_ms=self.clock_ms if self.clock_ms >= 0 else None)
+            topic=self.topic,
+            partition=self.partition,
+            path=self.path,
+            topic_id=self.topic_id,
+            log_start_offset=self.log_start_offset,
+            log_end_offset=self.log_end_offset,
+            high_watermark=self.high_watermark,
+            recovery_point=self.log_end_offset,
+            last_stable_offset=self.last_stable_offset,
+            segments=list(self.segments),
+            snapshots=list(self.snapshots),
+            leader_epochs=list(self.leader_epochs),
+            aborted_txns=list(self.aborted_txns),
+            mtime_ms=self.clock_ms if self.clock_ms >= 0 else None,
+        )
 
     def _write_partition_metadata(self) -> None:
         path = self.fs.join(self.path, PARTITION_METADATA)
@@ -563,7 +677,7 @@ class PartitionWriter:
         if self._closed:
             raise ValueError(f"partition writer for {self.path} is closed")
 
-    def __enter__(self) -> "PartitionWriter":
+    def __enter__(self) -> PartitionWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -1,13 +1,14 @@
 """A Kafka `log.dirs` directory: its partition directories and broker checkpoint files."""
+
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from ..config import parse_java_properties as parse_properties  # the one reader of .properties files
 from ..errors import LogDirError
@@ -23,8 +24,10 @@ CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 TopicPartition = tuple[str, int]
 
 
-LOCKED_BY_ANOTHER_PROCESS = ("the log directory is locked by another process (a running broker or another "
-                             "kafkalog run); stop it before modifying the log")
+LOCKED_BY_ANOTHER_PROCESS = (
+    "the log directory is locked by another process (a running broker or another "
+    "kafkalog run); stop it before modifying the log"
+)
 
 
 @dataclass
@@ -37,13 +40,14 @@ class LogDir:
     partitions works as before. It is listed in `illegal_dirs` (path -> reason), which
     `ensure_legal_partition_dirs` turns into a refusal for the commands that rewrite the directory;
     `kafkalog validate` reports it."""
+
     fs: LogFileSystem
     path: str
     partition_paths: dict[TopicPartition, str] = field(default_factory=dict)
     illegal_dirs: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, path_or_uri: str) -> "LogDir":
+    def open(cls, path_or_uri: str) -> LogDir:
         fs, path = LogFileSystem.for_path(path_or_uri)
         if not fs.is_dir(path):
             raise LogDirError("log directory does not exist or is not a directory", file=path)
@@ -68,10 +72,14 @@ class LogDir:
             return
         path, reason = min(self.illegal_dirs.items())
         more = len(self.illegal_dirs) - 1
-        others = (f" ({more} more such director{'y' if more == 1 else 'ies'}; `kafkalog validate` lists them)"
-                  if more else "")
-        raise LogDirError(f"not a partition directory Kafka could have made: {reason}{others}. kafkalog does not "
-                          "rewrite a log directory holding one; rename it or move it out first", file=path)
+        others = (
+            f" ({more} more such director{'y' if more == 1 else 'ies'}; `kafkalog validate` lists them)" if more else ""
+        )
+        raise LogDirError(
+            f"not a partition directory Kafka could have made: {reason}{others}. kafkalog does not "
+            "rewrite a log directory holding one; rename it or move it out first",
+            file=path,
+        )
 
     @property
     def topic_partitions(self) -> list[TopicPartition]:
@@ -176,8 +184,11 @@ class LogDir:
         key = os.path.realpath(path)
         with _HELD_GUARD:
             if key in _HELD:
-                raise LogDirError("this process already holds the log directory's lock (a rewrite of it is under "
-                                  "way); one rewrite of a directory at a time", file=path)
+                raise LogDirError(
+                    "this process already holds the log directory's lock (a rewrite of it is under "
+                    "way); one rewrite of a directory at a time",
+                    file=path,
+                )
             _HELD.add(key)
         try:
             try:
@@ -215,15 +226,19 @@ def _try_locks(fd: int, path: str, kind: int, *, keep: bool) -> None:
         except OSError as err:
             if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise LogDirError(LOCKED_BY_ANOTHER_PROCESS, file=path) from None
-            raise LogDirError(f"cannot take a {name} lock on the broker's lock file ({err.strerror}), so whether a "
-                              "broker uses the directory cannot be told; not modifying it", file=path) from None
+            raise LogDirError(
+                f"cannot take a {name} lock on the broker's lock file ({err.strerror}), so whether a "
+                "broker uses the directory cannot be told; not modifying it",
+                file=path,
+            ) from None
         if not keep:
             lock(fd, fcntl.LOCK_UN)
 
 
 def copy_log_dir(source: str, target: str) -> None:
     """Copy a whole log directory to `target`, which must not exist yet: the `--output` of the
-    rewriting commands. Local copies keep file modification times, which Kafka's rules read."""
+    rewriting commands. The broker's `.lock` stays behind. Local copies keep file modification
+    times, which Kafka's rules read (object stores keep their own)."""
     src_fs, src = LogFileSystem.for_path(source)
     dst_fs, dst = LogFileSystem.for_path(target)
     if not src_fs.is_dir(src):
@@ -232,8 +247,19 @@ def copy_log_dir(source: str, target: str) -> None:
         raise LogDirError("the output directory already exists; choose a new one", file=dst)
     if src_fs.is_local and dst_fs.is_local:
         import shutil
+
         shutil.copytree(src, dst, ignore=shutil.ignore_patterns(LOCK_FILE))
         return
     import pyarrow.fs as pafs
-    pafs.copy_files(src, dst, source_filesystem=src_fs.fs, destination_filesystem=dst_fs.fs)
 
+    dst_fs.make_dirs(dst)
+    for info in src_fs.fs.get_file_info(pafs.FileSelector(src, recursive=True)):
+        relative = info.path[len(src) :].lstrip("/")
+        if info.type == pafs.FileType.Directory:
+            dst_fs.make_dirs(dst_fs.join(dst, relative))
+        elif relative != LOCK_FILE:
+            if dst_fs.is_local:  # a listing may name a file before its directory
+                dst_fs.make_dirs(os.path.dirname(dst_fs.join(dst, relative)))
+            pafs.copy_files(
+                info.path, dst_fs.join(dst, relative), source_filesystem=src_fs.fs, destination_filesystem=dst_fs.fs
+            )

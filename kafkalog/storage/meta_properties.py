@@ -19,6 +19,7 @@ without ``version`` is read as version 0 by Kafka 2.8 and later.
 `check_meta_properties(data)` returns what it could read and every problem found, each with its
 severity and the byte position of its line; `read_meta_properties` raises on the first error.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,7 +36,7 @@ KNOWN_KEYS = (VERSION, BROKER_ID, NODE_ID, CLUSTER_ID, DIRECTORY_ID)
 ERROR, WARNING = "error", "warning"
 
 _INT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt, ASCII digits
-_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _BASE64URL = re.compile(r"([A-Za-z0-9_-]*)(=*)")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # \t \n \f \r are whitespace to Properties
 
@@ -43,6 +44,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")  # \t \n \f \r are whites
 @dataclass(frozen=True)
 class MetaProperties:
     """A readable meta.properties. `node_id` is `broker.id` in version 0, `node.id` in version 1."""
+
     version: int
     node_id: int | None
     cluster_id: str | None
@@ -84,7 +86,7 @@ def check_meta_properties(data: bytes) -> tuple[MetaProperties | None, list[Meta
         return None, issues
     control = _CONTROL.search(text)
     if control is not None:
-        at = len(text[:control.start()].encode("utf-8"))
+        at = len(text[: control.start()].encode("utf-8"))
         error(f"not a text file: control character {control.group()!r} at byte {at}", at)
         return None, issues
     try:
@@ -93,8 +95,10 @@ def check_meta_properties(data: bytes) -> tuple[MetaProperties | None, list[Meta
         error(str(err.args[0]), err.args[1] if len(err.args) > 1 else None)
         return None, issues
     if not any(k in props for k in KNOWN_KEYS):
-        error("holds none of version, broker.id, node.id, cluster.id: not a meta.properties Kafka wrote"
-              + ("" if props else " (the file is empty or only comments)"))
+        error(
+            "holds none of version, broker.id, node.id, cluster.id: not a meta.properties Kafka wrote"
+            + ("" if props else " (the file is empty or only comments)")
+        )
         return None, issues
 
     ok = True
@@ -124,8 +128,10 @@ def check_meta_properties(data: bytes) -> tuple[MetaProperties | None, list[Meta
             error(f"{id_key} {node_id} is negative: no broker has a negative id", pos)
             ok = False
     elif version == 0:
-        warning("version 0 without broker.id: Kafka 2.8 and later take the id from the broker's configuration, "
-                "earlier brokers refuse the file")
+        warning(
+            "version 0 without broker.id: Kafka 2.8 and later take the id from the broker's configuration, "
+            "earlier brokers refuse the file"
+        )
     else:
         error("version 1 without node.id; Kafka refuses the file")
         ok = False
@@ -137,8 +143,11 @@ def check_meta_properties(data: bytes) -> tuple[MetaProperties | None, list[Meta
             error("cluster.id is empty; a broker refuses it as not its cluster's id", pos)
             ok = False
         elif _uuid_problem(cluster_id) is not None:
-            warning(f"cluster.id {cluster_id!r} is not the 22-character base64url UUID Kafka generates "
-                    f"({_uuid_problem(cluster_id)})", pos)
+            warning(
+                f"cluster.id {cluster_id!r} is not the 22-character base64url UUID Kafka generates "
+                f"({_uuid_problem(cluster_id)})",
+                pos,
+            )
     elif version == 1:
         error("version 1 without cluster.id; Kafka refuses the file")
         ok = False
@@ -151,8 +160,9 @@ def check_meta_properties(data: bytes) -> tuple[MetaProperties | None, list[Meta
             error(f"directory.id {directory_id!r} is not a UUID ({problem}); Kafka refuses the file", pos)
             ok = False
         elif _reserved_directory_id(directory_id):
-            error(f"directory.id {directory_id!r} is one of Kafka's reserved directory ids; Kafka refuses the file",
-                  pos)
+            error(
+                f"directory.id {directory_id!r} is one of Kafka's reserved directory ids; Kafka refuses the file", pos
+            )
             ok = False
     meta = MetaProperties(version, node_id, cluster_id, directory_id) if ok else None
     return meta, issues

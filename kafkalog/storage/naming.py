@@ -1,4 +1,5 @@
 """Names of the files and directories in a Kafka log directory."""
+
 from __future__ import annotations
 
 import posixpath
@@ -10,8 +11,12 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
-OFFSET_CHECKPOINT_FILES = (RECOVERY_POINT_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                           REPLICATION_OFFSET_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT)
+OFFSET_CHECKPOINT_FILES = (
+    RECOVERY_POINT_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CLEANER_OFFSET_CHECKPOINT,
+)
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 
@@ -25,8 +30,11 @@ OFFSET_DIGITS = 20
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-_SEGMENT_FILE = re.compile(r"([0-9]+)({})({})?".format("|".join(map(re.escape, SEGMENT_FILE_KINDS)),
-                                                       "|".join(map(re.escape, IN_FLIGHT_STATES))))
+_SEGMENT_FILE = re.compile(
+    r"([0-9]+)({})({})?".format(
+        "|".join(map(re.escape, SEGMENT_FILE_KINDS)), "|".join(map(re.escape, IN_FLIGHT_STATES))
+    )
+)
 _PARTITION = re.compile(r"[0-9]+")
 
 
@@ -37,6 +45,7 @@ class TopicPartition(NamedTuple):
 
 class SegmentFileName(NamedTuple):
     """A parsed segment file name: `00000000000000012345.index.swap` → (12345, ".index", ".swap")."""
+
     base_offset: int
     kind: str  # one of SEGMENT_FILE_KINDS
     state: str | None = None  # one of IN_FLIGHT_STATES, or None for a live file
@@ -104,8 +113,10 @@ def illegal_topic_reason(topic: str) -> str | None:
         return f"a topic name has at most {MAX_TOPIC_NAME_LENGTH} characters, this one has {len(topic)}"
     if not _LEGAL_TOPIC.fullmatch(topic):
         bad = sorted({c for c in topic if not _LEGAL_TOPIC.fullmatch(c)})
-        return (f"topic {topic!r} contains {', '.join(map(repr, bad[:5]))}: Kafka allows only ASCII letters, "
-                "digits, '.', '_' and '-'")
+        return (
+            f"topic {topic!r} contains {', '.join(map(repr, bad[:5]))}: Kafka allows only ASCII letters, "
+            "digits, '.', '_' and '-'"
+        )
     return None
 
 

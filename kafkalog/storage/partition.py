@@ -1,4 +1,5 @@
 """A partition directory `<topic>-<partition>`: its segments, snapshots and per-partition files."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from .segment import LogSegment
 @dataclass
 class Partition:
     """What a partition directory holds, listed without reading any segment body."""
+
     fs: LogFileSystem
     path: str
     topic: str
@@ -23,12 +25,11 @@ class Partition:
     files: dict[str, FileEntry] = field(default_factory=dict)  # leader-epoch-checkpoint, partition.metadata
 
     @classmethod
-    def open(cls, fs: LogFileSystem, path: str) -> "Partition":
+    def open(cls, fs: LogFileSystem, path: str) -> Partition:
         name = fs.name(path)
         parsed = parse_partition_dir_name(name)
         if parsed is None:
-            raise LogDirError(f"{name!r} is not a partition directory name (expected <topic>-<partition>)",
-                              file=path)
+            raise LogDirError(f"{name!r} is not a partition directory name (expected <topic>-<partition>)", file=path)
         part = cls(fs, path, parsed[0], parsed[1])
         segments: dict[int, LogSegment] = {}
         indexes: list[tuple[int, FileEntry, str]] = []
@@ -46,8 +47,10 @@ class Partition:
             elif seg_name.kind == ".snapshot":
                 part.snapshots[seg_name.base_offset] = entry
             elif seg_name.kind == ".log":
-                segments.setdefault(seg_name.base_offset, LogSegment(fs, path, seg_name.base_offset, topic=part.topic,
-                                                                     partition=part.partition)).files[".log"] = entry
+                segments.setdefault(
+                    seg_name.base_offset,
+                    LogSegment(fs, path, seg_name.base_offset, topic=part.topic, partition=part.partition),
+                ).files[".log"] = entry
             else:
                 indexes.append((seg_name.base_offset, entry, seg_name.kind))
         for base, entry, kind in indexes:
@@ -64,9 +67,11 @@ class Partition:
         """Refuse a partition that a rewrite left half swapped: its live files may not be the log."""
         if self.in_flight:
             names = ", ".join(sorted(e.name for e in self.in_flight)[:5])
-            raise LogDirError(f"an interrupted rewrite left {len(self.in_flight)} file(s) ({names}); a kafkalog "
-                              f"rewrite (or a broker start) recovers it first, `kafkalog validate` reports it",
-                              file=self.path)
+            raise LogDirError(
+                f"an interrupted rewrite left {len(self.in_flight)} file(s) ({names}); a kafkalog "
+                f"rewrite (or a broker start) recovers it first, `kafkalog validate` reports it",
+                file=self.path,
+            )
 
     @property
     def name(self) -> str:

@@ -1,6 +1,7 @@
 """Producer state replay, as a log reload computes it: last sequences per producer, open
 and completed transactions, the last stable offset, and what goes into `.snapshot` and `.txnindex`.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -51,20 +52,29 @@ class ProducerState:
     def to_entry(self) -> ProducerStateEntry:
         last = self.batches[-1] if self.batches else None
         return ProducerStateEntry(
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
             last_sequence=last.last_sequence if last else NO_SEQUENCE,
             last_offset=last.last_offset if last else NO_OFFSET,
             offset_delta=last.offset_delta if last else 0,
-            timestamp=self.last_timestamp, coordinator_epoch=self.coordinator_epoch,
-            current_txn_first_offset=self.current_txn_first_offset)
+            timestamp=self.last_timestamp,
+            coordinator_epoch=self.coordinator_epoch,
+            current_txn_first_offset=self.current_txn_first_offset,
+        )
 
     @classmethod
-    def from_entry(cls, entry: ProducerStateEntry) -> "ProducerState":
-        state = cls(entry.producer_id, entry.producer_epoch, entry.coordinator_epoch, entry.timestamp,
-                    entry.current_txn_first_offset)
+    def from_entry(cls, entry: ProducerStateEntry) -> ProducerState:
+        state = cls(
+            entry.producer_id,
+            entry.producer_epoch,
+            entry.coordinator_epoch,
+            entry.timestamp,
+            entry.current_txn_first_offset,
+        )
         if entry.last_offset >= 0:
-            state.batches.append(BatchMetadata(entry.last_sequence, entry.last_offset, entry.offset_delta,
-                                               entry.timestamp))
+            state.batches.append(
+                BatchMetadata(entry.last_sequence, entry.last_offset, entry.offset_delta, entry.timestamp)
+            )
         return state
 
     def _set_epoch(self, epoch: int) -> None:
@@ -82,8 +92,9 @@ class ProducerStateManager:
         self.map_end_offset = map_end_offset
 
     @classmethod
-    def from_snapshot(cls, snapshot: ProducerSnapshot, now: int | None = None,
-                      expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> "ProducerStateManager":
+    def from_snapshot(
+        cls, snapshot: ProducerSnapshot, now: int | None = None, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    ) -> ProducerStateManager:
         """State as of the snapshot's offset; with `now`, producers already expired are skipped."""
         manager = cls(snapshot.offset)
         for entry in snapshot.entries:
@@ -112,8 +123,11 @@ class ProducerStateManager:
         if state is None:
             state = self.producers[batch.producer_id] = ProducerState(batch.producer_id, batch.producer_epoch)
         state._set_epoch(batch.producer_epoch)
-        state.batches.append(BatchMetadata(batch.last_sequence, batch.last_offset,
-                                           batch.last_offset - batch.base_offset, batch.max_timestamp))
+        state.batches.append(
+            BatchMetadata(
+                batch.last_sequence, batch.last_offset, batch.last_offset - batch.base_offset, batch.max_timestamp
+            )
+        )
         state.last_timestamp = batch.max_timestamp
         if batch.is_transactional and state.current_txn_first_offset == NO_OFFSET:
             state.current_txn_first_offset = batch.base_offset
@@ -127,6 +141,7 @@ class ProducerStateManager:
             state = self.producers[batch.producer_id] = ProducerState(batch.producer_id, batch.producer_epoch)
         first = state.current_txn_first_offset
         state._set_epoch(batch.producer_epoch)
+        assert marker.coordinator_epoch is not None  # an ABORT or COMMIT marker has one
         state.coordinator_epoch = marker.coordinator_epoch
         state.current_txn_first_offset = NO_OFFSET
         state.last_timestamp = marker.timestamp
@@ -137,8 +152,11 @@ class ProducerStateManager:
     # -- transactions -------------------------------------------------------------------------------
     def open_transactions(self) -> dict[int, int]:
         """producer id -> first offset of its open transaction."""
-        return {pid: s.current_txn_first_offset for pid, s in self.producers.items()
-                if s.current_txn_first_offset != NO_OFFSET}
+        return {
+            pid: s.current_txn_first_offset
+            for pid, s in self.producers.items()
+            if s.current_txn_first_offset != NO_OFFSET
+        }
 
     def first_unstable_offset(self) -> int | None:
         firsts = self.open_transactions().values()
@@ -150,8 +168,12 @@ class ProducerStateManager:
         closed its own producer's transaction, so the others are as they were before it)."""
         others = [first for pid, first in self.open_transactions().items() if pid != completed.producer_id]
         lso = min(others) if others else completed.last_offset + 1
-        return AbortedTxn(producer_id=completed.producer_id, first_offset=completed.first_offset,
-                          last_offset=completed.last_offset, last_stable_offset=lso)
+        return AbortedTxn(
+            producer_id=completed.producer_id,
+            first_offset=completed.first_offset,
+            last_offset=completed.last_offset,
+            last_stable_offset=lso,
+        )
 
     # -- what the cleaner and snapshots need ---------------------------------------------------------
     def active_producers(self) -> dict[int, tuple[int, int]]:
@@ -159,8 +181,7 @@ class ProducerStateManager:
         return {pid: (s.last_data_offset, s.producer_epoch) for pid, s in self.producers.items()}
 
     def remove_expired(self, now: int, expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
-        self.producers = {pid: s for pid, s in self.producers.items()
-                          if not self._is_expired(s, now, expiration_ms)}
+        self.producers = {pid: s for pid, s in self.producers.items() if not self._is_expired(s, now, expiration_ms)}
 
     @staticmethod
     def _is_expired(state: ProducerState, now: int, expiration_ms: int) -> bool:
@@ -175,11 +196,13 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
     """Producer state at the log end offset of a storage Partition, and that offset: from the
     latest readable snapshot, replaying the batches after it (the whole log when there is none)."""
     from ..errors import CorruptSnapshotError
+
     manager, start = ProducerStateManager(part.segments[0].base_offset if part.segments else 0), None
     for offset in sorted(part.snapshots, reverse=True):
         try:
-            snapshot = ProducerSnapshot.from_bytes(part.fs.read_bytes(part.snapshots[offset].path), offset,
-                                                   file=part.snapshots[offset].path)
+            snapshot = ProducerSnapshot.from_bytes(
+                part.fs.read_bytes(part.snapshots[offset].path), offset, file=part.snapshots[offset].path
+            )
         except CorruptSnapshotError:  # Kafka deletes it and falls back to the previous one
             continue
         manager, start = ProducerStateManager.from_snapshot(snapshot), offset
@@ -194,4 +217,3 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
                 manager.append(batch)
             log_end = batch.last_offset + 1
     return manager, max(log_end, start or 0)
-

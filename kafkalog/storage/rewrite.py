@@ -5,11 +5,13 @@ The decide step hands over a `BatchPlan` only for batches that change; every oth
 byte for byte without being decoded. Changed batches are decoded, filtered and re-encoded with
 their own codec (codec/filter.py).
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..codec.batch import RecordBatch
 from ..codec.filter import BatchRetention, FilteredBatch, Outcome, SpliceJob, filter_batch, splice_batches
@@ -26,6 +28,7 @@ WINDOW_BATCHES = 64  # batches spliced together: numpy's cost per call is paid o
 
 class BatchPlan(NamedTuple):
     """What happens to one batch: which records go or change, and whether it stays when none is left."""
+
     retention: BatchRetention
     removed: frozenset = frozenset()  # offsets of the records that go
     marker_for_empty_txn: bool = False  # a marker whose transaction has no data left (gets a horizon)
@@ -61,17 +64,25 @@ class RewriteStats:
     horizons_set: int = 0
 
 
-def rewrite_segments(fs: LogFileSystem, partition_dir: str, sources: Sequence[LogSegment],
-                     plans: Mapping[tuple[int, int], BatchPlan], *, delete_horizon_ms: int,
-                     index_interval_bytes: int, aborted_txns: Sequence[AbortedTxn] = (),
-                     suffix: str = CLEANED) -> tuple[WrittenSegment, RewriteStats]:
+def rewrite_segments(
+    fs: LogFileSystem,
+    partition_dir: str,
+    sources: Sequence[LogSegment],
+    plans: Mapping[tuple[int, int], BatchPlan],
+    *,
+    delete_horizon_ms: int,
+    index_interval_bytes: int,
+    aborted_txns: Sequence[AbortedTxn] = (),
+    suffix: str = CLEANED,
+) -> tuple[WrittenSegment, RewriteStats]:
     """Write the output segment based at `sources[0].base_offset`. `plans` is keyed by
     (source segment base offset, file position of the batch). `aborted_txns` are the transactions
     whose `.txnindex` entries survive; those whose marker lands in this segment are indexed.
     The output's mtime is the last source segment's, as Kafka's cleaner sets it."""
     stats = RewriteStats()
-    writer = SegmentWriter(fs, partition_dir, sources[0].base_offset, index_interval_bytes=index_interval_bytes,
-                           suffix=suffix)
+    writer = SegmentWriter(
+        fs, partition_dir, sources[0].base_offset, index_interval_bytes=index_interval_bytes, suffix=suffix
+    )
     with writer:
         for source in sources:
             for window in _windows(source.batches()):
@@ -114,7 +125,7 @@ def _splice(window, plans, delete_horizon_ms: int) -> list:
         if _reads_records(batch, plan) and isinstance(batch, RecordBatch) and not (plan.tombstoned or plan.redacted):
             jobs.append(SpliceJob(batch, plan.removed, plan.retention, plan.marker_for_empty_txn))
             where.append(i)
-    out = [None] * len(window)
+    out: list[FilteredBatch | None] = [None] * len(window)
     try:
         done = splice_batches(jobs, delete_horizon_ms=delete_horizon_ms)
     except KafkaLogError:  # a batch that cannot be read: the batch-by-batch path names it
@@ -132,8 +143,7 @@ def _reads_records(batch, plan: BatchPlan | None) -> bool:
     return plan.changes_records or needs_horizon or batch.records_count == 0
 
 
-def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_horizon_ms: int,
-           stats: RewriteStats):
+def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_horizon_ms: int, stats: RewriteStats):
     count = batch.records_count
     stats.records_in += count
     if plan is None:  # untouched: copied, never decoded
@@ -149,8 +159,13 @@ def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_
         return spliced.data, spliced.outcome, spliced.horizon_set
     records = batch.records()
     retained = plan.apply(records) if plan.changes_records else records
-    out = filter_batch(batch, retained, retention=plan.retention, delete_horizon_ms=delete_horizon_ms,
-                       contains_marker_for_empty_txn=plan.marker_for_empty_txn,
-                       all_retained=retained == records)
+    out = filter_batch(
+        batch,
+        retained,
+        retention=plan.retention,
+        delete_horizon_ms=delete_horizon_ms,
+        contains_marker_for_empty_txn=plan.marker_for_empty_txn,
+        all_retained=retained == records,
+    )
     stats.records_out += len(retained) if out.data else 0
     return out.data, out.outcome, out.horizon_set

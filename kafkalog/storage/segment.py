@@ -3,12 +3,14 @@
 Batches are read in chunks, never the whole file at once, so a 1 GiB segment costs one chunk of
 memory. Positions handed out are positions in the `.log` file.
 """
+
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
@@ -16,8 +18,8 @@ from ..codec.reader import Batch, BatchReader, TruncatedTail, header_first_offse
 from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError
 from .fs import FileEntry, LogFileSystem
 from .index import BatchSummary, OffsetIndex, OffsetPosition, TimeIndex
-from .txnindex import AbortedTxn, TransactionIndex
 from .naming import INT64_MAX
+from .txnindex import AbortedTxn, TransactionIndex
 
 CHUNK_SIZE = 8 * 1024 * 1024
 FIRST_BATCH_CHUNK = 64 * 1024  # enough for most first batches; a larger one is read whole
@@ -33,6 +35,7 @@ class SegmentMeta(NamedTuple):
     `.log` file's mtime when the index has no timestamp >= 0 (`timestamp_from_index` False).
     `last_offset` is the last offset of the last batch (None: no batch, or not asked for);
     `first_batch_timestamp` Kafka's getFirstBatchTimestamp (INT64_MAX: none, or not asked for)."""
+
     base_offset: int
     size: int
     largest_timestamp: int
@@ -51,6 +54,7 @@ class SegmentMeta(NamedTuple):
 class SegmentTail(NamedTuple):
     """The batches after the last offset-index entry: the segment's last offset (None: no batch)
     and the largest timestamp among them (None: none >= 0)."""
+
     last_offset: int | None
     max_timestamp: int | None
 
@@ -64,6 +68,7 @@ class LogSegment:
     Everything read of a segment's metadata (index tails, the tail of batch headers, the first
     batch) is read once and kept: the cleaner, retention, purge, validation and the scan planner
     all ask the same object."""
+
     fs: LogFileSystem
     dir: str
     base_offset: int
@@ -120,10 +125,17 @@ class LogSegment:
         index entry) and the first batch's timestamp (its first batch) are read only when asked for."""
         largest = self.time_index_max_timestamp()
         from_index = largest is not None and largest >= 0
-        return SegmentMeta(self.base_offset, self.size, largest if from_index else self.mtime_ms,
-                           self.last_offset() if with_last_offset else None, from_index, self.mtime_ms,
-                           self.first_batch_timestamp() if with_first_batch else INT64_MAX,
-                           self.file_size(".index"), self.file_size(".timeindex"))
+        return SegmentMeta(
+            self.base_offset,
+            self.size,
+            largest if from_index and largest is not None else self.mtime_ms,
+            self.last_offset() if with_last_offset else None,
+            from_index,
+            self.mtime_ms,
+            self.first_batch_timestamp() if with_first_batch else INT64_MAX,
+            self.file_size(".index"),
+            self.file_size(".timeindex"),
+        )
 
     @cached_property
     def offset_index_entries(self) -> list[OffsetPosition]:
@@ -185,8 +197,11 @@ class LogSegment:
 
     @cached_property
     def _first_offset(self) -> int | None:
-        return header_first_offset(self.fs.read_range(self.log_path, 0, min(self.size, FIRST_HEADER_BYTES))) \
-            if self.size else None
+        return (
+            header_first_offset(self.fs.read_range(self.log_path, 0, min(self.size, FIRST_HEADER_BYTES)))
+            if self.size
+            else None
+        )
 
     def first_offset(self) -> int | None:
         """The first batch's first offset from its header alone (None: no batch, or a legacy
@@ -231,7 +246,7 @@ class LogSegment:
             return low, tail.last_offset + 1
         return low, self.next_base_offset
 
-    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> "SegmentReader":
+    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> SegmentReader:
         return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Batch]]:
@@ -239,9 +254,16 @@ class LogSegment:
         that must read whole: offsets in order and within the segment's range, and no torn tail
         but in the active segment (Kafka's readers ignore one there). A batch's own `position`
         is in the chunk it was read from, not in the file."""
-        return iter(SegmentReader(self.fs, self.log_path, self.size if end is None else end, start,
-                                  torn_tail_ok=self.is_active or end is not None,
-                                  offset_range=(self.base_offset, self.next_base_offset)))
+        return iter(
+            SegmentReader(
+                self.fs,
+                self.log_path,
+                self.size if end is None else end,
+                start,
+                torn_tail_ok=self.is_active or end is not None,
+                offset_range=(self.base_offset, self.next_base_offset),
+            )
+        )
 
     def batch_summaries(self) -> Iterator[BatchSummary]:
         """What the index builder needs of each batch, with file positions."""
@@ -261,8 +283,17 @@ class SegmentReader:
     come after the previous batch's: a base offset is not covered by the CRC, so this is what
     catches one that was overwritten."""
 
-    def __init__(self, fs: LogFileSystem, path: str, end: int, start: int = 0, chunk_size: int = CHUNK_SIZE, *,
-                 torn_tail_ok: bool = True, offset_range: tuple[int, int | None] | None = None):
+    def __init__(
+        self,
+        fs: LogFileSystem,
+        path: str,
+        end: int,
+        start: int = 0,
+        chunk_size: int = CHUNK_SIZE,
+        *,
+        torn_tail_ok: bool = True,
+        offset_range: tuple[int, int | None] | None = None,
+    ):
         self.fs, self.path, self.end, self.start, self.chunk_size = fs, path, end, start, chunk_size
         self.torn_tail_ok, self.offset_range = torn_tail_ok, offset_range
         self.truncated_tail: TruncatedTail | None = None
@@ -279,7 +310,7 @@ class SegmentReader:
                 try:
                     for batch in reader:
                         if self.offset_range is not None:
-                            self._check_offsets(pos + batch.position, batch)
+                            self._check_offsets(pos + batch.position, batch, self.offset_range)
                         self.last_offset_read = batch.last_offset
                         yield pos + batch.position, batch
                 except KafkaLogError as err:
@@ -293,14 +324,14 @@ class SegmentReader:
                     self.truncated_tail = TruncatedTail(pos, tail.length, tail.declared_size)
                     if not self.torn_tail_ok:
                         at = reader.end_position  # the torn batch's base offset, where its header has one
-                        raise self._torn(self.truncated_tail, struct.unpack_from(">q", buf, at)[0]
-                                         if tail.length >= 8 else None)
+                        raise self._torn(
+                            self.truncated_tail, struct.unpack_from(">q", buf, at)[0] if tail.length >= 8 else None
+                        )
                     return
                 want = max(self.chunk_size, tail.declared_size or 0)
 
-
-    def _check_offsets(self, position: int, batch: Batch) -> None:
-        low, high = self.offset_range
+    def _check_offsets(self, position: int, batch: Batch, offset_range: tuple[int, int | None]) -> None:
+        low, high = offset_range
         last, first = batch.last_offset, batch_first_offset(batch)
         previous = self.last_offset_read
         if first is not None and first > last:
@@ -311,16 +342,24 @@ class SegmentReader:
             problem = f"its offsets lie outside the segment's range [{low}, {'end' if high is None else high})"
         else:
             return
-        raise CorruptBatchError(f"batch offsets {'?' if first is None else first}..{last} are out of order: {problem}",
-                                file=self.path, position=position, offset=last)
+        raise CorruptBatchError(
+            f"batch offsets {'?' if first is None else first}..{last} are out of order: {problem}",
+            file=self.path,
+            position=position,
+            offset=last,
+        )
 
     def _torn(self, tail: TruncatedTail, base_offset: int | None) -> TruncatedDataError:
         declared = f", where a batch declares {tail.declared_size} bytes" if tail.declared_size else ""
         if base_offset is None and self.last_offset_read is not None:
             base_offset = self.last_offset_read + 1
-        return TruncatedDataError(f"{tail.length} bytes after the last whole batch{declared}, in a segment that "
-                                  f"is not the active one: the segment is torn or a batch length is corrupt",
-                                  file=self.path, position=tail.position, offset=base_offset)
+        return TruncatedDataError(
+            f"{tail.length} bytes after the last whole batch{declared}, in a segment that "
+            f"is not the active one: the segment is torn or a batch length is corrupt",
+            file=self.path,
+            position=tail.position,
+            offset=base_offset,
+        )
 
 
 def batch_first_offset(batch: Batch) -> int | None:

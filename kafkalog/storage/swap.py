@@ -8,12 +8,13 @@ A rewrite writes its new segments as `<base>.<kind>.cleaned`, then:
 Kafka's log loader, and `recover_partition` here, turn a directory interrupted anywhere in this
 sequence into either the complete old or the complete new set of segments.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .fs import FileEntry, LogFileSystem
-from .naming import parse_segment_file_name, segment_file_name
+from .naming import SegmentFileName, parse_segment_file_name, segment_file_name
 from .segment import SegmentReader
 
 SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
@@ -28,8 +29,14 @@ def no_fault(step: str, name: str) -> None:
     pass
 
 
-def replace_segments(fs: LogFileSystem, partition_dir: str, new_bases: Iterable[int], old_bases: Iterable[int],
-                     *, fault: FaultHook = no_fault) -> None:
+def replace_segments(
+    fs: LogFileSystem,
+    partition_dir: str,
+    new_bases: Iterable[int],
+    old_bases: Iterable[int],
+    *,
+    fault: FaultHook = no_fault,
+) -> None:
     """Swap the staged `.cleaned` segments `new_bases` in for the segments `old_bases`.
 
     Producer snapshots at old base offsets that are not new base offsets are deleted."""
@@ -67,10 +74,18 @@ def _sibling(entry: FileEntry, name: str) -> str:
     return entry.path[: len(entry.path) - len(entry.name)] + name
 
 
+def _parsed(name: str) -> SegmentFileName:
+    """The parts of the name of a file of a swap (a segment file name, `in_flight_files` says so)."""
+    parsed = parse_segment_file_name(name)
+    assert parsed is not None, name
+    return parsed
+
+
 def _complete_swaps(fs: LogFileSystem, partition_dir: str, fault: FaultHook) -> None:
-    swaps = sorted((e for e in fs.list_dir(partition_dir) if e.name.endswith(".swap")),
-                   key=lambda e: (parse_segment_file_name(e.name).base_offset,
-                                  SEGMENT_KINDS.index(parse_segment_file_name(e.name).kind)))
+    swaps = sorted(
+        (e for e in fs.list_dir(partition_dir) if e.name.endswith(".swap")),
+        key=lambda e: (_parsed(e.name).base_offset, SEGMENT_KINDS.index(_parsed(e.name).kind)),
+    )
     for entry in swaps:
         fs.rename(entry.path, _sibling(entry, entry.name[: -len(".swap")]))
         fault("swap-completed", entry.name)
@@ -85,8 +100,11 @@ def _delete_leftovers(fs: LogFileSystem, partition_dir: str, state: str, fault: 
 
 def in_flight_files(fs: LogFileSystem, partition_dir: str) -> list[FileEntry]:
     """Leftovers of an interrupted rewrite: `.cleaned`, `.swap` and `.deleted` files."""
-    return [e for e in fs.list_dir(partition_dir)
-            if (p := parse_segment_file_name(e.name)) is not None and p.state is not None]
+    return [
+        e
+        for e in fs.list_dir(partition_dir)
+        if (p := parse_segment_file_name(e.name)) is not None and p.state is not None
+    ]
 
 
 def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
@@ -104,12 +122,12 @@ def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
             fs.delete(e.path)
             actions.append(f"deleted {e.name}")
     cleaned = [e for e in entries if e.name.endswith(".cleaned")]
-    min_cleaned = min((parse_segment_file_name(e.name).base_offset for e in cleaned), default=None)
+    min_cleaned = min((_parsed(e.name).base_offset for e in cleaned), default=None)
     swaps = []
     for e in entries:
         if not e.name.endswith(".swap"):
             continue
-        if min_cleaned is not None and parse_segment_file_name(e.name).base_offset >= min_cleaned:
+        if min_cleaned is not None and _parsed(e.name).base_offset >= min_cleaned:
             fs.delete(e.path)
             actions.append(f"deleted incomplete {e.name}")
         else:
@@ -117,9 +135,9 @@ def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
     for e in cleaned:
         fs.delete(e.path)
         actions.append(f"deleted {e.name}")
-    swap_logs = [e for e in swaps if parse_segment_file_name(e.name).kind == ".log"]
+    swap_logs = [e for e in swaps if _parsed(e.name).kind == ".log"]
     if swap_logs:
-        low = min(parse_segment_file_name(e.name).base_offset for e in swap_logs)
+        low = min(_parsed(e.name).base_offset for e in swap_logs)
         high = max(_next_offset(fs, e) for e in swap_logs)
         for e in fs.list_dir(partition_dir):
             p = parse_segment_file_name(e.name)
@@ -153,7 +171,7 @@ def _remove_stray_snapshots(fs: LogFileSystem, partition_dir: str) -> list[str]:
 
 def _next_offset(fs: LogFileSystem, log_entry: FileEntry) -> int:
     """The offset after the last batch of a `.log` file (its base offset when it is empty)."""
-    base = parse_segment_file_name(log_entry.name).base_offset
+    base = _parsed(log_entry.name).base_offset
     last = None
     for _, batch in SegmentReader(fs, log_entry.path, log_entry.size):
         last = batch

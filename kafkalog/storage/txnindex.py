@@ -1,5 +1,6 @@
 """The transaction index (.txnindex): one entry per aborted transaction whose ABORT marker is in
 the segment."""
+
 from __future__ import annotations
 
 import struct
@@ -16,6 +17,7 @@ ENTRY_SIZE = _ENTRY.size  # 34
 class AbortedTxn(NamedTuple):
     """An aborted transaction: its data spans [first_offset, last_offset], the ABORT marker is at
     `last_offset`, and `last_stable_offset` was the partition's LSO when the abort was written."""
+
     producer_id: int
     first_offset: int
     last_offset: int
@@ -38,15 +40,16 @@ class TransactionIndex:
     file: str | None = field(default=None, compare=False)
 
     @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int, file: str | None = None) -> "TransactionIndex":
+    def from_bytes(cls, data: bytes, base_offset: int, file: str | None = None) -> TransactionIndex:
         """Read every whole entry; a trailing partial entry is ignored, as Kafka's iterator does."""
         entries = []
         for position in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
             # Kafka reads only the first byte of the int16 version, as a signed byte.
             version = struct.unpack_from(">b", data, position)[0]
             if version > VERSION:
-                raise UnsupportedFormatError(f"aborted transaction version {version}, expected {VERSION}",
-                                             file=file, position=position)
+                raise UnsupportedFormatError(
+                    f"aborted transaction version {version}, expected {VERSION}", file=file, position=position
+                )
             entries.append(AbortedTxn(*_ENTRY.unpack_from(data, position)[1:]))
         return cls(base_offset, entries, file)
 
@@ -56,10 +59,13 @@ class TransactionIndex:
     def append(self, txn: AbortedTxn) -> None:
         """Append an entry; markers are written in offset order, so last offsets must increase."""
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
-            raise CorruptIndexError(f"cannot append an aborted transaction with last offset {txn.last_offset}: "
-                                    f"it is not above the current last offset {self.entries[-1].last_offset}",
-                                    file=self.file, position=len(self.entries) * ENTRY_SIZE,
-                                    offset=txn.last_offset)
+            raise CorruptIndexError(
+                f"cannot append an aborted transaction with last offset {txn.last_offset}: "
+                f"it is not above the current last offset {self.entries[-1].last_offset}",
+                file=self.file,
+                position=len(self.entries) * ENTRY_SIZE,
+                offset=txn.last_offset,
+            )
         self.entries.append(txn)
 
     def truncate_to(self, offset: int) -> None:
@@ -89,10 +95,18 @@ class TransactionIndex:
         for i, txn in enumerate(self.entries):
             position = i * ENTRY_SIZE
             if txn.last_offset < self.base_offset:
-                raise CorruptIndexError(f"aborted transaction {tuple(txn)} has last offset {txn.last_offset}, "
-                                        f"below the segment base offset {self.base_offset}",
-                                        file=self.file, position=position, offset=txn.last_offset)
+                raise CorruptIndexError(
+                    f"aborted transaction {tuple(txn)} has last offset {txn.last_offset}, "
+                    f"below the segment base offset {self.base_offset}",
+                    file=self.file,
+                    position=position,
+                    offset=txn.last_offset,
+                )
             if i and txn.last_offset <= self.entries[i - 1].last_offset:
-                raise CorruptIndexError(f"aborted transaction {tuple(txn)} does not follow "
-                                        f"{tuple(self.entries[i - 1])}: last offsets must increase",
-                                        file=self.file, position=position, offset=txn.last_offset)
+                raise CorruptIndexError(
+                    f"aborted transaction {tuple(txn)} does not follow "
+                    f"{tuple(self.entries[i - 1])}: last offsets must increase",
+                    file=self.file,
+                    position=position,
+                    offset=txn.last_offset,
+                )

@@ -1,4 +1,5 @@
 """Hypothesis strategies for records and batches, shared by the codec tests."""
+
 from __future__ import annotations
 
 from hypothesis import strategies as st
@@ -22,6 +23,13 @@ def record_lists(draw, min_size=1, max_size=20, with_headers=True):
     for i in range(n):
         if i:
             offset += gaps[i]
-        out.append(Record(offset, ts + draw(st.integers(-10_000, 10_000)), draw(maybe_bytes), draw(maybe_bytes),
-                          draw(headers) if with_headers else ()))
+        out.append(
+            Record(
+                offset,
+                ts + draw(st.integers(-10_000, 10_000)),
+                draw(maybe_bytes),
+                draw(maybe_bytes),
+                draw(headers) if with_headers else (),
+            )
+        )
     return out

@@ -1,19 +1,33 @@
 """Record batch v2: the spec's worked examples, round trips, and independent readers and writers."""
+
 from __future__ import annotations
 
 import struct
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
-from kafka.record.default_records import DefaultRecordBatch as KpBatch, DefaultRecordBatchBuilder as KpBuilder
 from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch as KpBatch
+from kafka.record.default_records import DefaultRecordBatchBuilder as KpBuilder
 
-from kafkalog.codec.batch import (RecordBatch, TimestampType, build_batch, build_empty_batch, decrement_sequence,
-                                  increment_sequence)
+from kafkalog.codec.batch import (
+    RecordBatch,
+    TimestampType,
+    build_batch,
+    build_empty_batch,
+    decrement_sequence,
+    increment_sequence,
+)
 from kafkalog.codec.compression import Codec
 from kafkalog.codec.records import Record
-from kafkalog.errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
+from kafkalog.errors import (
+    CorruptBatchError,
+    CrcMismatchError,
+    KafkaLogError,
+    TruncatedDataError,
+    UnsupportedFormatError,
+)
 
 from .strategies import record_lists
 
@@ -23,16 +37,50 @@ TS = 1700000000000
 
 def test_example_a_one_record_batch():
     data = build_batch([Record(0, TS, b"k", b"v")], partition_leader_epoch=0)
-    assert data.hex() == ("0000000000000000" "0000003a" "00000000" "02" "e99b8dd8" "0000" "00000000"
-                          "0000018bcfe56800" "0000018bcfe56800" "ffffffffffffffff" "ffff" "ffffffff" "00000001"
-                          "100000" "00026b027600")
+    assert data.hex() == (
+        "0000000000000000"
+        "0000003a"
+        "00000000"
+        "02"
+        "e99b8dd8"
+        "0000"
+        "00000000"
+        "0000018bcfe56800"
+        "0000018bcfe56800"
+        "ffffffffffffffff"
+        "ffff"
+        "ffffffff"
+        "00000001"
+        "100000"
+        "00026b027600"
+    )
 
 
 def test_example_c_empty_batch__DRBT_testWriteEmptyHeader():
-    data = build_empty_batch(base_offset=5, last_offset_delta=4, max_timestamp=TS, partition_leader_epoch=0,
-                             producer_id=7, producer_epoch=0, base_sequence=100)
-    assert data.hex() == ("0000000000000005" "00000031" "00000000" "02" "31d79620" "0000" "00000004"
-                          "ffffffffffffffff" "0000018bcfe56800" "0000000000000007" "0000" "00000064" "00000000")
+    data = build_empty_batch(
+        base_offset=5,
+        last_offset_delta=4,
+        max_timestamp=TS,
+        partition_leader_epoch=0,
+        producer_id=7,
+        producer_epoch=0,
+        base_sequence=100,
+    )
+    assert data.hex() == (
+        "0000000000000005"
+        "00000031"
+        "00000000"
+        "02"
+        "31d79620"
+        "0000"
+        "00000004"
+        "ffffffffffffffff"
+        "0000018bcfe56800"
+        "0000000000000007"
+        "0000"
+        "00000064"
+        "00000000"
+    )
     batch = RecordBatch(data)
     assert (batch.size, batch.records_count, batch.base_timestamp, batch.last_offset) == (61, 0, -1, 9)
     assert batch.last_sequence == 104 and batch.records() == [] and batch.is_valid()
@@ -42,29 +90,59 @@ def test_example_c_empty_batch__DRBT_testWriteEmptyHeader():
 @pytest.mark.parametrize("transactional", [False, True])
 @pytest.mark.parametrize("control", [False, True])
 def test_empty_header_every_kind__DRBT_testWriteEmptyHeader(ts_type, transactional, control):
-    data = build_empty_batch(base_offset=10, last_offset_delta=5, max_timestamp=TS, producer_id=1,
-                             producer_epoch=2, base_sequence=7, timestamp_type=ts_type,
-                             is_transactional=transactional, is_control=control)
+    data = build_empty_batch(
+        base_offset=10,
+        last_offset_delta=5,
+        max_timestamp=TS,
+        producer_id=1,
+        producer_epoch=2,
+        base_sequence=7,
+        timestamp_type=ts_type,
+        is_transactional=transactional,
+        is_control=control,
+    )
     b = RecordBatch(data)
     assert (b.timestamp_type, b.is_transactional, b.is_control, b.has_delete_horizon) == (
-        ts_type, transactional, control, False)
+        ts_type,
+        transactional,
+        control,
+        False,
+    )
     assert (b.base_timestamp, b.max_timestamp, b.last_sequence) == (-1, TS, 12)
 
 
 @settings(max_examples=60, deadline=None)
-@given(records=record_lists(), codec=st.sampled_from(CODECS), epoch=st.integers(-1, 2**31 - 1),
-       producer=st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1), st.integers(0, 2**31 - 1)),
-       transactional=st.booleans(), extra_delta=st.integers(0, 50))
+@given(
+    records=record_lists(),
+    codec=st.sampled_from(CODECS),
+    epoch=st.integers(-1, 2**31 - 1),
+    producer=st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1), st.integers(0, 2**31 - 1)),
+    transactional=st.booleans(),
+    extra_delta=st.integers(0, 50),
+)
 def test_round_trip_every_codec(records, codec, epoch, producer, transactional, extra_delta):
     last_delta = records[-1].offset - records[0].offset + extra_delta
-    data = build_batch(records, codec=codec, partition_leader_epoch=epoch, producer_id=producer[0],
-                       producer_epoch=producer[1], base_sequence=producer[2], is_transactional=transactional,
-                       last_offset_delta=last_delta)
+    data = build_batch(
+        records,
+        codec=codec,
+        partition_leader_epoch=epoch,
+        producer_id=producer[0],
+        producer_epoch=producer[1],
+        base_sequence=producer[2],
+        is_transactional=transactional,
+        last_offset_delta=last_delta,
+    )
     batch = RecordBatch(data)
     batch.verify()
     assert batch.records() == records
-    assert (batch.codec, batch.partition_leader_epoch, batch.producer_id, batch.producer_epoch,
-            batch.base_sequence, batch.is_transactional) == (codec, epoch, *producer, transactional)
+    assert (
+        batch.codec,
+        batch.partition_leader_epoch,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        batch.is_transactional,
+    ) == (codec, epoch, *producer, transactional)
     assert batch.last_offset == records[0].offset + last_delta  # a compacted batch keeps its range
     assert batch.max_timestamp == max(-1, max(r.timestamp for r in records))
     assert batch.size == len(data)
@@ -110,6 +188,7 @@ def test_sequences__DRBT_testIncrementSequence_testDecrementSequence():
 
 
 # -- malformed batches ----------------------------------------------------------------------------
+
 
 def _one_batch(codec=Codec.NONE, count=3):
     return build_batch([Record(i, TS + i, b"key%d" % i, b"value" * i) for i in range(count)], codec=codec)
@@ -162,13 +241,20 @@ def test_negative_header_key_length_is_corrupt():
 
 # -- independent readers and writers --------------------------------------------------------------
 
+
 @settings(max_examples=40, deadline=None)
 @given(records=record_lists(max_size=10), codec=st.sampled_from(CODECS), transactional=st.booleans())
 def test_kafka_python_builds_we_read(records, codec, transactional):
     base = records[0].offset
-    builder = KpBuilder(magic=2, compression_type=codec, is_transactional=transactional,
-                        producer_id=9 if transactional else -1, producer_epoch=1 if transactional else -1,
-                        base_sequence=4 if transactional else -1, batch_size=2**30)
+    builder = KpBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=transactional,
+        producer_id=9 if transactional else -1,
+        producer_epoch=1 if transactional else -1,
+        base_sequence=4 if transactional else -1,
+        batch_size=2**30,
+    )
     for r in records:
         ts = max(r.timestamp, 0)  # kafka-python cannot write the "no timestamp" -1
         builder.append(r.offset - base, timestamp=ts, key=r.key, value=r.value, headers=list(r.headers))
@@ -195,8 +281,16 @@ def test_we_build_independent_readers_read(records, codec):
 
 def test_control_batch_read_by_kafka_python__DRBT_testReadAndWriteControlBatch():
     from kafkalog.codec.control import ControlType, build_end_txn_marker, control_record
-    data = build_end_txn_marker(offset=10, timestamp=TS, producer_id=42, producer_epoch=3, commit=True,
-                                coordinator_epoch=347, partition_leader_epoch=0)
+
+    data = build_end_txn_marker(
+        offset=10,
+        timestamp=TS,
+        producer_id=42,
+        producer_epoch=3,
+        commit=True,
+        coordinator_epoch=347,
+        partition_leader_epoch=0,
+    )
     assert data.hex().startswith("000000000000000a00000042") and len(data) == 78
     kp = KpBatch(data)
     assert kp.validate_crc() and kp.is_control_batch
@@ -212,8 +306,15 @@ def test_every_error_is_a_kafkalog_error():
 
 @pytest.mark.parametrize("codec", [c for c in CODECS if c != Codec.NONE])
 def test_kafka_python_compressed_batch_we_read(codec):
-    builder = KpBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=-1,
-                        producer_epoch=-1, base_sequence=-1, batch_size=2**30)
+    builder = KpBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=2**30,
+    )
     for i in range(200):
         builder.append(i, timestamp=TS + i, key=b"key-%d" % (i % 7), value=b"payload " * 20, headers=[("h", b"x")])
     batch = RecordBatch(bytes(builder.build()))

@@ -10,6 +10,7 @@ Sections are built here byte by byte, so every field can take varints of every l
 bytes, 10 for the timestamp delta, including values no int64 holds), non-minimal encodings, null
 lengths other than -1, and the defects the readers must catch.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +19,8 @@ from unittest import mock
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkalog.codec import batch as batch_module
 from kafkalog.codec import decode as decode_module
@@ -33,8 +35,9 @@ from kafkalog.errors import CorruptBatchError, KafkaLogError
 
 REAL_FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
 LOG_FILES = sorted(REAL_FIXTURES.rglob("*.log"))
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 # -- building sections byte by byte ---------------------------------------------------------------
@@ -103,12 +106,30 @@ def section_of(specs) -> tuple[bytes, list[int], list[dict]]:
     return bytes(out), starts, fields
 
 
-def batch_of(section: bytes, count: int, *, base_offset=1000, base_timestamp=1_700_000_000_000,
-             log_append_time=None, codec=Codec.NONE) -> RecordBatch:
+def batch_of(
+    section: bytes,
+    count: int,
+    *,
+    base_offset=1000,
+    base_timestamp=1_700_000_000_000,
+    log_append_time=None,
+    codec=Codec.NONE,
+) -> RecordBatch:
     attributes = codec | (0x08 if log_append_time is not None else 0)
     max_timestamp = log_append_time if log_append_time is not None else base_timestamp
-    data = _assemble(base_offset, -1, attributes, max(count - 1, 0), base_timestamp, max_timestamp,
-                     -1, -1, -1, count, compress(codec, section))
+    data = _assemble(
+        base_offset,
+        -1,
+        attributes,
+        max(count - 1, 0),
+        base_timestamp,
+        max_timestamp,
+        -1,
+        -1,
+        -1,
+        count,
+        compress(codec, section),
+    )
     return RecordBatch(data)
 
 
@@ -127,8 +148,16 @@ def scalar_records(batch):
 
 
 def rows(cols: KeyColumns) -> list[tuple]:
-    return list(zip(cols.offset.tolist(), cols.timestamp.tolist(), cols.key, cols.value_size.tolist(),
-                    cols.span_start.tolist(), cols.span_size.tolist()))
+    return list(
+        zip(
+            cols.offset.tolist(),
+            cols.timestamp.tolist(),
+            cols.key,
+            cols.value_size.tolist(),
+            cols.span_start.tolist(),
+            cols.span_size.tolist(),
+        )
+    )
 
 
 def scan(batch, vectorised: bool = True):
@@ -143,14 +172,16 @@ def scan(batch, vectorised: bool = True):
 
 def forced_decode(batch):
     lat = batch.max_timestamp if batch.attributes & 0x08 else None
-    return decode_module.decode_section(batch.records_section(), batch.records_count, batch.base_offset,
-                                 batch.base_timestamp, lat, force=True)
+    return decode_module.decode_section(
+        batch.records_section(), batch.records_count, batch.base_offset, batch.base_timestamp, lat, force=True
+    )
 
 
 def forced_scan(batch):
     lat = batch.max_timestamp if batch.attributes & 0x08 else None
-    return scan_module.scan_section(batch.records_section(), batch.records_count, batch.base_offset,
-                               batch.base_timestamp, lat, force=True)
+    return scan_module.scan_section(
+        batch.records_section(), batch.records_count, batch.base_offset, batch.base_timestamp, lat, force=True
+    )
 
 
 def assert_same_as_scalar(batch):
@@ -176,8 +207,13 @@ def assert_same_as_scalar(batch):
     if forced[1] is not None:
         keys, *numeric = forced[1]
         assert all(isinstance(column, np.ndarray) and column.dtype == np.int64 for column in numeric)
-        got = list(zip(*(column.tolist() for column in numeric[:2]), keys.tolist(),
-                       *(column.tolist() for column in numeric[2:])))
+        got = list(
+            zip(
+                *(column.tolist() for column in numeric[:2]),
+                keys.tolist(),
+                *(column.tolist() for column in numeric[2:]),
+            )
+        )
         assert expected_scan == ("ok", got)
     return expected
 
@@ -185,9 +221,11 @@ def assert_same_as_scalar(batch):
 # -- strategies ----------------------------------------------------------------------------------
 def zigzag_values(max_bytes: int):
     """Integers whose zig-zag form takes 1..max_bytes varint bytes, each length equally likely."""
+
     def of_length(k):
         low = 0 if k == 1 else 1 << (7 * (k - 1))
         return st.integers(low, (1 << (7 * k)) - 1).map(lambda z: (z >> 1) ^ -(z & 1))
+
     return st.integers(1, max_bytes).flatmap(of_length)
 
 
@@ -205,11 +243,13 @@ def rarely(common, rare, one_in: int = 20):
     return st.integers(1, one_in).flatmap(lambda i: rare if i == 1 else common)
 
 
-header_keys = rarely(st.text(max_size=8).map(str.encode),
-                     st.one_of(st.just(b"\xff\xfe"), st.integers(-3, -1)), 40)  # not UTF-8, negative
-header_lists = st.lists(st.tuples(header_keys, st.one_of(st.none(), st.binary(max_size=12),
-                                                         st.binary(min_size=70, max_size=90))),
-                        max_size=4)
+header_keys = rarely(
+    st.text(max_size=8).map(str.encode), st.one_of(st.just(b"\xff\xfe"), st.integers(-3, -1)), 40
+)  # not UTF-8, negative
+header_lists = st.lists(
+    st.tuples(header_keys, st.one_of(st.none(), st.binary(max_size=12), st.binary(min_size=70, max_size=90))),
+    max_size=4,
+)
 
 
 @st.composite
@@ -230,23 +270,36 @@ def record_specs(draw, n):
             key = None
         else:
             key = draw(payloads)
-        spec = {"attributes": draw(st.integers(0, 255)),
-                "ts": draw(st.integers(-60, 60) if small_ts else zigzag_values(9) if fits else zigzag_values(10)),
-                "od": draw(zigzag_values(5)), "key": key, "value": draw(payloads),
-                "headers": (draw(header_lists) if header_style == "free"
-                            else draw(st.sampled_from(pool)) if header_style == "pool" else ())}
+        spec = {
+            "attributes": draw(st.integers(0, 255)),
+            "ts": draw(st.integers(-60, 60) if small_ts else zigzag_values(9) if fits else zigzag_values(10)),
+            "od": draw(zigzag_values(5)),
+            "key": key,
+            "value": draw(payloads),
+            "headers": (
+                draw(header_lists)
+                if header_style == "free"
+                else draw(st.sampled_from(pool))
+                if header_style == "pool"
+                else ()
+            ),
+        }
         if padded and draw(st.integers(0, 4)) == 0:
             spec[draw(st.sampled_from(["ts_pad", "length_pad"]))] = 1  # non-minimal, still valid
         specs.append(spec)
     return specs
 
 
-batch_fields = st.fixed_dictionaries({
-    "base_offset": rarely(st.integers(0, 2**40), st.sampled_from([2**63 - 1, -2**63, 2**63 - 2**20]), 10),
-    "base_timestamp": rarely(st.one_of(st.just(-1), st.integers(0, 2**41)), st.sampled_from([2**63 - 1, -2**63]), 10),
-    "log_append_time": st.one_of(st.none(), st.integers(0, 2**41)),
-    "codec": st.sampled_from([Codec.NONE, Codec.NONE, Codec.NONE, Codec.LZ4, Codec.GZIP]),
-})
+batch_fields = st.fixed_dictionaries(
+    {
+        "base_offset": rarely(st.integers(0, 2**40), st.sampled_from([2**63 - 1, -(2**63), 2**63 - 2**20]), 10),
+        "base_timestamp": rarely(
+            st.one_of(st.just(-1), st.integers(0, 2**41)), st.sampled_from([2**63 - 1, -(2**63)]), 10
+        ),
+        "log_append_time": st.one_of(st.none(), st.integers(0, 2**41)),
+        "codec": st.sampled_from([Codec.NONE, Codec.NONE, Codec.NONE, Codec.LZ4, Codec.GZIP]),
+    }
+)
 sizes = st.one_of(st.integers(1, 13), st.integers(14, 70))  # below and above the thresholds
 
 
@@ -267,10 +320,16 @@ def test_round_trip_through_build_batch(n, fields, data):
     offsets = sorted(data.draw(st.sets(st.integers(base, base + 2**20), min_size=n, max_size=n)))
     ts = data.draw(st.integers(0, 2**41))
     headers = st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5))), max_size=2)
-    records = [Record(o, ts + data.draw(st.integers(-10**7, 10**7)),
-                      data.draw(st.one_of(st.none(), st.binary(max_size=30))),
-                      data.draw(st.one_of(st.none(), st.binary(max_size=300))), tuple(data.draw(headers)))
-               for o in offsets]
+    records = [
+        Record(
+            o,
+            ts + data.draw(st.integers(-(10**7), 10**7)),
+            data.draw(st.one_of(st.none(), st.binary(max_size=30))),
+            data.draw(st.one_of(st.none(), st.binary(max_size=300))),
+            tuple(data.draw(headers)),
+        )
+        for o in offsets
+    ]
     batch = RecordBatch(build_batch(records, codec=fields["codec"]))
     assert forced_decode(batch) == records == batch.records()
     cols = KeyColumns()
@@ -287,8 +346,9 @@ def test_every_varint_length_of_every_field():
         specs.append({"ts": value, "od": 1, "key": b"k", "value": b"v"})
         if k <= 5:
             specs.append({"ts": 1, "od": value, "key": b"k", "value": b"v"})
-    specs += [{"ts": 0, "od": i, "key": b"x" * n, "value": b"y" * n} for i, n in
-              enumerate([0, 63, 64, 8191, 8192, 70_000])]
+    specs += [
+        {"ts": 0, "od": i, "key": b"x" * n, "value": b"y" * n} for i, n in enumerate([0, 63, 64, 8191, 8192, 70_000])
+    ]
     section, _, _ = section_of(specs)
     for base_timestamp in (0, 2**62, -1):
         batch = batch_of(section, len(specs), base_timestamp=base_timestamp)
@@ -303,7 +363,7 @@ def test_timestamp_deltas_past_int64_fall_back_to_python_integers(huge):
     section, _, _ = section_of(specs)
     batch = batch_of(section, 30, base_timestamp=5)
     assert batch.records()[7].timestamp == 5 + huge
-    if not -2**63 <= 5 + huge < 2**63:
+    if not -(2**63) <= 5 + huge < 2**63:
         with pytest.raises(CorruptBatchError, match="int64"):
             scan_keys(batch, KeyColumns())
     assert_same_as_scalar(batch)
@@ -342,8 +402,10 @@ def test_headers_shared_mixed_and_many():
     ]
     for headers in shapes:
         headers = [h if isinstance(h, tuple) and (not h or isinstance(h[0], tuple)) else (h,) for h in headers]
-        specs = [{"ts": i, "od": i, "key": b"k", "value": b"v",
-                  "headers": tuple((k.encode(), v) for k, v in h)} for i, h in enumerate(headers)]
+        specs = [
+            {"ts": i, "od": i, "key": b"k", "value": b"v", "headers": tuple((k.encode(), v) for k, v in h)}
+            for i, h in enumerate(headers)
+        ]
         section, _, _ = section_of(specs)
         batch = batch_of(section, len(specs))
         records = assert_same_as_scalar(batch)[1]
@@ -352,9 +414,24 @@ def test_headers_shared_mixed_and_many():
 
 
 # -- malformed sections --------------------------------------------------------------------------
-DEFECTS = ["truncate", "too_long", "key_past_end", "value_past_end", "count_more", "count_less",
-           "trailing", "length_short", "length_long", "negative_length", "header_count", "flip",
-           "slack", "header_key_negative", "header_key_negative_short", "header_key_utf8"]
+DEFECTS = [
+    "truncate",
+    "too_long",
+    "key_past_end",
+    "value_past_end",
+    "count_more",
+    "count_less",
+    "trailing",
+    "length_short",
+    "length_long",
+    "negative_length",
+    "header_count",
+    "flip",
+    "slack",
+    "header_key_negative",
+    "header_key_negative_short",
+    "header_key_utf8",
+]
 SPEC_DEFECTS = {  # defects written into the record itself
     "slack": lambda spec: {**spec, "slack": b"\x00"},
     "header_key_negative": lambda spec: {**spec, "headers": tuple(spec.get("headers", ())) + ((-1, b"x"),)},
@@ -372,16 +449,16 @@ def damage(section: bytes, starts: list, fields: list, defect: str, i: int, draw
     if defect in SPEC_DEFECTS:
         return bytes(data), n
     if defect == "truncate":
-        return bytes(data[:max(starts[i] + 1, len(data) - 1 - draw_byte)]), n
+        return bytes(data[: max(starts[i] + 1, len(data) - 1 - draw_byte)]), n
     if defect == "too_long":  # a varint of 6 (or 11) bytes where 5 (10) are allowed
         where = f[["ts", "od", "key", "value", "count"][draw_byte % 5]]
         data[where:where] = b"\x80" * 10
         return bytes(data), n
     if defect == "key_past_end":
-        data[f["key"]:f["key"] + 1] = varint(60_000)
+        data[f["key"] : f["key"] + 1] = varint(60_000)
         return bytes(data), n
     if defect == "value_past_end":
-        data[f["value"]:f["value"] + 1] = varint(10 + draw_byte)
+        data[f["value"] : f["value"] + 1] = varint(10 + draw_byte)
         return bytes(data), n
     if defect == "count_more":
         return bytes(data), n + 1 + draw_byte % 3
@@ -394,18 +471,23 @@ def damage(section: bytes, starts: list, fields: list, defect: str, i: int, draw
         length = end - f["ts"] + 1  # the body: attributes .. headers
         new = {"length_short": length - 1, "length_long": length + 1, "negative_length": -1 - draw_byte}[defect]
         old_size = f["ts"] - 1 - starts[i]
-        data[starts[i]:starts[i] + old_size] = varint(new)
+        data[starts[i] : starts[i] + old_size] = varint(new)
         return bytes(data), n
     if defect == "header_count":
-        data[f["count"]:f["count"] + 1] = varint([-1, 1, 3, 200][draw_byte % 4])
+        data[f["count"] : f["count"] + 1] = varint([-1, 1, 3, 200][draw_byte % 4])
         return bytes(data), n
     data[draw_byte * 7919 % len(data)] ^= 1 << (draw_byte % 8)
     return bytes(data), n
 
 
 @SETTINGS
-@given(data=st.data(), n=sizes, defect=st.sampled_from(DEFECTS), byte=st.integers(0, 255),
-       codec=st.sampled_from([Codec.NONE, Codec.NONE, Codec.SNAPPY]))
+@given(
+    data=st.data(),
+    n=sizes,
+    defect=st.sampled_from(DEFECTS),
+    byte=st.integers(0, 255),
+    codec=st.sampled_from([Codec.NONE, Codec.NONE, Codec.SNAPPY]),
+)
 def test_malformed_sections_fail_as_the_scalar_path_fails(data, n, defect, byte, codec):
     specs = data.draw(record_specs(n))
     for spec in specs:  # keep the records small: the defects are the point here
@@ -425,8 +507,16 @@ def test_malformed_sections_fail_as_the_scalar_path_fails(data, n, defect, byte,
 @pytest.mark.parametrize("n", [5, 40])
 @pytest.mark.parametrize("headers", [False, True])
 def test_each_defect_in_small_and_large_batches(defect, n, headers):
-    specs = [{"ts": i * 1000, "od": i, "key": b"key-%03d" % i, "value": b"v" * (i * 7 % 100),
-              "headers": ((b"h", b"x"), (b"g", None))[:i % 3 if headers else 0]} for i in range(n)]
+    specs = [
+        {
+            "ts": i * 1000,
+            "od": i,
+            "key": b"key-%03d" % i,
+            "value": b"v" * (i * 7 % 100),
+            "headers": ((b"h", b"x"), (b"g", None))[: i % 3 if headers else 0],
+        }
+        for i in range(n)
+    ]
     for i in (0, 1, n // 2, n - 2, n - 1):
         damaged_specs = list(specs)
         if defect in SPEC_DEFECTS:
@@ -450,7 +540,7 @@ def test_scan_keys_agrees_with_records_on_real_fixtures(path):
     for batch in BatchReader(path.read_bytes()):
         records = outcome(batch.records)
         cols = KeyColumns()
-        scanned = outcome(lambda: scan_keys(batch, cols))
+        scanned = outcome(lambda batch=batch, cols=cols: scan_keys(batch, cols))
         if records[0] == "error":
             assert scanned[0] == "error" and scanned[1] is records[1]
             continue
@@ -478,8 +568,10 @@ def test_key_columns_keep_batch_order_across_scalar_and_vectorised_batches():
     expected = []
     offset = 0
     for n in (3, 40, 1, 2, 64, 5):  # small batches take the scalar scan, large the vectorised one
-        records = [Record(offset + i, 10 + i, None if i % 7 == 3 else b"k%d" % i,
-                          None if i % 5 == 1 else b"v" * i) for i in range(n)]
+        records = [
+            Record(offset + i, 10 + i, None if i % 7 == 3 else b"k%d" % i, None if i % 5 == 1 else b"v" * i)
+            for i in range(n)
+        ]
         offset += n
         scan_keys(RecordBatch(build_batch(records)), cols)
         expected += records
@@ -516,7 +608,7 @@ def window_rows(batches) -> tuple:
     """What `scan_keys` batch after batch gives: ('ok', rows) or the first batch's error."""
     got = []
     for i, batch in enumerate(batches):
-        scanned = outcome(lambda: scan(batch))
+        scanned = outcome(lambda batch=batch: scan(batch))
         if scanned[0] == "error":
             return ("error", i, *scanned[1:])
         got += scanned[1]
@@ -537,8 +629,13 @@ def assert_window_as_batch_by_batch(batches) -> bool:
 
 
 @SETTINGS
-@given(data=st.data(), sizes_=st.lists(sizes, min_size=1, max_size=6),
-       damaged=rarely(st.just(-1), st.integers(0, 5), 2), defect=st.sampled_from(DEFECTS), byte=st.integers(0, 255))
+@given(
+    data=st.data(),
+    sizes_=st.lists(sizes, min_size=1, max_size=6),
+    damaged=rarely(st.just(-1), st.integers(0, 5), 2),
+    defect=st.sampled_from(DEFECTS),
+    byte=st.integers(0, 255),
+)
 def test_a_window_scans_as_its_batches_one_by_one(data, sizes_, damaged, defect, byte):
     """Random sections (every varint length, LogAppendTime, base offsets and timestamps near int64's
     limits, mixed codecs), at most one of them damaged."""
@@ -569,17 +666,28 @@ def test_windows_of_builder_batches_are_read_in_one_pass(data, n):
     for _ in range(n):
         count = data.draw(st.integers(1, 70))
         ts = data.draw(st.integers(0, 2**41))
-        records = [Record(offset + i, ts + data.draw(st.integers(-10**8, 10**8)),
-                          data.draw(st.one_of(st.none(), st.binary(max_size=30))),
-                          data.draw(st.one_of(st.none(), st.binary(max_size=300), st.just(b"x" * 9000))),
-                          tuple(data.draw(st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=4)),
-                                                   max_size=2))))
-                   for i in range(count)]
+        records = [
+            Record(
+                offset + i,
+                ts + data.draw(st.integers(-(10**8), 10**8)),
+                data.draw(st.one_of(st.none(), st.binary(max_size=30))),
+                data.draw(st.one_of(st.none(), st.binary(max_size=300), st.just(b"x" * 9000))),
+                tuple(data.draw(st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=4)), max_size=2))),
+            )
+            for i in range(count)
+        ]
         offset += count + data.draw(st.integers(0, 100))
         log_append = data.draw(st.booleans())
-        batches.append(RecordBatch(build_batch(records, codec=data.draw(st.sampled_from(list(Codec))),
-                                               timestamp_type=int(log_append),
-                                               log_append_time=ts + 5 if log_append else None)))
+        batches.append(
+            RecordBatch(
+                build_batch(
+                    records,
+                    codec=data.draw(st.sampled_from(list(Codec))),
+                    timestamp_type=int(log_append),
+                    log_append_time=ts + 5 if log_append else None,
+                )
+            )
+        )
     done = assert_window_as_batch_by_batch(batches)
     assert done == (sum(b.records_count for b in batches) >= scan_module.SCAN_THRESHOLD)
 
@@ -588,7 +696,7 @@ def test_a_window_declines_counts_that_do_not_fit_their_sections():
     """Two sections whose records add up but do not split as declared: each batch alone is corrupt."""
     specs = [{"ts": i, "od": i, "key": b"k%d" % i, "value": b"v"} for i in range(60)]
     section, starts, _ = section_of(specs)
-    first, second = section[:starts[31]], section[starts[31]:]  # 31 and 29 records
+    first, second = section[: starts[31]], section[starts[31] :]  # 31 and 29 records
     batches = [batch_of(first, 30), batch_of(second, 30)]
     assert window_rows(batches)[:2] == ("error", 0)
     assert not assert_window_as_batch_by_batch(batches)
@@ -598,9 +706,13 @@ def test_a_window_declines_counts_that_do_not_fit_their_sections():
 def test_a_window_with_an_offset_or_timestamp_near_int64_limits_is_declined_not_wrapped():
     specs = [{"ts": 10**9 * i, "od": i, "key": b"k", "value": b"v"} for i in range(30)]
     section, _, _ = section_of(specs)
-    for fields, fits in (({"base_offset": 2**63 - 10}, False), ({"base_timestamp": 2**63 - 10}, False),
-                         ({"base_offset": 2**63 - 100}, True), ({"base_timestamp": -2**63}, True),
-                         ({"base_timestamp": 2**63 - 1, "log_append_time": 5}, True)):
+    for fields, fits in (
+        ({"base_offset": 2**63 - 10}, False),
+        ({"base_timestamp": 2**63 - 10}, False),
+        ({"base_offset": 2**63 - 100}, True),
+        ({"base_timestamp": -(2**63)}, True),
+        ({"base_timestamp": 2**63 - 1, "log_append_time": 5}, True),
+    ):
         batches = [batch_of(section, 30), batch_of(section, 30, **fields)]
         assert window_rows(batches)[0] == ("ok" if fits else "error")
         assert not assert_window_as_batch_by_batch(batches)  # declined, then scanned batch by batch

@@ -1,4 +1,5 @@
 """The `__consumer_offsets` record decoder: synthetic bytes for every version, replay, garbage, real data."""
+
 from __future__ import annotations
 
 import random
@@ -8,12 +9,22 @@ from typing import NamedTuple
 
 import pytest
 
-from kafkalog.errors import (CorruptBatchError, KafkaLogError, TruncatedDataError,
-                             UnsupportedFormatError)
 from kafkalog.codec.consumer_offsets import (
-    CoordinatorRecord, GroupMetadataKey, GroupMetadataValue, MemberMetadata, OffsetCommitKey,
-    OffsetCommitValue, OtherCoordinatorKey, committed_offsets, decode_group_metadata_value,
-    decode_key, decode_offset_commit_value, decode_record, group_metadata)
+    CoordinatorRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    OtherCoordinatorKey,
+    committed_offsets,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    decode_record,
+    group_metadata,
+)
+from kafkalog.errors import CorruptBatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
 
 # -- encoders written from the schemas, independently of the decoder ------------------------------
 
@@ -75,8 +86,16 @@ def group_key(group: str) -> bytes:
     return i16(2) + s(group)
 
 
-def offset_value(version: int, offset: int, metadata: str, commit_ts: int, *, leader_epoch: int = -1,
-                 expire_ts: int = -1, tags: bytes = b"\x00") -> bytes:
+def offset_value(
+    version: int,
+    offset: int,
+    metadata: str,
+    commit_ts: int,
+    *,
+    leader_epoch: int = -1,
+    expire_ts: int = -1,
+    tags: bytes = b"\x00",
+) -> bytes:
     if version == 0:
         return i16(0) + i64(offset) + s(metadata) + i64(commit_ts)
     if version == 1:
@@ -114,15 +133,24 @@ def member(version: int, m: M, tags: bytes = b"\x00") -> bytes:
     return out + (tags if flex else b"")
 
 
-def group_value(version: int, protocol_type: str, generation: int, protocol: str | None,
-                leader: str | None, state_ts: int, members: list[M], *, tags: bytes = b"\x00",
-                member_tags: bytes = b"\x00") -> bytes:
+def group_value(
+    version: int,
+    protocol_type: str,
+    generation: int,
+    protocol: str | None,
+    leader: str | None,
+    state_ts: int,
+    members: list[M],
+    *,
+    tags: bytes = b"\x00",
+    member_tags: bytes = b"\x00",
+) -> bytes:
     flex = version >= 4
     st = cs if flex else s
     out = i16(version) + st(protocol_type) + i32(generation) + st(protocol) + st(leader)
     if version >= 2:
         out += i64(state_ts)
-    out += (uv(len(members) + 1) if flex else i32(len(members)))
+    out += uv(len(members) + 1) if flex else i32(len(members))
     out += b"".join(member(version, m, member_tags) for m in members)
     return out + (tags if flex else b"")
 
@@ -162,28 +190,31 @@ def test_keys_accept_bytearray_and_memoryview():
     key = offset_key(1, "g", "t", 3)
     assert decode_key(bytearray(key)) == decode_key(memoryview(key)) == OffsetCommitKey(1, "g", "t", 3)
 
+
 # -- offset commit values -------------------------------------------------------------------------
 
 
 def test_offset_commit_value_v0():
-    assert decode_offset_commit_value(offset_value(0, 42, "meta", 1_600_000_000_000)) == \
-        OffsetCommitValue(0, 42, -1, "meta", 1_600_000_000_000, -1, ())
+    assert decode_offset_commit_value(offset_value(0, 42, "meta", 1_600_000_000_000)) == OffsetCommitValue(
+        0, 42, -1, "meta", 1_600_000_000_000, -1, ()
+    )
 
 
 def test_offset_commit_value_v1_has_expire_timestamp():
     value = offset_value(1, 42, "", 1_600_000_000_000, expire_ts=1_600_086_400_000)
-    assert decode_offset_commit_value(value) == \
-        OffsetCommitValue(1, 42, -1, "", 1_600_000_000_000, 1_600_086_400_000, ())
+    assert decode_offset_commit_value(value) == OffsetCommitValue(
+        1, 42, -1, "", 1_600_000_000_000, 1_600_086_400_000, ()
+    )
 
 
 def test_offset_commit_value_v2_drops_expire_timestamp():
-    assert decode_offset_commit_value(offset_value(2, 2**40, "x", 5)) == \
-        OffsetCommitValue(2, 2**40, -1, "x", 5, -1, ())
+    assert decode_offset_commit_value(offset_value(2, 2**40, "x", 5)) == OffsetCommitValue(2, 2**40, -1, "x", 5, -1, ())
 
 
 def test_offset_commit_value_v3_has_leader_epoch():
-    assert decode_offset_commit_value(offset_value(3, 9, "", 7, leader_epoch=12)) == \
-        OffsetCommitValue(3, 9, 12, "", 7, -1, ())
+    assert decode_offset_commit_value(offset_value(3, 9, "", 7, leader_epoch=12)) == OffsetCommitValue(
+        3, 9, 12, "", 7, -1, ()
+    )
 
 
 def test_offset_commit_value_v4_is_flexible():
@@ -206,16 +237,26 @@ def test_offset_commit_value_v4_long_metadata_uses_multibyte_varint():
 def test_offset_commit_value_negative_offset_is_kept():
     assert decode_offset_commit_value(offset_value(3, -1, "", 0)).offset == -1
 
+
 # -- group metadata values ------------------------------------------------------------------------
 
 
 def test_group_metadata_value_v0_rebalance_timeout_is_session_timeout():
     value = group_value(0, "consumer", 5, "range", "alice-1", -1, [ALICE, BOB])
     decoded = decode_group_metadata_value(value)
-    assert decoded == GroupMetadataValue(0, "consumer", 5, "range", "alice-1", -1, (
-        MemberMetadata("alice-1", None, "client-a", "/10.0.0.1", 10000, 10000, b"\x00\x01sub", b"\x00\x01asg"),
-        MemberMetadata("bob-2", None, "client-b", "/10.0.0.2", 30000, 30000, b"", b"\x00\x00"),
-    ), ())
+    assert decoded == GroupMetadataValue(
+        0,
+        "consumer",
+        5,
+        "range",
+        "alice-1",
+        -1,
+        (
+            MemberMetadata("alice-1", None, "client-a", "/10.0.0.1", 10000, 10000, b"\x00\x01sub", b"\x00\x01asg"),
+            MemberMetadata("bob-2", None, "client-b", "/10.0.0.2", 30000, 30000, b"", b"\x00\x00"),
+        ),
+        (),
+    )
     assert decoded.member_ids == ("alice-1", "bob-2")
 
 
@@ -228,26 +269,59 @@ def test_group_metadata_value_v1_has_rebalance_timeout():
 
 def test_group_metadata_value_v2_has_current_state_timestamp():
     decoded = decode_group_metadata_value(group_value(2, "connect", 73, "default", "bob-2", 1_558_995_867_705, [BOB]))
-    assert decoded == GroupMetadataValue(2, "connect", 73, "default", "bob-2", 1_558_995_867_705, (
-        MemberMetadata("bob-2", None, "client-b", "/10.0.0.2", 45000, 30000, b"", b"\x00\x00"),), ())
+    assert decoded == GroupMetadataValue(
+        2,
+        "connect",
+        73,
+        "default",
+        "bob-2",
+        1_558_995_867_705,
+        (MemberMetadata("bob-2", None, "client-b", "/10.0.0.2", 45000, 30000, b"", b"\x00\x00"),),
+        (),
+    )
 
 
 def test_group_metadata_value_v3_has_group_instance_id():
     decoded = decode_group_metadata_value(group_value(3, "consumer", 2, "sticky", "alice-1", 77, [ALICE, BOB]))
     assert [m.group_instance_id for m in decoded.members] == ["static-a", None]
-    assert decoded.members[0] == MemberMetadata("alice-1", "static-a", "client-a", "/10.0.0.1", 60000, 10000,
-                                                b"\x00\x01sub", b"\x00\x01asg")
+    assert decoded.members[0] == MemberMetadata(
+        "alice-1", "static-a", "client-a", "/10.0.0.1", 60000, 10000, b"\x00\x01sub", b"\x00\x01asg"
+    )
 
 
 def test_group_metadata_value_v4_is_flexible():
-    value = group_value(4, "consumer", 8, "cooperative-sticky", "alice-1", 1234, [ALICE, BOB],
-                        tags=tagged((7, b"x")), member_tags=tagged((1, b"\xff")))
+    value = group_value(
+        4,
+        "consumer",
+        8,
+        "cooperative-sticky",
+        "alice-1",
+        1234,
+        [ALICE, BOB],
+        tags=tagged((7, b"x")),
+        member_tags=tagged((1, b"\xff")),
+    )
     decoded = decode_group_metadata_value(value)
-    assert (decoded.version, decoded.protocol_type, decoded.generation, decoded.protocol, decoded.leader,
-            decoded.current_state_timestamp) == (4, "consumer", 8, "cooperative-sticky", "alice-1", 1234)
+    assert (
+        decoded.version,
+        decoded.protocol_type,
+        decoded.generation,
+        decoded.protocol,
+        decoded.leader,
+        decoded.current_state_timestamp,
+    ) == (4, "consumer", 8, "cooperative-sticky", "alice-1", 1234)
     assert decoded.members == (
-        MemberMetadata("alice-1", "static-a", "client-a", "/10.0.0.1", 60000, 10000, b"\x00\x01sub",
-                       b"\x00\x01asg", ((1, b"\xff"),)),
+        MemberMetadata(
+            "alice-1",
+            "static-a",
+            "client-a",
+            "/10.0.0.1",
+            60000,
+            10000,
+            b"\x00\x01sub",
+            b"\x00\x01asg",
+            ((1, b"\xff"),),
+        ),
         MemberMetadata("bob-2", None, "client-b", "/10.0.0.2", 45000, 30000, b"", b"\x00\x00", ((1, b"\xff"),)),
     )
     assert decoded.tagged_fields == ((7, b"x"),)
@@ -265,6 +339,7 @@ def test_group_metadata_value_empty_protocol_type():
     # A group created by a bare offset commit or an admin client has protocolType "".
     assert decode_group_metadata_value(group_value(2, "", 0, None, None, 1, [])).protocol_type == ""
 
+
 # -- tombstones and records -----------------------------------------------------------------------
 
 
@@ -281,6 +356,7 @@ def test_decode_record_dispatches_on_the_key():
     record = decode_record(group_key("g"), group_value(3, "consumer", 1, "range", "alice-1", 2, [ALICE]))
     assert record.value.member_ids == ("alice-1",)
 
+
 # -- replay ---------------------------------------------------------------------------------------
 
 
@@ -290,15 +366,15 @@ def test_committed_offsets_keeps_the_latest_commit_and_applies_tombstones():
         (offset_key(1, "g1", "t", 0), offset_value(3, 10, "", 100)),
         (offset_key(1, "g1", "t", 1), offset_value(3, 20, "", 100)),
         (offset_key(1, "g2", "t", 0), offset_value(1, 5, "old", 50, expire_ts=60)),
-        (offset_key(1, "g1", "t", 0), offset_value(3, 15, "", 200)),   # replaces offset 10
-        (offset_key(1, "g1", "t", 1), None),                          # deletes t-1
-        (offset_key(0, "g2", "t", 0), offset_value(0, 6, "", 70)),     # v0 key, same entry as v1
-        (i16(3) + s("g1"), b"\x00\x00opaque"),                         # KIP-848 record: skipped
-        (group_key("g1"), None),                                       # group tombstone: offsets stay
+        (offset_key(1, "g1", "t", 0), offset_value(3, 15, "", 200)),  # replaces offset 10
+        (offset_key(1, "g1", "t", 1), None),  # deletes t-1
+        (offset_key(0, "g2", "t", 0), offset_value(0, 6, "", 70)),  # v0 key, same entry as v1
+        (i16(3) + s("g1"), b"\x00\x00opaque"),  # KIP-848 record: skipped
+        (group_key("g1"), None),  # group tombstone: offsets stay
         (offset_key(1, "g3", "u", 2), offset_value(4, 1, "", 1)),
         (offset_key(1, "g3", "u", 2), None),
         (offset_key(1, "g3", "u", 2), offset_value(4, 2, "again", 3)),  # commit after a tombstone
-        (offset_key(1, "g4", "v", 0), None),                          # tombstone of nothing
+        (offset_key(1, "g4", "v", 0), None),  # tombstone of nothing
     ]
     assert committed_offsets(records) == {
         ("g1", "t", 0): OffsetCommitValue(3, 15, -1, "", 200, -1, ()),
@@ -342,20 +418,31 @@ def test_replay_reports_corrupt_group_metadata():
     with pytest.raises(CorruptBatchError):
         committed_offsets([(group_key("g"), i16(2) + s(None))])
 
+
 # -- bad input ------------------------------------------------------------------------------------
 
 VALID_KEYS = [offset_key(0, "grp", "topic", 1), offset_key(1, "grp", "tópico", 2), group_key("grp")]
-VALID_OFFSET_VALUES = [offset_value(0, 1, "md", 2), offset_value(1, 1, "md", 2, expire_ts=3),
-                       offset_value(2, 1, "md", 2), offset_value(3, 1, "md", 2, leader_epoch=4),
-                       offset_value(4, 1, "md", 2, leader_epoch=4, tags=tagged((2, b"ab")))]
-VALID_GROUP_VALUES = [group_value(v, "consumer", 1, "range", "alice-1", 5, [ALICE, BOB],
-                                  tags=tagged((1, b"z")), member_tags=tagged((0, b"")))
-                      for v in range(5)]
+VALID_OFFSET_VALUES = [
+    offset_value(0, 1, "md", 2),
+    offset_value(1, 1, "md", 2, expire_ts=3),
+    offset_value(2, 1, "md", 2),
+    offset_value(3, 1, "md", 2, leader_epoch=4),
+    offset_value(4, 1, "md", 2, leader_epoch=4, tags=tagged((2, b"ab"))),
+]
+VALID_GROUP_VALUES = [
+    group_value(
+        v, "consumer", 1, "range", "alice-1", 5, [ALICE, BOB], tags=tagged((1, b"z")), member_tags=tagged((0, b""))
+    )
+    for v in range(5)
+]
 
 
 def _decoders_for(data: bytes):
-    return [decode_key] if data in VALID_KEYS else (
-        [decode_offset_commit_value] if data in VALID_OFFSET_VALUES else [decode_group_metadata_value])
+    return (
+        [decode_key]
+        if data in VALID_KEYS
+        else ([decode_offset_commit_value] if data in VALID_OFFSET_VALUES else [decode_group_metadata_value])
+    )
 
 
 @pytest.mark.parametrize("data", VALID_KEYS + VALID_OFFSET_VALUES + VALID_GROUP_VALUES)
@@ -426,8 +513,9 @@ def test_negative_lengths_below_null_are_corrupt():
     with pytest.raises(CorruptBatchError, match="non-null array"):
         decode_group_metadata_value(i16(4) + cs("c") + i32(1) + cs(None) + cs(None) + i64(0) + uv(0) + b"\x00")
     with pytest.raises(CorruptBatchError, match="subscription has length -1; expected non-null bytes"):
-        decode_group_metadata_value(i16(0) + s("c") + i32(1) + s(None) + s(None) + i32(1)
-                                    + s("m") + s("c") + s("h") + i32(1) + i32(-1) + i32(0))
+        decode_group_metadata_value(
+            i16(0) + s("c") + i32(1) + s(None) + s(None) + i32(1) + s("m") + s("c") + s("h") + i32(1) + i32(-1) + i32(0)
+        )
 
 
 def test_invalid_utf8_is_corrupt():
@@ -456,8 +544,7 @@ def test_error_messages_name_the_position_and_the_expectation():
         decode_offset_commit_value(i16(3) + i64(1))
     err = info.value
     assert err.position == 10
-    assert str(err) == ("byte 10: offset commit value v3: leaderEpoch: expected an int32 (4 bytes) "
-                        "but only 0 remain")
+    assert str(err) == ("byte 10: offset commit value v3: leaderEpoch: expected an int32 (4 bytes) but only 0 remain")
     assert err.to_dict()["error"] == "TruncatedDataError"
 
 
@@ -477,6 +564,7 @@ def test_random_and_mutated_bytes_raise_only_kafkalog_errors():
                 decode(data)
             except KafkaLogError as exc:
                 assert exc.position is not None and 0 <= exc.position <= len(data)
+
 
 # -- real data written by Kafka brokers -----------------------------------------------------------
 
@@ -514,8 +602,11 @@ def _census(records: list[RawRecord]) -> dict:
     counts: dict = {}
     for r in records:
         decoded = decode_record(r.key, r.value)
-        kind = (type(decoded.key).__name__, decoded.key.version,
-                None if decoded.value is None else decoded.value.version)
+        kind = (
+            type(decoded.key).__name__,
+            decoded.key.version,
+            None if decoded.value is None else decoded.value.version,
+        )
         counts[kind] = counts.get(kind, 0) + 1
     return counts
 
@@ -523,8 +614,10 @@ def _census(records: list[RawRecord]) -> dict:
 def test_kafka_2_7_1_every_record_decodes():
     records = _read_consumer_offsets("kafka-2.7.1-zk")
     assert _census(records) == {
-        ("GroupMetadataKey", 2, 3): 8, ("GroupMetadataKey", 2, None): 6,
-        ("OffsetCommitKey", 1, 3): 1, ("OffsetCommitKey", 1, None): 1,
+        ("GroupMetadataKey", 2, 3): 8,
+        ("GroupMetadataKey", 2, None): 6,
+        ("OffsetCommitKey", 1, 3): 1,
+        ("OffsetCommitKey", 1, None): 1,
     }
     # Partitions 8, 17, 28, 33 and 39 hold data; Kafka's cleaner left offset gaps (39 starts at 4).
     assert sorted({r.partition for r in records}) == [8, 17, 28, 33, 39]
@@ -537,15 +630,15 @@ def test_kafka_2_7_1_commit_then_tombstone():
     # The raw bytes, checked by hand: key v1 "console-consumer-65070" / "test_topic_0603" / 0;
     # value v3, offset 9, leaderEpoch -1, metadata "", commitTimestamp 0x01888260a41b.
     assert p39[16].key == (b"\x00\x01\x00\x16console-consumer-65070\x00\x0ftest_topic_0603\x00\x00\x00\x00")
-    assert p39[16].value == bytes.fromhex("0003" "0000000000000009" "ffffffff" "0000" "000001888260a41b")
+    assert p39[16].value == bytes.fromhex("00030000000000000009ffffffff0000000001888260a41b")
     assert p39[18].key == p39[16].key and p39[18].value is None
     assert decode_key(p39[16].key) == OffsetCommitKey(1, "console-consumer-65070", "test_topic_0603", 0)
-    assert decode_offset_commit_value(p39[16].value) == \
-        OffsetCommitValue(3, 9, -1, "", 0x01888260A41B, -1, ())
+    assert decode_offset_commit_value(p39[16].value) == OffsetCommitValue(3, 9, -1, "", 0x01888260A41B, -1, ())
 
     before = [r for r in records if r.partition == 39 and r.offset < 18]
     assert committed_offsets(before) == {
-        ("console-consumer-65070", "test_topic_0603", 0): OffsetCommitValue(3, 9, -1, "", 1685814551579, -1, ())}
+        ("console-consumer-65070", "test_topic_0603", 0): OffsetCommitValue(3, 9, -1, "", 1685814551579, -1, ())
+    }
     # The only commit in this log was deleted, and so was every group.
     assert committed_offsets(records) == {}
     assert group_metadata(records) == {}
@@ -557,15 +650,28 @@ def test_kafka_2_7_1_group_metadata_v3_members():
     assert first.key == b"\x00\x02\x00\x16console-consumer-55231"
     value = decode_group_metadata_value(first.value)
     member_id = "consumer-console-consumer-55231-1-5fc19737-e0a8-47c5-9617-54b903a61502"
-    assert (value.version, value.protocol_type, value.generation, value.protocol, value.leader) == \
-        (3, "consumer", 1, "range", member_id)
+    assert (value.version, value.protocol_type, value.generation, value.protocol, value.leader) == (
+        3,
+        "consumer",
+        1,
+        "range",
+        member_id,
+    )
     assert value.current_state_timestamp == 1670071252892
-    assert value.members == (MemberMetadata(
-        member_id, None, "consumer-console-consumer-55231-1", "/127.0.0.1", 300000, 10000,
-        # ConsumerProtocolSubscription v1: topics ["myTopic"], userData null, ownedPartitions []
-        b"\x00\x01" + i32(1) + s("myTopic") + i32(-1) + i32(0),
-        # ConsumerProtocolAssignment v1: myTopic [0], userData null
-        b"\x00\x01" + i32(1) + s("myTopic") + i32(1) + i32(0) + i32(-1)),)
+    assert value.members == (
+        MemberMetadata(
+            member_id,
+            None,
+            "consumer-console-consumer-55231-1",
+            "/127.0.0.1",
+            300000,
+            10000,
+            # ConsumerProtocolSubscription v1: topics ["myTopic"], userData null, ownedPartitions []
+            b"\x00\x01" + i32(1) + s("myTopic") + i32(-1) + i32(0),
+            # ConsumerProtocolAssignment v1: myTopic [0], userData null
+            b"\x00\x01" + i32(1) + s("myTopic") + i32(1) + i32(0) + i32(-1),
+        ),
+    )
     assert member_id.encode() in first.value  # the leader string as stored
     # Offset 1 is the empty group after the member left: generation 2, no protocol or leader.
     second = decode_group_metadata_value(next(r for r in records if r.partition == 17 and r.offset == 1).value)
@@ -576,8 +682,10 @@ def test_confluent_5_1_2_every_record_decodes():
     records = _read_consumer_offsets("confluent-5.1.2-lz4")
     assert len(records) == 225
     assert _census(records) == {
-        ("GroupMetadataKey", 2, 2): 173, ("GroupMetadataKey", 2, None): 2,
-        ("OffsetCommitKey", 1, 3): 49, ("OffsetCommitKey", 1, None): 1,
+        ("GroupMetadataKey", 2, 2): 173,
+        ("GroupMetadataKey", 2, None): 2,
+        ("OffsetCommitKey", 1, 3): 49,
+        ("OffsetCommitKey", 1, None): 1,
     }
 
 
@@ -586,14 +694,20 @@ def test_confluent_5_1_2_committed_offsets():
     offsets = committed_offsets(records)
     assert len(offsets) == 18
     assert sorted({group for group, _, _ in offsets}) == [
-        "_confluent-controlcenter-5-1-2-1", "_confluent-controlcenter-5-1-2-1-command"]
+        "_confluent-controlcenter-5-1-2-1",
+        "_confluent-controlcenter-5-1-2-1-command",
+    ]
     # Control Center read all 12 partitions of _confluent-metrics, each committed at offset 0.
-    assert {p: v.offset for (g, t, p), v in offsets.items() if t == "_confluent-metrics"} == \
-        {p: 0 for p in range(12)}
-    assert offsets[("_confluent-controlcenter-5-1-2-1-command", "_confluent-command", 0)] == \
-        OffsetCommitValue(3, 2, -1, "", 1558748658672, -1, ())
-    assert offsets[("_confluent-controlcenter-5-1-2-1",
-                    "_confluent-controlcenter-5-1-2-1-monitoring-trigger-event-rekey", 0)].offset == 22
+    assert {p: v.offset for (g, t, p), v in offsets.items() if t == "_confluent-metrics"} == {p: 0 for p in range(12)}
+    assert offsets[("_confluent-controlcenter-5-1-2-1-command", "_confluent-command", 0)] == OffsetCommitValue(
+        3, 2, -1, "", 1558748658672, -1, ()
+    )
+    assert (
+        offsets[
+            ("_confluent-controlcenter-5-1-2-1", "_confluent-controlcenter-5-1-2-1-monitoring-trigger-event-rekey", 0)
+        ].offset
+        == 22
+    )
     assert all(v.version == 3 and v.leader_epoch == -1 and v.metadata == "" for v in offsets.values())
 
     # Partition 0: Kafka Connect committed "docker-connect-configs" with the empty group id five times
@@ -603,7 +717,7 @@ def test_confluent_5_1_2_committed_offsets():
     raw_key = i16(1) + i16(0) + i16(22) + b"docker-connect-configs" + i32(0)
     assert all(r.key == raw_key for r in p0) and p0[5].value is None
     # by hand: value v3 at offset 0 -> committed offset 12, leaderEpoch -1, metadata ""
-    assert p0[0].value[:16] == bytes.fromhex("0003" "000000000000000c" "ffffffff" "0000")
+    assert p0[0].value[:16] == bytes.fromhex("0003000000000000000cffffffff0000")
     assert committed_offsets(p0[:5]) == {("", "docker-connect-configs", 0): decode_offset_commit_value(p0[4].value)}
     assert committed_offsets(p0) == {}
 
@@ -611,16 +725,30 @@ def test_confluent_5_1_2_committed_offsets():
 def test_confluent_5_1_2_group_metadata():
     records = _read_consumer_offsets("confluent-5.1.2-lz4")
     groups = group_metadata(records)
-    assert sorted(groups) == ["_confluent-controlcenter-5-1-2-1", "_confluent-controlcenter-5-1-2-1-command",
-                              "compose-connect-group", "schema-registry"]
+    assert sorted(groups) == [
+        "_confluent-controlcenter-5-1-2-1",
+        "_confluent-controlcenter-5-1-2-1-command",
+        "compose-connect-group",
+        "schema-registry",
+    ]
     sr = groups["schema-registry"]
-    assert (sr.version, sr.protocol_type, sr.generation, sr.protocol, sr.leader) == \
-        (2, "sr", 73, "v0", "sr-1-67be0a79-175f-4e96-83ae-de395de3c8f3")
-    assert [(m.client_id, m.client_host, m.rebalance_timeout, m.session_timeout) for m in sr.members] == \
-        [("sr-1", "/172.21.0.6", 300000, 10000)]
+    assert (sr.version, sr.protocol_type, sr.generation, sr.protocol, sr.leader) == (
+        2,
+        "sr",
+        73,
+        "v0",
+        "sr-1-67be0a79-175f-4e96-83ae-de395de3c8f3",
+    )
+    assert [(m.client_id, m.client_host, m.rebalance_timeout, m.session_timeout) for m in sr.members] == [
+        ("sr-1", "/172.21.0.6", 300000, 10000)
+    ]
     connect = groups["compose-connect-group"]
-    assert (connect.protocol_type, connect.generation, connect.protocol, connect.leader) == \
-        ("connect", 73, "default", "connect-1-b2989e8e-56d9-4851-9ee1-5d20d7b52bc0")
+    assert (connect.protocol_type, connect.generation, connect.protocol, connect.leader) == (
+        "connect",
+        73,
+        "default",
+        "connect-1-b2989e8e-56d9-4851-9ee1-5d20d7b52bc0",
+    )
     assert connect.member_ids == ("connect-1-b2989e8e-56d9-4851-9ee1-5d20d7b52bc0",)
     # Both Control Center groups ended empty.
     for name in ("_confluent-controlcenter-5-1-2-1", "_confluent-controlcenter-5-1-2-1-command"):

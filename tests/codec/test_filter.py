@@ -1,4 +1,5 @@
 """Batch rewriting after record filtering, mirroring MemoryRecordsTest (spec catalogue 29-32, 51, 53-57)."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,22 +42,31 @@ def test_filter_to__MRT_testFilterTo(codec):
 
 
 def test_filter_to_already_compacted_log__MRT_testFilterToAlreadyCompactedLog():
-    batch = RecordBatch(build_batch([Record(5, 1, b"a", b"1"), Record(8, 2, b"b", b"2"), Record(10, 3, b"c", b"3")],
-                                    base_offset=0))
+    batch = RecordBatch(
+        build_batch([Record(5, 1, b"a", b"1"), Record(8, 2, b"b", b"2"), Record(10, 3, b"c", b"3")], base_offset=0)
+    )
     out = RecordBatch(_filter(batch, lambda r: r.offset == 8).data)
     assert (out.base_offset, out.last_offset, [r.offset for r in out.records()]) == (0, 10, [8])
 
 
 def test_legacy_base_is_first_retained__MRT_testFilterToAlreadyCompactedLog_legacy():
-    data = build_legacy_batch([Record(5, 1, b"a", b"1"), Record(8, 2, b"b", b"2"), Record(10, 3, b"c", b"3")],
-                              magic=1, codec=Codec.GZIP)
+    data = build_legacy_batch(
+        [Record(5, 1, b"a", b"1"), Record(8, 2, b"b", b"2"), Record(10, 3, b"c", b"3")], magic=1, codec=Codec.GZIP
+    )
     out = LegacyBatch(_filter(LegacyBatch(data), lambda r: r.offset == 8).data)
     assert (out.base_offset, out.last_offset) == (8, 8)
 
 
 def test_producer_info_preserved__MRT_testFilterToPreservesProducerInfo():
-    batch = RecordBatch(build_batch([Record(3, 1, None, b"x"), Record(4, 2, b"a", b"1"), Record(5, 3, b"b", b"2")],
-                                    producer_id=7, producer_epoch=2, base_sequence=10, is_transactional=True))
+    batch = RecordBatch(
+        build_batch(
+            [Record(3, 1, None, b"x"), Record(4, 2, b"a", b"1"), Record(5, 3, b"b", b"2")],
+            producer_id=7,
+            producer_epoch=2,
+            base_sequence=10,
+            is_transactional=True,
+        )
+    )
     out = RecordBatch(_filter(batch, lambda r: r.key is not None).data)
     assert (out.producer_id, out.producer_epoch, out.base_sequence, out.is_transactional) == (7, 2, 10, True)
     assert (out.base_offset, out.last_offset, out.last_sequence) == (3, 5, 12)
@@ -64,14 +74,28 @@ def test_producer_info_preserved__MRT_testFilterToPreservesProducerInfo():
 
 
 def test_empty_batch_retention__MRT_testFilterToEmptyBatchRetention():
-    batch = RecordBatch(build_batch([Record(3, 11, b"a", b"1"), Record(4, 12, b"b", b"2")], producer_id=1,
-                                    producer_epoch=0, base_sequence=10, is_transactional=True))
+    batch = RecordBatch(
+        build_batch(
+            [Record(3, 11, b"a", b"1"), Record(4, 12, b"b", b"2")],
+            producer_id=1,
+            producer_epoch=0,
+            base_sequence=10,
+            is_transactional=True,
+        )
+    )
     out = filter_batch(batch, [], retention=BatchRetention.RETAIN_EMPTY, delete_horizon_ms=0)
     empty = RecordBatch(out.data)
     assert out.outcome == Outcome.EMPTY and len(out.data) == 61
-    assert (empty.records_count, empty.max_timestamp, empty.base_offset, empty.last_offset, empty.base_sequence,
-            empty.last_sequence, empty.is_transactional, empty.timestamp_type) == (
-        0, 12, 3, 4, 10, 11, True, TimestampType.CREATE_TIME)
+    assert (
+        empty.records_count,
+        empty.max_timestamp,
+        empty.base_offset,
+        empty.last_offset,
+        empty.base_sequence,
+        empty.last_sequence,
+        empty.is_transactional,
+        empty.timestamp_type,
+    ) == (0, 12, 3, 4, 10, 11, True, TimestampType.CREATE_TIME)
 
 
 def test_empty_batch_kept_and_deleted__MRT_testEmptyBatchRetention_testEmptyBatchDeletion():
@@ -88,12 +112,22 @@ def test_batch_discard__MRT_testFilterToBatchDiscard():
 
 
 def test_leader_epoch_and_log_append_time__MRT_testFilterToPreservesPartitionLeaderEpoch_LogAppendTime():
-    batch = RecordBatch(build_batch([Record(0, 1, b"a", None), Record(1, 2, None, b"x")], partition_leader_epoch=67,
-                                    timestamp_type=TimestampType.LOG_APPEND_TIME, log_append_time=999,
-                                    codec=Codec.LZ4))
+    batch = RecordBatch(
+        build_batch(
+            [Record(0, 1, b"a", None), Record(1, 2, None, b"x")],
+            partition_leader_epoch=67,
+            timestamp_type=TimestampType.LOG_APPEND_TIME,
+            log_append_time=999,
+            codec=Codec.LZ4,
+        )
+    )
     out = RecordBatch(_filter(batch, lambda r: r.key is not None).data)
     assert (out.partition_leader_epoch, out.timestamp_type, out.max_timestamp, out.codec) == (
-        67, TimestampType.LOG_APPEND_TIME, 999, Codec.LZ4)
+        67,
+        TimestampType.LOG_APPEND_TIME,
+        999,
+        Codec.LZ4,
+    )
 
 
 def test_tombstone_gets_horizon_records_keep_timestamps__MRT_testBaseTimestampToDeleteHorizonConversion():

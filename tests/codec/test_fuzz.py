@@ -1,11 +1,13 @@
 """Mutated batches of every format and codec: the reader, the full decode and the key scan raise
 nothing but KafkaLogError, finish quickly, and never allocate past the decompression limit."""
+
 from __future__ import annotations
 
 import time
 import tracemalloc
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.compression import Codec
@@ -20,14 +22,21 @@ LIMIT = 1 << 20
 
 
 def _records(n, ts=1_700_000_000_000):
-    return [Record(i, ts + i, b"key-%d" % (i % 5), (b"value-%d " % i) * (i % 4) or None, (("h", b"v"),) if i % 3 else ())
-            for i in range(n)]
+    return [
+        Record(i, ts + i, b"key-%d" % (i % 5), (b"value-%d " % i) * (i % 4) or None, (("h", b"v"),) if i % 3 else ())
+        for i in range(n)
+    ]
 
 
-SEEDS = ([build_batch(_records(12), codec=c) for c in Codec]
-         + [build_legacy_batch([r._replace(headers=()) for r in _records(6)], magic=m, codec=c)
-            for m in (0, 1) for c in (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4)]
-         + [build_end_txn_marker(offset=20, timestamp=5, producer_id=3, producer_epoch=0, commit=False)])
+SEEDS = (
+    [build_batch(_records(12), codec=c) for c in Codec]
+    + [
+        build_legacy_batch([r._replace(headers=()) for r in _records(6)], magic=m, codec=c)
+        for m in (0, 1)
+        for c in (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4)
+    ]
+    + [build_end_txn_marker(offset=20, timestamp=5, producer_id=3, producer_epoch=0, commit=False)]
+)
 
 
 @st.composite
@@ -45,7 +54,7 @@ def mutated(draw):
         elif kind == "insert":
             data[pos:pos] = draw(st.binary(min_size=1, max_size=8))
         elif kind == "delete":
-            del data[pos:pos + draw(st.integers(1, 8))]
+            del data[pos : pos + draw(st.integers(1, 8))]
     return bytes(data)
 
 

@@ -1,4 +1,5 @@
 """Legacy v0/v1 messages (spec §2): round trips, kafka-python cross-checks, real fixtures, corruption."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,14 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafkalog.codec.compression import compress
 from kafkalog.codec.legacy import LegacyBatch, build_legacy_batch, build_legacy_message
 from kafkalog.codec.records import Record
-from kafkalog.errors import (CorruptBatchError, CrcMismatchError, DecompressionLimitError, KafkaLogError,
-                             TruncatedDataError, UnsupportedFormatError)
+from kafkalog.errors import (
+    CorruptBatchError,
+    CrcMismatchError,
+    DecompressionLimitError,
+    KafkaLogError,
+    TruncatedDataError,
+    UnsupportedFormatError,
+)
 
 # the same place as conftest's `real_fixtures`, needed here at collection time for parametrize
 REAL = (Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "real").resolve()
@@ -78,22 +85,36 @@ def expected_read(records, magic, timestamp_type, log_append_time):
 
 
 def v1_wrapper(inner: bytes, offset: int, codec: int = GZIP, magic: int = 1, timestamp: int = 0) -> bytes:
-    return build_legacy_message(offset=offset, magic=magic, timestamp=timestamp, key=None,
-                                value=compress(codec, inner, magic=magic), codec=codec)
+    return build_legacy_message(
+        offset=offset,
+        magic=magic,
+        timestamp=timestamp,
+        key=None,
+        value=compress(codec, inner, magic=magic),
+        codec=codec,
+    )
 
 
 def messages(magic: int, relative_offsets, timestamp: int = 10) -> bytes:
-    return b"".join(build_legacy_message(offset=o, magic=magic, timestamp=timestamp, key=b"k%d" % o, value=b"v")
-                    for o in relative_offsets)
+    return b"".join(
+        build_legacy_message(offset=o, magic=magic, timestamp=timestamp, key=b"k%d" % o, value=b"v")
+        for o in relative_offsets
+    )
 
 
 # -- round trips --------------------------------------------------------------------------
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(records=record_lists(), magic=st.sampled_from([0, 1]), codec=st.sampled_from(CODECS),
-       timestamp_type=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]), append_time=timestamps)
+@given(
+    records=record_lists(),
+    magic=st.sampled_from([0, 1]),
+    codec=st.sampled_from(CODECS),
+    timestamp_type=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
+    append_time=timestamps,
+)
 def test_round_trip_and_kafka_python_reads_ours(records, magic, codec, timestamp_type, append_time):
-    data = build_legacy_batch(records, magic=magic, codec=codec, timestamp_type=timestamp_type,
-                              log_append_time=append_time)
+    data = build_legacy_batch(
+        records, magic=magic, codec=codec, timestamp_type=timestamp_type, log_append_time=append_time
+    )
     expected = expected_read(records, magic, timestamp_type, append_time)
     entries = legacy_entries(data)
     assert read_all(data) == expected
@@ -108,22 +129,32 @@ def test_round_trip_and_kafka_python_reads_ours(records, magic, codec, timestamp
         (wrapper,) = entries
         assert (wrapper.base_offset, wrapper.last_offset) == (records[0].offset, records[-1].offset)
         assert wrapper.records_count == len(records)
-        assert wrapper.max_timestamp == (-1 if magic == 0 else append_time if timestamp_type == LOG_APPEND_TIME
-                                         else max(r.timestamp for r in records))
+        assert wrapper.max_timestamp == (
+            -1
+            if magic == 0
+            else append_time
+            if timestamp_type == LOG_APPEND_TIME
+            else max(r.timestamp for r in records)
+        )
         assert not wrapper.has_inconsistent_inner_magic
 
 
 @settings(max_examples=100, deadline=None)
-@given(items=st.lists(st.tuples(blobs, blobs, st.integers(min_value=0, max_value=2**62)), min_size=1, max_size=8),
-       magic=st.sampled_from([0, 1]), codec=st.sampled_from(CODECS))
+@given(
+    items=st.lists(st.tuples(blobs, blobs, st.integers(min_value=0, max_value=2**62)), min_size=1, max_size=8),
+    magic=st.sampled_from([0, 1]),
+    codec=st.sampled_from(CODECS),
+)
 def test_we_read_what_kafka_python_builds(items, magic, codec):
     builder = LegacyRecordBatchBuilder(magic, codec, batch_size=1 << 20)
     for offset, (key, value, timestamp) in enumerate(items):
         assert builder.append(offset, timestamp, key, value) is not None
     data = bytes(builder.build())
     # kafka-python leaves a compressed wrapper at offset 0, the librdkafka case: relative = absolute
-    expected = [Record(offset, timestamp if magic == 1 else -1, key, value)
-                for offset, (key, value, timestamp) in enumerate(items)]
+    expected = [
+        Record(offset, timestamp if magic == 1 else -1, key, value)
+        for offset, (key, value, timestamp) in enumerate(items)
+    ]
     assert read_all(data) == expected
     for entry in legacy_entries(data):
         entry.verify()
@@ -167,8 +198,9 @@ def test_v1_wrapper_offset_below_last_relative_offset_is_invalid():
 
 def test_log_append_time_wrapper_stamps_every_inner_record():
     records = [Record(10, 5, b"a", b"1"), Record(11, 50, b"b", b"2")]
-    entry = LegacyBatch(build_legacy_batch(records, magic=1, codec=GZIP, timestamp_type=LOG_APPEND_TIME,
-                                           log_append_time=777))
+    entry = LegacyBatch(
+        build_legacy_batch(records, magic=1, codec=GZIP, timestamp_type=LOG_APPEND_TIME, log_append_time=777)
+    )
     assert (entry.timestamp_type, entry.max_timestamp) == (LOG_APPEND_TIME, 777)
     assert [r.timestamp for r in entry.records()] == [777, 777]
     assert kafka_python_records(entry) == entry.records()
@@ -192,11 +224,18 @@ def test_legacy_rewrite_shapes():
     assert (wrapper.base_offset, wrapper.last_offset, wrapper.max_timestamp) == (4, 5, 20)
     only = LegacyBatch(build_legacy_batch([Record(8, 1, b"k8", b"v")], magic=0, codec=SNAPPY))
     assert (only.base_offset, only.last_offset, only.partition_leader_epoch) == (8, 8, -1)
-    original = LegacyBatch(build_legacy_batch(kept, magic=1, codec=LZ4, timestamp_type=LOG_APPEND_TIME,
-                                              log_append_time=500))
-    again = LegacyBatch(build_legacy_batch(original.records()[1:], magic=1, codec=original.codec,
-                                           timestamp_type=original.timestamp_type,
-                                           log_append_time=original.max_timestamp))
+    original = LegacyBatch(
+        build_legacy_batch(kept, magic=1, codec=LZ4, timestamp_type=LOG_APPEND_TIME, log_append_time=500)
+    )
+    again = LegacyBatch(
+        build_legacy_batch(
+            original.records()[1:],
+            magic=1,
+            codec=original.codec,
+            timestamp_type=original.timestamp_type,
+            log_append_time=original.max_timestamp,
+        )
+    )
     assert (again.timestamp_type, again.max_timestamp, again.codec, again.base_offset) == (1, 500, LZ4, 5)
 
 
@@ -204,8 +243,9 @@ def test_legacy_rewrite_shapes():
 def _rust_unescape(text: str) -> str:
     """Undo Rust's `{:?}` string escaping, the format of kafkalite's golden files."""
     simple = {"t": "\t", "n": "\n", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
-    return re.sub(r"\\(u\{([0-9a-fA-F]+)\}|.)",
-                  lambda m: chr(int(m.group(2), 16)) if m.group(2) else simple[m.group(1)], text)
+    return re.sub(
+        r"\\(u\{([0-9a-fA-F]+)\}|.)", lambda m: chr(int(m.group(2), 16)) if m.group(2) else simple[m.group(1)], text
+    )
 
 
 def _golden(path: Path) -> list[tuple[int, str]]:
@@ -231,10 +271,13 @@ def test_kafka_08_broker_dir_matches_golden(partition):
 
 
 def _captured_files():
-    patterns = ["captured/kafka-rust/*.log", "captured/kafkajs/*.log", "captured/kafka-go/*.log",
-                "client-batches/kafka-python/*.log"]
-    return [path for pattern in patterns for path in sorted(REAL.glob(pattern))
-            if "invalid_crc" not in path.name]
+    patterns = [
+        "captured/kafka-rust/*.log",
+        "captured/kafkajs/*.log",
+        "captured/kafka-go/*.log",
+        "client-batches/kafka-python/*.log",
+    ]
+    return [path for pattern in patterns for path in sorted(REAL.glob(pattern)) if "invalid_crc" not in path.name]
 
 
 @pytest.mark.parametrize("path", _captured_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -248,15 +291,18 @@ def test_captured_legacy_entries_decode_like_kafka_python(path):
 
 def test_kafka_rust_v0_codecs_agree():
     rust = REAL / "captured/kafka-rust"
-    decoded = [read_all((rust / f"fetch1.mytopic.1p.{name}.log").read_bytes())
-               for name in ("nocompression.kafka.0821", "gzip.kafka.0821", "snappy.kafka.0821", "snappy.kafka.0822")]
+    decoded = [
+        read_all((rust / f"fetch1.mytopic.1p.{name}.log").read_bytes())
+        for name in ("nocompression.kafka.0821", "gzip.kafka.0821", "snappy.kafka.0821", "snappy.kafka.0822")
+    ]
     assert len(decoded[0]) == 42 and [r.offset for r in decoded[0]] == list(range(42))
     assert all(records == decoded[0] for records in decoded)
 
 
 def test_kafka_rust_invalid_crc():
-    (entry,) = legacy_entries((REAL / "captured/kafka-rust/fetch2.mytopic.nocompression.invalid_crc.kafka.0900.log")
-                              .read_bytes())
+    (entry,) = legacy_entries(
+        (REAL / "captured/kafka-rust/fetch2.mytopic.nocompression.invalid_crc.kafka.0900.log").read_bytes()
+    )
     assert not entry.is_valid()
     with pytest.raises(CrcMismatchError) as caught:
         entry.verify()
@@ -319,7 +365,7 @@ def test_wrapper_with_null_value_or_no_inner_messages():
     with pytest.raises(CorruptBatchError, match="null value"):
         LegacyBatch(null).records()
     with pytest.raises(CorruptBatchError, match="no inner messages"):
-        LegacyBatch(v1_wrapper(b"", offset=3)).records_count
+        _ = LegacyBatch(v1_wrapper(b"", offset=3)).records_count  # a property that decompresses
 
 
 def test_partial_trailing_inner_entry_is_ignored_as_kafka_does():
@@ -365,18 +411,22 @@ def test_zstd_and_headers_are_refused():
 
 
 @settings(max_examples=300, deadline=None)
-@given(records=record_lists(), magic=st.sampled_from([0, 1]), codec=st.sampled_from(CODECS),
-       edits=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=4),
-       cut=st.integers(min_value=0, max_value=30))
+@given(
+    records=record_lists(),
+    magic=st.sampled_from([0, 1]),
+    codec=st.sampled_from(CODECS),
+    edits=st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=0, max_value=255)), max_size=4),
+    cut=st.integers(min_value=0, max_value=30),
+)
 def test_damaged_entries_only_raise_kafka_log_errors(records, magic, codec, edits, cut):
     data = bytearray(build_legacy_batch(records, magic=magic, codec=codec))
     for index, byte in edits:
         data[index % len(data)] = byte
-    data = bytes(data[:len(data) - cut])
+    data = bytes(data[: len(data) - cut])
     try:
         entry = LegacyBatch(data)
         entry.is_valid()
         entry.records(limit=1 << 20)
-        entry.base_offset, entry.records_count, entry.has_inconsistent_inner_magic
+        _ = entry.base_offset, entry.records_count, entry.has_inconsistent_inner_magic  # properties that decode
     except KafkaLogError as err:
         assert err.position is not None

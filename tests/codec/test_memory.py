@@ -6,6 +6,7 @@ forking parent's peak, which Linux carries across exec), does the work and repor
 peak grew: the bounds below are in multiples of the limit or the record, with room for
 the interpreter's noise but well under what the code did before these bounds were set (a gzip bomb
 held twice the limit, a large record's batch was copied before its records were read)."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,13 @@ def lz4_bomb(size: int) -> bytes:
     """Kafka's LZ4 frame: 64 KiB independent blocks of zeros, then the EndMark."""
     block = lz4.block.compress(bytes(64 * 1024), store_size=False)
     descriptor = b"\x60\x40"
-    return (b"\x04\x22\x4d\x18" + descriptor + bytes((_lz4_header_checksum(descriptor),))
-            + (struct.pack("<I", len(block)) + block) * (size // (64 * 1024)) + bytes(4))
+    return (
+        b"\x04\x22\x4d\x18"
+        + descriptor
+        + bytes((_lz4_header_checksum(descriptor),))
+        + (struct.pack("<I", len(block)) + block) * (size // (64 * 1024))
+        + bytes(4)
+    )
 
 
 BOMBS = {Codec.GZIP: gzip_bomb, Codec.ZSTD: zstd_bomb, Codec.SNAPPY: snappy_bomb, Codec.LZ4: lz4_bomb}
@@ -64,7 +70,9 @@ def peak():  # bytes: this process's peak resident set size since it started (ex
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 """
 
-DECOMPRESS = PEAK + """
+DECOMPRESS = (
+    PEAK
+    + """
 import sys
 from kafkalog.codec.compression import decompress
 from kafkalog.errors import DecompressionLimitError
@@ -76,11 +84,11 @@ except DecompressionLimitError:
     print("refused", 0)
 print(peak() - before)
 """
+)
 
 
 def run_child(script: str, *args) -> list[str]:
-    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -106,7 +114,9 @@ def test_a_payload_within_the_limit_costs_at_most_twice_its_size(tmp_path, codec
     assert int(grown) < 2.5 * size, f"{codec.name}: peak grew by {int(grown) / MiB:.0f} MiB for {size // MiB} MiB"
 
 
-DECODE = PEAK + """
+DECODE = (
+    PEAK
+    + """
 import sys
 from kafkalog.codec.batch import RecordBatch
 buf = open(sys.argv[1], "rb").read()
@@ -115,13 +125,15 @@ records = RecordBatch(buf).records()
 print(len(records), len(records[0].value))
 print(peak() - before)
 """
+)
 
 
 def test_a_large_uncompressed_record_is_decoded_without_copying_its_batch(tmp_path):
     size = 64 * MiB
     path = tmp_path / "batch"
-    path.write_bytes(build_batch([Record(7, 1_700_000_000_000, b"k", os.urandom(1024) * (size // 1024))],
-                                 base_offset=7))
+    path.write_bytes(
+        build_batch([Record(7, 1_700_000_000_000, b"k", os.urandom(1024) * (size // 1024))], base_offset=7)
+    )
     count, length, grown = run_child(DECODE, path)
     assert (int(count), int(length)) == (1, size)
     # the value itself (one copy, the Record's bytes) and little else; a copy of the records section
@@ -131,8 +143,9 @@ def test_a_large_uncompressed_record_is_decoded_without_copying_its_batch(tmp_pa
 
 @pytest.mark.parametrize("sizes", [[MiB + 5], [300_000, 800_000, 70_000], [2 * MiB, 0, 5]])
 def test_large_records_read_in_place_equal_the_copying_reader(sizes):
-    records = [Record(100 + i, 1_700_000_000_000 + i, b"key%d" % i, os.urandom(n), (("h", b"v"),))
-               for i, n in enumerate(sizes)]
+    records = [
+        Record(100 + i, 1_700_000_000_000 + i, b"key%d" % i, os.urandom(n), (("h", b"v"),)) for i, n in enumerate(sizes)
+    ]
     data = build_batch(records, base_offset=100)
     in_place = RecordBatch(data).records()  # bytes: read where they lie when large
     copied = RecordBatch(bytearray(data)).records()  # any other buffer: from a copy of the section

@@ -1,5 +1,6 @@
 """Every `.log` file written by real brokers and other clients decodes, record for record as
 kafka-python reads it; the files the fixture README marks as defective fail the way it says."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,18 @@ def _theirs(data: bytes):
         if batch is None:
             break
         # kafka-python reports a v0 message's missing timestamp as None where Kafka says -1
-        out.append([Record(r.offset, -1 if r.timestamp is None else r.timestamp, r.key, r.value,
-                           tuple((k, v) for k, v in getattr(r, "headers", ()) or ())) for r in batch])
+        out.append(
+            [
+                Record(
+                    r.offset,
+                    -1 if r.timestamp is None else r.timestamp,
+                    r.key,
+                    r.value,
+                    tuple((k, v) for k, v in getattr(r, "headers", ()) or ()),
+                )
+                for r in batch
+            ]
+        )
     return out
 
 

@@ -15,6 +15,7 @@ Plain Python (no pytest): the fixtures in conftest.py and anyone at a prompt can
 The jars come from Maven Central through scripts/kafka-jars.sh (tests/kafka/pom.xml) into a cache
 outside the checkout; scripts/test.sh exports their directory as KAFKALOG_KAFKA_LIBS.
 """
+
 from __future__ import annotations
 
 import base64
@@ -40,7 +41,7 @@ HEAP = "-Xmx512m"
 # partition directory as it found it: it recovered, rebuilt, truncated or deleted something.
 RECOVERY_LINES = {
     "Recovering unflushed segment": "LogLoader.recoverLog: a segment above the recovery point is re-read "
-                                    "and its indexes rebuilt (no clean shutdown)",
+    "and its indexes rebuilt (no clean shutdown)",
     "Found invalid offset during recovery": "LogLoader.recoverLog: a segment is deleted and recreated empty",
     "Corruption found in segment": "LogLoader.recoverLog: a segment is truncated and the rest of the log deleted",
     "Found invalid messages in log segment": "LogSegment.recover: invalid bytes, truncated away",
@@ -66,8 +67,8 @@ METADATA_LOG_LOADER = "[LogLoader partition=__cluster_metadata-0,"
 # exception, a corrupt snapshot), except its "Non-consecutive offsets" report (with --deep-iteration:
 # records whose offsets are not consecutive, which is what a compacted log is made of).
 DUMP_PROBLEMS = (
-    "invalid bytes at the end of",      # trailing bytes after the last batch
-    "isvalid: false",                   # a batch's CRC does not match (case-insensitive)
+    "invalid bytes at the end of",  # trailing bytes after the last batch
+    "isvalid: false",  # a batch's CRC does not match (case-insensitive)
     "Exception",
     "Error",
 )
@@ -88,8 +89,10 @@ def kafka_libs(fetch: bool = True) -> Path:
         path = Path(named)
         if _has_kafka(path):
             return path
-        raise KafkaJarsMissing(f"the Kafka jars could not be fetched: ${LIBS_ENV}={named!r} is no directory of "
-                               "Kafka jars (scripts/kafka-jars.sh's output says why)")
+        raise KafkaJarsMissing(
+            f"the Kafka jars could not be fetched: ${LIBS_ENV}={named!r} is no directory of "
+            "Kafka jars (scripts/kafka-jars.sh's output says why)"
+        )
     if not fetch:
         raise KafkaJarsMissing(f"the Kafka jars could not be fetched: ${LIBS_ENV} is not set")
     try:
@@ -98,8 +101,10 @@ def kafka_libs(fetch: bool = True) -> Path:
         raise KafkaJarsMissing(f"the Kafka jars could not be fetched: {JARS_SCRIPT} did not run: {err}") from None
     path = Path(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
     if path is None or not _has_kafka(path):
-        raise KafkaJarsMissing(f"the Kafka jars could not be fetched (scripts/kafka-jars.sh exited {done.returncode}):\n"
-                               f"{done.stderr.strip()[-3000:]}")
+        raise KafkaJarsMissing(
+            f"the Kafka jars could not be fetched (scripts/kafka-jars.sh exited {done.returncode}):\n"
+            f"{done.stderr.strip()[-3000:]}"
+        )
     return path
 
 
@@ -129,6 +134,7 @@ class JavaError(RuntimeError):
 @dataclass
 class DumpResult:
     """What DumpLogSegments printed for some files."""
+
     args: list
     stdout: str
     stderr: str
@@ -138,13 +144,13 @@ class DumpResult:
     def problems(self) -> list[str]:
         """Lines that report a problem: on stderr every line but DUMP_NOT_PROBLEMS, on stdout the
         lines with one of DUMP_PROBLEMS; and a non-zero exit code."""
-        found = [line for line in self.stderr.splitlines()
-                 if line.strip() and not any(p in line for p in DUMP_NOT_PROBLEMS)]
+        found = [
+            line for line in self.stderr.splitlines() if line.strip() and not any(p in line for p in DUMP_NOT_PROBLEMS)
+        ]
         found += [line for line in self.stdout.splitlines() if any(p.lower() in line.lower() for p in DUMP_PROBLEMS)]
         if self.returncode != 0:
             found.append(f"exit code {self.returncode}")
         return found
-
 
     def timestamp_mismatches(self) -> list[tuple[str, int, int]]:
         """DumpLogSegments' "Found timestamp mismatch in :FILE" reports (--verify-index-only or a
@@ -156,7 +162,7 @@ class DumpResult:
             if line.startswith("Found timestamp mismatch in :"):
                 current = line.split(":", 1)[1]
             elif current and line.startswith("  Index timestamp: "):
-                index_ts, log_ts = line[len("  Index timestamp: "):].split(", log timestamp: ")
+                index_ts, log_ts = line[len("  Index timestamp: ") :].split(", log timestamp: ")
                 out.append((current, int(index_ts), int(log_ts)))
             else:
                 current = None
@@ -184,27 +190,52 @@ class KafkaTools:
 
     def _java_command(self, args_and_classpath: tuple[list[str], str], heap: str = "-Xmx256m") -> list[str]:
         args, classpath = args_and_classpath
-        return [self.java_bin, heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                f"-Dlog4j2.configurationFile={self.tools_log4j}", "-cp", classpath, *args]
+        return [
+            self.java_bin,
+            heap,
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={self.tools_log4j}",
+            "-cp",
+            classpath,
+            *args,
+        ]
 
-    def java(self, args: list[str], classpath: str | None = None, *, timeout: float = 300, check: bool = True,
-             heap: str = "-Xmx256m") -> subprocess.CompletedProcess:
+    def java(
+        self,
+        args: list[str],
+        classpath: str | None = None,
+        *,
+        timeout: float = 300,
+        check: bool = True,
+        heap: str = "-Xmx256m",
+    ) -> subprocess.CompletedProcess:
         """Run a Java main class (or a source file) on the Kafka jars; JavaError when it fails."""
         command = self._java_command((args, classpath or self.classpath), heap)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as err:
-            raise JavaError(f"{' '.join(args[:3])} ran longer than {timeout}s:\n{_tail(err.stdout)}\n{_tail(err.stderr)}") \
-                from None
+            raise JavaError(
+                f"{' '.join(args[:3])} ran longer than {timeout}s:\n{_tail(err.stdout)}\n{_tail(err.stderr)}"
+            ) from None
         if check and done.returncode != 0:
-            raise JavaError(f"{' '.join(str(a) for a in args[:3])} exited {done.returncode}:\n"
-                            f"stdout: {_tail(done.stdout)}\nstderr: {_tail(done.stderr)}")
+            raise JavaError(
+                f"{' '.join(str(a) for a in args[:3])} exited {done.returncode}:\n"
+                f"stdout: {_tail(done.stdout)}\nstderr: {_tail(done.stderr)}"
+            )
         return done
 
     # -- Kafka's tools -----------------------------------------------------------------------------------
-    def dump_log_segments(self, files, *, deep_iteration: bool = False, index_sanity_check: bool = False,
-                          verify_index_only: bool = False, print_data_log: bool = False,
-                          extra: tuple = ()) -> DumpResult:
+    def dump_log_segments(
+        self,
+        files,
+        *,
+        deep_iteration: bool = False,
+        index_sanity_check: bool = False,
+        verify_index_only: bool = False,
+        print_data_log: bool = False,
+        extra: tuple = (),
+    ) -> DumpResult:
         """`kafka-dump-log.sh --files F1,F2,...` with the given options."""
         args = ["org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(str(f) for f in files)]
         args += ["--deep-iteration"] if deep_iteration else []
@@ -216,8 +247,9 @@ class KafkaTools:
         return DumpResult(args, done.stdout, done.stderr, done.returncode)
 
     # -- the Java clients of this directory ----------------------------------------------------------------
-    def produce(self, bootstrap: str, runs: list[dict], topics: list[dict] = (), *,
-                alter_topics: list[dict] = ()) -> list[dict]:
+    def produce(
+        self, bootstrap: str, runs: list[dict], topics: list[dict] = (), *, alter_topics: list[dict] = ()
+    ) -> list[dict]:
         """Producer.java (see its header for the spec): returns, per run, {"groups": [[{partition,
         offset, timestamp}, ...], ...]}. `alter_topics` ([{"name", "configs"}]) are set on existing
         topics, and seen applied, before the first run."""
@@ -226,7 +258,7 @@ class KafkaTools:
             spec["alter_topics"] = list(alter_topics)
         return self._client("Producer.java", spec)["runs"]
 
-    def produce_async(self, bootstrap: str, runs: list[dict], topics: list[dict] = ()) -> "RunningClient":
+    def produce_async(self, bootstrap: str, runs: list[dict], topics: list[dict] = ()) -> RunningClient:
         """Producer.java in the background (for a producer that lives across a broker restart, see
         "wait_for" and "signal" in its header); `.wait()` returns what produce() would."""
         path = self._spec_file("Producer.java", {"bootstrap": bootstrap, "topics": list(topics), "runs": runs})
@@ -265,9 +297,21 @@ class KafkaTools:
             javac = shutil.which("javac") if self.java_bin == "java" else None
             if javac:
                 out = self.work_dir / "classes"
-                done = subprocess.run([javac, "-nowarn", "-cp", self.classpath, "-d", str(out),
-                                       str(HERE / "Producer.java"), str(HERE / "Consumer.java")],
-                                      capture_output=True, text=True, timeout=300)
+                done = subprocess.run(
+                    [
+                        javac,
+                        "-nowarn",
+                        "-cp",
+                        self.classpath,
+                        "-d",
+                        str(out),
+                        str(HERE / "Producer.java"),
+                        str(HERE / "Consumer.java"),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                )
                 if done.returncode == 0:
                     self._classes = out
         return self._classes or None
@@ -291,8 +335,10 @@ class RunningClient:
         self._out.close()
         self._err.close()
         if self.process.returncode != 0:
-            raise JavaError(f"{self.process.args[-2]} exited {self.process.returncode}:\nstdout: {_tail(stdout)}\n"
-                            f"stderr: {_tail(stderr)}")
+            raise JavaError(
+                f"{self.process.args[-2]} exited {self.process.returncode}:\nstdout: {_tail(stdout)}\n"
+                f"stderr: {_tail(stderr)}"
+            )
         return self._unwrap(json.loads(stdout.strip().splitlines()[-1]))
 
     def kill(self) -> None:
@@ -315,8 +361,15 @@ class Broker:
     log-cleaner.log, controller.log, state-change.log, console.log). The ports are chosen once
     and kept across restarts. `overrides` are more server.properties entries (or None to drop one)."""
 
-    def __init__(self, tools: KafkaTools, base_dir: str | Path, *, node_id: int = 1,
-                 overrides: dict | None = None, format_storage: bool = True):
+    def __init__(
+        self,
+        tools: KafkaTools,
+        base_dir: str | Path,
+        *,
+        node_id: int = 1,
+        overrides: dict | None = None,
+        format_storage: bool = True,
+    ):
         self.tools = tools
         self.base_dir = Path(base_dir)
         self.log_dir = self.base_dir / "data"
@@ -394,8 +447,10 @@ class Broker:
 
     def format(self) -> None:
         """kafka-storage.sh format -t <cluster id> -c server.properties (static quorum)."""
-        self.tools.java(["kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id,
-                         "--config", str(self.config_path)], timeout=120)
+        self.tools.java(
+            ["kafka.tools.StorageTool", "format", "--cluster-id", self.cluster_id, "--config", str(self.config_path)],
+            timeout=120,
+        )
 
     # -- running ---------------------------------------------------------------------------------------------
     @property
@@ -423,17 +478,30 @@ class Broker:
         self._console = open(self.logs_dir / "console.log", "ab")
         self._console.write(f"\n==== start {self.starts} ====\n".encode())
         self._console.flush()
-        command = [self.tools.java_bin, HEAP, "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-                   "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
-                   f"-Dlog4j2.configurationFile={self.log4j_path}", f"-Dkafka.logs.dir={self.logs_dir}",
-                   "-cp", self.tools.classpath, "kafka.Kafka", str(self.config_path)]
-        self.process = subprocess.Popen(command, stdout=self._console, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        command = [
+            self.tools.java_bin,
+            HEAP,
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.log4j_path}",
+            f"-Dkafka.logs.dir={self.logs_dir}",
+            "-cp",
+            self.tools.classpath,
+            "kafka.Kafka",
+            str(self.config_path),
+        ]
+        self.process = subprocess.Popen(
+            command, stdout=self._console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while True:
             if not self.running:
-                raise RuntimeError(f"the Kafka broker exited with {self.process.returncode} while starting:\n"
-                                   f"{self.diagnostics()}")
+                raise RuntimeError(
+                    f"the Kafka broker exited with {self.process.returncode} while starting:\n{self.diagnostics()}"
+                )
             if "Kafka Server started" in self.server_log() and _port_open(self.port):
                 return
             if time.monotonic() > deadline:
@@ -451,7 +519,9 @@ class Broker:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise RuntimeError(f"the Kafka broker did not stop within {timeout}s of SIGTERM:\n{self.diagnostics()}")
+            raise RuntimeError(
+                f"the Kafka broker did not stop within {timeout}s of SIGTERM:\n{self.diagnostics()}"
+            ) from None
         if self.process.returncode not in (0, 143, -signal.SIGTERM):
             raise RuntimeError(f"the Kafka broker exited with {self.process.returncode}:\n{self.diagnostics()}")
         return self.clean_shutdown_marker
@@ -509,8 +579,10 @@ class Broker:
             if found:
                 return found
             if not self.running or time.monotonic() > deadline:
-                raise RuntimeError(f"Kafka's LogCleaner did not clean {name} within {timeout}s; log-cleaner.log:\n"
-                                   f"{self.cleaner_log(since_start)[-4000:]}")
+                raise RuntimeError(
+                    f"Kafka's LogCleaner did not clean {name} within {timeout}s; log-cleaner.log:\n"
+                    f"{self.cleaner_log(since_start)[-4000:]}"
+                )
             time.sleep(0.2)
 
     def recovery_lines(self, since_start: bool = True, ignore: tuple = (METADATA_LOG_LOADER,)) -> list[str]:
@@ -530,8 +602,7 @@ class Broker:
 
     def diagnostics(self) -> str:
         console = _read_from(self.logs_dir / "console.log", 0)
-        return (f"--- console.log (tail) ---\n{console[-3000:]}\n"
-                f"--- server.log (tail) ---\n{self.server_log()[-6000:]}")
+        return f"--- console.log (tail) ---\n{console[-3000:]}\n--- server.log (tail) ---\n{self.server_log()[-6000:]}"
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.log_dir / f"{topic}-{partition}"

@@ -8,6 +8,7 @@ saying the Kafka jars could not be fetched: these tests are never skipped.
 stops it (to rewrite its log dir offline) restarts it, and `running_broker` starts it again if a
 failed test left it stopped. Topics are per test (their names start with the test's own prefix).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,11 @@ def kafka_libs_dir():
     try:
         return kafka_libs()
     except KafkaJarsMissing as err:
-        pytest.fail(f"{err}\nso the real-broker tests cannot run (scripts/kafka-jars.sh fetches the jars "
-                    "with Maven from Maven Central)", pytrace=False)
+        pytest.fail(
+            f"{err}\nso the real-broker tests cannot run (scripts/kafka-jars.sh fetches the jars "
+            "with Maven from Maven Central)",
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ purge); the broker is started again over it. Then:
     idempotent and transactional, that lived across the restart go on with the same producer id and
     epoch (the broker accepted their next sequence numbers), as do new ones.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,9 +42,11 @@ SEGMENT_BYTES = 1024  # tiny segments: internal.segment.bytes on the broker (seg
 
 # -- what was produced, and what should survive ----------------------------------------------------------------
 
+
 @dataclass
 class Sent:
     """One record the broker acknowledged."""
+
     topic: str
     partition: int
     offset: int
@@ -55,13 +58,21 @@ class Sent:
     aborted: bool = False
 
     def as_consumed(self) -> dict:
-        return {"topic": self.topic, "partition": self.partition, "offset": self.offset, "key": self.key,
-                "value": self.value, "headers": [list(h) for h in self.headers], "timestamp": self.timestamp}
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "offset": self.offset,
+            "key": self.key,
+            "value": self.value,
+            "headers": [list(h) for h in self.headers],
+            "timestamp": self.timestamp,
+        }
 
 
 @dataclass
 class Workload:
     """Runs for Producer.java and, once acknowledged, the records they wrote."""
+
     runs: list = field(default_factory=list)
     sent: list = field(default_factory=list)
 
@@ -74,8 +85,19 @@ class Workload:
         for group, acked in zip(run["groups"], acked_run["groups"]):
             aborted = transactional and group.get("end") == "abort"
             for spec, meta in zip(group["records"], acked):
-                self.sent.append(Sent(run["topic"], meta["partition"], meta["offset"], spec["key"], spec["value"],
-                                      spec.get("headers", []), meta["timestamp"], transactional, aborted))
+                self.sent.append(
+                    Sent(
+                        run["topic"],
+                        meta["partition"],
+                        meta["offset"],
+                        spec["key"],
+                        spec["value"],
+                        spec.get("headers", []),
+                        meta["timestamp"],
+                        transactional,
+                        aborted,
+                    )
+                )
 
     def produce(self, tools: KafkaTools, broker: Broker, topics=()) -> None:
         acked = tools.produce(broker.bootstrap, self.runs, topics)
@@ -84,8 +106,19 @@ class Workload:
         self.runs = []
 
 
-def groups(tag: str, n_groups: int, per_group: int, *, keys: int, tombstone_every: int = 0, header_every: int = 2,
-           ends=None, timestamps=None, start: int = 0, pad: int = 0) -> list[dict]:
+def groups(
+    tag: str,
+    n_groups: int,
+    per_group: int,
+    *,
+    keys: int,
+    tombstone_every: int = 0,
+    header_every: int = 2,
+    ends=None,
+    timestamps=None,
+    start: int = 0,
+    pad: int = 0,
+) -> list[dict]:
     """`n_groups` groups of `per_group` keyed records: keys cycle over `keys` keys, every
     `tombstone_every`-th record is a tombstone, every `header_every`-th has headers (one with a null
     value); `ends(g)` is a group's end (commit/abort/flush); `timestamps(n)` an explicit timestamp;
@@ -96,7 +129,10 @@ def groups(tag: str, n_groups: int, per_group: int, *, keys: int, tombstone_ever
         records = []
         for i in range(per_group):
             tombstone = tombstone_every and n % tombstone_every == tombstone_every - 1
-            record = {"key": f"key-{n % keys}", "value": None if tombstone else f"{tag}-{g}-{i}-" + "x" * (n % 13) + _noise(f"{tag}{n}", pad)}
+            record = {
+                "key": f"key-{n % keys}",
+                "value": None if tombstone else f"{tag}-{g}-{i}-" + "x" * (n % 13) + _noise(f"{tag}{n}", pad),
+            }
             if header_every and n % header_every == 0:
                 record["headers"] = [["source", tag], ["n", str(n)], ["empty", None]]
             if timestamps is not None:
@@ -133,8 +169,12 @@ def compacted(sent: list[Sent], upper: dict) -> list[Sent]:
     for r in sent:
         if r.offset < upper[(r.topic, r.partition)] and not r.aborted:
             latest[(r.topic, r.partition, r.key)] = max(latest.get((r.topic, r.partition, r.key), -1), r.offset)
-    return [r for r in sent if r.offset >= upper[(r.topic, r.partition)]
-            or (not r.aborted and latest[(r.topic, r.partition, r.key)] == r.offset)]
+    return [
+        r
+        for r in sent
+        if r.offset >= upper[(r.topic, r.partition)]
+        or (not r.aborted and latest[(r.topic, r.partition, r.key)] == r.offset)
+    ]
 
 
 class Steps:
@@ -155,8 +195,10 @@ def consumed(record: dict) -> dict:
 
 def read_all(tools: KafkaTools, broker: Broker, topics, isolation: str) -> list[dict]:
     results = tools.consume(broker.bootstrap, [{"kind": "read", "topic": t, "isolation": isolation} for t in topics])
-    return sorted((consumed(r) for result in results for r in result["records"]),
-                  key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    return sorted(
+        (consumed(r) for result in results for r in result["records"]),
+        key=lambda r: (r["topic"], r["partition"], r["offset"]),
+    )
 
 
 def expected(records) -> list[dict]:
@@ -171,16 +213,22 @@ def assert_same_records(actual: list[dict], wanted: list[dict], what: str) -> No
     missing = sorted(set(w) - set(a))
     extra = sorted(set(a) - set(w))
     changed = sorted(k for k in set(a) & set(w) if a[k] != w[k])
-    pytest.fail(f"{what}: {len(actual)} records read, {len(wanted)} expected; missing {missing[:10]}, "
-                f"unexpected {extra[:10]}, different {[(a[k], w[k]) for k in changed[:3]]}")
+    pytest.fail(
+        f"{what}: {len(actual)} records read, {len(wanted)} expected; missing {missing[:10]}, "
+        f"unexpected {extra[:10]}, different {[(a[k], w[k]) for k in changed[:3]]}"
+    )
 
 
 # -- the log dir before and after ---------------------------------------------------------------------------------
 
+
 def file_digests(log_dir: Path) -> dict[str, str]:
     """Every file of the log dir (relative path -> sha256), partition directories included."""
-    return {str(p.relative_to(log_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(log_dir.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(log_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(log_dir.rglob("*"))
+        if p.is_file()
+    }
 
 
 def written_files(before: dict, after: dict) -> list[str]:
@@ -200,8 +248,9 @@ def check_with_dump_log_segments(tools: KafkaTools, log_dir: Path, files: list[s
 
 def dump_log_segments_problems(tools: KafkaTools, log_dir: Path, files: list[str]) -> tuple[list[str], list[str]]:
     """Kafka's DumpLogSegments on every segment, index, time index, transaction index and producer
-    snapshot kafkalog wrote, and the indexes of every segment it wrote: `--deep-iteration --index-sanity-check` (every index passes Kafka's
-    sanity check; every batch reads and its CRC is valid; no bytes after the last batch) and
+    snapshot kafkalog wrote, and the indexes of every segment it wrote: `--deep-iteration
+    --index-sanity-check` (every index passes Kafka's sanity check; every batch reads and its CRC is
+    valid; no bytes after the last batch) and
     `--verify-index-only` (every offset index entry points at a batch whose last offset it names;
     every time index entry names a batch's last offset and the largest timestamp of its records,
     increasing). "Non-consecutive offsets" is not a problem in a compacted log: the records removed
@@ -211,8 +260,11 @@ def dump_log_segments_problems(tools: KafkaTools, log_dir: Path, files: list[str
     paths = [log_dir / f for f in files if f.endswith(kinds) and "-" in f.split("/")[0]]
     # a rewritten segment's indexes are checked too, also when their bytes did not change
     for log in [p for p in paths if p.suffix == ".log"]:
-        paths += [i for i in (log.with_suffix(".index"), log.with_suffix(".timeindex"), log.with_suffix(".txnindex"))
-                  if i.exists() and i not in paths]
+        paths += [
+            i
+            for i in (log.with_suffix(".index"), log.with_suffix(".timeindex"), log.with_suffix(".txnindex"))
+            if i.exists() and i not in paths
+        ]
     assert paths, "kafkalog wrote no segment file"
     problems, kept_max = [], []
     deep = tools.dump_log_segments(paths, deep_iteration=True, index_sanity_check=True)
@@ -227,18 +279,23 @@ def dump_log_segments_problems(tools: KafkaTools, log_dir: Path, files: list[str
         verify = tools.dump_log_segments(indexes, verify_index_only=True)
         empty, kept = classify_timestamp_mismatches(tools, verify)
         explained = {(f, ts) for f, ts, _ in empty + kept}
-        files_explained = {f for f, _, _ in verify.timestamp_mismatches()} - \
-            {f for f, ts, _ in verify.timestamp_mismatches() if (f, ts) not in explained}
+        files_explained = {f for f, _, _ in verify.timestamp_mismatches()} - {
+            f for f, ts, _ in verify.timestamp_mismatches() if (f, ts) not in explained
+        }
         for line in verify.problems:
             if line.startswith("Found timestamp mismatch in :") and line.split(":", 1)[1] in files_explained:
                 continue
             if line.startswith("  Index timestamp: ") and any(
-                    line == f"  Index timestamp: {ts}, log timestamp: {log_ts}" for _, ts, log_ts in empty + kept):
+                line == f"  Index timestamp: {ts}, log timestamp: {log_ts}" for _, ts, log_ts in empty + kept
+            ):
                 continue
             problems.append(f"--verify-index-only: {line}")
-        kept_max += [f"--verify-index-only: Found timestamp mismatch in :{f}: Index timestamp: {ts}, log timestamp: "
-                     f"{log_ts} (the batch the entry names has max timestamp {ts} in its header, its records "
-                     f"at most {log_ts})" for f, ts, log_ts in kept]
+        kept_max += [
+            f"--verify-index-only: Found timestamp mismatch in :{f}: Index timestamp: {ts}, log timestamp: "
+            f"{log_ts} (the batch the entry names has max timestamp {ts} in its header, its records "
+            f"at most {log_ts})"
+            for f, ts, log_ts in kept
+        ]
     return problems, kept_max
 
 
@@ -260,9 +317,14 @@ def classify_timestamp_mismatches(tools: KafkaTools, verify) -> tuple[list, list
         log_file = file[: -len(".timeindex")] + ".log"
         entries = tools.dump_log_segments([file]).stdout
         batches = tools.dump_log_segments([log_file]).stdout
-        offsets = {int(ts): int(o) for ts, o in
-                   (line[len("timestamp: "):].split(" offset: ") for line in entries.splitlines()
-                    if line.startswith("timestamp: "))}
+        offsets = {
+            int(ts): int(o)
+            for ts, o in (
+                line[len("timestamp: ") :].split(" offset: ")
+                for line in entries.splitlines()
+                if line.startswith("timestamp: ")
+            )
+        }
         for f, ts, log_ts in mismatches:
             if f != file or ts not in offsets:
                 continue
@@ -297,6 +359,7 @@ def offsets_for_times_mismatches(tools: KafkaTools, broker: Broker, sent: list[S
     keeps it; a target between them finds no record in that segment: Kafka's own answer), or the
     file's mtime in a segment without batches. Kafka answers from its time index and the batches'
     header max timestamps, so a header or an index that does not agree with the records shows here."""
+
     def answer(segments, target):
         for largest, records in segments:
             if largest >= target:
@@ -320,29 +383,42 @@ def offsets_for_times_mismatches(tools: KafkaTools, broker: Broker, sent: list[S
     for task, result, want in zip(tasks, results, wanted):
         for t, offset in want.items():
             if result["offsets"][t] != offset:
-                out.append(f"{task['topic']}-{task['partition']}: offsetsForTimes({t}) = {result['offsets'][t]}, "
-                           f"the first record at or after that timestamp is at offset {offset}")
+                out.append(
+                    f"{task['topic']}-{task['partition']}: offsetsForTimes({t}) = {result['offsets'][t]}, "
+                    f"the first record at or after that timestamp is at offset {offset}"
+                )
     return out
 
 
 def batch_producers(log_dir: Path, topic: str, partition: int) -> list[tuple[int, int, int, int]]:
     """(base offset, last offset, producer id, producer epoch) of every data batch, from the files."""
     part = LogDir.open(str(log_dir)).partition(topic, partition)
-    return [(b.base_offset, b.last_offset, b.producer_id, b.producer_epoch)
-            for segment in part.segments for _, b in segment.batches() if not b.is_control]
+    return [
+        (b.base_offset, b.last_offset, b.producer_id, b.producer_epoch)
+        for segment in part.segments
+        for _, b in segment.batches()
+        if not b.is_control
+    ]
 
 
 def producers_of(log_dir: Path, topic: str, partition: int, offsets) -> set[tuple[int, int]]:
     """The (producer id, epoch) of the batches holding these offsets."""
     offsets = set(offsets)
-    return {(pid, epoch) for base, last, pid, epoch in batch_producers(log_dir, topic, partition)
-            if any(base <= o <= last for o in offsets)}
+    return {
+        (pid, epoch)
+        for base, last, pid, epoch in batch_producers(log_dir, topic, partition)
+        if any(base <= o <= last for o in offsets)
+    }
 
 
 # -- compact -----------------------------------------------------------------------------------------------------
 
-COMPACTED = {"cleanup.policy": "compact", "index.interval.bytes": "128", "delete.retention.ms": str(DAY),
-             "min.compaction.lag.ms": str(DAY)}  # the broker's own cleaner leaves these topics alone
+COMPACTED = {
+    "cleanup.policy": "compact",
+    "index.interval.bytes": "128",
+    "delete.retention.ms": str(DAY),
+    "min.compaction.lag.ms": str(DAY),
+}  # the broker's own cleaner leaves these topics alone
 
 
 def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark, tmp_path):
@@ -354,13 +430,33 @@ def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spa
     work = Workload()
     for codec, topic in zip(CODECS, topics):
         # an idempotent producer, a transactional one (commits and aborts) and a plain one, same keys
-        work.add({"topic": topic, "mode": "idempotent", "compression": codec,
-                  "groups": groups(f"{codec}-idem", 10, 6, keys=9, tombstone_every=11)})
-        work.add({"topic": topic, "mode": "transactional", "transactional_id": f"tx-{topic}", "compression": codec,
-                  "groups": groups(f"{codec}-txn", 8, 5, keys=9, start=3, ends=lambda g: "abort" if g % 3 == 1
-                                   else "commit")})
-        work.add({"topic": topic, "mode": "plain", "compression": codec,
-                  "groups": groups(f"{codec}-plain", 3, 4, keys=9, start=5, tombstone_every=5)})
+        work.add(
+            {
+                "topic": topic,
+                "mode": "idempotent",
+                "compression": codec,
+                "groups": groups(f"{codec}-idem", 10, 6, keys=9, tombstone_every=11),
+            }
+        )
+        work.add(
+            {
+                "topic": topic,
+                "mode": "transactional",
+                "transactional_id": f"tx-{topic}",
+                "compression": codec,
+                "groups": groups(
+                    f"{codec}-txn", 8, 5, keys=9, start=3, ends=lambda g: "abort" if g % 3 == 1 else "commit"
+                ),
+            }
+        )
+        work.add(
+            {
+                "topic": topic,
+                "mode": "plain",
+                "compression": codec,
+                "groups": groups(f"{codec}-plain", 3, 4, keys=9, start=5, tombstone_every=5),
+            }
+        )
     work.produce(tools, broker, [{"name": t, "partitions": 2, "configs": broker_configs} for t in topics])
     step("produced")
 
@@ -368,13 +464,23 @@ def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spa
     # id, epoch and sequence numbers: the broker checks them against the producer state it loaded)
     go = tmp_path / "go"
     live = {
-        "idempotent": {"topic": "cmp-lz4", "partition": 0, "mode": "idempotent", "compression": "lz4",
-                       "groups": groups("live-idem", 4, 5, keys=9, start=1) + groups("live-idem-after", 2, 5, keys=9)},
-        "transactional": {"topic": "cmp-zstd", "partition": 1, "mode": "transactional",
-                          "transactional_id": "tx-live", "compression": "zstd",
-                          "groups": groups("live-txn", 4, 5, keys=9, start=2, ends=lambda g: "abort" if g == 2
-                                           else "commit") + groups("live-txn-after", 2, 5, keys=9,
-                                                                   ends=lambda g: "commit")}}
+        "idempotent": {
+            "topic": "cmp-lz4",
+            "partition": 0,
+            "mode": "idempotent",
+            "compression": "lz4",
+            "groups": groups("live-idem", 4, 5, keys=9, start=1) + groups("live-idem-after", 2, 5, keys=9),
+        },
+        "transactional": {
+            "topic": "cmp-zstd",
+            "partition": 1,
+            "mode": "transactional",
+            "transactional_id": "tx-live",
+            "compression": "zstd",
+            "groups": groups("live-txn", 4, 5, keys=9, start=2, ends=lambda g: "abort" if g == 2 else "commit")
+            + groups("live-txn-after", 2, 5, keys=9, ends=lambda g: "commit"),
+        },
+    }
     for name, run in live.items():
         run["groups"][3]["signal"] = str(tmp_path / f"{name}-ready.json")
         run["groups"][4]["wait_for"] = str(go)
@@ -386,14 +492,31 @@ def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spa
             work.record({**run, "groups": run["groups"][:4]}, acked_before[name])
 
         # consumer groups commit part of the way: the classic protocol and KIP-848's
-        groups_before = tools.consume(broker.bootstrap, [
-            {"kind": "group", "group": "g-classic", "protocol": "classic", "topic": "cmp-none",
-             "isolation": "read_committed", "max_records": 40},
-            {"kind": "group", "group": "g-consumer", "protocol": "consumer", "topic": "cmp-gzip",
-             "isolation": "read_committed", "max_records": 40}])
+        groups_before = tools.consume(
+            broker.bootstrap,
+            [
+                {
+                    "kind": "group",
+                    "group": "g-classic",
+                    "protocol": "classic",
+                    "topic": "cmp-none",
+                    "isolation": "read_committed",
+                    "max_records": 40,
+                },
+                {
+                    "kind": "group",
+                    "group": "g-consumer",
+                    "protocol": "consumer",
+                    "topic": "cmp-gzip",
+                    "isolation": "read_committed",
+                    "max_records": 40,
+                },
+            ],
+        )
         # the harness itself: before any rewrite, the consumers read what was produced
-        assert_same_records(read_all(tools, broker, topics, "read_uncommitted"), expected(work.sent),
-                            "read_uncommitted before")
+        assert_same_records(
+            read_all(tools, broker, topics, "read_uncommitted"), expected(work.sent), "read_uncommitted before"
+        )
         step("groups committed, read before")
 
         broker.stop()
@@ -401,13 +524,17 @@ def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spa
         step("broker stopped")
         log_dir = broker.log_dir
         sent = list(work.sent)
-        live_producers = {name: producers_of(log_dir, run["topic"], run["partition"],
-                                             [m["offset"] for g in acked_before[name]["groups"] for m in g])
-                          for name, run in live.items()}
+        live_producers = {
+            name: producers_of(
+                log_dir, run["topic"], run["partition"], [m["offset"] for g in acked_before[name]["groups"] for m in g]
+            )
+            for name, run in live.items()
+        }
         assert all(len({pid for pid, _ in p}) == 1 for p in live_producers.values()), live_producers
         upper = {(t, p): segment_bases(broker.partition_dir(t, p))[-1] for t in topics for p in (0, 1)}
-        assert min(len(segment_bases(broker.partition_dir(t, p))) for t in topics for p in (0, 1)) >= 4, \
+        assert min(len(segment_bases(broker.partition_dir(t, p))) for t in topics for p in (0, 1)) >= 4, (
             "too few segments to compact"
+        )
         before = file_digests(log_dir)
         shutil.copytree(log_dir, tmp_path / "log-before-compact")  # kept for a look when a check fails
 
@@ -431,29 +558,52 @@ def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spa
 
         survivors = compacted(sent, upper)
         assert len(survivors) < 0.7 * len(sent), (len(survivors), len(sent))  # compaction removed records
-        assert_same_records(read_all(tools, broker, topics, "read_uncommitted"), expected(survivors),
-                            "read_uncommitted after compact")
-        assert_same_records(read_all(tools, broker, topics, "read_committed"),
-                            expected(committed_view(survivors)), "read_committed after compact")
+        assert_same_records(
+            read_all(tools, broker, topics, "read_uncommitted"), expected(survivors), "read_uncommitted after compact"
+        )
+        assert_same_records(
+            read_all(tools, broker, topics, "read_committed"),
+            expected(committed_view(survivors)),
+            "read_committed after compact",
+        )
         wrong = offsets_for_times_mismatches(tools, broker, sent, sorted(upper))
         assert not wrong, "ListOffsets by timestamp after compact:\n" + "\n".join(wrong[:20])
         step("read after")
 
         # the groups resume where they committed
-        groups_after = tools.consume(broker.bootstrap, [
-            {"kind": "committed", "group": "g-classic"}, {"kind": "committed", "group": "g-consumer"},
-            {"kind": "group", "group": "g-classic", "protocol": "classic", "topic": "cmp-none",
-             "isolation": "read_committed"},
-            {"kind": "group", "group": "g-consumer", "protocol": "consumer", "topic": "cmp-gzip",
-             "isolation": "read_committed"}])
+        groups_after = tools.consume(
+            broker.bootstrap,
+            [
+                {"kind": "committed", "group": "g-classic"},
+                {"kind": "committed", "group": "g-consumer"},
+                {
+                    "kind": "group",
+                    "group": "g-classic",
+                    "protocol": "classic",
+                    "topic": "cmp-none",
+                    "isolation": "read_committed",
+                },
+                {
+                    "kind": "group",
+                    "group": "g-consumer",
+                    "protocol": "consumer",
+                    "topic": "cmp-gzip",
+                    "isolation": "read_committed",
+                },
+            ],
+        )
         for before_group, committed, resumed, topic in (
-                (groups_before[0], groups_after[0], groups_after[2], "cmp-none"),
-                (groups_before[1], groups_after[1], groups_after[3], "cmp-gzip")):
+            (groups_before[0], groups_after[0], groups_after[2], "cmp-none"),
+            (groups_before[1], groups_after[1], groups_after[3], "cmp-gzip"),
+        ):
             at = {int(p): o for p, o in before_group["committed"].items()}
             assert at, f"{topic}: the group committed nothing"
             assert {int(p): o for p, o in committed["committed"].get(topic, {}).items()} == at
-            wanted = [r for r in expected(committed_view(survivors))
-                      if r["topic"] == topic and r["offset"] >= at.get(r["partition"], 0)]
+            wanted = [
+                r
+                for r in expected(committed_view(survivors))
+                if r["topic"] == topic and r["offset"] >= at.get(r["partition"], 0)
+            ]
             got = sorted((consumed(r) for r in resumed["records"]), key=lambda r: (r["partition"], r["offset"]))
             assert_same_records(got, wanted, f"group resumed on {topic}")
 
@@ -469,21 +619,33 @@ def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spa
     for name, run in live.items():
         assert acked_all[name]["groups"][:4] == acked_before[name]["groups"]
         later.record({**run, "groups": run["groups"][4:]}, {"groups": acked_all[name]["groups"][4:]})
-        after = producers_of(log_dir, run["topic"], run["partition"],
-                             [m["offset"] for g in acked_all[name]["groups"][4:] for m in g])
+        after = producers_of(
+            log_dir, run["topic"], run["partition"], [m["offset"] for g in acked_all[name]["groups"][4:] for m in g]
+        )
         if name == "idempotent":  # an epoch bump would mean the broker had lost the producer's state
-            assert after == live_producers[name], \
+            assert after == live_producers[name], (
                 f"the idempotent producer went from (id, epoch) {live_producers[name]} to {after}"
+            )
         else:  # transaction version 2 bumps the epoch at every transaction's end: the id stays
             assert {pid for pid, _ in after} == {pid for pid, _ in live_producers[name]}
 
     # new producers too: a transactional id the log knows (its epoch is bumped) and a new idempotent one
-    later.add({"topic": "cmp-snappy", "mode": "transactional", "transactional_id": "tx-cmp-snappy",
-               "compression": "snappy", "groups": groups("again-txn", 2, 3, keys=9, ends=lambda g: "commit")})
+    later.add(
+        {
+            "topic": "cmp-snappy",
+            "mode": "transactional",
+            "transactional_id": "tx-cmp-snappy",
+            "compression": "snappy",
+            "groups": groups("again-txn", 2, 3, keys=9, ends=lambda g: "commit"),
+        }
+    )
     later.add({"topic": "cmp-none", "mode": "idempotent", "groups": groups("again-idem", 2, 3, keys=9)})
     later.produce(tools, broker)
-    assert_same_records(read_all(tools, broker, topics, "read_uncommitted"), expected(survivors + later.sent),
-                        "read_uncommitted after producing again")
+    assert_same_records(
+        read_all(tools, broker, topics, "read_uncommitted"),
+        expected(survivors + later.sent),
+        "read_uncommitted after producing again",
+    )
     step("produced again, read")
 
 
@@ -543,29 +705,61 @@ def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_
     real_now = int(time.time() * 1000)
     work = Workload()
     old = real_now - 6 * DAY  # 8 days old at kafkalog's clock (two days ahead): past retention.ms
-    work.add({"topic": "ret-time", "mode": "idempotent", "compression": "gzip",
-              "groups": groups("old", 6, 6, keys=50, timestamps=lambda n: old + n, pad=60)
-              + groups("recent", 5, 6, keys=50, start=36, pad=60)})
+    work.add(
+        {
+            "topic": "ret-time",
+            "mode": "idempotent",
+            "compression": "gzip",
+            "groups": groups("old", 6, 6, keys=50, timestamps=lambda n: old + n, pad=60)
+            + groups("recent", 5, 6, keys=50, start=36, pad=60),
+        }
+    )
     for topic, codec in (("ret-dr", "lz4"), ("ret-trunc", "zstd"), ("ret-consumed", "snappy")):
-        work.add({"topic": topic, "mode": "idempotent", "compression": codec,
-                  "groups": groups(topic, 10, 6, keys=50, pad=60)})
-    work.produce(tools, broker, [{"name": t, "partitions": 1, "configs": {**c, **segment}}
-                                 for t, c in topic_configs.items()])
+        work.add(
+            {
+                "topic": topic,
+                "mode": "idempotent",
+                "compression": codec,
+                "groups": groups(topic, 10, 6, keys=50, pad=60),
+            }
+        )
+    work.produce(
+        tools, broker, [{"name": t, "partitions": 1, "configs": {**c, **segment}} for t, c in topic_configs.items()]
+    )
     # ret-size is written by a producer that lives across the restart (its first batches are deleted)
     go = tmp_path / "go"
-    live = {"topic": "ret-size", "partition": 0, "mode": "idempotent", "compression": "snappy",
-            "groups": groups("live", 10, 6, keys=50, pad=60) + groups("live-after", 2, 6, keys=50, start=60, pad=60)}
+    live = {
+        "topic": "ret-size",
+        "partition": 0,
+        "mode": "idempotent",
+        "compression": "snappy",
+        "groups": groups("live", 10, 6, keys=50, pad=60) + groups("live-after", 2, 6, keys=50, start=60, pad=60),
+    }
     live["groups"][9]["signal"] = str(tmp_path / "ready.json")
     live["groups"][10]["wait_for"] = str(go)
     running = tools.produce_async(broker.bootstrap, [live])
     try:
         acked_before = _wait_for_signals({"live": live}, {"live": running}, signal_group=9)["live"]
         work.record({**live, "groups": live["groups"][:10]}, acked_before)
-        groups_before = tools.consume(broker.bootstrap, [
-            {"kind": "group", "group": "r-classic", "protocol": "classic", "topic": "ret-consumed",
-             "max_records": 20},
-            {"kind": "group", "group": "r-consumer", "protocol": "consumer", "topic": "ret-consumed",
-             "max_records": 35}])
+        groups_before = tools.consume(
+            broker.bootstrap,
+            [
+                {
+                    "kind": "group",
+                    "group": "r-classic",
+                    "protocol": "classic",
+                    "topic": "ret-consumed",
+                    "max_records": 20,
+                },
+                {
+                    "kind": "group",
+                    "group": "r-consumer",
+                    "protocol": "consumer",
+                    "topic": "ret-consumed",
+                    "max_records": 35,
+                },
+            ],
+        )
         step("produced, groups committed")
 
         broker.stop()
@@ -581,10 +775,12 @@ def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_
         now = real_now + 2 * DAY
         min_committed = min(g["committed"]["0"] for g in groups_before)
         wanted_start = {
-            "ret-time": expected_start_by_time(bases["ret-time"], [r for r in sent if r.topic == "ret-time"],
-                                               now, 7 * DAY),
+            "ret-time": expected_start_by_time(
+                bases["ret-time"], [r for r in sent if r.topic == "ret-time"], now, 7 * DAY
+            ),
             "ret-size": expected_start_by_size(bases["ret-size"], sizes["ret-size"], 3000),
-            "ret-dr": cut["ret-dr"], "ret-trunc": cut["ret-trunc"],
+            "ret-dr": cut["ret-dr"],
+            "ret-trunc": cut["ret-trunc"],
             "ret-consumed": max(b for b in bases["ret-consumed"] if b <= min_committed),
         }
         assert all(wanted_start[t] > bases[t][0] for t in topics), (wanted_start, bases)  # each deletes something
@@ -596,16 +792,31 @@ def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_
             if t == "ret-consumed":
                 c.update({"retention.commitoffset.enable": "true", "retention.commitoffset.ms": "3600000"})
             return [f"{t}:{k}={v}" for k, v in c.items()]
+
         config = resolver_from(topic_settings=[s for t in topics for s in settings(t)])
         delete_records = tmp_path / "delete-records.json"
-        delete_records.write_text(json.dumps({"version": 1, "partitions": [
-            {"topic": "ret-dr", "partition": 0, "offset": cut["ret-dr"]}]}))
-        report = retain(str(log_dir), config=config, now_ms=now, topics=[t for t in topics if t != "ret-trunc"],
-                        delete_records=str(delete_records))
-        report_trunc = retain(str(log_dir), config=config, now_ms=now, topics=["ret-trunc"],
-                              delete_records={("ret-trunc", 0): cut["ret-trunc"]}, truncate_below_start=True)
+        delete_records.write_text(
+            json.dumps({"version": 1, "partitions": [{"topic": "ret-dr", "partition": 0, "offset": cut["ret-dr"]}]})
+        )
+        report = retain(
+            str(log_dir),
+            config=config,
+            now_ms=now,
+            topics=[t for t in topics if t != "ret-trunc"],
+            delete_records=str(delete_records),
+        )
+        report_trunc = retain(
+            str(log_dir),
+            config=config,
+            now_ms=now,
+            topics=["ret-trunc"],
+            delete_records={("ret-trunc", 0): cut["ret-trunc"]},
+            truncate_below_start=True,
+        )
         step("kafkalog retain")
-        starts = {(p.topic, p.partition): p.outcome.log_start_offset for p in report.partitions + report_trunc.partitions}
+        starts = {
+            (p.topic, p.partition): p.outcome.log_start_offset for p in report.partitions + report_trunc.partitions
+        }
         assert {t: starts[(t, 0)] for t in topics} == wanted_start
         written = written_files(before, file_digests(log_dir))
         touched = {w.split("/")[0] for w in written if "/" in w}
@@ -618,20 +829,29 @@ def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_
         step("broker restarted")
         kept = [r for r in sent if r.offset >= wanted_start[r.topic]]
         for isolation in ("read_uncommitted", "read_committed"):
-            results = tools.consume(broker.bootstrap, [{"kind": "read", "topic": t, "isolation": isolation}
-                                                       for t in topics])
+            results = tools.consume(
+                broker.bootstrap, [{"kind": "read", "topic": t, "isolation": isolation} for t in topics]
+            )
             assert {t: r["start"]["0"] for t, r in zip(topics, results)} == wanted_start
-            actual = sorted((consumed(r) for result in results for r in result["records"]),
-                            key=lambda r: (r["topic"], r["partition"], r["offset"]))
+            actual = sorted(
+                (consumed(r) for result in results for r in result["records"]),
+                key=lambda r: (r["topic"], r["partition"], r["offset"]),
+            )
             assert_same_records(actual, expected(kept), f"{isolation} after retain")
-        resumed = tools.consume(broker.bootstrap, [
-            {"kind": "group", "group": "r-classic", "protocol": "classic", "topic": "ret-consumed"},
-            {"kind": "group", "group": "r-consumer", "protocol": "consumer", "topic": "ret-consumed"}])
+        resumed = tools.consume(
+            broker.bootstrap,
+            [
+                {"kind": "group", "group": "r-classic", "protocol": "classic", "topic": "ret-consumed"},
+                {"kind": "group", "group": "r-consumer", "protocol": "consumer", "topic": "ret-consumed"},
+            ],
+        )
         for before_group, after_group in zip(groups_before, resumed):
             at = before_group["committed"]["0"]
-            assert_same_records([consumed(r) for r in after_group["records"]],
-                                [r for r in expected(kept) if r["topic"] == "ret-consumed" and r["offset"] >= at],
-                                "group resumed on ret-consumed")
+            assert_same_records(
+                [consumed(r) for r in after_group["records"]],
+                [r for r in expected(kept) if r["topic"] == "ret-consumed" and r["offset"] >= at],
+                "group resumed on ret-consumed",
+            )
         step("read after")
         go.touch()
         acked_all = running.wait()[0]
@@ -645,6 +865,7 @@ def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_
 
 # -- purge -------------------------------------------------------------------------------------------------------
 
+
 def test_purge_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark, tmp_path):
     from kafkalog.operations.purge import purge
 
@@ -654,29 +875,74 @@ def test_purge_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark
     purged = ["key-2", "key-5"]
     work = Workload()
     for topic, codec in (("prg-del", "lz4"), ("prg-cmp", "zstd")):
-        work.add({"topic": topic, "mode": "idempotent", "compression": codec,
-                  "groups": groups(f"{topic}-idem", 6, 6, keys=9, tombstone_every=7, pad=20)})
-        work.add({"topic": topic, "mode": "transactional", "transactional_id": f"tx-{topic}", "compression": codec,
-                  "groups": groups(f"{topic}-txn", 5, 5, keys=9, start=4, pad=20,
-                                   ends=lambda g: "abort" if g % 2 else "commit")})
-        work.add({"topic": topic, "mode": "plain", "compression": "gzip",
-                  "groups": groups(f"{topic}-plain", 2, 5, keys=9, start=1, pad=20)})
+        work.add(
+            {
+                "topic": topic,
+                "mode": "idempotent",
+                "compression": codec,
+                "groups": groups(f"{topic}-idem", 6, 6, keys=9, tombstone_every=7, pad=20),
+            }
+        )
+        work.add(
+            {
+                "topic": topic,
+                "mode": "transactional",
+                "transactional_id": f"tx-{topic}",
+                "compression": codec,
+                "groups": groups(
+                    f"{topic}-txn", 5, 5, keys=9, start=4, pad=20, ends=lambda g: "abort" if g % 2 else "commit"
+                ),
+            }
+        )
+        work.add(
+            {
+                "topic": topic,
+                "mode": "plain",
+                "compression": "gzip",
+                "groups": groups(f"{topic}-plain", 2, 5, keys=9, start=1, pad=20),
+            }
+        )
     # batches whose record with the largest timestamp is of a purged key (one batch per group: linger)
     t0 = int(time.time() * 1000) + 60_000  # above every timestamp so far: the time index gets entries for them
-    work.add({"topic": "prg-del", "partition": 0, "mode": "idempotent", "compression": "lz4", "linger_ms": 200,
-              "groups": [{"records": [{"key": "key-1", "value": f"early-{g}", "timestamp": t0 + 10 * g},
-                                      {"key": "key-5", "value": f"late-{g}", "timestamp": t0 + 10 * g + 5}]}
-                         for g in range(4)]})
-    work.produce(tools, broker, [{"name": t, "partitions": 2, "configs": {**c, "internal.segment.bytes": str(SEGMENT_BYTES)}}
-                                 for t, c in topic_configs.items()])
+    work.add(
+        {
+            "topic": "prg-del",
+            "partition": 0,
+            "mode": "idempotent",
+            "compression": "lz4",
+            "linger_ms": 200,
+            "groups": [
+                {
+                    "records": [
+                        {"key": "key-1", "value": f"early-{g}", "timestamp": t0 + 10 * g},
+                        {"key": "key-5", "value": f"late-{g}", "timestamp": t0 + 10 * g + 5},
+                    ]
+                }
+                for g in range(4)
+            ],
+        }
+    )
+    work.produce(
+        tools,
+        broker,
+        [
+            {"name": t, "partitions": 2, "configs": {**c, "internal.segment.bytes": str(SEGMENT_BYTES)}}
+            for t, c in topic_configs.items()
+        ],
+    )
     # a transactional producer that lives across the restart; its last transaction before it writes
     # only keys that are purged, so that its last batches lose every record
     go = tmp_path / "go"
-    live = {"topic": "prg-del", "partition": 1, "mode": "transactional", "transactional_id": "tx-prg-live",
-            "compression": "snappy",
-            "groups": groups("live", 3, 4, keys=9, start=2, ends=lambda g: "commit")
-            + [{"end": "commit", "records": [{"key": "key-2", "value": "live-last"}, {"key": "key-5", "value": None}]}]
-            + groups("live-after", 2, 4, keys=9, ends=lambda g: "commit")}
+    live = {
+        "topic": "prg-del",
+        "partition": 1,
+        "mode": "transactional",
+        "transactional_id": "tx-prg-live",
+        "compression": "snappy",
+        "groups": groups("live", 3, 4, keys=9, start=2, ends=lambda g: "commit")
+        + [{"end": "commit", "records": [{"key": "key-2", "value": "live-last"}, {"key": "key-5", "value": None}]}]
+        + groups("live-after", 2, 4, keys=9, ends=lambda g: "commit"),
+    }
     live["groups"][3]["signal"] = str(tmp_path / "ready.json")
     live["groups"][4]["wait_for"] = str(go)
     running = tools.produce_async(broker.bootstrap, [live])
@@ -693,10 +959,22 @@ def test_purge_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark
         before = file_digests(log_dir)
         shutil.copytree(log_dir, tmp_path / "log-before-purge")
 
-        config = resolver_from(topic_settings=[f"{t}:{k}={v}" for t, c in topic_configs.items()
-                                               for k, v in {**c, "segment.bytes": str(SEGMENT_BYTES)}.items()])
-        result = purge(spark, str(log_dir), [k.encode() for k in purged], ledger=str(tmp_path / "ledger"),
-                       secret=b"kafkalog-tests-purge-secret", topics=topics, config=config)
+        config = resolver_from(
+            topic_settings=[
+                f"{t}:{k}={v}"
+                for t, c in topic_configs.items()
+                for k, v in {**c, "segment.bytes": str(SEGMENT_BYTES)}.items()
+            ]
+        )
+        result = purge(
+            spark,
+            str(log_dir),
+            [k.encode() for k in purged],
+            ledger=str(tmp_path / "ledger"),
+            secret=b"kafkalog-tests-purge-secret",
+            topics=topics,
+            config=config,
+        )
         step("kafkalog purge")
         wanted = [r for r in sent if r.key not in purged]
         assert result.total("removed") == len(sent) - len(wanted) > 0, result.summary()
@@ -710,10 +988,14 @@ def test_purge_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark
         broker.start()
         assert_loaded_cleanly(broker)
         step("broker restarted")
-        assert_same_records(read_all(tools, broker, topics, "read_uncommitted"), expected(wanted),
-                            "read_uncommitted after purge")
-        assert_same_records(read_all(tools, broker, topics, "read_committed"), expected(committed_view(wanted)),
-                            "read_committed after purge")
+        assert_same_records(
+            read_all(tools, broker, topics, "read_uncommitted"), expected(wanted), "read_uncommitted after purge"
+        )
+        assert_same_records(
+            read_all(tools, broker, topics, "read_committed"),
+            expected(committed_view(wanted)),
+            "read_committed after purge",
+        )
         wrong_times = offsets_for_times_mismatches(tools, broker, sent, [(t, p) for t in topics for p in (0, 1)])
         step("read after")
         go.touch()
@@ -725,7 +1007,10 @@ def test_purge_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark
     later.record({**live, "groups": live["groups"][4:]}, {"groups": acked_all["groups"][4:]})
     later.add({"topic": "prg-cmp", "mode": "idempotent", "groups": groups("again", 2, 3, keys=9)})
     later.produce(tools, broker)
-    assert_same_records(read_all(tools, broker, topics, "read_committed"),
-                        expected(committed_view(wanted + later.sent)), "read_committed after producing again")
+    assert_same_records(
+        read_all(tools, broker, topics, "read_committed"),
+        expected(committed_view(wanted + later.sent)),
+        "read_committed after producing again",
+    )
     step("produced again, read")
     assert not wrong_times, "ListOffsets by timestamp after purge:\n" + "\n".join(wrong_times[:20])

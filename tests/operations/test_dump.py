@@ -1,4 +1,5 @@
 """`kafkalog dump`: JSON Lines with Kafka's field names, for log dirs, partition dirs and single files."""
+
 from __future__ import annotations
 
 import base64
@@ -36,12 +37,28 @@ def test_dump_log_dir_records_match_kafka_python(capsys):
         recs = MemoryRecords(path.read_bytes())
         while recs.has_next():
             expected += [(r.offset, r.value, list(r.headers)) for r in recs.next_batch()]
-    got = [(o["offset"], base64.b64decode(o["value"]) if o["value"] is not None else None,
-            [(h["key"], base64.b64decode(h["value"])) for h in o["headers"]]) for o in records]
+    got = [
+        (
+            o["offset"],
+            base64.b64decode(o["value"]) if o["value"] is not None else None,
+            [(h["key"], base64.b64decode(h["value"])) for h in o["headers"]],
+        )
+        for o in records
+    ]
     assert got == expected and len(got) == 14
     batch = next(o for o in objs if o["type"] == "batch" and o["producerId"] >= 0)
-    assert {"baseOffset", "lastOffset", "baseSequence", "lastSequence", "producerEpoch", "isTransactional",
-            "partitionLeaderEpoch", "compresscodec", "isvalid", "position"} <= batch.keys()
+    assert {
+        "baseOffset",
+        "lastOffset",
+        "baseSequence",
+        "lastSequence",
+        "producerEpoch",
+        "isTransactional",
+        "partitionLeaderEpoch",
+        "compresscodec",
+        "isvalid",
+        "position",
+    } <= batch.keys()
 
 
 def test_dump_offsets_decoder_and_snapshot(capsys):
@@ -49,8 +66,12 @@ def test_dump_offsets_decoder_and_snapshot(capsys):
     code, objs, _ = _run(capsys, str(part), "--records", "--offsets-decoder")
     assert code == 0
     commit = next(o for o in objs if o["type"] == "record" and o["offset"] == 16)
-    assert commit["payload"]["key"] == {"version": 1, "group": "console-consumer-65070",
-                                        "topic": "test_topic_0603", "partition": 0}
+    assert commit["payload"]["key"] == {
+        "version": 1,
+        "group": "console-consumer-65070",
+        "topic": "test_topic_0603",
+        "partition": 0,
+    }
     assert commit["payload"]["value"]["offset"] == 9
     code, objs, _ = _run(capsys, str(BROKERS / "kafka-2.7.1-zk" / "myTopic-0" / "00000000000000000038.snapshot"))
     assert code == 0 and [o["producerId"] for o in objs] == [4001, 4002, 4003]
@@ -71,16 +92,26 @@ def test_dump_missing_path_fails_with_exit_2(capsys, tmp_path):
 
 # -- write_dump: what `kafkalog dump` prints, large keys and values written in pieces --------------
 
+
 def _log_with_large_records(root, value_sizes, codec=0):
     """A partition t-0 of one batch whose records have values of `value_sizes` bytes (None: null),
     with a header holding a large value too."""
     part = root / "t-0"
     part.mkdir(parents=True)
-    records = [Record(i, 1_700_000_000_000 + i, b"key-%d" % i if i % 2 else os.urandom(70_000),
-                      None if n is None else os.urandom(n), (("h\n\u00e9", os.urandom(100_000)), ("n", None)))
-               for i, n in enumerate(value_sizes)]
-    (part / "00000000000000000000.log").write_bytes(build_batch(records, codec=codec) + build_batch(
-        [Record(len(records), 1_700_000_000_100, None, b"small")], base_offset=len(records)))
+    records = [
+        Record(
+            i,
+            1_700_000_000_000 + i,
+            b"key-%d" % i if i % 2 else os.urandom(70_000),
+            None if n is None else os.urandom(n),
+            (("h\n\u00e9", os.urandom(100_000)), ("n", None)),
+        )
+        for i, n in enumerate(value_sizes)
+    ]
+    (part / "00000000000000000000.log").write_bytes(
+        build_batch(records, codec=codec)
+        + build_batch([Record(len(records), 1_700_000_000_100, None, b"small")], base_offset=len(records))
+    )
     return records
 
 
@@ -88,14 +119,12 @@ def _log_with_large_records(root, value_sizes, codec=0):
 def test_write_dump_prints_exactly_the_json_of_dump_paths(tmp_path, codec):
     records = _log_with_large_records(tmp_path, [5, 3 * 1024 * 1024 + 1, None, 64 * 1024, 64 * 1024 - 1], codec)
     for options in ({"records": True}, {"records": False}, {"records": True, "txn_index": True}):
-        expected = "".join(json.dumps(o, separators=(",", ":")) + "\n"
-                           for o in dump_paths([str(tmp_path)], **options))
+        expected = "".join(json.dumps(o, separators=(",", ":")) + "\n" for o in dump_paths([str(tmp_path)], **options))
         out = io.StringIO()
         write_dump([str(tmp_path)], out, **options)
         assert out.getvalue() == expected
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    values = [base64.b64decode(o["value"]) if o["value"] is not None else None
-              for o in lines if o["type"] == "record"]
+    values = [base64.b64decode(o["value"]) if o["value"] is not None else None for o in lines if o["type"] == "record"]
     assert values == [r.value for r in records] + [b"small"]
 
 
@@ -129,8 +158,12 @@ def test_dumping_a_large_record_costs_about_twice_its_size(tmp_path):
     part.mkdir(parents=True)
     value = os.urandom(1024) * (size // 1024)
     (part / "00000000000000000000.log").write_bytes(build_batch([Record(0, 1_700_000_000_000, b"k", value)]))
-    done = subprocess.run([sys.executable, "-c", DUMP, str(tmp_path / "logs"), str(tmp_path / "out.json")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", DUMP, str(tmp_path / "logs"), str(tmp_path / "out.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     grown = int(done.stdout)
     # the batch as read and the record's value; building the base64 text whole and serialising it

@@ -1,5 +1,6 @@
 """`kafkalog generate`: deterministic, realistic log directories, checked against Kafka's rules, a fresh
 replay of the log, kafka-python's reader and the `__consumer_offsets` decoder."""
+
 from __future__ import annotations
 
 import json
@@ -12,17 +13,31 @@ from kafka.record import MemoryRecords
 
 from kafkalog.codec.batch import RecordBatch, TimestampType
 from kafkalog.codec.compression import Codec
+from kafkalog.codec.consumer_offsets import OffsetCommitKey, committed_offsets, decode_key, group_metadata
 from kafkalog.codec.control import ControlType, control_record
 from kafkalog.config import resolver_from
 from kafkalog.errors import ConfigError, LogDirError
-from kafkalog.storage.checkpoint import (EpochEntry, epochs_from_batches, parse_leader_epoch_checkpoint,
-                                         parse_partition_metadata)
-from kafkalog.codec.consumer_offsets import OffsetCommitKey, committed_offsets, decode_key, group_metadata
+from kafkalog.operations.generate import (
+    CONSUMER_OFFSETS_TOPIC,
+    PRESETS,
+    ConsumerOffsetsSpec,
+    GeneratorSpec,
+    TopicSpec,
+    demo_preset,
+    generate,
+    generate_log_dir,
+    java_string_hashcode,
+    partition_for_group,
+    preset,
+    small_preset,
+)
+from kafkalog.storage.checkpoint import (
+    EpochEntry,
+    epochs_from_batches,
+    parse_leader_epoch_checkpoint,
+    parse_partition_metadata,
+)
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.operations.generate import (CONSUMER_OFFSETS_TOPIC, PRESETS, ConsumerOffsetsSpec, GeneratorSpec,
-                                        TopicSpec, demo_preset, generate,
-                                        java_string_hashcode, partition_for_group, preset, generate_log_dir,
-                                        small_preset)
 from kafkalog.storage.index import OffsetIndex, TimeIndex, build_indexes
 from kafkalog.storage.logdir import LogDir, parse_properties
 from kafkalog.storage.producer_state import ProducerStateManager
@@ -72,6 +87,7 @@ def tree(root: Path) -> dict[str, tuple[bytes | None, int]]:
 
 # -- determinism ----------------------------------------------------------------------------------------
 
+
 def test_the_same_seed_gives_identical_files_and_mtimes(small, small_again):
     first, second = tree(small[0]), tree(small_again[0])
     assert sorted(first) == sorted(second)
@@ -94,7 +110,7 @@ def test_an_object_store_gets_the_same_bytes(small):
     local = tree(small[0])
     stored = {}
     for info in store.fs.get_file_info(pafs.FileSelector("bucket/logs", recursive=True)):
-        name = info.path[len("bucket/logs/"):]
+        name = info.path[len("bucket/logs/") :]
         stored[name] = None if info.type == pafs.FileType.Directory else store.read_bytes(info.path)
     assert stored == {name: data for name, (data, _) in local.items() if name != "."}
 
@@ -106,8 +122,13 @@ def test_mtimes_come_from_the_data_not_the_clock(small):
 
 
 def test_out_of_order_create_times_are_generated(partitions):
-    timestamps = [r.timestamp for part, segments in partitions if part.topic == "orders"
-                  for b in all_batches(segments) for r in b.records()]
+    timestamps = [
+        r.timestamp
+        for part, segments in partitions
+        if part.topic == "orders"
+        for b in all_batches(segments)
+        for r in b.records()
+    ]
     assert any(later < earlier for earlier, later in zip(timestamps, timestamps[1:]))
 
 
@@ -118,20 +139,23 @@ def test_generating_into_a_non_empty_directory_is_refused(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x"]
 
 
-@pytest.mark.parametrize("topic, message", [
-    (TopicSpec("t", codec="brotli"), "codec"),
-    (TopicSpec("t", magic=1, codec="zstd"), "zstd needs magic 2"),
-    (TopicSpec("t", magic=0, headers=1), "no headers"),
-    (TopicSpec("t", magic=1, idempotent_producers=1), "need magic 2"),
-    (TopicSpec("t", magic=0, timestamp_type="LogAppendTime"), "no timestamp type"),
-    (TopicSpec("t", keys=0, cleanup_policy="compact"), "without keys"),
-    (TopicSpec("bad name"), "topic names"),
-    (TopicSpec(CONSUMER_OFFSETS_TOPIC), "ConsumerOffsetsSpec"),
-    (TopicSpec("t", batch_records=(0, 3)), "batch_records"),
-    (TopicSpec("t", abort_ratio=1.5), "ratios"),
-    (TopicSpec("t", plain_producer=False), "at least one producer"),
-    (TopicSpec("t", segment_bytes=10), "minimums"),
-])
+@pytest.mark.parametrize(
+    "topic, message",
+    [
+        (TopicSpec("t", codec="brotli"), "codec"),
+        (TopicSpec("t", magic=1, codec="zstd"), "zstd needs magic 2"),
+        (TopicSpec("t", magic=0, headers=1), "no headers"),
+        (TopicSpec("t", magic=1, idempotent_producers=1), "need magic 2"),
+        (TopicSpec("t", magic=0, timestamp_type="LogAppendTime"), "no timestamp type"),
+        (TopicSpec("t", keys=0, cleanup_policy="compact"), "without keys"),
+        (TopicSpec("bad name"), "topic names"),
+        (TopicSpec(CONSUMER_OFFSETS_TOPIC), "ConsumerOffsetsSpec"),
+        (TopicSpec("t", batch_records=(0, 3)), "batch_records"),
+        (TopicSpec("t", abort_ratio=1.5), "ratios"),
+        (TopicSpec("t", plain_producer=False), "at least one producer"),
+        (TopicSpec("t", segment_bytes=10), "minimums"),
+    ],
+)
 def test_specs_kafka_would_refuse_are_refused_before_writing(tmp_path, topic, message):
     with pytest.raises(ConfigError, match=message):
         generate(str(tmp_path / "out"), GeneratorSpec(topics=[topic]))
@@ -147,8 +171,9 @@ def test_spec_round_trips_through_plain_data():
 
 # -- every segment as Kafka would check it ------------------------------------------------------------------
 
+
 def test_every_batch_decodes_with_a_valid_crc_and_offsets_increase(partitions):
-    for part, segments in partitions:
+    for _part, segments in partitions:
         previous_last = None
         for i, (segment, batches) in enumerate(segments):
             next_base = segments[i + 1][0].base_offset if i + 1 < len(segments) else None
@@ -218,7 +243,7 @@ def test_producer_snapshots_agree_with_a_fresh_replay(partitions):
 
 def test_txn_indexes_equal_a_fresh_replay_and_some_lso_points_at_another_open_transaction(partitions):
     manager_entries = []
-    for part, segments in partitions:
+    for _part, segments in partitions:
         manager = ProducerStateManager()
         for segment, batches in segments:
             expected = []
@@ -249,16 +274,21 @@ def test_leader_epoch_checkpoints_are_consistent_with_the_batches(partitions):
         start = segments[0][0].base_offset
         # the leader's assignment at its start, then what recovery derives from the batches
         assert entries == epochs_from_batches(
-            [(b.partition_leader_epoch, b.base_offset) for b in batches], [EpochEntry(0, start)]), part.name
+            [(b.partition_leader_epoch, b.base_offset) for b in batches], [EpochEntry(0, start)]
+        ), part.name
         for batch in batches:
             current = [e for e in entries if e.start_offset <= batch.base_offset][-1]
             assert batch.partition_leader_epoch == current.epoch
-    orders = next(parse_leader_epoch_checkpoint(p.read_file("leader-epoch-checkpoint").decode())
-                  for p, _ in partitions if p.name == "orders-0")
+    orders = next(
+        parse_leader_epoch_checkpoint(p.read_file("leader-epoch-checkpoint").decode())
+        for p, _ in partitions
+        if p.name == "orders-0"
+    )
     assert [e.epoch for e in orders] == [0, 1, 2]
 
 
 # -- what the small preset holds -----------------------------------------------------------------------------
+
 
 def test_the_small_preset_covers_every_format_and_feature(partitions):
     by_topic = {}
@@ -319,9 +349,10 @@ def test_summary_and_broker_files_match_the_partitions(small, partitions):
 
 # -- an independent reader: kafka-python ---------------------------------------------------------------------
 
+
 def test_kafka_python_reads_the_same_records(partitions):
     count = 0
-    for part, segments in partitions:
+    for _part, segments in partitions:
         for segment, batches in segments:
             ours = [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for b in batches for r in b.records()]
             theirs = []
@@ -337,6 +368,7 @@ def test_kafka_python_reads_the_same_records(partitions):
 
 
 # -- __consumer_offsets ---------------------------------------------------------------------------------------
+
 
 def test_consumer_offsets_hold_exactly_the_intended_commits(small, partitions):
     summary = small[1]
@@ -360,7 +392,7 @@ def test_consumer_offsets_hold_exactly_the_intended_commits(small, partitions):
     ends = {tp: p.log_end_offset for tp, p in summary.partitions.items()}
     consumed = {(t, p) for _, t, p in commits}
     assert consumed == {tp for tp in ends if tp.topic != CONSUMER_OFFSETS_TOPIC}
-    for (group, topic, partition), value in commits.items():
+    for (_group, topic, partition), value in commits.items():
         assert 0 <= value.offset <= ends[(topic, partition)]
         assert value.version == 3 and summary.start_ms <= value.commit_timestamp <= summary.end_ms
     assert all(v.offset == ends[(t, p)] for (g, t, p), v in commits.items() if g == "billing")  # caught up
@@ -382,6 +414,7 @@ def test_java_string_hashcode_and_group_placement():
 
 # -- presets and the command line ---------------------------------------------------------------------------
 
+
 def test_the_demo_preset_has_what_the_readme_shows(tmp_path):
     summary = generate(str(tmp_path / "demo"), demo_preset(7))
     parts = summary.partitions
@@ -391,8 +424,13 @@ def test_the_demo_preset_has_what_the_readme_shows(tmp_path):
     assert all(len(parts[("clickstream", p)].segments) >= 20 for p in range(3))  # a month, a segment a day
     assert sum(len(parts[("payments", p)].aborted_txns) for p in range(3)) > 10
     log_dir = LogDir.open(str(tmp_path / "demo"))
-    tombstones = sum(1 for segment in log_dir.partition("customers", 0).segments
-                     for _, batch in segment.batches() for r in batch.records() if r.value is None)
+    tombstones = sum(
+        1
+        for segment in log_dir.partition("customers", 0).segments
+        for _, batch in segment.batches()
+        for r in batch.records()
+        if r.value is None
+    )
     assert tombstones > 50
     assert summary.commits and all(group != "old-dashboard" for group, _, _ in summary.commits)
 
@@ -405,8 +443,14 @@ def test_presets_are_named():
 
 
 def test_command_line_options(tmp_path):
-    result = generate_log_dir(str(tmp_path / "out"), preset_name="small", seed=3, records=20, offsets_partitions=2,
-                              config_out=str(tmp_path / "topics.properties")).to_json()
+    result = generate_log_dir(
+        str(tmp_path / "out"),
+        preset_name="small",
+        seed=3,
+        records=20,
+        offsets_partitions=2,
+        config_out=str(tmp_path / "topics.properties"),
+    ).to_json()
     resolver = resolver_from(parse_properties((tmp_path / "topics.properties").read_text()))
     assert resolver.for_topic("customers").compact and not resolver.for_topic("orders").compact
     assert resolver.for_topic("clicks").message_timestamp_type == "LogAppendTime"
@@ -418,10 +462,20 @@ def test_command_line_options(tmp_path):
 
 
 def test_a_spec_file_and_hanging_transactions(tmp_path):
-    spec = GeneratorSpec(seed=4, topics=[TopicSpec("txn", records=60, plain_producer=False,
-                                                   transactional_producers=2, hanging_transactions=True,
-                                                   transaction_batches=(50, 50))],
-                         consumer_offsets=ConsumerOffsetsSpec(partitions=1, groups=("g",), group_metadata=False))
+    spec = GeneratorSpec(
+        seed=4,
+        topics=[
+            TopicSpec(
+                "txn",
+                records=60,
+                plain_producer=False,
+                transactional_producers=2,
+                hanging_transactions=True,
+                transaction_batches=(50, 50),
+            )
+        ],
+        consumer_offsets=ConsumerOffsetsSpec(partitions=1, groups=("g",), group_metadata=False),
+    )
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec.to_dict()))
     result = generate_log_dir(str(tmp_path / "out"), spec_file=str(path)).to_json()
@@ -431,6 +485,7 @@ def test_a_spec_file_and_hanging_transactions(tmp_path):
 
 def test_kafkalog_validate_finds_nothing_to_report(small):
     from kafkalog.operations.validate import validate_paths
+
     path, summary = small
     intervals = {topic: int(config["index.interval.bytes"]) for topic, config in summary.topic_configs.items()}
     report = validate_paths([str(path)], index_interval_bytes=intervals)

@@ -6,6 +6,7 @@ mirror. Logs are written through PartitionWriter (the broker's append path); the
 comes from replication-offset-checkpoint, as a stopped broker leaves it. Every result must validate
 clean.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,25 +17,38 @@ import shutil
 import pytest
 
 from kafkalog.codec.compression import Codec
+from kafkalog.codec.consumer_offsets import offset_commit_key, offset_commit_value
 from kafkalog.codec.records import Record
 from kafkalog.config import TopicConfig
-from kafkalog.operations.retain import (DeleteRecordsFileError, load_committed_offsets, parse_delete_records, retain)
-from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint
-from kafkalog.codec.consumer_offsets import offset_commit_key, offset_commit_value
-from kafkalog.storage.fs import LogFileSystem
 from kafkalog.operations.generate import ConsumerOffsetsSpec, GeneratorSpec, TopicSpec, generate
+from kafkalog.operations.retain import DeleteRecordsFileError, load_committed_offsets, parse_delete_records, retain
+from kafkalog.operations.retain_partition import read_committed_offsets, recover
+from kafkalog.operations.validate import validate_paths
+from kafkalog.rules.retention import (
+    CONSUMED_BREACH,
+    LOG_START_OFFSET_BREACH,
+    SIZE_BREACH,
+    TIME_BREACH,
+    CommittedOffsets,
+    deletable_segments,
+    delete_old_segments,
+)
+from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint
+from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter, SegmentWriter
 from kafkalog.storage.logdir import LogDir
-from kafkalog.storage.partition import Partition
-from kafkalog.storage.naming import (CLEANER_OFFSET_CHECKPOINT, LEADER_EPOCH_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT,
-                                     RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT, segment_file_name)
+from kafkalog.storage.naming import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    segment_file_name,
+)
 from kafkalog.storage.naming import INT64_MAX as LONG_MAX
-from kafkalog.operations.retain_partition import read_committed_offsets, recover
-from kafkalog.rules.retention import (CONSUMED_BREACH, LOG_START_OFFSET_BREACH, SIZE_BREACH, TIME_BREACH,
-                                      CommittedOffsets, delete_old_segments, deletable_segments)
+from kafkalog.storage.partition import Partition
 from kafkalog.storage.segment import SegmentMeta
 from kafkalog.storage.swap import in_flight_files
-from kafkalog.operations.validate import validate_paths
 
 NOW = 1_700_000_000_000
 TOPIC = "t"
@@ -47,14 +61,26 @@ class Crash(Exception):
 
 # -- building logs ----------------------------------------------------------------------------------------
 
-def write_partition(root, segments, *, topic=TOPIC, partition=0, epochs=None, producer_id=None,
-                    transactional=False, codec=Codec.NONE, legacy=False):
+
+def write_partition(
+    root,
+    segments,
+    *,
+    topic=TOPIC,
+    partition=0,
+    epochs=None,
+    producer_id=None,
+    transactional=False,
+    codec=Codec.NONE,
+    legacy=False,
+):
     """Write one partition under `root`. `segments` lists segments; each item of a segment is one
     batch: a timestamp (one record) or a list of timestamps (several records). `epochs` maps an
     offset to the leader epoch that starts there."""
     fs = LogFileSystem.for_path(str(root))[0]
-    writer = PartitionWriter(fs, str(root), topic, partition, leader_epoch=None if legacy else 0,
-                             leader_epoch_cache=not legacy)
+    writer = PartitionWriter(
+        fs, str(root), topic, partition, leader_epoch=None if legacy else 0, leader_epoch_cache=not legacy
+    )
     sequence = 0
     for i, segment in enumerate(segments):
         if i:
@@ -67,8 +93,14 @@ def write_partition(root, segments, *, topic=TOPIC, partition=0, epochs=None, pr
             if legacy:
                 writer.append_legacy_records(records, magic=0, codec=codec)
             elif producer_id is not None:
-                writer.append_records(records, codec=codec, producer_id=producer_id, producer_epoch=0,
-                                      base_sequence=sequence, is_transactional=transactional)
+                writer.append_records(
+                    records,
+                    codec=codec,
+                    producer_id=producer_id,
+                    producer_epoch=0,
+                    base_sequence=sequence,
+                    is_transactional=transactional,
+                )
                 sequence += len(records)
                 if transactional:
                     writer.append_end_txn_marker(producer_id=producer_id, producer_epoch=0, commit=True)
@@ -79,8 +111,12 @@ def write_partition(root, segments, *, topic=TOPIC, partition=0, epochs=None, pr
 
 def set_checkpoints(root, tp, *, hw=None, log_start=None, cleaner=None, recovery=None):
     log_dir = LogDir.open(str(root))
-    for name, value in ((REPLICATION_OFFSET_CHECKPOINT, hw), (LOG_START_OFFSET_CHECKPOINT, log_start),
-                        (CLEANER_OFFSET_CHECKPOINT, cleaner), (RECOVERY_POINT_CHECKPOINT, recovery)):
+    for name, value in (
+        (REPLICATION_OFFSET_CHECKPOINT, hw),
+        (LOG_START_OFFSET_CHECKPOINT, log_start),
+        (CLEANER_OFFSET_CHECKPOINT, cleaner),
+        (RECOVERY_POINT_CHECKPOINT, recovery),
+    ):
         if value is not None:
             log_dir.update_checkpoint(name, {tp: value})
 
@@ -90,8 +126,14 @@ def make_log(tmp_path, segments, *, name="log", partitions=1, hw="end", log_star
     root.mkdir()
     for p in range(partitions):
         written = write_partition(root, segments, partition=p, **kwargs)
-        set_checkpoints(root, (TOPIC, p), hw=written.log_end_offset if hw == "end" else hw, log_start=log_start,
-                        cleaner=cleaner, recovery=written.log_end_offset)
+        set_checkpoints(
+            root,
+            (TOPIC, p),
+            hw=written.log_end_offset if hw == "end" else hw,
+            log_start=log_start,
+            cleaner=cleaner,
+            recovery=written.log_end_offset,
+        )
     return str(root)
 
 
@@ -154,8 +196,9 @@ def batch_size(root, tp=TP):
 
 def delete_records_file(tmp_path, entries, name="delete.json"):
     path = tmp_path / name
-    path.write_text(json.dumps({"partitions": [{"topic": t, "partition": p, "offset": o} for t, p, o in entries],
-                                "version": 1}))
+    path.write_text(
+        json.dumps({"partitions": [{"topic": t, "partition": p, "offset": o} for t, p, o in entries], "version": 1})
+    )
     return str(path)
 
 
@@ -171,6 +214,7 @@ FIVE_OLD = [[NOW - 1000] * 5]
 
 
 # -- catalogue 83-97, 100 ---------------------------------------------------------------------------------
+
 
 def test_catalogue_83_ULT_testDeleteOldSegments(tmp_path):
     root = make_log(tmp_path, FIVE_OLD * 20, hw=None, epochs={90: 1})
@@ -254,8 +298,9 @@ def test_catalogue_91_ULT_testLogDeletionAfterDeleteRecords(tmp_path):
     for offset, segments in ((1, 3), (6, 2), (15, 1)):
         report = run(root, delete_records=delete_records_file(tmp_path, [(TOPIC, 0, offset)]))
         assert len(bases(root)) == segments and log_start(root) == offset
-        assert report.delete_records_results == [{"topic": TOPIC, "partition": 0, "requestedOffset": offset,
-                                                  "offset": offset, "lowWatermark": offset}]
+        assert report.delete_records_results == [
+            {"topic": TOPIC, "partition": 0, "requestedOffset": offset, "offset": offset, "lowWatermark": offset}
+        ]
         assert LogDir.open(root).read_checkpoint(LOG_START_OFFSET_CHECKPOINT)[TP] == offset
         assert_valid(root)
 
@@ -263,8 +308,7 @@ def test_catalogue_91_ULT_testLogDeletionAfterDeleteRecords(tmp_path):
 def test_catalogue_92_ULT_testRetentionIdempotency(tmp_path):
     root = make_log(tmp_path, [[NOW + 100], [NOW], [NOW + 100]])
     config = {"retention.ms": "900"}
-    report = run(root, now=NOW + 901, config=config,
-                 delete_records=delete_records_file(tmp_path, [(TOPIC, 0, 1)]))
+    report = run(root, now=NOW + 901, config=config, delete_records=delete_records_file(tmp_path, [(TOPIC, 0, 1)]))
     # the log start offset rule removes the first segment, which unblocks the time rule for the second
     assert [d.reason for d in only(report).deleted] == [LOG_START_OFFSET_BREACH, TIME_BREACH]
     again = run(root, now=NOW + 901, config=config)
@@ -290,8 +334,11 @@ def test_catalogue_94_ULT_testCannotIncrementLogStartOffsetPastHighWatermark(tmp
     root = make_log(tmp_path, [[NOW] * 5] * 10, partitions=2, hw=25)
     report = run(root, delete_records=delete_records_file(tmp_path, [(TOPIC, 0, 26), (TOPIC, 1, 20)]))
     failed, done = report.delete_records_results
-    assert failed["error"] == {"code": "OFFSET_OUT_OF_RANGE", "message": "Cannot increment the log start offset to 26 "
-                               "of partition t-0 since it is larger than the high watermark 25"}
+    assert failed["error"] == {
+        "code": "OFFSET_OUT_OF_RANGE",
+        "message": "Cannot increment the log start offset to 26 "
+        "of partition t-0 since it is larger than the high watermark 25",
+    }
     assert done["lowWatermark"] == 20 and report.delete_records_failed  # the other partition proceeds
     assert log_start(root, (TOPIC, 0)) == 0 and len(bases(root, (TOPIC, 0))) == 10
     assert log_start(root, (TOPIC, 1)) == 20 and bases(root, (TOPIC, 1))[0] == 20
@@ -316,18 +363,31 @@ def test_catalogue_96_ULT_testDeletableSegmentsFilter_and_testDeletableSegmentsI
     appended = _metas([100] * 10 + [30])
     assert deletable_segments(appended, lambda s, n: True, high_watermark=55, log_end_offset=55) == appended
     calls = []
-    deletable_segments(appended, lambda s, n: calls.append((s.base_offset, n and n.base_offset)) or True,
-                       high_watermark=55, log_end_offset=55)
+    deletable_segments(
+        appended,
+        lambda s, n: calls.append((s.base_offset, n and n.base_offset)) or True,
+        high_watermark=55,
+        log_end_offset=55,
+    )
     assert calls == [(i * 5, i * 5 + 5) for i in range(10)] + [(50, None)]
     # and the scan stops at the first segment it may not delete
-    assert deletable_segments(appended, lambda s, n: s.base_offset != 20, high_watermark=55,
-                              log_end_offset=55) == appended[:4]
+    assert (
+        deletable_segments(appended, lambda s, n: s.base_offset != 20, high_watermark=55, log_end_offset=55)
+        == appended[:4]
+    )
 
 
-@pytest.mark.parametrize("boundary, before, after", [
-    (7, [(0, 0), (1, 7), (2, 10)], [(0, 5), (1, 7), (2, 10)]),  # shouldUpdateOffsetForLeaderEpochsWhenDeletingSegments
-    (5, [(0, 0), (1, 5), (2, 10)], [(1, 5), (2, 10)]),  # shouldTruncateLeaderEpochsWhenDeletingSegments
-])
+@pytest.mark.parametrize(
+    "boundary, before, after",
+    [
+        (
+            7,
+            [(0, 0), (1, 7), (2, 10)],
+            [(0, 5), (1, 7), (2, 10)],
+        ),  # shouldUpdateOffsetForLeaderEpochsWhenDeletingSegments
+        (5, [(0, 0), (1, 5), (2, 10)], [(1, 5), (2, 10)]),  # shouldTruncateLeaderEpochsWhenDeletingSegments
+    ],
+)
 def test_catalogue_97_ULT_shouldTruncateLeaderEpochsWhenDeletingSegments(tmp_path, boundary, before, after):
     root = make_log(tmp_path, [[NOW] * 5] * 3, epochs={boundary: 1, 10: 2})
     assert epochs(root) == [EpochEntry(*e) for e in before]
@@ -348,6 +408,7 @@ def test_catalogue_100_ULT_testGetFirstBatchTimestampForSegments(tmp_path):
 
 
 # -- timestamps, high watermark, the pure pass --------------------------------------------------------------
+
 
 def test_time_retention_falls_back_to_the_log_files_mtime_without_timestamps(tmp_path):
     root = make_log(tmp_path, [[-1] * 3] * 3, legacy=True)
@@ -378,10 +439,19 @@ def test_without_a_high_watermark_kafka_deletes_nothing_unless_told_to_trust_the
 
 
 def test_a_future_timestamp_blocks_time_retention_of_everything_after_it():
-    segments = [SegmentMeta(0, 10, NOW - 10_000, 4), SegmentMeta(5, 10, NOW + 50_000, 9),
-                SegmentMeta(10, 10, NOW - 10_000, 14)]
-    outcome = delete_old_segments(segments, config=TopicConfig(retention_ms=1000), log_start_offset=0,
-                                  log_end_offset=15, high_watermark=15, now_ms=NOW)
+    segments = [
+        SegmentMeta(0, 10, NOW - 10_000, 4),
+        SegmentMeta(5, 10, NOW + 50_000, 9),
+        SegmentMeta(10, 10, NOW - 10_000, 14),
+    ]
+    outcome = delete_old_segments(
+        segments,
+        config=TopicConfig(retention_ms=1000),
+        log_start_offset=0,
+        log_end_offset=15,
+        high_watermark=15,
+        now_ms=NOW,
+    )
     assert [d.segment.base_offset for d in outcome.deleted] == [0] and outcome.log_start_offset == 5
 
 
@@ -394,6 +464,7 @@ def test_internal_topics_stay_compacted_under_a_delete_default(tmp_path):
 
 
 # -- deleteRecords ------------------------------------------------------------------------------------------
+
 
 def test_delete_records_minus_one_is_the_high_watermark_and_policy_and_unknown_partitions_fail(tmp_path):
     root = tmp_path / "log"
@@ -408,27 +479,35 @@ def test_delete_records_minus_one_is_the_high_watermark_and_policy_and_unknown_p
     assert results[("gone", 0)]["error"]["code"] == "UNKNOWN_TOPIC_OR_PARTITION"
     assert results[("t", 1)]["error"]["message"] == "This server does not host this topic-partition."
     # a compacted topic refuses (PolicyViolationException), checked with the topic's own config
-    report = retain(str(root), now_ms=NOW, config=_resolver_with("c", "cleanup.policy", "compact"),
-                    delete_records={("c", 0): 3})
+    report = retain(
+        str(root), now_ms=NOW, config=_resolver_with("c", "cleanup.policy", "compact"), delete_records={("c", 0): 3}
+    )
     assert report.delete_records_results[0]["error"] == {
         "code": "POLICY_VIOLATION",
-        "message": "Records of partition c-0 can not be deleted due to the configured policy"}
+        "message": "Records of partition c-0 can not be deleted due to the configured policy",
+    }
     assert log_start(str(root), ("c", 0)) == 0 and written.log_end_offset == 15
 
 
 def _resolver_with(topic, name, value):
     from kafkalog.config import resolver_from
+
     return resolver_from(topic_settings=[f"{topic}:{name}={value}"])
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"partitions":[{"topic":"t","partition":0,"offset":1},{"topic":"t","partition":0,"offset":2}]}',
-     "Offset json file contains duplicate topic partitions: t-0"),
-    ('{"partitions":[],"version":2}', "Not supported version field value 2"),
-    ('{"version":1}', "Missing partitions field"),
-    ('{not json', "The input string is not a valid JSON"),
-    ('{"partitions":[{"topic":"t","offset":1}]}', "No such field exists: `partition`"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            '{"partitions":[{"topic":"t","partition":0,"offset":1},{"topic":"t","partition":0,"offset":2}]}',
+            "Offset json file contains duplicate topic partitions: t-0",
+        ),
+        ('{"partitions":[],"version":2}', "Not supported version field value 2"),
+        ('{"version":1}', "Missing partitions field"),
+        ("{not json", "The input string is not a valid JSON"),
+        ('{"partitions":[{"topic":"t","offset":1}]}', "No such field exists: `partition`"),
+    ],
+)
 def test_delete_records_file_refused_with_the_tools_messages(text, message):
     with pytest.raises(DeleteRecordsFileError) as err:
         parse_delete_records(text)
@@ -437,10 +516,12 @@ def test_delete_records_file_refused_with_the_tools_messages(text, message):
 
 def test_delete_records_file_accepts_the_tools_format():
     assert parse_delete_records('{"partitions":[{"topic":"a-b","partition":3,"offset":-1}],"version":1}') == {
-        ("a-b", 3): -1}
+        ("a-b", 3): -1
+    }
 
 
 # -- --truncate-below-start ------------------------------------------------------------------------------------
+
 
 def _truncation_log(tmp_path, name="log"):
     root = tmp_path / name
@@ -449,21 +530,30 @@ def _truncation_log(tmp_path, name="log"):
     w = PartitionWriter(fs, str(root), TOPIC, 0, leader_epoch=0)
 
     def plain(n, codec=Codec.NONE):
-        w.append_records([Record(-1, NOW + w.log_end_offset + i, b"p%d" % (w.log_end_offset + i), b"x" * 20)
-                          for i in range(n)], codec=codec)
+        w.append_records(
+            [Record(-1, NOW + w.log_end_offset + i, b"p%d" % (w.log_end_offset + i), b"x" * 20) for i in range(n)],
+            codec=codec,
+        )
+
     sequence = [0]
 
     def idempotent(n):
-        w.append_records([Record(-1, NOW + w.log_end_offset + i, b"i%d" % (w.log_end_offset + i), b"y" * 20)
-                          for i in range(n)], producer_id=7, producer_epoch=0, base_sequence=sequence[0])
+        w.append_records(
+            [Record(-1, NOW + w.log_end_offset + i, b"i%d" % (w.log_end_offset + i), b"y" * 20) for i in range(n)],
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=sequence[0],
+        )
         sequence[0] += n
+
     plain(3)
     idempotent(2)
     w.roll()  # segment 5
     idempotent(2)  # 5-6
     plain(2)  # 7-8
-    w.append_records([Record(-1, NOW, b"tx", b"z")], producer_id=9, producer_epoch=0, base_sequence=0,
-                     is_transactional=True)  # 9
+    w.append_records(
+        [Record(-1, NOW, b"tx", b"z")], producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True
+    )  # 9
     w.append_end_txn_marker(producer_id=9, producer_epoch=0, commit=False)  # 10
     plain(6, codec=Codec.GZIP)  # 11-16, straddles 14
     idempotent(3)  # 17-19
@@ -496,6 +586,41 @@ def test_truncate_below_start_removes_records_below_the_log_start_keeping_offset
     assert not only(again).changed
 
 
+def test_truncate_below_start_splices_large_batches_as_it_reencodes_them(tmp_path, monkeypatch):
+    """Batches of SPLICE_THRESHOLD records or more take the splice path (codec/filter.py): an
+    idempotent batch below the start empties, a plain batch across it keeps the records from the
+    start on, with the same bytes as when every batch is re-encoded."""
+    from kafkalog.codec import filter as filter_module
+
+    n = filter_module.SPLICE_THRESHOLD
+    logs = {}
+    for label, threshold in (("splice", n), ("reencode", 10**9)):
+        monkeypatch.setattr(filter_module, "SPLICE_THRESHOLD", threshold)
+        root = tmp_path / label
+        root.mkdir()
+        w = PartitionWriter(LogFileSystem.for_path(str(root))[0], str(root), TOPIC, 0, leader_epoch=0)
+        w.append_records(
+            [Record(-1, NOW + i, b"i%d" % i, b"y" * 20) for i in range(n)],
+            producer_id=7,
+            producer_epoch=0,
+            base_sequence=0,
+        )  # 0 .. n-1
+        w.append_records(
+            [Record(-1, NOW + n + i, b"p%d" % i, b"x" * 20) for i in range(n)], codec=Codec.LZ4
+        )  # n .. 2n-1, straddles the start
+        w.roll()
+        w.append_records([Record(-1, NOW + 2 * n, b"last", b"z")])
+        written = w.close()
+        set_checkpoints(root, TP, hw=written.log_end_offset, recovery=written.log_end_offset)
+        before = data_records(str(root))
+        report = run(str(root), delete_records={TP: n + 3}, truncate_below_start=True)
+        assert only(report).truncation.records_removed == n + 3
+        assert data_records(str(root)) == [r for r in before if r[0] >= n + 3]
+        assert_valid(str(root))
+        logs[label] = (root / "t-0" / segment_file_name(0, ".log")).read_bytes()
+    assert logs["splice"] == logs["reencode"]
+
+
 def test_without_truncate_below_start_the_partly_covered_segment_is_kept_whole(tmp_path):
     root = _truncation_log(tmp_path)
     run(root, delete_records={TP: 14})
@@ -511,9 +636,21 @@ GROUPS = ("fast", "mid", "slow")
 @pytest.fixture(scope="module")
 def consumed_log(tmp_path_factory):
     root = tmp_path_factory.mktemp("consumed") / "log"
-    spec = GeneratorSpec(seed=3, topics=[TopicSpec("events", partitions=2, records=300, keys=20, batch_records=(1, 3),
-                                                   segment_bytes=2048, index_interval_bytes=256)],
-                         consumer_offsets=ConsumerOffsetsSpec(partitions=2, groups=GROUPS, commit_rounds=3))
+    spec = GeneratorSpec(
+        seed=3,
+        topics=[
+            TopicSpec(
+                "events",
+                partitions=2,
+                records=300,
+                keys=20,
+                batch_records=(1, 3),
+                segment_bytes=2048,
+                index_interval_bytes=256,
+            )
+        ],
+        consumer_offsets=ConsumerOffsetsSpec(partitions=2, groups=GROUPS, commit_rounds=3),
+    )
     summary = generate(str(root), spec)
     return str(root), summary
 
@@ -525,8 +662,11 @@ def _copy(src, tmp_path, name="copy"):
 
 
 def _consumed_config(consumed_ms=60_000, retention_ms=10 * 24 * 3600 * 1000):
-    return {"retention.ms": str(retention_ms), "retention.commitoffset.enable": "true",
-            "retention.commitoffset.ms": str(consumed_ms)}
+    return {
+        "retention.ms": str(retention_ms),
+        "retention.commitoffset.enable": "true",
+        "retention.commitoffset.ms": str(consumed_ms),
+    }
 
 
 def _segment_facts(root, tp):
@@ -626,6 +766,7 @@ def test_offsets_from_consumer_offsets_equal_those_given_as_a_file(consumed_log,
     json_path.write_text(json.dumps({"commits": rows}))
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     pq.write_table(pa.Table.from_pylist(rows), parquet_path)
     for path in (csv_path, json_path, parquet_path):
         assert load_committed_offsets(str(path)).offsets == expected, path
@@ -665,6 +806,7 @@ def test_consumer_offsets_replay_skips_aborted_transactions_and_keeps_log_order(
     def commit(group, offset, **kwargs):
         value = None if offset is None else offset_commit_value(offset, -1, "", NOW)
         w.append_records([Record(-1, NOW, offset_commit_key(group, TOPIC, 0), value)], **kwargs)
+
     txn = {"producer_epoch": 0, "is_transactional": True}
     commit("g1", 10)
     commit("g2", 20, producer_id=5, base_sequence=0, **txn)
@@ -679,7 +821,10 @@ def test_consumer_offsets_replay_skips_aborted_transactions_and_keeps_log_order(
     commit("g6", 60, producer_id=8, base_sequence=0, **txn)  # never ends: does not count
     w.close()
     assert read_committed_offsets(LogDir.open(str(root))).offsets == {
-        ("g1", TOPIC, 0): 10, ("g2", TOPIC, 0): 20, ("g4", TOPIC, 0): 40}
+        ("g1", TOPIC, 0): 10,
+        ("g2", TOPIC, 0): 20,
+        ("g4", TOPIC, 0): 40,
+    }
 
 
 def test_committed_offsets_per_partition_know_the_groups_of_the_topic():
@@ -690,13 +835,20 @@ def test_committed_offsets_per_partition_know_the_groups_of_the_topic():
 
 # -- --output, idempotence, determinism --------------------------------------------------------------------------
 
+
 def test_output_leaves_the_input_byte_identical_and_equals_the_in_place_result(consumed_log, tmp_path):
     src, summary = consumed_log
     before = tree(src, with_mtime=True)
     config = _consumed_config(retention_ms=80_000)
     out = str(tmp_path / "out")
-    report = run(src, now=summary.end_ms, config=config, output=out, truncate_below_start=True,
-                 delete_records={("events", 1): 200})
+    report = run(
+        src,
+        now=summary.end_ms,
+        config=config,
+        output=out,
+        truncate_below_start=True,
+        delete_records={("events", 1): 200},
+    )
     assert report.totals()["segmentsDeleted"] > 0
     assert tree(src, with_mtime=True) == before
     assert_valid(out)
@@ -705,13 +857,20 @@ def test_output_leaves_the_input_byte_identical_and_equals_the_in_place_result(c
     assert tree(out) == tree(in_place)
     # the same input and --now give the same bytes
     again = str(tmp_path / "out2")
-    run(src, now=summary.end_ms, config=config, output=again, truncate_below_start=True,
-        delete_records={("events", 1): 200})
+    run(
+        src,
+        now=summary.end_ms,
+        config=config,
+        output=again,
+        truncate_below_start=True,
+        delete_records={("events", 1): 200},
+    )
     assert tree(again) == tree(out)
 
 
 def test_output_must_be_new(consumed_log, tmp_path):
     from kafkalog.errors import LogDirError
+
     src, summary = consumed_log
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
@@ -740,6 +899,7 @@ def test_dry_run_changes_nothing(consumed_log):
 
 # -- crash safety ---------------------------------------------------------------------------------------------
 
+
 def _crash_scenarios(tmp_path, name):
     if name == "roll":
         root = make_log(tmp_path, [[10] * 5] * 3, name=name)
@@ -763,17 +923,19 @@ def test_a_crash_at_any_step_recovers_to_the_old_or_the_new_log(tmp_path, scenar
     assert new != old and len(steps) > 5
     final = tree(reference)
     if original_snapshot is not None:
-        assert open(os.path.join(reference, "t-0", segment_file_name(15, ".snapshot")), "rb").read() == \
-            original_snapshot
+        assert (
+            open(os.path.join(reference, "t-0", segment_file_name(15, ".snapshot")), "rb").read() == original_snapshot
+        )
     outcomes = set()
     for i, step in enumerate(steps):
         root = _copy(template, tmp_path, f"crash{i}")
         seen = []
 
-        def fault(step_name, file_name):
+        def fault(step_name, file_name, seen=seen, i=i):
             seen.append(step_name)
             if len(seen) == i + 1:
                 raise Crash(step_name)
+
         with pytest.raises(Crash):
             run(root, fault=fault, **kwargs)
         fs = LogFileSystem.for_path(root)[0]
@@ -790,6 +952,7 @@ def test_a_crash_at_any_step_recovers_to_the_old_or_the_new_log(tmp_path, scenar
 
 # -- real broker directories ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("broker", ["confluent-5.1.2-lz4", "kafka-3.1.0", "kafka-2.7.1-zk"])
 def test_committed_offsets_of_real_brokers_match_an_independent_decode(real_fixtures, broker):
     """kafka-python reads the records, the coordinator's replay decodes them; retention's offline
@@ -797,6 +960,7 @@ def test_committed_offsets_of_real_brokers_match_an_independent_decode(real_fixt
     from kafka.record import MemoryRecords
 
     from kafkalog.codec.consumer_offsets import committed_offsets
+
     root = real_fixtures / "broker-dirs" / broker
     expected = {}
     for directory in sorted(root.glob("__consumer_offsets-*")):

@@ -1,4 +1,5 @@
 """`kafkalog retain` as users meet it: options, output forms, exit codes, reports."""
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,21 @@ def test_dry_run_reports_and_changes_nothing(generated, tmp_path, capsys):
     log_dir, props = generated
     before = snapshot(log_dir)
     report_path = tmp_path / "report.json"
-    code = main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
-                 "--now", str(NOW), "--dry-run", "--report", str(report_path)])
+    code = main(
+        [
+            "retain",
+            str(log_dir),
+            "--config-file",
+            str(props),
+            "--config",
+            "retention.ms=200000",
+            "--now",
+            str(NOW),
+            "--dry-run",
+            "--report",
+            str(report_path),
+        ]
+    )
     assert code == 0 and snapshot(log_dir) == before
     out = capsys.readouterr().out
     assert "dry run" in out and "by retention.ms" in out
@@ -52,8 +66,20 @@ def test_dry_run_reports_and_changes_nothing(generated, tmp_path, capsys):
 def test_in_place_with_topic_changes_only_that_topic(copy, capsys):
     log_dir, props = copy
     before = snapshot(log_dir)
-    code = main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
-                 "--now", str(NOW), "--topic", "orders"])
+    code = main(
+        [
+            "retain",
+            str(log_dir),
+            "--config-file",
+            str(props),
+            "--config",
+            "retention.ms=200000",
+            "--now",
+            str(NOW),
+            "--topic",
+            "orders",
+        ]
+    )
     assert code == 0 and "2 of 2 partitions change" in capsys.readouterr().out
     changed = {path.parts[0] for path, content in snapshot(log_dir).items() if before.get(path) != content}
     changed |= {path.parts[0] for path in before if not (log_dir / path).exists()}
@@ -63,17 +89,39 @@ def test_in_place_with_topic_changes_only_that_topic(copy, capsys):
 def test_delete_records_prints_the_tools_lines_and_exits_1_when_a_partition_is_refused(copy, tmp_path, capsys):
     log_dir, props = copy
     request = tmp_path / "delete.json"
-    request.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": "orders", "partition": 0, "offset": 100}, {"topic": "orders", "partition": 1, "offset": -1},
-        {"topic": "clicks", "partition": 0, "offset": 5000}]}))
-    code = main(["retain", str(log_dir), "--config-file", str(props), "--now", str(NOW),
-                 "--delete-records", str(request), "--truncate-below-start"])
+    request.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": "orders", "partition": 0, "offset": 100},
+                    {"topic": "orders", "partition": 1, "offset": -1},
+                    {"topic": "clicks", "partition": 0, "offset": 5000},
+                ],
+            }
+        )
+    )
+    code = main(
+        [
+            "retain",
+            str(log_dir),
+            "--config-file",
+            str(props),
+            "--now",
+            str(NOW),
+            "--delete-records",
+            str(request),
+            "--truncate-below-start",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "partition: orders-0\tlow_watermark: 100" in out
     assert "partition: orders-1\tlow_watermark: 400" in out
-    assert ("partition: clicks-0\terror: Cannot increment the log start offset to 5000 of partition clicks-0 since "
-            "it is larger than the high watermark 300") in out
+    assert (
+        "partition: clicks-0\terror: Cannot increment the log start offset to 5000 of partition clicks-0 since "
+        "it is larger than the high watermark 300"
+    ) in out
     assert main(["validate", str(log_dir)]) == 0
 
 
@@ -89,27 +137,70 @@ def test_output_writes_a_new_valid_log_dir_and_leaves_the_input(generated, tmp_p
     log_dir, props = generated
     before = snapshot(log_dir)
     out = tmp_path / "out"
-    code = main(["retain", str(log_dir), "--config-file", str(props), "--now", str(NOW), "--output", str(out),
-                 "--config", "retention.ms=100000", "--json"])
+    code = main(
+        [
+            "retain",
+            str(log_dir),
+            "--config-file",
+            str(props),
+            "--now",
+            str(NOW),
+            "--output",
+            str(out),
+            "--config",
+            "retention.ms=100000",
+            "--json",
+        ]
+    )
     assert code == 0 and snapshot(log_dir) == before
     report = json.loads(capsys.readouterr().out)
     assert report["output"] == str(out) and report["totals"]["segmentsRolled"] > 0
     assert main(["validate", str(out)]) == 0
     capsys.readouterr()
     # a second run on the output does nothing
-    assert main(["retain", str(out), "--config-file", str(props), "--now", str(NOW),
-                 "--config", "retention.ms=100000", "--json"]) == 0
+    assert (
+        main(
+            [
+                "retain",
+                str(out),
+                "--config-file",
+                str(props),
+                "--now",
+                str(NOW),
+                "--config",
+                "retention.ms=100000",
+                "--json",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["totals"]["partitionsChanged"] == 0
 
 
 def test_consumed_retention_from_a_file_with_group_filters(copy, tmp_path, capsys):
     log_dir, props = copy
     offsets = tmp_path / "offsets.csv"
-    offsets.write_text("group,topic,partition,offset\nbilling,orders,0,300\nbilling,orders,1,300\n"
-                       "audit,orders,0,10\naudit,orders,1,\n")
-    args = ["retain", str(log_dir), "--config-file", str(props), "--now", str(NOW), "--topic", "orders", "--json",
-            "--dry-run", "--config", "retention.commitoffset.enable=true", "--config", "retention.commitoffset.ms=1000",
-            "--committed-offsets", str(offsets)]
+    offsets.write_text(
+        "group,topic,partition,offset\nbilling,orders,0,300\nbilling,orders,1,300\naudit,orders,0,10\naudit,orders,1,\n"
+    )
+    args = [
+        "retain",
+        str(log_dir),
+        "--config-file",
+        str(props),
+        "--now",
+        str(NOW),
+        "--topic",
+        "orders",
+        "--json",
+        "--dry-run",
+        "--config",
+        "retention.commitoffset.enable=true",
+        "--config",
+        "retention.commitoffset.ms=1000",
+        "--committed-offsets",
+        str(offsets),
+    ]
     assert main(args) == 0
     parts = {p["partition"]: p for p in json.loads(capsys.readouterr().out)["partitions"]}
     assert parts[0]["consumedRetention"]["minCommittedOffset"] == 10
@@ -123,8 +214,18 @@ def test_consumed_retention_from_a_file_with_group_filters(copy, tmp_path, capsy
 
 def test_consumed_retention_longer_than_retention_ms_is_refused(copy, capsys):
     log_dir, _ = copy
-    code = main(["retain", str(log_dir), "--config", "retention.ms=1000", "--config",
-                 "retention.commitoffset.enable=true", "--config", "retention.commitoffset.ms=2000"])
+    code = main(
+        [
+            "retain",
+            str(log_dir),
+            "--config",
+            "retention.ms=1000",
+            "--config",
+            "retention.commitoffset.enable=true",
+            "--config",
+            "retention.commitoffset.ms=2000",
+        ]
+    )
     assert code == 2 and "must not exceed retention.ms" in capsys.readouterr().err
 
 
@@ -139,8 +240,12 @@ sys.stdin.read()
 
 def test_a_locked_log_dir_is_refused(copy, capsys):
     log_dir, _ = copy
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(log_dir / ".lock")], stdout=subprocess.PIPE,
-                              stdin=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(log_dir / ".lock")],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         assert main(["retain", str(log_dir), "--now", str(NOW)]) == 2
@@ -174,12 +279,29 @@ for lock in (fcntl.lockf, fcntl.flock):
 def test_a_log_dir_under_flock_is_refused_and_left_as_it_was(copy, capsys):
     log_dir, props = copy
     before = snapshot(log_dir)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_FLOCK, str(log_dir / ".lock")], stdout=subprocess.PIPE,
-                              stdin=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FLOCK, str(log_dir / ".lock")],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        assert main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
-                     "--now", str(NOW)]) == 2
+        assert (
+            main(
+                [
+                    "retain",
+                    str(log_dir),
+                    "--config-file",
+                    str(props),
+                    "--config",
+                    "retention.ms=200000",
+                    "--now",
+                    str(NOW),
+                ]
+            )
+            == 2
+        )
         assert "locked by another process" in capsys.readouterr().err
         assert snapshot(log_dir) == before
     finally:
@@ -194,17 +316,27 @@ def test_an_in_place_rewrite_holds_both_locks_until_it_ends(copy, monkeypatch, c
 
     def fault(step, name):  # called at each commit step of the swap, in the middle of the rewrite
         if not seen:
-            out = subprocess.run([sys.executable, "-c", TRY_LOCK, str(log_dir / ".lock")], capture_output=True,
-                                 text=True, timeout=10, check=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, "-c", TRY_LOCK, str(log_dir / ".lock")],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=True,
+            ).stdout.split()
             seen.append(out)
 
     run = retain.run_retention
     monkeypatch.setattr(retain, "run_retention", lambda *a, **kw: run(*a, **{**kw, "fault": fault}))
-    assert main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
-                 "--now", str(NOW)]) == 0
+    assert (
+        main(
+            ["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000", "--now", str(NOW)]
+        )
+        == 0
+    )
     assert seen == [["refused", "refused"]]  # a broker's tryLock (lockf) and flock(1) both fail meanwhile
-    after = subprocess.run([sys.executable, "-c", TRY_LOCK, str(log_dir / ".lock")], capture_output=True,
-                           text=True, timeout=10, check=True).stdout.split()
+    after = subprocess.run(
+        [sys.executable, "-c", TRY_LOCK, str(log_dir / ".lock")], capture_output=True, text=True, timeout=10, check=True
+    ).stdout.split()
     assert after == ["acquired", "acquired"]
 
 
@@ -214,8 +346,22 @@ def test_an_illegal_partition_dir_stops_a_rewrite_before_anything_is_written(cop
     shutil.copytree(log_dir / "orders-0", log_dir / "my orders-0")
     before = snapshot(log_dir)
     extra = ["--output", str(tmp_path / "out")] if output else []
-    assert main(["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000",
-                 "--now", str(NOW), *extra]) == 2
+    assert (
+        main(
+            [
+                "retain",
+                str(log_dir),
+                "--config-file",
+                str(props),
+                "--config",
+                "retention.ms=200000",
+                "--now",
+                str(NOW),
+                *extra,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"{log_dir / 'my orders-0'}: not a partition directory Kafka could have made" in err
     assert err.count("\n") == 1  # one line

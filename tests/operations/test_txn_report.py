@@ -1,5 +1,6 @@
 """The transaction report (spec §6): open and hanging transactions, the last stable offset and the
 producer holding it, empty and aborted transactions, on logs written by the broker's append path."""
+
 from __future__ import annotations
 
 import json
@@ -8,12 +9,12 @@ import pytest
 
 from kafkalog.cli import main
 from kafkalog.codec.records import Record
-from kafkalog.storage.fs import LogFileSystem
 from kafkalog.operations.generate import ConsumerOffsetsSpec, GeneratorSpec, TopicSpec, generate, small_preset
+from kafkalog.operations.txn_report import EndedTxn, OpenTxn, txn_report
+from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.naming import REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.operations.txn_report import EndedTxn, OpenTxn, txn_report
 from kafkalog.storage.txnindex import TransactionIndex
 
 T0 = 1_700_000_000_000
@@ -26,8 +27,14 @@ def fs():
 
 
 def append(writer: PartitionWriter, pid: int = -1, count: int = 1, ts: int = T0, txn: bool = True, seq: int = 0):
-    writer.append_records([Record(0, ts, b"k", b"v")] * count, producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
-                          base_sequence=seq if pid >= 0 else -1, is_transactional=txn, now_ms=ts)
+    writer.append_records(
+        [Record(0, ts, b"k", b"v")] * count,
+        producer_id=pid,
+        producer_epoch=0 if pid >= 0 else -1,
+        base_sequence=seq if pid >= 0 else -1,
+        is_transactional=txn,
+        now_ms=ts,
+    )
 
 
 def end(writer: PartitionWriter, pid: int, commit: bool, ts: int = T0):
@@ -56,20 +63,42 @@ def test_open_hanging_empty_aborted_and_the_producer_holding_the_lso(fs, tmp_pat
     write_mixed(fs, str(tmp_path))
     now = T0 + 1000 + TIMEOUT + 1  # pid 11 idle 1 ms longer than the timeout; pid 14 4 s less
     (part,) = txn_report(str(tmp_path), now_ms=now).partitions
-    assert part.open == [OpenTxn(11, 0, 4, T0 + 1000, TIMEOUT + 1, hanging=True),
-                         OpenTxn(14, 0, 11, T0 + 5000, TIMEOUT - 3999, hanging=False)]
+    assert part.open == [
+        OpenTxn(11, 0, 4, T0 + 1000, TIMEOUT + 1, hanging=True),
+        OpenTxn(14, 0, 11, T0 + 5000, TIMEOUT - 3999, hanging=False),
+    ]
     assert (part.log_end_offset, part.high_watermark, part.high_watermark_source) == (12, 12, "logEnd")
     assert part.last_stable_offset == 4 and part.blocking.producer_id == 11
-    assert part.aborted == [EndedTxn(10, 0, 2, 6, aborted=True, data_batches=2),
-                            EndedTxn(13, 0, 8, 8, aborted=True, data_batches=0)]
-    assert part.empty == [EndedTxn(12, 0, 7, 7, aborted=False, data_batches=0),
-                          EndedTxn(13, 0, 8, 8, aborted=True, data_batches=0)]
+    assert part.aborted == [
+        EndedTxn(10, 0, 2, 6, aborted=True, data_batches=2),
+        EndedTxn(13, 0, 8, 8, aborted=True, data_batches=0),
+    ]
+    assert part.empty == [
+        EndedTxn(12, 0, 7, 7, aborted=False, data_batches=0),
+        EndedTxn(13, 0, 8, 8, aborted=True, data_batches=0),
+    ]
     assert part.committed == 2
-    assert part.summary() == {"topic": "pay", "partition": 0, "lastStableOffset": 4, "highWatermark": 12,
-                              "blockingProducerId": 11, "open": 2, "hanging": 1, "aborted": 2, "empty": 2,
-                              "committed": 2}
-    assert part.to_dict()["aborted"][0] == {"producerId": 10, "producerEpoch": 0, "firstOffset": 2, "lastOffset": 6,
-                                            "marker": "ABORT", "dataBatches": 2, "dataInLog": True}
+    assert part.summary() == {
+        "topic": "pay",
+        "partition": 0,
+        "lastStableOffset": 4,
+        "highWatermark": 12,
+        "blockingProducerId": 11,
+        "open": 2,
+        "hanging": 1,
+        "aborted": 2,
+        "empty": 2,
+        "committed": 2,
+    }
+    assert part.to_dict()["aborted"][0] == {
+        "producerId": 10,
+        "producerEpoch": 0,
+        "firstOffset": 2,
+        "lastOffset": 6,
+        "marker": "ABORT",
+        "dataBatches": 2,
+        "dataInLog": True,
+    }
     # exactly at the timeout nothing hangs: Kafka's rule is "idle longer than"
     assert txn_report(str(tmp_path), now_ms=now - 1).hanging == []
 
@@ -111,10 +140,21 @@ def test_a_transaction_begun_below_the_first_segment_keeps_its_first_offset(fs, 
 
 
 def test_generated_hanging_transactions_hold_the_lso_at_zero(tmp_path):
-    spec = GeneratorSpec(seed=4, topics=[TopicSpec("txn", records=60, plain_producer=False, transactional_producers=2,
-                                                   hanging_transactions=True, transaction_batches=(50, 50)),
-                                         TopicSpec("plain", records=10)],
-                         consumer_offsets=ConsumerOffsetsSpec(partitions=1, groups=("g",), group_metadata=False))
+    spec = GeneratorSpec(
+        seed=4,
+        topics=[
+            TopicSpec(
+                "txn",
+                records=60,
+                plain_producer=False,
+                transactional_producers=2,
+                hanging_transactions=True,
+                transaction_batches=(50, 50),
+            ),
+            TopicSpec("plain", records=10),
+        ],
+        consumer_offsets=ConsumerOffsetsSpec(partitions=1, groups=("g",), group_metadata=False),
+    )
     summary = generate(str(tmp_path), spec)
     now = summary.end_ms + TIMEOUT + 1
     report = txn_report(str(tmp_path), now_ms=now, topics=["txn"])
@@ -122,8 +162,7 @@ def test_generated_hanging_transactions_hold_the_lso_at_zero(tmp_path):
     assert (part.topic, part.last_stable_offset, part.high_watermark) == ("txn", 0, 60)
     assert len(part.open) == 2 and part.open[0].first_offset == 0 and part.blocking == part.open[0]
     assert all(t.hanging for t in part.open) and part.ended == []
-    assert {p.topic for p in txn_report(str(tmp_path), now_ms=now).partitions} == {"txn", "plain",
-                                                                                    "__consumer_offsets"}
+    assert {p.topic for p in txn_report(str(tmp_path), now_ms=now).partitions} == {"txn", "plain", "__consumer_offsets"}
 
 
 def test_aborted_transactions_agree_with_the_transaction_indexes(tmp_path):
@@ -137,8 +176,9 @@ def test_aborted_transactions_agree_with_the_transaction_indexes(tmp_path):
             if data:
                 indexed += TransactionIndex.from_bytes(data, seg.base_offset).entries
         assert len(indexed) > 5
-        assert [(t.producer_id, t.first_offset, t.marker_offset) for t in part.aborted] == \
-            [(e.producer_id, e.first_offset, e.last_offset) for e in indexed]
+        assert [(t.producer_id, t.first_offset, t.marker_offset) for t in part.aborted] == [
+            (e.producer_id, e.first_offset, e.last_offset) for e in indexed
+        ]
         assert all(t.data_batches > 0 for t in part.aborted) and part.open == [] and part.empty == []
         assert part.committed > 5 and part.last_stable_offset == part.high_watermark == part.log_end_offset
 
@@ -148,8 +188,9 @@ def test_cli_table_json_and_exit_code(fs, tmp_path, capsys):
     now = str(T0 + 1000 + TIMEOUT + 1)
     assert main(["txn-report", str(tmp_path), "--now", now]) == 1
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == (f"1 partitions with transactions (0 without), 1 hanging (open, idle > {TIMEOUT} ms "
-                                   f"at now={now})")
+    assert out.splitlines()[0] == (
+        f"1 partitions with transactions (0 without), 1 hanging (open, idle > {TIMEOUT} ms at now={now})"
+    )
     assert "lastStableOffset  highWatermark  blockingProducerId" in out and "open transactions:" in out
     assert main(["txn-report", str(tmp_path), "--now", now, "--json", "--transaction-max-timeout-ms", "86400000"]) == 0
     data = json.loads(capsys.readouterr().out)

@@ -14,12 +14,14 @@ surviving aborted-transaction index entries of each output segment, the new clea
 per-reason record counts. By default the offset map is exact and unbounded (as the product's);
 `CleanerConfig.map_capacity` bounds it to reproduce Kafka tests that rely on a full map.
 """
+
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import lz4.block
 import xxhash
@@ -52,6 +54,7 @@ REASONS = ("kept", "superseded", "tombstone_expired", "aborted_transaction", "ma
 class AbortedTxn(NamedTuple):
     """A `.txnindex` entry (AbortedTxn): the data of `producer_id`'s aborted transaction spans
     [first_offset, last_offset]; the ABORT marker is at last_offset."""
+
     producer_id: int
     first_offset: int
     last_offset: int
@@ -66,6 +69,7 @@ class CleanerConfig:
     since their clock never runs the expiration task). `map_capacity` is the number of keys the
     offset map holds before it is full (Kafka: int(slots * load factor)); None = unbounded.
     """
+
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 0
     segment_bytes: int = 1_073_741_824
@@ -77,6 +81,7 @@ class CleanerConfig:
 
 class Segment(NamedTuple):
     """An input segment. `batches` is a sequence of bytes objects, each one or more whole batches."""
+
     base_offset: int
     batches: Sequence[bytes]
     mtime_ms: int = 0
@@ -92,6 +97,7 @@ class OutputSegment(NamedTuple):
 @dataclass
 class ProducerEntry:
     """ProducerStateEntry, as far as the cleaner reads it."""
+
     producer_id: int
     epoch: int = -1  # RecordBatch.NO_PRODUCER_EPOCH
     last_data_offset: int = -1  # lastDataOffset: the last batch metadata's lastOffset, -1 when none
@@ -104,6 +110,7 @@ class ProducerEntry:
 @dataclass
 class ProducerState:
     """The result of replaying a partition's batches."""
+
     producers: dict[int, ProducerEntry]
     aborted_txns: list[AbortedTxn]  # as Kafka would have indexed them, in marker order
     completed: list[tuple[int, int]]  # (first offset, marker offset) of every completed transaction
@@ -139,6 +146,7 @@ class IllegalStateError(Exception):
 class Rec(NamedTuple):
     """One record as the cleaner sees it (Record): absolute offset, timestamp (-1: none), key,
     value, headers [(str, bytes | None)] and the magic it was written with."""
+
     offset: int
     timestamp: int
     key: bytes | None
@@ -238,8 +246,10 @@ class Batch:
         return None
 
     def __repr__(self) -> str:
-        return (f"Batch(magic={self.magic}, offsets={self.base_offset}..{self.last_offset}, "
-                f"producer={self.producer_id}, control={self.is_control}, size={self.size})")
+        return (
+            f"Batch(magic={self.magic}, offsets={self.base_offset}..{self.last_offset}, "
+            f"producer={self.producer_id}, control={self.is_control}, size={self.size})"
+        )
 
 
 def split_batches(data: bytes) -> list[Batch]:
@@ -249,7 +259,7 @@ def split_batches(data: bytes) -> list[Batch]:
     while records.has_next():
         peer = records.next_batch()
         size = peer.size_in_bytes
-        out.append(Batch(data[pos:pos + size], peer))
+        out.append(Batch(data[pos : pos + size], peer))
         pos += size
     if pos != len(data):
         raise ValueError(f"{len(data) - pos} bytes after the last whole batch")
@@ -298,7 +308,7 @@ def _legacy_value(data: bytes, magic: int) -> bytes:
     (value_len,) = struct.unpack_from(">i", data, pos)
     if value_len < 0:
         raise ValueError("a compressed legacy wrapper has a null value")
-    return data[pos + 4:pos + 4 + value_len]
+    return data[pos + 4 : pos + 4 + value_len]
 
 
 def _decompress(codec: int, data: bytes, magic: int) -> bytes:
@@ -322,8 +332,11 @@ def _compress(codec: int, data: bytes, magic: int) -> bytes:
         # header has mtime 0, no flags and OS 255 (JDK 16+); the trailer is CRC-32 and size, little-endian
         deflater = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY)
         body = deflater.compress(data) + deflater.flush()
-        return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + body
-                + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF))
+        return (
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+            + body
+            + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
+        )
     if codec == SNAPPY:
         # SnappyCompression: snappy-java's SnappyOutputStream, the xerial framing in 32 KiB blocks,
         # which is what kafka-python's snappy_encode writes
@@ -337,7 +350,7 @@ def _compress(codec: int, data: bytes, magic: int) -> bytes:
         hashed = header if magic == 0 else header[4:]
         out = [header, bytes([(xxhash.xxh32_intdigest(hashed) >> 8) & 0xFF])]
         for i in range(0, len(data), 64 * 1024):
-            block = data[i:i + 64 * 1024]
+            block = data[i : i + 64 * 1024]
             packed = lz4.block.compress(block, mode="default", store_size=False)
             if len(packed) >= len(block):
                 out += [struct.pack("<I", len(block) | 0x80000000), block]
@@ -382,18 +395,49 @@ def _v2_record(offset_delta: int, timestamp_delta: int, record: Rec) -> bytes:
     return bytes(out + body)
 
 
-def _v2_batch(*, base_offset: int, last_offset_delta: int, partition_leader_epoch: int, codec: int,
-              timestamp_type: int, base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int,
-              base_sequence: int, is_transactional: bool, is_control: bool, delete_horizon_set: bool,
-              count: int, records: bytes) -> bytes:
+def _v2_batch(
+    *,
+    base_offset: int,
+    last_offset_delta: int,
+    partition_leader_epoch: int,
+    codec: int,
+    timestamp_type: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    is_transactional: bool,
+    is_control: bool,
+    delete_horizon_set: bool,
+    count: int,
+    records: bytes,
+) -> bytes:
     """DefaultRecordBatch.writeHeader: the 61-byte header, CRC-32C over attributes..end."""
-    attributes = ((_TRANSACTIONAL_FLAG if is_transactional else 0) | (_CONTROL_FLAG if is_control else 0)
-                  | (codec & _CODEC_MASK) | (_TIMESTAMP_TYPE_FLAG if timestamp_type == LOG_APPEND_TIME else 0)
-                  | (_DELETE_HORIZON_FLAG if delete_horizon_set else 0))
-    body = struct.pack(">hiqqqhii", attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-                       producer_epoch, base_sequence, count) + records
-    return struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(body), partition_leader_epoch, 2,
-                       calc_crc32c(body)) + body
+    attributes = (
+        (_TRANSACTIONAL_FLAG if is_transactional else 0)
+        | (_CONTROL_FLAG if is_control else 0)
+        | (codec & _CODEC_MASK)
+        | (_TIMESTAMP_TYPE_FLAG if timestamp_type == LOG_APPEND_TIME else 0)
+        | (_DELETE_HORIZON_FLAG if delete_horizon_set else 0)
+    )
+    body = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+        + records
+    )
+    return (
+        struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(body), partition_leader_epoch, 2, calc_crc32c(body)) + body
+    )
 
 
 def _rebuild_v2(batch: Batch, retained: list[Rec], delete_horizon_ms: int) -> bytes:
@@ -405,28 +449,49 @@ def _rebuild_v2(batch: Batch, retained: list[Rec], delete_horizon_ms: int) -> by
     base_ts = delete_horizon_ms if horizon_set else retained[0].timestamp
     section = b"".join(_v2_record(r.offset - batch.base_offset, r.timestamp - base_ts, r) for r in retained)
     max_ts = batch.max_timestamp if log_append else max([NO_TIMESTAMP] + [r.timestamp for r in retained])
-    return _v2_batch(base_offset=batch.base_offset, last_offset_delta=batch.last_offset - batch.base_offset,
-                     partition_leader_epoch=batch.partition_leader_epoch, codec=batch.codec,
-                     timestamp_type=batch.timestamp_type, base_timestamp=base_ts, max_timestamp=max_ts,
-                     producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                     base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
-                     is_control=batch.is_control, delete_horizon_set=horizon_set, count=len(retained),
-                     records=section if batch.codec == 0 else _compress(batch.codec, section, 2))
+    return _v2_batch(
+        base_offset=batch.base_offset,
+        last_offset_delta=batch.last_offset - batch.base_offset,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        codec=batch.codec,
+        timestamp_type=batch.timestamp_type,
+        base_timestamp=base_ts,
+        max_timestamp=max_ts,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        delete_horizon_set=horizon_set,
+        count=len(retained),
+        records=section if batch.codec == 0 else _compress(batch.codec, section, 2),
+    )
 
 
 def _empty_v2(batch: Batch) -> bytes:
     """DefaultRecordBatch.writeEmptyHeader: no records, no codec, base timestamp -1, no horizon."""
-    return _v2_batch(base_offset=batch.base_offset, last_offset_delta=batch.last_offset - batch.base_offset,
-                     partition_leader_epoch=batch.partition_leader_epoch, codec=0,
-                     timestamp_type=batch.timestamp_type, base_timestamp=NO_TIMESTAMP,
-                     max_timestamp=batch.max_timestamp, producer_id=batch.producer_id,
-                     producer_epoch=batch.producer_epoch, base_sequence=batch.base_sequence,
-                     is_transactional=batch.is_transactional, is_control=batch.is_control,
-                     delete_horizon_set=False, count=0, records=b"")
+    return _v2_batch(
+        base_offset=batch.base_offset,
+        last_offset_delta=batch.last_offset - batch.base_offset,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        codec=0,
+        timestamp_type=batch.timestamp_type,
+        base_timestamp=NO_TIMESTAMP,
+        max_timestamp=batch.max_timestamp,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        delete_horizon_set=False,
+        count=0,
+        records=b"",
+    )
 
 
-def _legacy_message(offset: int, magic: int, codec: int, timestamp_type: int, timestamp: int,
-                    key: bytes | None, value: bytes | None) -> bytes:
+def _legacy_message(
+    offset: int, magic: int, codec: int, timestamp_type: int, timestamp: int, key: bytes | None, value: bytes | None
+) -> bytes:
     """AbstractLegacyRecordBatch.writeHeader + LegacyRecord.write: offset, size, CRC-32 over magic..end,
     magic, attributes (codec, and for v1 the LogAppendTime bit), [timestamp], key, value."""
     attributes = codec | (_TIMESTAMP_TYPE_FLAG if magic > 0 and timestamp_type == LOG_APPEND_TIME else 0)
@@ -448,18 +513,22 @@ def _rebuild_legacy(batch: Batch, retained: list[Rec]) -> list[bytes]:
     stamps = [log_append_time if ts_type == LOG_APPEND_TIME else r.timestamp for r in retained]
     if codec == 0:
         return [_legacy_message(r.offset, magic, 0, ts_type, t, r.key, r.value) for r, t in zip(retained, stamps)]
-    inner = b"".join(_legacy_message(r.offset - base if magic > 0 else r.offset, magic, 0, ts_type, t, r.key, r.value)
-                     for r, t in zip(retained, stamps))
+    inner = b"".join(
+        _legacy_message(r.offset - base if magic > 0 else r.offset, magic, 0, ts_type, t, r.key, r.value)
+        for r, t in zip(retained, stamps)
+    )
     max_ts = max([NO_TIMESTAMP] + stamps) if magic > 0 else NO_TIMESTAMP
     wrapper_ts = log_append_time if ts_type == LOG_APPEND_TIME else max_ts
-    return [_legacy_message(retained[-1].offset, magic, codec, ts_type, wrapper_ts, None,
-                            _compress(codec, inner, magic))]
+    return [
+        _legacy_message(retained[-1].offset, magic, codec, ts_type, wrapper_ts, None, _compress(codec, inner, magic))
+    ]
 
 
 # -- segments as the cleaner sees them --------------------------------------------------------------
 @dataclass
 class _Seg:
     """A loaded input segment with the figures the cleaner reads from its files."""
+
     base_offset: int
     batches: list
     mtime_ms: int
@@ -581,8 +650,9 @@ def replay_producers(segments: Iterable, log_start_offset: int | None = None) ->
                     # ProducerStateManager.lastStableOffset(completedTxn): the first offset of the
                     # earliest transaction of another producer still open, else the marker + 1
                     others = [f for f, p in ongoing.items() if p != pid]
-                    aborted.append(AbortedTxn(pid, first, batch.base_offset,
-                                              min(others) if others else batch.base_offset + 1))
+                    aborted.append(
+                        AbortedTxn(pid, first, batch.base_offset, min(others) if others else batch.base_offset + 1)
+                    )
                 completed.append((first, batch.base_offset))
                 del ongoing[first]  # ProducerStateManager.completeTxn
             # ProducerStateEntry.update(epoch, coordinatorEpoch, timestamp)
@@ -592,14 +662,18 @@ def replay_producers(segments: Iterable, log_start_offset: int | None = None) ->
     return ProducerState(producers, aborted, completed)
 
 
-def active_producers(producers: dict[int, ProducerEntry], now: int,
-                     expiration_ms: int | None) -> dict[int, ProducerEntry]:
+def active_producers(
+    producers: dict[int, ProducerEntry], now: int, expiration_ms: int | None
+) -> dict[int, ProducerEntry]:
     """ProducerStateManager.activeProducers after removeExpiredProducers(now): isProducerExpired is
     `no transaction open and now - lastTimestamp >= producer.id.expiration.ms`."""
     if expiration_ms is None:
         return dict(producers)
-    return {pid: e for pid, e in producers.items()
-            if e.txn_first_offset is not None or now - e.last_timestamp < expiration_ms}
+    return {
+        pid: e
+        for pid, e in producers.items()
+        if e.txn_first_offset is not None or now - e.last_timestamp < expiration_ms
+    }
 
 
 def last_stable_offset(state: ProducerState, high_watermark: int) -> int:
@@ -618,9 +692,16 @@ class CleanableRange(NamedTuple):
     checkpoint_reset: bool
 
 
-def cleanable_range(segs: Sequence[_Seg], *, checkpoint: int | None, log_start_offset: int,
-                    last_stable: int, min_compaction_lag_ms: int, now: int,
-                    uncleanable_offset: int | None = None) -> CleanableRange:
+def cleanable_range(
+    segs: Sequence[_Seg],
+    *,
+    checkpoint: int | None,
+    log_start_offset: int,
+    last_stable: int,
+    min_compaction_lag_ms: int,
+    now: int,
+    uncleanable_offset: int | None = None,
+) -> CleanableRange:
     """LogCleanerManager.cleanableOffsets, then LogToClean (LogCleanerManager.calculateCleanableBytes)
     rounding to a segment base. `uncleanable_offset` replaces the computed offset, as Kafka's cleaner
     tests do when they build a LogToClean by hand."""
@@ -635,7 +716,7 @@ def cleanable_range(segs: Sequence[_Seg], *, checkpoint: int | None, log_start_o
         # newer than min.compaction.lag.ms (LogSegment.largestTimestamp > now - lag)
         candidates = [last_stable, active_base]
         if max(min_compaction_lag_ms, 0) > 0:
-            for s in segs[_floor(segs, first_dirty):-1]:  # UnifiedLog.nonActiveLogSegmentsFrom(firstDirty)
+            for s in segs[_floor(segs, first_dirty) : -1]:  # UnifiedLog.nonActiveLogSegmentsFrom(firstDirty)
                 if s.largest_timestamp > now - min_compaction_lag_ms:
                     candidates.append(s.base_offset)
                     break
@@ -684,7 +765,7 @@ def _collect_aborted(segs: Sequence[_Seg], start: int, upper: int, log_start_off
     = the *log start offset* (LocalLog passes logStartOffset down): entries with lastOffset >= it and
     firstOffset < upper, until an entry with lastStableOffset >= upper completes the search."""
     out = []
-    for seg in segs[_floor(segs, start):]:
+    for seg in segs[_floor(segs, start) :]:
         for txn in seg.txn_index:
             if txn.last_offset >= log_start_offset and txn.first_offset < upper:
                 out.append(txn)
@@ -693,8 +774,14 @@ def _collect_aborted(segs: Sequence[_Seg], start: int, upper: int, log_start_off
     return out
 
 
-def build_offset_map(segs: Sequence[_Seg], start: int, end: int, aborted: Sequence[AbortedTxn] | None = None,
-                     capacity: int | None = None, log_start_offset: int | None = None) -> OffsetMap:
+def build_offset_map(
+    segs: Sequence[_Seg],
+    start: int,
+    end: int,
+    aborted: Sequence[AbortedTxn] | None = None,
+    capacity: int | None = None,
+    log_start_offset: int | None = None,
+) -> OffsetMap:
     """Cleaner.buildOffsetMap: the last offset of every key in [start, end), skipping the data batches of
     aborted transactions; each dirty segment is read from the offset index position of `start`
     (buildOffsetMapForSegment) and, once fully read, fast-forwards the latest offset to the next
@@ -707,7 +794,7 @@ def build_offset_map(segs: Sequence[_Seg], start: int, end: int, aborted: Sequen
     omap = OffsetMap(capacity)
     tracker = TxnTracker()
     tracker.add_aborted(_collect_aborted(segs, start, end, log_start_offset))
-    dirty = segs[_floor(segs, start):]  # UnifiedLog.logSegments(start, end)
+    dirty = segs[_floor(segs, start) :]  # UnifiedLog.logSegments(start, end)
     dirty = [s for s in dirty if s.base_offset < end] if start != end else []
     for i, seg in enumerate(dirty):
         next_start = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
@@ -730,8 +817,9 @@ def build_offset_map(segs: Sequence[_Seg], start: int, end: int, aborted: Sequen
 
 
 # -- segment grouping -----------------------------------------------------------------------------
-def group_segments(segs: Sequence[_Seg], max_size: int, max_index_size: int,
-                   first_uncleanable: int) -> list[list[_Seg]]:
+def group_segments(
+    segs: Sequence[_Seg], max_size: int, max_index_size: int, first_uncleanable: int
+) -> list[list[_Seg]]:
     """Cleaner.groupSegmentsBySize: a segment joins the group while the log bytes stay within
     segment.bytes, the offset and time index bytes each within segment.index.bytes, and (unless the
     segment is empty) its last offset - estimated as the next segment's base - 1, or the first
@@ -744,13 +832,19 @@ def group_segments(segs: Sequence[_Seg], max_size: int, max_index_size: int,
         while rest:
             s = rest[0]
             last_offset = rest[1].base_offset - 1 if len(rest) > 1 else first_uncleanable - 1
-            if not (log_size + s.size <= max_size and index_size + s.offset_index_bytes <= max_index_size
-                    and time_size + s.time_index_bytes <= max_index_size
-                    and (s.size == 0 or last_offset - group[0].base_offset <= INT32_MAX)):
+            if not (
+                log_size + s.size <= max_size
+                and index_size + s.offset_index_bytes <= max_index_size
+                and time_size + s.time_index_bytes <= max_index_size
+                and (s.size == 0 or last_offset - group[0].base_offset <= INT32_MAX)
+            ):
                 break
             group.append(rest.pop(0))
-            log_size, index_size, time_size = (log_size + s.size, index_size + s.offset_index_bytes,
-                                               time_size + s.time_index_bytes)
+            log_size, index_size, time_size = (
+                log_size + s.size,
+                index_size + s.offset_index_bytes,
+                time_size + s.time_index_bytes,
+            )
         groups.append(group)
     return groups
 
@@ -822,6 +916,7 @@ RETAIN_EMPTY, DELETE, DELETE_EMPTY = "RETAIN_EMPTY", "DELETE", "DELETE_EMPTY"
 @dataclass
 class _Pass:
     """What the decisions of one pass share (Cleaner.cleanInto's RecordFilter)."""
+
     omap: OffsetMap
     tracker: TxnTracker
     active: dict[int, ProducerEntry]  # UnifiedLog.lastRecordsOfActiveProducers
@@ -845,11 +940,11 @@ class _Pass:
         """The batches that replace `batch` in the cleaned segment: MemoryRecords.filterTo with the
         cleaner's RecordFilter."""
         # checkBatchRetention (shouldDiscardBatch -> CleanedTransactionMetadata)
-        can_discard = (self.tracker.on_control_batch(batch) if batch.is_control
-                       else self.tracker.on_data_batch(batch))
+        can_discard = self.tracker.on_control_batch(batch) if batch.is_control else self.tracker.on_data_batch(batch)
         if batch.is_control:  # markers go only once their delete horizon (KIP-534) has passed
-            discard_records = (can_discard and batch.delete_horizon_ms is not None
-                               and batch.delete_horizon_ms <= self.now)
+            discard_records = (
+                can_discard and batch.delete_horizon_ms is not None and batch.delete_horizon_ms <= self.now
+            )
         else:
             discard_records = can_discard
         if batch.has_producer_id and self.is_last_record_of_producer(batch):
@@ -876,8 +971,9 @@ class _Pass:
         if retention == DELETE:
             return []
         if retained:
-            need_horizon = (batch.magic >= 2 and (tombstones or contains_marker_for_empty_txn)
-                            and not batch.has_delete_horizon)
+            need_horizon = (
+                batch.magic >= 2 and (tombstones or contains_marker_for_empty_txn) and not batch.has_delete_horizon
+            )
             if write_original and not need_horizon:
                 return [batch.data]
             if batch.magic < 2:
@@ -927,11 +1023,18 @@ def _with_txn_index(segs: Sequence[_Seg], aborted: Sequence[AbortedTxn]) -> list
     return out
 
 
-def clean(segments: Iterable, *, now: int, config: CleanerConfig = CleanerConfig(),
-          log_start_offset: int | None = None, checkpoint: int | None = None,
-          high_watermark: int | None = None, aborted_txns: Sequence[AbortedTxn] | None = None,
-          producers: dict[int, ProducerEntry] | None = None,
-          uncleanable_offset: int | None = None) -> CleanResult:
+def clean(
+    segments: Iterable,
+    *,
+    now: int,
+    config: CleanerConfig = CleanerConfig(),
+    log_start_offset: int | None = None,
+    checkpoint: int | None = None,
+    high_watermark: int | None = None,
+    aborted_txns: Sequence[AbortedTxn] | None = None,
+    producers: dict[int, ProducerEntry] | None = None,
+    uncleanable_offset: int | None = None,
+) -> CleanResult:
     """One pass of Kafka's cleaner (Cleaner.doClean) over a partition, at time `now`.
 
     segments: `(base_offset, [batch bytes], mtime_ms)` in offset order; the last is the active one.
@@ -952,20 +1055,35 @@ def clean(segments: Iterable, *, now: int, config: CleanerConfig = CleanerConfig
     segs = _with_txn_index(segs, aborted_txns if aborted_txns is not None else replayed.aborted_txns)
     log_end = segs[-1].read_next_offset
     lso = last_stable_offset(replayed, log_end if high_watermark is None else min(high_watermark, log_end))
-    rng = cleanable_range(segs, checkpoint=checkpoint, log_start_offset=log_start_offset, last_stable=lso,
-                          min_compaction_lag_ms=config.min_compaction_lag_ms, now=now,
-                          uncleanable_offset=uncleanable_offset)
+    rng = cleanable_range(
+        segs,
+        checkpoint=checkpoint,
+        log_start_offset=log_start_offset,
+        last_stable=lso,
+        min_compaction_lag_ms=config.min_compaction_lag_ms,
+        now=now,
+        uncleanable_offset=uncleanable_offset,
+    )
     active = active_producers(state, now, config.producer_id_expiration_ms)
 
     def untouched(seg: _Seg) -> OutputSegment:
         return OutputSegment(seg.base_offset, [b.data for b in seg.batches], seg.mtime_ms, list(seg.txn_index))
 
     if rng.first_uncleanable <= rng.first_dirty:  # nothing cleanable: Kafka would not pick this log
-        return CleanResult([untouched(s) for s in segs], rng.first_dirty, rng.first_dirty, rng.first_uncleanable,
-                           rng.checkpoint_reset, False, lso, _totals({}), state, active)
+        return CleanResult(
+            [untouched(s) for s in segs],
+            rng.first_dirty,
+            rng.first_dirty,
+            rng.first_uncleanable,
+            rng.checkpoint_reset,
+            False,
+            lso,
+            _totals({}),
+            state,
+            active,
+        )
 
-    omap = build_offset_map(segs, rng.first_dirty, rng.first_uncleanable, None, config.map_capacity,
-                            log_start_offset)
+    omap = build_offset_map(segs, rng.first_dirty, rng.first_uncleanable, None, config.map_capacity, log_start_offset)
     end_offset = omap.latest_offset + 1
     # the legacy delete horizon: the last modified time of the last segment before the dirty section,
     # less delete.retention.ms (0 when there is none)
@@ -974,8 +1092,7 @@ def clean(segments: Iterable, *, now: int, config: CleanerConfig = CleanerConfig
     to_clean = [s for s in segs if s.base_offset < end_offset]  # UnifiedLog.logSegments(0, endOffset)
     ctx = _Pass(omap, TxnTracker(), active, rng.first_uncleanable, now, config.delete_retention_ms)
     out: list[OutputSegment] = []
-    for group in group_segments(to_clean, config.segment_bytes, config.segment_index_bytes,
-                                rng.first_uncleanable):
+    for group in group_segments(to_clean, config.segment_bytes, config.segment_index_bytes, rng.first_uncleanable):
         # Cleaner.cleanSegments: one transaction tracker for the whole pass, a new .txnindex per group
         batches: list[bytes] = []
         ctx.tracker.cleaned_index = index = []
@@ -992,21 +1109,35 @@ def clean(segments: Iterable, *, now: int, config: CleanerConfig = CleanerConfig
         # the cleaned segment takes the last modified time of the last segment of its group
         out.append(OutputSegment(group[0].base_offset, batches, group[-1].mtime_ms, index))
     out += [untouched(s) for s in segs if s.base_offset >= end_offset]
-    return CleanResult(out, end_offset, rng.first_dirty, rng.first_uncleanable, rng.checkpoint_reset, True, lso,
-                       _totals(ctx.counts), state, active)
+    return CleanResult(
+        out,
+        end_offset,
+        rng.first_dirty,
+        rng.first_uncleanable,
+        rng.checkpoint_reset,
+        True,
+        lso,
+        _totals(ctx.counts),
+        state,
+        active,
+    )
 
 
 def _totals(counts: dict[str, int]) -> dict[str, int]:
     out = dict.fromkeys(REASONS, 0)
-    out.update(dict.fromkeys(("records_read", "batches_read", "batches_written", "empty_batches",
-                              "bytes_read", "bytes_written"), 0))
+    out.update(
+        dict.fromkeys(
+            ("records_read", "batches_read", "batches_written", "empty_batches", "bytes_read", "bytes_written"), 0
+        )
+    )
     out.update(counts)
     out["records_read"] = sum(out[r] for r in REASONS)
     return out
 
 
-def clean_twice(segments: Iterable, *, now: int, config: CleanerConfig = CleanerConfig(),
-                carry_producers: bool = True, **kwargs) -> tuple[CleanResult, CleanResult]:
+def clean_twice(
+    segments: Iterable, *, now: int, config: CleanerConfig = CleanerConfig(), carry_producers: bool = True, **kwargs
+) -> tuple[CleanResult, CleanResult]:
     """Kafka's runTwoPassClean: a pass at `now` (which stamps delete horizons), then a pass over its
     output at now + delete.retention.ms + 1 with the same checkpoint (which removes what expired).
     The second pass reads the first one's .txnindex entries and, with `carry_producers`, the
@@ -1023,8 +1154,30 @@ def with_config(config: CleanerConfig, **changes) -> CleanerConfig:
     return replace(config, **changes)
 
 
-__all__ = ["AbortedTxn", "Batch", "CleanResult", "CleanableRange", "CleanerConfig", "IllegalStateError",
-           "OffsetMap", "OutputSegment", "ProducerEntry", "ProducerState", "REASONS", "Rec", "Segment",
-           "TxnTracker", "active_producers", "build_offset_map", "clean", "clean_twice", "cleanable_range",
-           "group_segments", "last_stable_offset", "load_segments", "replay_producers", "split_batches",
-           "with_config"]
+__all__ = [
+    "AbortedTxn",
+    "Batch",
+    "CleanResult",
+    "CleanableRange",
+    "CleanerConfig",
+    "IllegalStateError",
+    "OffsetMap",
+    "OutputSegment",
+    "ProducerEntry",
+    "ProducerState",
+    "REASONS",
+    "Rec",
+    "Segment",
+    "TxnTracker",
+    "active_producers",
+    "build_offset_map",
+    "clean",
+    "clean_twice",
+    "cleanable_range",
+    "group_segments",
+    "last_stable_offset",
+    "load_segments",
+    "replay_producers",
+    "split_batches",
+    "with_config",
+]

@@ -10,9 +10,10 @@ Kafka's tests do (`key.toString.getBytes`).
 The builders write their inputs with kafkalog's codec; the inspectors read every log, the model's
 output included, through the model's reader (kafka-python), never through kafkalog.
 """
+
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from kafkalog.codec.batch import TimestampType, build_batch
 from kafkalog.codec.compression import Codec
@@ -48,8 +49,9 @@ class LogBuilder:
     segment mtimes. `segment_bytes` rolls the active segment as Kafka does when a batch would not
     fit (None: roll only when asked)."""
 
-    def __init__(self, *, segment_bytes: int | None = None, time: int = T0, leader_epoch: int = 0,
-                 base_offset: int = 0):
+    def __init__(
+        self, *, segment_bytes: int | None = None, time: int = T0, leader_epoch: int = 0, base_offset: int = 0
+    ):
         self.segment_bytes = segment_bytes
         self.time = time
         self.leader_epoch = leader_epoch
@@ -57,7 +59,7 @@ class LogBuilder:
         self.next_offset = base_offset
 
     @classmethod
-    def from_segments(cls, segments: Iterable, **kwargs) -> "LogBuilder":
+    def from_segments(cls, segments: Iterable, **kwargs) -> LogBuilder:
         """Continue appending to a partition, e.g. to a model's output."""
         if isinstance(segments, CleanResult):
             segments = segments.segments
@@ -115,12 +117,24 @@ class LogBuilder:
         return [Segment(base, list(batches), mtime) for base, batches, mtime in self.segments]
 
     # -- v2 data ------------------------------------------------------------------------------
-    def append(self, pairs: Sequence[tuple], *, producer_id: int = -1, producer_epoch: int = -1,
-               base_sequence: int = -1, transactional: bool = False, codec: int = Codec.NONE,
-               timestamp: int | None = None, timestamps: Sequence[int] | None = None,
-               timestamp_type: int = TimestampType.CREATE_TIME, leader_epoch: int | None = None,
-               offset: int | None = None, offsets: Sequence[int] | None = None,
-               last_offset_delta: int | None = None, headers: tuple = ()) -> tuple[int, int]:
+    def append(
+        self,
+        pairs: Sequence[tuple],
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+        codec: int = Codec.NONE,
+        timestamp: int | None = None,
+        timestamps: Sequence[int] | None = None,
+        timestamp_type: int = TimestampType.CREATE_TIME,
+        leader_epoch: int | None = None,
+        offset: int | None = None,
+        offsets: Sequence[int] | None = None,
+        last_offset_delta: int | None = None,
+        headers: tuple = (),
+    ) -> tuple[int, int]:
         """One v2 batch of (key, value) records at the log end offset (or at `offset`, or at the
         given per-record `offsets`). Returns (first offset, last offset)."""
         first = self.next_offset if offset is None else offset
@@ -129,11 +143,19 @@ class LogBuilder:
         stamps = list(timestamps) if timestamps is not None else [ts] * len(pairs)
         records = [Record(o, t, enc(k), enc(v), headers) for o, t, (k, v) in zip(offsets, stamps, pairs)]
         log_append = timestamp_type == TimestampType.LOG_APPEND_TIME
-        data = build_batch(records, base_offset=first, codec=codec, last_offset_delta=last_offset_delta,
-                           timestamp_type=timestamp_type, log_append_time=ts if log_append else None,
-                           partition_leader_epoch=self.leader_epoch if leader_epoch is None else leader_epoch,
-                           producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-                           is_transactional=transactional)
+        data = build_batch(
+            records,
+            base_offset=first,
+            codec=codec,
+            last_offset_delta=last_offset_delta,
+            timestamp_type=timestamp_type,
+            log_append_time=ts if log_append else None,
+            partition_leader_epoch=self.leader_epoch if leader_epoch is None else leader_epoch,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            is_transactional=transactional,
+        )
         return self.append_batch(data)
 
     def record(self, key, value, **kwargs) -> tuple[int, int]:
@@ -146,28 +168,49 @@ class LogBuilder:
     def unkeyed(self, value, **kwargs) -> tuple[int, int]:
         return self.append([(None, value)], **kwargs)
 
-    def idempotent(self, producer_id: int, producer_epoch: int = 0, *, transactional: bool = False,
-                   sequence: int = 0, **kwargs) -> Callable[..., tuple[int, int]]:
+    def idempotent(
+        self, producer_id: int, producer_epoch: int = 0, *, transactional: bool = False, sequence: int = 0, **kwargs
+    ) -> Callable[..., tuple[int, int]]:
         """LCT appendIdempotentAsLeader: a function appending one batch of keys (value = key) with
         the next sequence numbers, starting at `sequence` (0) for each function made."""
 
         def append(keys: Sequence, **more) -> tuple[int, int]:
             nonlocal sequence
-            out = self.append([(k, k) for k in keys], producer_id=producer_id, producer_epoch=producer_epoch,
-                              base_sequence=sequence, transactional=transactional, **{**kwargs, **more})
+            out = self.append(
+                [(k, k) for k in keys],
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=sequence,
+                transactional=transactional,
+                **{**kwargs, **more},
+            )
             sequence += len(keys)
             return out
+
         return append
 
     def transactional(self, producer_id: int, producer_epoch: int = 0, **kwargs) -> Callable[..., tuple[int, int]]:
         """LCT appendTransactionalAsLeader."""
         return self.idempotent(producer_id, producer_epoch, transactional=True, **kwargs)
 
-    def marker(self, producer_id: int, producer_epoch: int = 0, *, commit: bool, timestamp: int | None = None,
-               coordinator_epoch: int = 0) -> int:
-        data = build_end_txn_marker(offset=self.next_offset, timestamp=self.time if timestamp is None else timestamp,
-                                    producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
-                                    coordinator_epoch=coordinator_epoch, partition_leader_epoch=self.leader_epoch)
+    def marker(
+        self,
+        producer_id: int,
+        producer_epoch: int = 0,
+        *,
+        commit: bool,
+        timestamp: int | None = None,
+        coordinator_epoch: int = 0,
+    ) -> int:
+        data = build_end_txn_marker(
+            offset=self.next_offset,
+            timestamp=self.time if timestamp is None else timestamp,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            commit=commit,
+            coordinator_epoch=coordinator_epoch,
+            partition_leader_epoch=self.leader_epoch,
+        )
         return self.append_batch(data)[0]
 
     def commit(self, producer_id: int, producer_epoch: int = 0, **kwargs) -> int:
@@ -181,9 +224,17 @@ class LogBuilder:
         return self.append([(key, value)], offset=offset, **kwargs)
 
     # -- legacy data --------------------------------------------------------------------------
-    def legacy(self, pairs: Sequence[tuple], *, magic: int, codec: int = Codec.NONE, timestamp: int | None = None,
-               timestamps: Sequence[int] | None = None, offsets: Sequence[int] | None = None,
-               timestamp_type: int = TimestampType.CREATE_TIME) -> tuple[int, int]:
+    def legacy(
+        self,
+        pairs: Sequence[tuple],
+        *,
+        magic: int,
+        codec: int = Codec.NONE,
+        timestamp: int | None = None,
+        timestamps: Sequence[int] | None = None,
+        offsets: Sequence[int] | None = None,
+        timestamp_type: int = TimestampType.CREATE_TIME,
+    ) -> tuple[int, int]:
         """v0/v1 messages: one entry per record uncompressed, one wrapper compressed."""
         offsets = list(offsets) if offsets is not None else [self.next_offset + i for i in range(len(pairs))]
         ts = self.time if timestamp is None else timestamp
@@ -192,8 +243,15 @@ class LogBuilder:
             stamps = [-1] * len(pairs)
         records = [Record(o, t, enc(k), enc(v)) for o, t, (k, v) in zip(offsets, stamps, pairs)]
         log_append = magic == 1 and timestamp_type == TimestampType.LOG_APPEND_TIME
-        return self.append_batch(build_legacy_batch(records, magic=magic, codec=codec, timestamp_type=timestamp_type,
-                                                    log_append_time=ts if log_append else None))
+        return self.append_batch(
+            build_legacy_batch(
+                records,
+                magic=magic,
+                codec=codec,
+                timestamp_type=timestamp_type,
+                log_append_time=ts if log_append else None,
+            )
+        )
 
 
 # -- inspectors (LogCleanerTest / LogTestUtils helpers) -------------------------------------------
@@ -233,8 +291,13 @@ def offsets_in_log(log) -> list[int]:
 
 def keys_in_log(log) -> list[int]:
     """LogTestUtils.keysInLog: keys (as numbers) of non-control records with a value."""
-    return [int(r.key) for b in batches_in_log(log) if not b.is_control
-            for r in b.records() if r.key is not None and r.value is not None]
+    return [
+        int(r.key)
+        for b in batches_in_log(log)
+        if not b.is_control
+        for r in b.records()
+        if r.key is not None and r.value is not None
+    ]
 
 
 def last_sequences_in_log(log) -> dict[int, int]:

@@ -7,6 +7,7 @@ range unless a transaction is left open: there the tests pass `uncleanable_offse
 LCT's FakeOffsetMap keeps its latest offset across passes, so a "clean again" with a checkpoint at
 the active segment re-filters the whole log there; the mirrors pass `checkpoint=0` for that.
 """
+
 from __future__ import annotations
 
 import struct
@@ -20,14 +21,44 @@ from kafkalog.codec.compression import Codec, compress
 from kafkalog.codec.control import ControlType
 from kafkalog.codec.legacy import build_legacy_message
 
-from .cleaner_model import (CREATE_TIME, INT32_MAX, LOG_APPEND_TIME, LONG_MAX, AbortedTxn, CleanerConfig,
-                            IllegalStateError, build_offset_map, cleanable_range, clean, clean_twice,
-                            group_segments, last_stable_offset, load_segments, replay_producers, split_batches,
-                            with_config)
-from .scenarios import (LARGE_TIMESTAMP, LCT_CONFIG, T0, LogBuilder, batch_base_offsets, batch_last_offsets,
-                        batches_in_log, distinct_values_by_segment, enc, keys_in_log, last_sequences_in_log,
-                        lct_map_capacity, log_size, offsets_in_log, records_in_log, segment_sizes,
-                        unkeyed_count_in_log)
+from .cleaner_model import (
+    CREATE_TIME,
+    INT32_MAX,
+    LOG_APPEND_TIME,
+    LONG_MAX,
+    AbortedTxn,
+    CleanerConfig,
+    IllegalStateError,
+    build_offset_map,
+    clean,
+    clean_twice,
+    cleanable_range,
+    group_segments,
+    last_stable_offset,
+    load_segments,
+    replay_producers,
+    split_batches,
+    with_config,
+)
+from .scenarios import (
+    LARGE_TIMESTAMP,
+    LCT_CONFIG,
+    T0,
+    LogBuilder,
+    batch_base_offsets,
+    batch_last_offsets,
+    batches_in_log,
+    distinct_values_by_segment,
+    enc,
+    keys_in_log,
+    last_sequences_in_log,
+    lct_map_capacity,
+    log_size,
+    offsets_in_log,
+    records_in_log,
+    segment_sizes,
+    unkeyed_count_in_log,
+)
 
 V2_CODECS = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
 LEGACY = [(magic, codec) for magic in (0, 1) for codec in (Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4)]
@@ -60,8 +91,8 @@ def test_testCleanSegments():
     before = keys_in_log(first_segments)
     r = lct(log, config=with_config(LCT_CONFIG, segment_bytes=LONG_MAX))
     expected = [k for k in before if k not in (1, 3, 5, 7, 9)] + list(range(before[-1] + 1, log.log_end_offset - 5))
-    assert keys_in_log(r)[:len(expected)] == expected
-    assert keys_in_log(r)[len(expected):] == [1, 3, 5, 7, 9]
+    assert keys_in_log(r)[: len(expected)] == expected
+    assert keys_in_log(r)[len(expected) :] == [1, 3, 5, 7, 9]
     assert r.counts["bytes_read"] == log_size(log.build()[:-1])
     assert r.counts["superseded"] == 5
 
@@ -188,10 +219,18 @@ def test_testCleanTombstone():
 
 def _corrupt_wrapper(first_offset: int, pairs, codec=Codec.GZIP) -> bytes:
     """KAFKA-4298: a v1 compressed wrapper holding v0 messages (relative inner offsets)."""
-    inner = b"".join(build_legacy_message(offset=i, magic=0, timestamp=-1, key=enc(k), value=enc(v))
-                     for i, (k, v) in enumerate(pairs))
-    return build_legacy_message(offset=first_offset + len(pairs) - 1, magic=1, timestamp=-1, key=None,
-                                value=compress(codec, inner, magic=1), codec=codec)
+    inner = b"".join(
+        build_legacy_message(offset=i, magic=0, timestamp=-1, key=enc(k), value=enc(v))
+        for i, (k, v) in enumerate(pairs)
+    )
+    return build_legacy_message(
+        offset=first_offset + len(pairs) - 1,
+        magic=1,
+        timestamp=-1,
+        key=None,
+        value=compress(codec, inner, magic=1),
+        codec=codec,
+    )
 
 
 def test_testCleanCorruptMessageSet():
@@ -246,8 +285,13 @@ def test_testCleaningNestedMessagesWithV0AndV1():
     r = lct(log)
     got = {int(rec.key): rec.value.decode() for rec in records_in_log(r)}
     expected = {}
-    for prefix, keys in (("v0", range(10)), ("v0z", range(5, 15)), ("v1z", range(10, 20)), ("v1", range(15, 25)),
-                         ("v2", range(20, 30))):
+    for prefix, keys in (
+        ("v0", range(10)),
+        ("v0z", range(5, 15)),
+        ("v1z", range(10, 20)),
+        ("v1", range(15, 25)),
+        ("v2", range(20, 30)),
+    ):
         expected.update({k: f"{prefix}-{k}" for k in keys})
     assert got == expected
     assert len(records_in_log(r)) == 30
@@ -300,11 +344,19 @@ def test_testMultiPassSegmentCleaningWithAbortedTransactions():
     config = with_config(LCT_CONFIG, delete_retention_ms=50_000, map_capacity=lct_map_capacity(4))
     log = LogBuilder()
     p1, p2 = log.transactional(1), log.transactional(2)
-    p1([1, 2]); p2([2, 3]); p1([3, 4])
-    log.commit(1); log.commit(2)
-    p1([2, 3]); log.abort(1)
-    p2([4, 5]); p1([5, 6]); log.commit(1); log.abort(2)
-    p2([6, 7]); log.commit(2)
+    p1([1, 2])
+    p2([2, 3])
+    p1([3, 4])
+    log.commit(1)
+    log.commit(2)
+    p1([2, 3])
+    log.abort(1)
+    p2([4, 5])
+    p1([5, 6])
+    log.commit(1)
+    log.abort(2)
+    p2([6, 7])
+    log.commit(2)
     log.roll()
     assert log.log_end_offset == 20
     expected_txns = [AbortedTxn(1, 8, 10, 11), AbortedTxn(2, 11, 16, 17)]
@@ -451,7 +503,9 @@ def test_testDuplicateCheckAfterCleaning():
     log.idempotent(2)([3, 1, 4])
     log.idempotent(3)([1, 4])
     log.roll()
-    producers_before = {pid: (e.last_data_offset, e.last_sequence) for pid, e in replay_producers(log.build()).producers.items()}
+    producers_before = {
+        pid: (e.last_data_offset, e.last_sequence) for pid, e in replay_producers(log.build()).producers.items()
+    }
     r = lct(log)
     assert batch_last_offsets(r) == [2, 5, 7]
     assert last_sequences_in_log(r) == {1: 2, 2: 2, 3: 1}
@@ -521,8 +575,14 @@ def test_testFilterToEmptyBatchRetention(transactional):
     its range, sequences, max timestamp and flags."""
     log = LogBuilder(leader_epoch=293)
     log.append([("a", "a"), ("b", "b"), ("c", "c")])
-    log.append([(2, "b"), (3, "c")], producer_id=23, producer_epoch=5, base_sequence=10,
-               transactional=transactional, timestamps=[11, 12])
+    log.append(
+        [(2, "b"), (3, "c")],
+        producer_id=23,
+        producer_epoch=5,
+        base_sequence=10,
+        transactional=transactional,
+        timestamps=[11, 12],
+    )
     if transactional:
         log.commit(23, 5)
     log.append([(2, "x"), (3, "y")])
@@ -540,8 +600,15 @@ def test_testFilterToEmptyBatchRetention(transactional):
 def _empty_batch_log() -> tuple[LogBuilder, bytes]:
     log = LogBuilder()
     log.append([("a", "a"), ("b", "b"), ("c", "c")])
-    empty = build_empty_batch(base_offset=3, last_offset_delta=0, max_timestamp=T0, partition_leader_epoch=293,
-                              producer_id=23, producer_epoch=5, base_sequence=10)
+    empty = build_empty_batch(
+        base_offset=3,
+        last_offset_delta=0,
+        max_timestamp=T0,
+        partition_leader_epoch=293,
+        producer_id=23,
+        producer_epoch=5,
+        base_sequence=10,
+    )
     log.append_batch(empty)
     log.record("d", "d")
     log.roll()
@@ -569,10 +636,17 @@ def test_testFilterToPreservesProducerInfo():
     their offsets."""
     log = LogBuilder()
     log.append([(None, "a"), (1, "b"), (None, "c")], timestamps=[10, 11, 12])
-    log.append([(None, "d"), (4, "e"), (5, "f")], producer_id=23, producer_epoch=5, base_sequence=10,
-               timestamps=[13, 14, 15])
-    log.append([(6, "g"), (7, "h"), (None, "i")], producer_id=99384, producer_epoch=234, base_sequence=15,
-               transactional=True, timestamps=[16, 17, 18])
+    log.append(
+        [(None, "d"), (4, "e"), (5, "f")], producer_id=23, producer_epoch=5, base_sequence=10, timestamps=[13, 14, 15]
+    )
+    log.append(
+        [(6, "g"), (7, "h"), (None, "i")],
+        producer_id=99384,
+        producer_epoch=234,
+        base_sequence=15,
+        transactional=True,
+        timestamps=[16, 17, 18],
+    )
     log.commit(99384, 234)
     log.roll()
     r = lct(log)
@@ -621,9 +695,13 @@ def test_testBasicTransactionAwareCleaning():
     """35. Aborted data goes, markers stay, the aborted-transaction index is unchanged."""
     log = LogBuilder(segment_bytes=2048)
     p1, p2 = log.transactional(1), log.transactional(2)
-    p1([1, 2]); p2([2, 3]); p1([3, 4])
-    log.abort(1); log.commit(2)
-    p1([2]); log.commit(1)
+    p1([1, 2])
+    p2([2, 3])
+    p1([3, 4])
+    log.abort(1)
+    log.commit(2)
+    p1([2])
+    log.commit(1)
     aborted = replay_producers(log.build()).aborted_txns
     log.roll()
     r = lct(log)
@@ -637,18 +715,26 @@ def test_testCleanWithTransactionsSpanningSegments():
     """36. Transactions aborted across two segments leave only pid3's keys and the later keys."""
     log = LogBuilder(segment_bytes=1024)
     p1, p2, p3 = log.transactional(1), log.transactional(2), log.transactional(3)
-    p1([1, 2]); p3([2, 3]); p2([3, 4])
+    p1([1, 2])
+    p3([2, 3])
+    p2([3, 4])
     log.roll()
-    p2([5, 6]); p3([6, 7]); p1([7, 8]); log.abort(2)
-    p3([8, 9]); log.commit(3)
-    p1([9, 10]); log.abort(1)
+    p2([5, 6])
+    p3([6, 7])
+    p1([7, 8])
+    log.abort(2)
+    p3([8, 9])
+    log.commit(3)
+    p1([9, 10])
+    log.abort(1)
     r = lct(log)
     assert keys_in_log(r) == [2, 3, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10]
     dirty = r.checkpoint
     log = continue_from(r, segment_bytes=1024)
     log.roll()
     p2, p1 = log.transactional(2, sequence=4), log.transactional(1, sequence=6)
-    p2([11]); p1([12])
+    p2([11])
+    p1([12])
     r = lct(log, checkpoint=dirty, aborted_txns=r.aborted_txns)
     assert keys_in_log(r) == [2, 3, 6, 7, 8, 9, 11, 12]
 
@@ -658,8 +744,11 @@ def test_testCommitMarkerRemoval():
     same time, and goes once its horizon has passed (clean at Long.MAX)."""
     log = LogBuilder(segment_bytes=256)
     producer = log.transactional(1)
-    producer([1]); producer([2, 3]); log.commit(1)
-    producer([2]); log.commit(1)
+    producer([1])
+    producer([2, 3])
+    log.commit(1)
+    producer([2])
+    log.commit(1)
     log.roll()
     r = lct(log, now=LARGE_TIMESTAMP)
     assert keys_in_log(r) == [1, 3, 2]
@@ -667,7 +756,8 @@ def test_testCommitMarkerRemoval():
 
     log = continue_from(r, segment_bytes=256)
     producer = log.transactional(1, sequence=4)
-    producer([1, 3]); log.commit(1)
+    producer([1, 3])
+    log.commit(1)
     log.roll()
     r = lct(log, now=LARGE_TIMESTAMP, checkpoint=r.checkpoint, aborted_txns=r.aborted_txns)
     assert keys_in_log(r) == [2, 1, 3]
@@ -688,8 +778,11 @@ def test_testDeletedBatchesWithNoMessagesRead():
     """39. data@0, ABORT@1, data@2, data@3 (same key), COMMIT@4: [1, 3, 4], then after a two-pass clean [3, 4]."""
     log = LogBuilder(segment_bytes=1000)
     producer = log.transactional(1)
-    producer([1]); log.abort(1)
-    producer([2]); producer([2]); log.commit(1)
+    producer([1])
+    log.abort(1)
+    producer([2])
+    producer([2])
+    log.commit(1)
     log.roll()
     r = lct(log, now=LARGE_TIMESTAMP)
     assert keys_in_log(r) == [2]
@@ -703,14 +796,18 @@ def test_testAbortMarkerRemoval():
     """38. Aborted records go and the ABORT marker stays; a two-pass clean removes the marker."""
     log = LogBuilder(segment_bytes=256)
     producer = log.transactional(1)
-    producer([1]); producer([2, 3]); log.abort(1)
-    producer([3]); log.commit(1)
+    producer([1])
+    producer([2, 3])
+    log.abort(1)
+    producer([3])
+    log.commit(1)
     log.roll()
     r = lct(log, now=LARGE_TIMESTAMP)
     assert keys_in_log(r) == [3]
     assert offsets_in_log(r) == [3, 4, 5]
-    first, r = clean_twice(r.as_input(), now=LARGE_TIMESTAMP, config=LCT_CONFIG, checkpoint=0,
-                           aborted_txns=r.aborted_txns)
+    first, r = clean_twice(
+        r.as_input(), now=LARGE_TIMESTAMP, config=LCT_CONFIG, checkpoint=0, aborted_txns=r.aborted_txns
+    )
     abort = batches_in_log(first)[0]
     assert abort.is_control and abort.delete_horizon_ms == LARGE_TIMESTAMP + LCT_CONFIG.delete_retention_ms
     assert keys_in_log(r) == [3]
@@ -724,9 +821,12 @@ def test_testCommitMarkerRetentionWithEmptyBatch():
     producer1, producer2 = log.transactional(1), log.transactional(2)
     producer1([2, 3])
     log.roll()
-    producer2([2, 3]); log.commit(2)
+    producer2([2, 3])
+    log.commit(2)
     log.roll()
-    log.record(2, 2); log.record(3, 3); log.commit(1)
+    log.record(2, 2)
+    log.record(3, 3)
+    log.commit(1)
     log.roll()
     r = lct(log, now=LARGE_TIMESTAMP)
     assert keys_in_log(r) == [2, 3]
@@ -787,8 +887,14 @@ def test_testAbortMarkerRetentionWithEmptyBatch():
     assert offsets_in_log(r) == [2, 3]
     assert batch_last_offsets(r) == [2, 3]
 
-    _, r = clean_twice(r.as_input(), now=LARGE_TIMESTAMP, config=LCT_CONFIG, checkpoint=0,
-                       aborted_txns=r.aborted_txns, uncleanable_offset=log.active_base)
+    _, r = clean_twice(
+        r.as_input(),
+        now=LARGE_TIMESTAMP,
+        config=LCT_CONFIG,
+        checkpoint=0,
+        aborted_txns=r.aborted_txns,
+        uncleanable_offset=log.active_base,
+    )
     assert keys_in_log(r) == [1]
     assert offsets_in_log(r) == [3]
     assert batch_last_offsets(r) == [3]
@@ -862,9 +968,12 @@ def test_testEmptyBatchRemovalWithSequenceReuse():
     """45. Two transactions of one producer both at sequence 0: the older emptied batch and, after a
     two-pass clean, its COMMIT marker go; the newer batch stays empty."""
     log = LogBuilder(segment_bytes=2048)
-    log.transactional(1)([1]); log.commit(1)
-    log.transactional(1)([2]); log.commit(1)
-    log.record(1, 1); log.record(2, 1)
+    log.transactional(1)([1])
+    log.commit(1)
+    log.transactional(1)([2])
+    log.commit(1)
+    log.record(1, 1)
+    log.record(2, 1)
     log.roll()
     r = lct(log, now=LARGE_TIMESTAMP)
     assert offsets_in_log(r) == [1, 3, 4, 5]
@@ -903,8 +1012,9 @@ def test_testUndecidedTransactionalDataNotCleanable():
     def rng(hw):
         segs = load_segments(log.build())
         lso = last_stable_offset(replay_producers(segs), hw)
-        return cleanable_range(segs, checkpoint=0, log_start_offset=0, last_stable=lso,
-                               min_compaction_lag_ms=lag, now=log.time)
+        return cleanable_range(
+            segs, checkpoint=0, log_start_offset=0, last_stable=lso, min_compaction_lag_ms=lag, now=log.time
+        )
 
     assert rng(3)[:2] == (0, 0)
     r = clean(log.build(), now=log.time, config=config, checkpoint=0, high_watermark=3)
@@ -922,8 +1032,17 @@ def test_testAppendEmptyControlBatch():
     """50. PSMT: an empty control batch neither starts nor completes a transaction."""
     log = LogBuilder()
     log.record("a", "a")
-    log.append_batch(build_empty_batch(base_offset=1, last_offset_delta=0, max_timestamp=T0, producer_id=23,
-                                       producer_epoch=0, is_transactional=True, is_control=True))
+    log.append_batch(
+        build_empty_batch(
+            base_offset=1,
+            last_offset_delta=0,
+            max_timestamp=T0,
+            producer_id=23,
+            producer_epoch=0,
+            is_transactional=True,
+            is_control=True,
+        )
+    )
     state = replay_producers(log.build())
     assert state.producers[23].txn_first_offset is None
     assert state.aborted_txns == [] and state.completed == []
@@ -956,8 +1075,10 @@ def test_runTwoPassClean_semantics():
     log.record(1, "a")
     log.tombstone(1)
     producer = log.transactional(7)
-    producer([2]); log.abort(7)
-    producer([3]); log.commit(7)
+    producer([2])
+    log.abort(7)
+    producer([3])
+    log.commit(7)
     log.record(4, "z")
     log.roll()
     horizon = T0 + LCT_CONFIG.delete_retention_ms
@@ -981,8 +1102,12 @@ def test_runTwoPassClean_semantics():
 def _filter_to_log(magic: int, codec: int) -> LogBuilder:
     """MRT.testFilterTo's four batches, then a roll."""
     log = LogBuilder()
-    batches = [([(None, "a")], [10]), ([(1, "b"), (None, "c")], [11, 12]),
-               ([(None, "d"), (4, "e"), (5, "f")], [13, 20, 15]), ([(6, "g")], [16])]
+    batches = [
+        ([(None, "a")], [10]),
+        ([(1, "b"), (None, "c")], [11, 12]),
+        ([(None, "d"), (4, "e"), (5, "f")], [13, 20, 15]),
+        ([(6, "g")], [16]),
+    ]
     for pairs, stamps in batches:
         if magic == 2:
             log.append(pairs, codec=codec, timestamps=stamps)
@@ -1005,13 +1130,17 @@ def test_testFilterTo(magic, codec):
     else:
         expected = [(1, 1, 11), (4, 5, 20), (6, 6, 16)]
     if magic == 0:
-        expected = [(b, l, -1) for b, l, _ in expected]
+        expected = [(base, last, -1) for base, last, _ in expected]
     assert [(b.base_offset, b.last_offset, b.max_timestamp) for b in batches] == expected
     assert all(b.magic == magic and b.codec == codec for b in batches)
     recs = records_in_log(r)
     stamps = [11, 20, 15, 16] if magic else [-1] * 4
-    assert [(x.offset, x.timestamp, x.key, x.value) for x in recs] == \
-        [(1, stamps[0], b"1", b"b"), (4, stamps[1], b"4", b"e"), (5, stamps[2], b"5", b"f"), (6, stamps[3], b"6", b"g")]
+    assert [(x.offset, x.timestamp, x.key, x.value) for x in recs] == [
+        (1, stamps[0], b"1", b"b"),
+        (4, stamps[1], b"4", b"e"),
+        (5, stamps[2], b"5", b"f"),
+        (6, stamps[3], b"6", b"g"),
+    ]
     assert (r.counts["records_read"], r.counts["kept"], r.counts["unkeyed"]) == (7, 4, 3)
 
 
@@ -1029,8 +1158,7 @@ def test_testFilterToAlreadyCompactedLog(magic, codec):
     log.roll()
     r = lct(log)
     batch, _ = batches_in_log(r)
-    assert [(x.offset, x.timestamp, x.key, x.value) for x in batch.records()] == \
-        [(8, 11 if magic else -1, b"1", b"b")]
+    assert [(x.offset, x.timestamp, x.key, x.value) for x in batch.records()] == [(8, 11 if magic else -1, b"1", b"b")]
     assert (batch.base_offset, batch.last_offset) == ((0, 10) if magic == 2 else (8, 8))
 
 
@@ -1072,11 +1200,20 @@ def test_testFilterToPreservesLogAppendTime(magic, codec):
     append_time = T0 + 123
     log = LogBuilder()
     producer = dict(producer_id=134234, producer_epoch=28, base_sequence=777) if magic == 2 else {}
-    for pairs, stamps in (([(None, "a")], [10]), ([(1, "b"), (None, "c")], [11, 12]),
-                          ([(None, "d"), (4, "e"), (5, "f")], [13, 14, 15])):
+    for pairs, stamps in (
+        ([(None, "a")], [10]),
+        ([(1, "b"), (None, "c")], [11, 12]),
+        ([(None, "d"), (4, "e"), (5, "f")], [13, 14, 15]),
+    ):
         if magic == 2:
-            log.append(pairs, codec=codec, timestamps=stamps, timestamp=append_time,
-                       timestamp_type=TimestampType.LOG_APPEND_TIME, **producer)
+            log.append(
+                pairs,
+                codec=codec,
+                timestamps=stamps,
+                timestamp=append_time,
+                timestamp_type=TimestampType.LOG_APPEND_TIME,
+                **producer,
+            )
         else:
             log.legacy(pairs, magic=1, codec=codec, timestamp=append_time, timestamp_type=TimestampType.LOG_APPEND_TIME)
     log.roll()
@@ -1108,8 +1245,12 @@ def test_second_pass_at_the_same_time():
     original = {b.base_offset: b for b in batches_in_log(log)}
     for b in batches_in_log(first):
         o = original[b.base_offset]
-        assert (b.last_offset, b.producer_id, b.producer_epoch, b.base_sequence) == \
-            (o.last_offset, o.producer_id, o.producer_epoch, o.base_sequence)
+        assert (b.last_offset, b.producer_id, b.producer_epoch, b.base_sequence) == (
+            o.last_offset,
+            o.producer_id,
+            o.producer_epoch,
+            o.base_sequence,
+        )
     second = lct(continue_from(first), checkpoint=0, aborted_txns=first.aborted_txns)
     before = {b.base_offset: b for b in batches_in_log(first)}
     changed = [b for b in batches_in_log(second) if b.data != before[b.base_offset].data]
@@ -1135,17 +1276,26 @@ def test_legacy_batch_kept_empty_fails_the_pass():
 def test_counts_add_up():
     log = _filter_to_log(2, Codec.NONE)
     r = lct(log)
-    assert sum(r.counts[k] for k in ("kept", "superseded", "tombstone_expired", "aborted_transaction",
-                                     "marker_removed", "unkeyed")) == r.counts["records_read"] == 7
+    assert (
+        sum(
+            r.counts[k]
+            for k in ("kept", "superseded", "tombstone_expired", "aborted_transaction", "marker_removed", "unkeyed")
+        )
+        == r.counts["records_read"]
+        == 7
+    )
     assert r.counts["batches_read"] == 4 and r.counts["batches_written"] == 3
 
 
-@pytest.mark.parametrize("checkpoint,log_start,first_dirty,reset", [
-    (None, 0, 0, False),  # no checkpoint: the log start offset
-    (200, 0, 0, True),  # LCMT.testDirtyOffsetResetIfLargerThanEndOffset
-    (0, 10, 10, True),  # LCMT.testDirtyOffsetResetIfSmallerThanStartOffset
-    (12, 10, 12, False),
-])
+@pytest.mark.parametrize(
+    "checkpoint,log_start,first_dirty,reset",
+    [
+        (None, 0, 0, False),  # no checkpoint: the log start offset
+        (200, 0, 0, True),  # LCMT.testDirtyOffsetResetIfLargerThanEndOffset
+        (0, 10, 10, True),  # LCMT.testDirtyOffsetResetIfSmallerThanStartOffset
+        (12, 10, 12, False),
+    ],
+)
 def test_cleanable_offsets_checkpoint_rules(checkpoint, log_start, first_dirty, reset):
     """§5.3 step 2: an out-of-range checkpoint restarts at the log start offset and must be rewritten."""
     log = LogBuilder(segment_bytes=300)
@@ -1207,6 +1357,7 @@ def test_model_is_independent_of_the_product():
     with kafkalog's codec, never its cleaner, filter, rewrite or producer state."""
     import subprocess
     import sys
+
     root = __file__.rsplit("/tests/", 1)[0]
 
     def kafkalog_modules(imports: str) -> list:
@@ -1216,6 +1367,9 @@ def test_model_is_independent_of_the_product():
 
     assert kafkalog_modules("tests.reference.cleaner_model") == []
     building = kafkalog_modules("tests.reference.scenarios")
-    assert building and not any(m.startswith(("kafkalog.rules", "kafkalog.storage", "kafkalog.spark",
-                                              "kafkalog.operations", "kafkalog.codec.filter"))
-                                for m in building)
+    assert building and not any(
+        m.startswith(
+            ("kafkalog.rules", "kafkalog.storage", "kafkalog.spark", "kafkalog.operations", "kafkalog.codec.filter")
+        )
+        for m in building
+    )

@@ -1,10 +1,18 @@
 """The cleaner's selection, range and grouping rules, named after LogCleanerTest / LogCleanerManagerTest."""
+
 from __future__ import annotations
 
 from kafkalog.codec.control import ControlType
 from kafkalog.codec.filter import BatchRetention
-from kafkalog.rules.cleaner import (LONG_MAX, BatchMeta, CleanedTransactionMetadata, cleanable_offsets, decide_batch,
-                                    dirty_stats, group_segments_by_size, max_compaction_delay)
+from kafkalog.rules.cleaner import (
+    BatchMeta,
+    CleanedTransactionMetadata,
+    cleanable_offsets,
+    decide_batch,
+    dirty_stats,
+    group_segments_by_size,
+    max_compaction_delay,
+)
 from kafkalog.storage.segment import SegmentMeta
 from kafkalog.storage.txnindex import AbortedTxn
 
@@ -16,8 +24,9 @@ def segs(bases, size=100, ts=None, idx=8):
 
 
 def _range(segments, **kw):
-    args = dict(checkpoint=None, log_start_offset=0, log_end_offset=100, last_stable_offset=100,
-                min_compaction_lag_ms=0, now=0)
+    args = dict(
+        checkpoint=None, log_start_offset=0, log_end_offset=100, last_stable_offset=100, min_compaction_lag_ms=0, now=0
+    )
     args.update(kw)
     return cleanable_offsets(segments, **args)
 
@@ -55,8 +64,11 @@ def test_log_to_clean_with_uncleanable_section__LCT_testLogToCleanWithUncleanabl
 
 
 def test_max_compaction_delay__LCIT_testMaxLogCompactionLag():
-    s = [SegmentMeta(0, 1, 0, first_batch_timestamp=1_000), SegmentMeta(10, 1, 0, first_batch_timestamp=2_000),
-         SegmentMeta(20, 1, 0)]
+    s = [
+        SegmentMeta(0, 1, 0, first_batch_timestamp=1_000),
+        SegmentMeta(10, 1, 0, first_batch_timestamp=2_000),
+        SegmentMeta(20, 1, 0),
+    ]
     assert max_compaction_delay(s, 0, 5_000, now=6_500) == 6_500 - 5_000 - 1_000
     assert max_compaction_delay(s, 0, 5_000, now=6_000) == 0
     assert max_compaction_delay(s, 10, 5_000, now=8_000) == 1_000  # only dirty segments count
@@ -94,8 +106,8 @@ def test_tracker_aborted_data_and_markers__LCT_testBasicTransactionAwareCleaning
     tracker = CleanedTransactionMetadata()
     abort = AbortedTxn(1, 0, 6, 2)
     tracker.add_aborted([abort])
-    assert tracker.on_batch_read(_meta(0, 1, pid=1, txn=True))       # pid1 (1,2) aborted
-    assert not tracker.on_batch_read(_meta(2, 3, pid=2, txn=True))   # pid2 committed later
+    assert tracker.on_batch_read(_meta(0, 1, pid=1, txn=True))  # pid1 (1,2) aborted
+    assert not tracker.on_batch_read(_meta(2, 3, pid=2, txn=True))  # pid2 committed later
     assert tracker.on_batch_read(_meta(4, 5, pid=1, txn=True))
     assert not tracker.on_control_batch_read(_meta(6, 6, pid=1, txn=True, control=ControlType.ABORT))
     assert not tracker.on_control_batch_read(_meta(7, 7, pid=2, txn=True, control=ControlType.COMMIT))
@@ -127,6 +139,12 @@ def test_batch_retention_rules():
     marker = BatchMeta(12, 12, 9, 0, True, True, ControlType.COMMIT)
     d = decide_batch(marker, t, delete_horizon_ms=None, active_producers=active, upper_bound=100, now=10)
     assert d.retention is BatchRetention.DELETE_EMPTY and not d.discard_records and d.contains_marker_for_empty_txn
-    d = decide_batch(marker._replace(base_offset=13, last_offset=13), t, delete_horizon_ms=10,
-                     active_producers=active, upper_bound=100, now=10)
+    d = decide_batch(
+        marker._replace(base_offset=13, last_offset=13),
+        t,
+        delete_horizon_ms=10,
+        active_producers=active,
+        upper_bound=100,
+        now=10,
+    )
     assert d.retention is BatchRetention.DELETE

@@ -1,6 +1,7 @@
 """The generated log directories the Spark tests share (the session-scoped `spark` fixture, one local
 SparkSession for the whole run, is in tests/conftest.py). Fixtures are lazy: a test that takes no
 `spark` starts no Spark."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -28,8 +29,25 @@ def big_segment_log(tmp_path_factory) -> Path:
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 
     path = tmp_path_factory.mktemp("big") / "log"
-    generate(str(path), GeneratorSpec(seed=3, consumer_offsets=None, topics=[
-        TopicSpec("big", records=10000, keys=500, value_bytes=(100, 300), headers=1, codec="lz4",
-                  batch_records=(1, 12), idempotent_producers=1, segment_bytes=4 * 1024 * 1024,
-                  index_interval_bytes=4096)]))
+    generate(
+        str(path),
+        GeneratorSpec(
+            seed=3,
+            consumer_offsets=None,
+            topics=[
+                TopicSpec(
+                    "big",
+                    records=10000,
+                    keys=500,
+                    value_bytes=(100, 300),
+                    headers=1,
+                    codec="lz4",
+                    batch_records=(1, 12),
+                    idempotent_producers=1,
+                    segment_bytes=4 * 1024 * 1024,
+                    index_interval_bytes=4096,
+                )
+            ],
+        ),
+    )
     return path

@@ -4,6 +4,7 @@ byte-identical afterwards, and no output left where the run failed.
 
 Each mutation damages one batch of a middle segment (not the active one) of a compacted topic:
 the kinds of damage a hostile run found compaction silently compacting over."""
+
 from __future__ import annotations
 
 import struct
@@ -31,7 +32,7 @@ def _batches(data: bytes) -> list[tuple[int, int]]:
 
 def _recrc(data: bytearray, pos: int, size: int) -> None:
     """Make the batch's CRC match its (damaged) bytes: damage the CRC alone cannot catch."""
-    struct.pack_into(">I", data, pos + V2_CRC_AT, crc32c.crc32c(bytes(data[pos + V2_ATTRIBUTES_AT:pos + size])))
+    struct.pack_into(">I", data, pos + V2_CRC_AT, crc32c.crc32c(bytes(data[pos + V2_ATTRIBUTES_AT : pos + size])))
 
 
 def torn_tail(data: bytearray, batches) -> bytearray:
@@ -59,7 +60,7 @@ def bad_record_count(data: bytearray, batches) -> bytearray:
 
 def bad_varint(data: bytearray, batches) -> bytearray:
     pos, size = batches[1]  # an uncompressed batch: its first record's length varint never ends
-    data[pos + V2_RECORDS_AT:pos + V2_RECORDS_AT + 6] = b"\xff" * 6
+    data[pos + V2_RECORDS_AT : pos + V2_RECORDS_AT + 6] = b"\xff" * 6
     _recrc(data, pos, size)
     return data
 
@@ -73,8 +74,11 @@ def bad_compression(data: bytearray, batches) -> bytearray:
 
 
 MUTATIONS = {  # name -> (damage, the topic it damages)
-    "torn_tail": (torn_tail, "plain"), "huge_length": (huge_length, "plain"), "bad_crc": (bad_crc, "plain"),
-    "bad_record_count": (bad_record_count, "plain"), "bad_varint": (bad_varint, "plain"),
+    "torn_tail": (torn_tail, "plain"),
+    "huge_length": (huge_length, "plain"),
+    "bad_crc": (bad_crc, "plain"),
+    "bad_record_count": (bad_record_count, "plain"),
+    "bad_varint": (bad_varint, "plain"),
     "bad_compression": (bad_compression, "packed"),
 }
 
@@ -83,11 +87,28 @@ MUTATIONS = {  # name -> (damage, the topic it damages)
 def clean_log(tmp_path_factory) -> Path:
     """Two compacted topics with five segments each: `plain` uncompressed, `packed` lz4."""
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
+
     path = tmp_path_factory.mktemp("bad-input") / "clean"
-    generate(str(path), GeneratorSpec(seed=11, consumer_offsets=None, topics=[
-        TopicSpec(name, records=300, keys=40, value_bytes=(20, 60), codec=codec, batch_records=(2, 6),
-                  cleanup_policy="compact", segment_bytes=4096) for name, codec in (("plain", "none"),
-                                                                                    ("packed", "lz4"))]))
+    generate(
+        str(path),
+        GeneratorSpec(
+            seed=11,
+            consumer_offsets=None,
+            topics=[
+                TopicSpec(
+                    name,
+                    records=300,
+                    keys=40,
+                    value_bytes=(20, 60),
+                    codec=codec,
+                    batch_records=(2, 6),
+                    cleanup_policy="compact",
+                    segment_bytes=4096,
+                )
+                for name, codec in (("plain", "none"), ("packed", "lz4"))
+            ],
+        ),
+    )
     return path
 
 
@@ -95,6 +116,7 @@ def _damaged(clean: Path, tmp_path: Path, mutation: str) -> tuple[Path, Path, in
     """A copy of the clean log with the second batch of a middle segment damaged (or the segment's
     end torn): (log dir, damaged file, the base offset of that second batch)."""
     import shutil
+
     damage, topic = MUTATIONS[mutation]
     root = tmp_path / "in"
     shutil.copytree(clean, root)
@@ -127,8 +149,9 @@ def _assert_names(line: str, command: str, damaged: Path) -> None:
 
 @pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-def test_compact_leaves_a_partition_it_cannot_read_whole_uncleanable(spark, clean_log, tmp_path, capsys, mutation,
-                                                                     output):
+def test_compact_leaves_a_partition_it_cannot_read_whole_uncleanable(
+    spark, clean_log, tmp_path, capsys, mutation, output
+):
     root, damaged, _ = _damaged(clean_log, tmp_path, mutation)
     before = _snapshot(root)
     out = tmp_path / "out"
@@ -143,15 +166,18 @@ def test_compact_leaves_a_partition_it_cannot_read_whole_uncleanable(spark, clea
     if output:
         assert _snapshot(root) == before  # the input is never touched
         written = _snapshot(out)
-        assert {k: v for k, v in written.items() if k.startswith(topic_dir)} == \
-            {k: v for k, v in before.items() if k.startswith(topic_dir)}
-        assert any(written.get(k) != v for k, v in before.items() if k.startswith(healthy)), \
+        assert {k: v for k, v in written.items() if k.startswith(topic_dir)} == {
+            k: v for k, v in before.items() if k.startswith(topic_dir)
+        }
+        assert any(written.get(k) != v for k, v in before.items() if k.startswith(healthy)), (
             "the other partition was compacted"
+        )
         assert not (tmp_path / "out.kafkalog-incomplete").exists()
     else:
         after = _snapshot(root)
-        assert {k: v for k, v in after.items() if k.startswith(topic_dir)} == \
-            {k: v for k, v in before.items() if k.startswith(topic_dir)}
+        assert {k: v for k, v in after.items() if k.startswith(topic_dir)} == {
+            k: v for k, v in before.items() if k.startswith(topic_dir)
+        }
         assert any(after.get(k) != v for k, v in before.items() if k.startswith(healthy))
 
 
@@ -165,8 +191,18 @@ def test_purge_stops_whole_on_a_batch_it_cannot_read(spark, clean_log, tmp_path,
     keys.write_text("key-1\nkey-2\n")
     secret.write_bytes(b"0123456789abcdef0123456789abcdef")
     out = tmp_path / "out"
-    args = ["purge", str(root), "--keys", str(keys), "--ledger", str(tmp_path / "ledger"), "--secret-file",
-            str(secret), "--now", str(T0)]
+    args = [
+        "purge",
+        str(root),
+        "--keys",
+        str(keys),
+        "--ledger",
+        str(tmp_path / "ledger"),
+        "--secret-file",
+        str(secret),
+        "--now",
+        str(T0),
+    ]
     code = main(args + (["--output", str(out)] if output else []))
     assert code == 2
     _assert_names(_error_line(capsys, "purge"), "purge", damaged)
@@ -182,15 +218,26 @@ def test_retain_stops_on_a_batch_it_must_read(clean_log, tmp_path, capsys, mutat
     decodes that batch and copies the rest of its segment: damage stops the run before anything
     is written. (A CRC-valid batch that retention copies whole without decoding is copied as it is.)"""
     import json
+
     root, damaged, second = _damaged(clean_log, tmp_path, mutation)
     before = _snapshot(root)
     topic = damaged.parent.name.rsplit("-", 1)[0]
     requests = tmp_path / "delete.json"
-    requests.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0,
-                                                                  "offset": second + 1}]}))
+    requests.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": second + 1}]})
+    )
     out = tmp_path / "out"
-    args = ["retain", str(root), "--delete-records", str(requests), "--truncate-below-start", "--now", str(T0),
-            "--topic", topic]
+    args = [
+        "retain",
+        str(root),
+        "--delete-records",
+        str(requests),
+        "--truncate-below-start",
+        "--now",
+        str(T0),
+        "--topic",
+        topic,
+    ]
     code = main(args + (["--output", str(out)] if output else []))
     assert code == 2
     _assert_names(_error_line(capsys, "retain"), "retain", damaged)
@@ -200,31 +247,56 @@ def test_retain_stops_on_a_batch_it_must_read(clean_log, tmp_path, capsys, mutat
 
 # -- property: any damage to a small log, through the whole compaction pass ------------------------
 
+
 def _records(partition_dir: Path) -> dict:
     """offset -> (key, value) of every record, read through kafkalog's storage layer."""
     from kafkalog.storage.fs import LogFileSystem
     from kafkalog.storage.partition import Partition
+
     fs, path = LogFileSystem.for_path(str(partition_dir))
-    return {r.offset: (r.key, r.value) for s in Partition.open(fs, path).segments for _, b in s.batches()
-            for r in b.records() if not b.is_control}
+    return {
+        r.offset: (r.key, r.value)
+        for s in Partition.open(fs, path).segments
+        for _, b in s.batches()
+        for r in b.records()
+        if not b.is_control
+    }
 
 
 @pytest.fixture(scope="module")
 def tiny_log(tmp_path_factory) -> Path:
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
+
     path = tmp_path_factory.mktemp("tiny") / "log"
-    generate(str(path), GeneratorSpec(seed=5, consumer_offsets=None, topics=[
-        TopicSpec("t", records=120, keys=15, value_bytes=(8, 24), batch_records=(1, 5), cleanup_policy="compact",
-                  segment_bytes=1500)]))
+    generate(
+        str(path),
+        GeneratorSpec(
+            seed=5,
+            consumer_offsets=None,
+            topics=[
+                TopicSpec(
+                    "t",
+                    records=120,
+                    keys=15,
+                    value_bytes=(8, 24),
+                    batch_records=(1, 5),
+                    cleanup_policy="compact",
+                    segment_bytes=1500,
+                )
+            ],
+        ),
+    )
     return path
 
 
 def _examples() -> int:
     import os
+
     return int(os.environ.get("KAFKALOG_BAD_INPUT_EXAMPLES", "12"))
 
 
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -235,8 +307,10 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
     with an error naming a file of it, a byte and an offset; or it reads the damaged log whole, and
     then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
     import shutil
+
     from kafkalog.config import resolver_from
     from kafkalog.operations.compact import compact
+
     root = tmp_path_factory.mktemp("damage") / "log"
     shutil.copytree(tiny_log, root)
     segments = sorted((root / "t-0").glob("*.log"))[:-1]  # not the active one
@@ -248,7 +322,7 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
     if kind == "cut":
         raw = raw[:at]
     else:
-        raw[at:at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
+        raw[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
         if kind == "overwrite+crc":
             pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
             if pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
@@ -264,8 +338,9 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
     err = result.plan.uncleanable.get(("t", 0))
     if err is not None:
         assert _snapshot(root) == before
-        assert err.file and Path(err.file).parent == root / "t-0" and err.position is not None \
-            and err.offset is not None, str(err)
+        assert (
+            err.file and Path(err.file).parent == root / "t-0" and err.position is not None and err.offset is not None
+        ), str(err)
         return
     # read whole by the compaction: then the input reads whole too, and the cleaned part of the
     # output holds the latest record of each key below the active segment, and only those

@@ -1,16 +1,17 @@
 """Compaction on Spark, end to end on real files: Kafka's outcomes, valid output, determinism."""
+
 from __future__ import annotations
 
 import shutil
 
 from kafkalog.codec.records import Record
 from kafkalog.config import resolver_from
+from kafkalog.operations.compact import compact
+from kafkalog.operations.validate import validate_paths
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.naming import CLEANER_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-from kafkalog.operations.validate import validate_paths
-from kafkalog.operations.compact import compact
 
 COMPACT = resolver_from(settings=["cleanup.policy=compact", "delete.retention.ms=100"])
 T0 = 1_700_000_000_000
@@ -20,8 +21,9 @@ def _log(tmp_path, build):
     root = tmp_path / "logs"
     root.mkdir()
     fs = LogFileSystem.for_path(str(root))[0]
-    writer = PartitionWriter(fs, str(root), "t", 0, segment_bytes=1 << 20, segment_ms=1 << 40, index_interval_bytes=0,
-                             now_ms=T0)
+    writer = PartitionWriter(
+        fs, str(root), "t", 0, segment_bytes=1 << 20, segment_ms=1 << 40, index_interval_bytes=0, now_ms=T0
+    )
     build(writer)
     writer.roll()
     written = writer.close()
@@ -53,6 +55,7 @@ def test_basic_transaction_aware_cleaning__LCT_testBasicTransactionAwareCleaning
         w.append_end_txn_marker(producer_id=2, producer_epoch=0, commit=True, timestamp=T0)
         w.append_records([_rec(2)], producer_id=1, producer_epoch=0, base_sequence=4, is_transactional=True)
         w.append_end_txn_marker(producer_id=1, producer_epoch=0, commit=True, timestamp=T0)
+
     root, _ = _log(tmp_path, build)
     result = compact(spark, root, COMPACT, now=T0 + 1_000, force=True)
     batches, records = _contents(root)
@@ -69,6 +72,7 @@ def test_tombstone_survives_first_pass_then_expires__LCT_testCleanTombstone(spar
         w.append_records([_rec(1), _rec(2)])
         w.append_records([Record(0, T0 - 10**9, b"1", None)])  # an old tombstone: its horizon starts now
         w.append_records([_rec(3)])
+
     root, _ = _log(tmp_path, build)
     compact(spark, root, COMPACT, now=T0, force=True)
     assert _contents(root)[1] == [(1, b"2"), (2, b"1"), (3, b"3")]
@@ -83,6 +87,7 @@ def test_generated_log_compacts_validates_and_a_rerun_changes_nothing(spark, tmp
     root = str(tmp_path / "logs")
     shutil.copytree(small_log.path, root)
     from kafkalog.storage.logdir import parse_properties
+
     resolver = resolver_from(parse_properties(small_log.summary.config_properties()))
     first = compact(spark, root, resolver, now=T0)  # a fresh log is all dirty: chosen without --force
     assert any(r["superseded"] for r in first.report) and first.plan.chosen
@@ -96,6 +101,7 @@ def test_generated_log_compacts_validates_and_a_rerun_changes_nothing(spark, tmp
 
 def _files(root):
     import os
+
     return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if not f.endswith(".lock"))
 
 
@@ -103,6 +109,7 @@ def test_cli_compact_output_leaves_input_untouched_and_plan_writes_nothing(spark
     import json
 
     from kafkalog.cli import main
+
     root, out = str(tmp_path / "in"), str(tmp_path / "out")
     shutil.copytree(small_log.path, root)
     config = tmp_path / "topics.properties"
@@ -110,8 +117,23 @@ def test_cli_compact_output_leaves_input_untouched_and_plan_writes_nothing(spark
     before = {p: open(p, "rb").read() for p in _files(root)}
     assert main(["plan", root, "--config-file", str(config), "--now", str(T0)]) == 0
     assert "customers" in capsys.readouterr().out
-    assert main(["compact", root, "--config-file", str(config), "--now", str(T0), "--output", out,
-                 "--report", str(tmp_path / "report.json")]) == 0
+    assert (
+        main(
+            [
+                "compact",
+                root,
+                "--config-file",
+                str(config),
+                "--now",
+                str(T0),
+                "--output",
+                out,
+                "--report",
+                str(tmp_path / "report.json"),
+            ]
+        )
+        == 0
+    )
     assert before == {p: open(p, "rb").read() for p in _files(root)}
     report = json.loads((tmp_path / "report.json").read_text())
     (customers,) = [r for r in report["records"] if r["topic"] == "customers"]
@@ -145,6 +167,7 @@ def test_every_format_compacts_to_the_latest_record_per_key_as_kafka_python_read
 
 def _kafka_python_records(root, topic, partition):
     from kafka.record.memory_records import MemoryRecords
+
     part = LogDir.open(root).partition(topic, partition)
     out = []
     for seg in part.segments:
@@ -157,6 +180,7 @@ def _kafka_python_records(root, topic, partition):
 def test_a_corrupt_batch_makes_its_partition_uncleanable_and_changes_nothing(spark, tmp_path, small_log, capsys):
     from kafkalog.cli import main
     from kafkalog.errors import CrcMismatchError
+
     root = str(tmp_path / "logs")
     shutil.copytree(small_log.path, root)
     segment = sorted((tmp_path / "logs" / "customers-0").glob("*.log"))[0]
@@ -170,11 +194,14 @@ def test_a_corrupt_batch_makes_its_partition_uncleanable_and_changes_nothing(spa
     assert isinstance(err, CrcMismatchError) and f"{segment}, byte 17, offset" in str(err)  # the first CRC field
     assert not result.plan.chosen and result.outputs == {}
     assert {p: open(p, "rb").read() for p in _files(root)} == before
-    assert main(["compact", root, "--config", "cleanup.policy=compact", "--force", "--topic", "customers",
-                 "--now", str(T0)]) == 1  # something was skipped
+    assert (
+        main(
+            ["compact", root, "--config", "cleanup.policy=compact", "--force", "--topic", "customers", "--now", str(T0)]
+        )
+        == 1
+    )  # something was skipped
     err_lines = capsys.readouterr().err.strip().splitlines()
-    assert err_lines[-1].startswith(f"kafkalog compact: customers-0 is uncleanable and was left as it is: {segment}, "
-                                    "byte 17, offset")
+    assert err_lines[-1].startswith(
+        f"kafkalog compact: customers-0 is uncleanable and was left as it is: {segment}, byte 17, offset"
+    )
     assert not any("Traceback" in line or line.startswith("\tat ") for line in err_lines)
-
-

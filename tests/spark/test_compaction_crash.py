@@ -1,6 +1,7 @@
 """Crash safety of a compaction: the job is killed at each stage of the rewrite and the swap (a fault
 hook raises), then the directory recovers to the complete old or the complete new state, nothing is
 lost, and a rerun finishes the work with the same bytes an uninterrupted run writes."""
+
 from __future__ import annotations
 
 import os
@@ -9,11 +10,11 @@ import shutil
 import pytest
 
 from kafkalog.config import resolver_from
+from kafkalog.operations.compact import compact
 from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
+from kafkalog.operations.validate import validate_paths
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.swap import recover_partition
-from kafkalog.operations.validate import validate_paths
-from kafkalog.operations.compact import compact
 
 NOW = 1_700_000_000_000
 RESOLVER = resolver_from(settings=["cleanup.policy=compact", "segment.bytes=4096", "index.interval.bytes=512"])
@@ -27,10 +28,30 @@ class Crash(Exception):
 def source(tmp_path_factory):
     """Two compacted partitions of several small segments, keys rewritten often, tombstones, transactions."""
     path = tmp_path_factory.mktemp("crash") / "log"
-    generate(str(path), GeneratorSpec(seed=5, consumer_offsets=None, topics=[
-        TopicSpec("accounts", partitions=2, records=600, keys=40, tombstone_ratio=0.1, codec="zstd",
-                  batch_records=(1, 6), cleanup_policy="compact", idempotent_producers=1, transactional_producers=1,
-                  abort_ratio=0.3, segment_bytes=1500, index_interval_bytes=512)]))
+    generate(
+        str(path),
+        GeneratorSpec(
+            seed=5,
+            consumer_offsets=None,
+            topics=[
+                TopicSpec(
+                    "accounts",
+                    partitions=2,
+                    records=600,
+                    keys=40,
+                    tombstone_ratio=0.1,
+                    codec="zstd",
+                    batch_records=(1, 6),
+                    cleanup_policy="compact",
+                    idempotent_producers=1,
+                    transactional_producers=1,
+                    abort_ratio=0.3,
+                    segment_bytes=1500,
+                    index_interval_bytes=512,
+                )
+            ],
+        ),
+    )
     return path
 
 
@@ -58,6 +79,7 @@ def _snapshot(root) -> dict:
 def _records(snapshot: dict, partition: str) -> dict:
     """Offset -> (key, value) of one partition, read back from its segment files."""
     from kafkalog.codec.reader import iter_batches
+
     out = {}
     for name in sorted(n for n in snapshot if n.startswith(partition + os.sep) and n.endswith(".log")):
         for batch in iter_batches(snapshot[name]):
@@ -73,6 +95,7 @@ def _fault_at(step: str, nth: int):
             seen.append(name)
             if len(seen) == nth:
                 raise Crash(step)
+
     return hook
 
 

@@ -1,6 +1,7 @@
 """Differential test: kafkalog's Spark compaction against the independent reference model of Kafka's
 cleaner (tests/reference), offset for offset and byte for byte, on random partitions with keys,
 tombstones, idempotent and transactional producers (commits and aborts), several codecs and segments."""
+
 from __future__ import annotations
 
 import os
@@ -11,10 +12,10 @@ import pytest
 
 from kafkalog.codec.compression import Codec
 from kafkalog.config import resolver_from
+from kafkalog.operations.compact import REASONS, compact
 from kafkalog.storage.index import BatchSummary, build_indexes
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
-from kafkalog.operations.compact import REASONS, compact
 
 from ..reference.cleaner_model import CleanerConfig, clean, replay_producers, split_batches
 from ..reference.scenarios import T0, LogBuilder
@@ -97,8 +98,12 @@ SEEDS = [1, 2, 3]
 
 
 def _model_config() -> CleanerConfig:
-    return CleanerConfig(delete_retention_ms=DELETE_RETENTION_MS, segment_bytes=SEGMENT_BYTES,
-                         index_interval_bytes=256, producer_id_expiration_ms=None)
+    return CleanerConfig(
+        delete_retention_ms=DELETE_RETENTION_MS,
+        segment_bytes=SEGMENT_BYTES,
+        index_interval_bytes=256,
+        producer_id_expiration_ms=None,
+    )
 
 
 def test_the_random_partitions_exercise_the_rules():
@@ -107,8 +112,9 @@ def test_the_random_partitions_exercise_the_rules():
     totals: dict = {}
     for seed in SEEDS:
         first = clean(random_partition(seed), now=T0 + 10_000, config=_model_config())
-        second = clean(first.as_input(), now=T0 + 10_000 + DELETE_RETENTION_MS + 1, config=_model_config(),
-                       checkpoint=0)
+        second = clean(
+            first.as_input(), now=T0 + 10_000 + DELETE_RETENTION_MS + 1, config=_model_config(), checkpoint=0
+        )
         for counts in (first.counts, second.counts):
             for reason, n in counts.items():
                 totals[reason] = totals.get(reason, 0) + n
@@ -118,9 +124,15 @@ def test_the_random_partitions_exercise_the_rules():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_spark_compaction_equals_the_reference_model(spark, tmp_path, seed):
     config = _model_config()
-    resolver = resolver_from(settings=["cleanup.policy=compact", f"delete.retention.ms={DELETE_RETENTION_MS}",
-                                       f"segment.bytes={SEGMENT_BYTES}", "index.interval.bytes=256",
-                                       f"producer.id.expiration.ms={2**31 - 1}"])
+    resolver = resolver_from(
+        settings=[
+            "cleanup.policy=compact",
+            f"delete.retention.ms={DELETE_RETENTION_MS}",
+            f"segment.bytes={SEGMENT_BYTES}",
+            "index.interval.bytes=256",
+            f"producer.id.expiration.ms={2**31 - 1}",
+        ]
+    )
     segments = random_partition(seed)
     assert len(segments) >= 3
     write_partition(tmp_path, segments, config)
@@ -138,7 +150,6 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, seed):
     assert reason_counts(result) == {r: again.counts[r] for r in REASONS}
 
 
-
 def test_snapshots_stay_as_the_broker_wrote_them_and_the_cleaned_log_validates(spark, tmp_path):
     """Issue 14 §2. Producer 11's transaction is open across the roll at 3, so the broker's snapshot
     at 3 says it began at 0. The cleaner removes its first batch (key 1, superseded at 3) and, as
@@ -146,8 +157,8 @@ def test_snapshots_stay_as_the_broker_wrote_them_and_the_cleaned_log_validates(s
     the snapshot keeps 0 while a replay of the cleaned log begins the transaction at 2, its first
     batch left (ProducerAppendInfo.appendDataBatch). Both are Kafka's, and validate accepts them."""
     from kafkalog.codec.batch import RecordBatch
-    from kafkalog.storage.producer_state import ProducerStateManager
     from kafkalog.operations.validate import validate_paths
+    from kafkalog.storage.producer_state import ProducerStateManager
 
     log = LogBuilder()
     txn = log.transactional(11)
@@ -171,9 +182,15 @@ def test_snapshots_stay_as_the_broker_wrote_them_and_the_cleaned_log_validates(s
             (part / f"{seg.base_offset:020d}.snapshot").write_bytes(snapshots[seg.base_offset])
         for data in seg.batches:
             manager.append(RecordBatch(data))  # building the input: kafkalog's parse for kafkalog's state
-    resolver = resolver_from(settings=["cleanup.policy=compact", f"delete.retention.ms={DELETE_RETENTION_MS}",
-                                       f"segment.bytes={config.segment_bytes}", "index.interval.bytes=256",
-                                       f"producer.id.expiration.ms={2**31 - 1}"])
+    resolver = resolver_from(
+        settings=[
+            "cleanup.policy=compact",
+            f"delete.retention.ms={DELETE_RETENTION_MS}",
+            f"segment.bytes={config.segment_bytes}",
+            "index.interval.bytes=256",
+            f"producer.id.expiration.ms={2**31 - 1}",
+        ]
+    )
     now = T0 + 10_000
     expected = clean(segments, now=now, config=config)
     compact(spark, str(tmp_path), resolver, now, force=True)

@@ -1,4 +1,5 @@
 """`spark.read.format("kafkalog")`: the same DataFrames as the scan functions, options and pushed filters."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,10 +18,17 @@ def test_format_kafkalog_equals_read_records_with_options_and_pushdown(spark, sm
     everything = read_records(spark, root).orderBy(*ORDER)
     assert_df_equality(source.orderBy(*ORDER), everything)
 
-    expected = read_records(spark, root, topics=["orders"], partitions=[1], start_offset=100,
-                            end_offset=200).orderBy(*ORDER)
-    by_options = (spark.read.format("kafkalog").option("topics", "orders").option("partitions", "1")
-                  .option("startingOffset", 100).option("endingOffset", 200).load(root))
+    expected = read_records(spark, root, topics=["orders"], partitions=[1], start_offset=100, end_offset=200).orderBy(
+        *ORDER
+    )
+    by_options = (
+        spark.read.format("kafkalog")
+        .option("topics", "orders")
+        .option("partitions", "1")
+        .option("startingOffset", 100)
+        .option("endingOffset", 200)
+        .load(root)
+    )
     pushed = spark.read.format("kafkalog").option("pushdown", "true").load(root).filter(QUERY)
     filtered = source.filter(QUERY)  # pushed only where Spark scopes pushdown to the scan
     for df in (by_options, pushed, filtered):
@@ -32,6 +40,8 @@ def test_format_kafkalog_equals_read_records_with_options_and_pushdown(spark, sm
     assert pushed.rdd.getNumPartitions() == by_options.rdd.getNumPartitions() < source.rdd.getNumPartitions()
 
     batches = spark.read.format("kafkalog").option("view", "batches").option("topics", "payments,clicks").load(root)
-    assert_df_equality(batches.orderBy("topic", "partition", "base_offset"),
-                       read_batches(spark, root, topics=["payments", "clicks"]).orderBy("topic", "partition", "base_offset"))
+    assert_df_equality(
+        batches.orderBy("topic", "partition", "base_offset"),
+        read_batches(spark, root, topics=["payments", "clicks"]).orderBy("topic", "partition", "base_offset"),
+    )
     assert batches.filter("is_control").count() > 0

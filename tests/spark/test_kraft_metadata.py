@@ -1,6 +1,7 @@
 """KRaft's metadata log is never rewritten by `plan`, `compact` or `purge`, whatever the configuration:
 a broker-wide cleanup.policy=compact with --force leaves `__cluster_metadata-0` (whose records all have
 null keys: compaction would drop every one) and `bootstrap.checkpoint` byte for byte as they were."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,12 +33,30 @@ def test_plan_compact_and_purge_leave_the_metadata_log_alone(spark, tmp_path):
     assert not result.plan.uncleanable
     assert kraft_files(log_dir) == before
 
-    purged = purge(spark, str(log_dir), [b"key-000003"], where="true", ledger=str(tmp_path / "ledger"),
-                   secret=SECRET, config=everything, now=FAR_FUTURE)  # every record of every topic but internal ones
+    purged = purge(
+        spark,
+        str(log_dir),
+        [b"key-000003"],
+        where="true",
+        ledger=str(tmp_path / "ledger"),
+        secret=SECRET,
+        config=everything,
+        now=FAR_FUTURE,
+    )  # every record of every topic but internal ones
     assert {p["topic"] for p in purged.partitions} == {"orders", "customers"}
     for topics in ([KRAFT_METADATA_TOPIC], ["orders", KRAFT_METADATA_TOPIC]):
-        with pytest.raises(ConfigError, match=f"purge refuses topic {KRAFT_METADATA_TOPIC}: "
-                                              f"{KRAFT_METADATA_NOT_REWRITTEN}"):
-            purge(spark, str(log_dir), [b"key-000003"], topics=topics, where="true", ledger=str(tmp_path / "ledger"),
-                  secret=SECRET, config=everything, now=FAR_FUTURE)
+        with pytest.raises(
+            ConfigError, match=f"purge refuses topic {KRAFT_METADATA_TOPIC}: {KRAFT_METADATA_NOT_REWRITTEN}"
+        ):
+            purge(
+                spark,
+                str(log_dir),
+                [b"key-000003"],
+                topics=topics,
+                where="true",
+                ledger=str(tmp_path / "ledger"),
+                secret=SECRET,
+                config=everything,
+                now=FAR_FUTURE,
+            )
     assert kraft_files(log_dir) == before

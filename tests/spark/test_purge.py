@@ -1,6 +1,7 @@
 """Purge on Spark, end to end on the generated log (compacted and delete topics, every codec, v0/v1,
 transactions, many segments): kafka-python reads the result, `validate` checks it, the ledger reads
 back with deltalake and Spark, and reruns, crashes and dry runs leave what they should."""
+
 from __future__ import annotations
 
 import os
@@ -15,26 +16,28 @@ from kafka.record import MemoryRecords
 
 from kafkalog.codec.records import Record
 from kafkalog.config import resolver_from
+from kafkalog.operations.purge import PurgeVerificationError, purge
+from kafkalog.operations.validate import validate_paths
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.storage.ledger import SECRET_ENV, fingerprint, find, runs_path
+from kafkalog.storage.ledger import SECRET_ENV, find, fingerprint, runs_path
 from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir, parse_properties
 from kafkalog.storage.naming import REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.swap import SWAP_STEPS
-from kafkalog.operations.validate import validate_paths
-from kafkalog.operations.purge import PurgeVerificationError, purge
 
 NOW = 1_800_000_000_000
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 SECRET = b"purge-tests-secret-0123456789abcdef"
 # key-000005 ends legacy-v0 and key-000012 legacy-v1 (both redacted there); customer-000002 ends customers
 KEYS = [b"key-000005", b"key-000012", b"customer-000002", b"account-000002", b"account-000007", b"nobody"]
-KEY_FILE = "key-000005\nhex:6b65792d303030303132\ncustomer-000002\r\naccount-000002\nbase64:YWNjb3VudC0wMDAwMDc=\n" \
-           "\nnobody\n"
+KEY_FILE = (
+    "key-000005\nhex:6b65792d303030303132\ncustomer-000002\r\naccount-000002\nbase64:YWNjb3VudC0wMDAwMDc=\n\nnobody\n"
+)
 WHERE = "topic = 'clicks' AND CAST(value AS STRING) LIKE '0:42 %'"  # one unkeyed record
 
 
 # -- reading a log directory with kafka-python, the independent reader ----------------------------------
+
 
 def read_log(root) -> dict:
     """{(topic, partition): [(offset, key, value, headers, timestamp, is_control)]}, as kafka-python reads it."""
@@ -48,8 +51,16 @@ def read_log(root) -> dict:
                 control = getattr(batch, "is_control_batch", False)
                 for r in batch:
                     headers = () if control else tuple(r.headers or ())
-                    rows.append((r.offset, None if control else r.key, None if control else r.value, headers,
-                                 r.timestamp, control))
+                    rows.append(
+                        (
+                            r.offset,
+                            None if control else r.key,
+                            None if control else r.value,
+                            headers,
+                            r.timestamp,
+                            control,
+                        )
+                    )
     return out
 
 
@@ -65,8 +76,10 @@ def expected_after(before: dict) -> dict:
         kept = []
         for row in rows:
             offset, key, value, _, timestamp, control = row
-            purged = not control and (key in KEYS or (topic == "clicks" and partition == 0
-                                                      and value is not None and value.startswith(b"0:42 ")))
+            purged = not control and (
+                key in KEYS
+                or (topic == "clicks" and partition == 0 and value is not None and value.startswith(b"0:42 "))
+            )
             if not purged:
                 kept.append(row)
             elif topic.startswith("legacy") and offset == last:
@@ -89,8 +102,11 @@ def files(root) -> dict:
 
 
 def segment_bytes(root, topics=None) -> dict:
-    return {os.path.relpath(p, root): p.read_bytes() for p in sorted(Path(root).rglob("0*.*"))
-            if topics is None or p.parent.name.rsplit("-", 1)[0] in topics}
+    return {
+        os.path.relpath(p, root): p.read_bytes()
+        for p in sorted(Path(root).rglob("0*.*"))
+        if topics is None or p.parent.name.rsplit("-", 1)[0] in topics
+    }
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +124,14 @@ def purged(spark, small_log, resolver, tmp_path_factory):
     keys.write_bytes(KEY_FILE.encode())
     before_files = files(root)
     result = purge(spark, str(root), str(keys), ledger=ledger, secret=SECRET, where=WHERE, config=resolver, now=NOW)
-    return SimpleNamespace(root=root, ledger=ledger, result=result, keys=str(keys), before_files=before_files,
-                           before=read_log(small_log.path))
+    return SimpleNamespace(
+        root=root,
+        ledger=ledger,
+        result=result,
+        keys=str(keys),
+        before_files=before_files,
+        before=read_log(small_log.path),
+    )
 
 
 def test_purged_keys_are_gone_and_every_other_record_is_unchanged(purged, resolver):
@@ -122,15 +144,22 @@ def test_purged_keys_are_gone_and_every_other_record_is_unchanged(purged, resolv
     gone = sum(len(purged.before[tp]) - len(after[tp]) for tp in after)
     assert purged.result.total("removed") == gone and purged.result.remaining == 0
     assert all(p["remaining"] == 0 for p in purged.result.partitions)
-    assert validate_paths([str(purged.root)], index_interval_bytes=resolver.values_of("index.interval.bytes")) \
-        .exit_code == 0
+    assert (
+        validate_paths([str(purged.root)], index_interval_bytes=resolver.values_of("index.interval.bytes")).exit_code
+        == 0
+    )
 
 
 def test_only_batches_with_a_purged_record_change(purged, small_log):
     def batches(root):  # by partition and first offset (a legacy wrapper's is its last)
         log = LogDir.open(str(root))
-        return {(tp, b.base_offset if b.magic == 2 else b.last_offset): b for tp in log.topic_partitions
-                for seg in log.partition(*tp).segments for _, b in seg.batches()}
+        return {
+            (tp, b.base_offset if b.magic == 2 else b.last_offset): b
+            for tp in log.topic_partitions
+            for seg in log.partition(*tp).segments
+            for _, b in seg.batches()
+        }
+
     before, after = batches(small_log.path), batches(purged.root)
     after_rows = read_log(purged.root)
     purged_offsets = {(tp, r[0]) for tp, rows in purged.before.items() for r in set(rows) - set(after_rows[tp])}
@@ -142,8 +171,11 @@ def test_only_batches_with_a_purged_record_change(purged, small_log):
             kept = [r.timestamp for r in batch.records() if (key[0], r.offset) not in purged_offsets]
             # the max timestamp is the kept records' largest, as Kafka's rewrite sets it (an empty batch's stays)
             largest = max(kept) if kept and batch.timestamp_type == 0 else batch.max_timestamp
-            assert (after[key].last_offset, after[key].last_sequence, after[key].max_timestamp) == \
-                (batch.last_offset, batch.last_sequence, largest)
+            assert (after[key].last_offset, after[key].last_sequence, after[key].max_timestamp) == (
+                batch.last_offset,
+                batch.last_sequence,
+                largest,
+            )
     rewritten = {name for name, st in files(purged.root).items() if purged.before_files.get(name) != st}
     touched_segments = {f"{o.topic}-{o.partition}/{o.base_offset:020d}.log" for o in purged.result.outputs}
     assert {n for n in rewritten if n.endswith(".log")} == touched_segments  # untouched segments stay as they are
@@ -156,7 +188,7 @@ def test_ledger_reads_back_with_deltalake_and_spark_and_holds_no_key(spark, purg
     assert {r["run_id"] for r in rows} == {purged.result.run_id}
     by_place = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
     for tp, records in purged.before.items():
-        for offset, key, value, _, timestamp, _ in records:
+        for offset, key, _value, _, timestamp, _ in records:
             if key in KEYS:
                 row = by_place[(*tp, offset)]
                 assert row["key_fingerprint"] == fingerprint(SECRET, key) and row["matched_by"] == "key"
@@ -164,13 +196,14 @@ def test_ledger_reads_back_with_deltalake_and_spark_and_holds_no_key(spark, purg
                     assert row["timestamp"] == EPOCH + timedelta(milliseconds=timestamp)
     (click,) = [r for r in rows if r["matched_by"] == "where"]
     assert click["key_fingerprint"] is None and click["reason"] == "erasure request"
-    assert {(r["topic"], r["action"]) for r in find(purged.ledger, b"key-000005", SECRET)} >= \
-        {("orders", "removed"), ("legacy-v0", "redacted")}
+    assert {(r["topic"], r["action"]) for r in find(purged.ledger, b"key-000005", SECRET)} >= {
+        ("orders", "removed"),
+        ("legacy-v0", "redacted"),
+    }
     via_spark = spark.read.parquet(*DeltaTable(purged.ledger).file_uris())
     assert via_spark.count() == len(rows) and "key_fingerprint" in via_spark.columns
     runs = DeltaTable(runs_path(purged.ledger)).to_pyarrow_table().to_pylist()
-    assert [(r["run_id"], r["remaining"], r["ledger_rows"]) for r in runs] == \
-        [(purged.result.run_id, 0, len(rows))]
+    assert [(r["run_id"], r["remaining"], r["ledger_rows"]) for r in runs] == [(purged.result.run_id, 0, len(rows))]
     for path in [*Path(purged.ledger).rglob("*"), *Path(runs_path(purged.ledger)).rglob("*")]:
         if path.is_file():
             data = path.read_bytes()
@@ -195,21 +228,42 @@ def test_dry_run_reports_per_partition_and_writes_nothing(spark, purged, small_l
     import json
 
     from kafkalog.cli import main
+
     root = tmp_path / "log"
     shutil.copytree(small_log.path, root)
     config = tmp_path / "topics.properties"
     config.write_text(small_log.summary.config_properties())
     before = files(root)
-    assert main(["purge", str(root), "--keys", purged.keys, "--where", WHERE, "--dry-run", "--config-file",
-                 str(config), "--now", str(NOW), "--ledger", str(tmp_path / "ledger"),
-                 "--report", str(tmp_path / "report.json")]) == 0
+    assert (
+        main(
+            [
+                "purge",
+                str(root),
+                "--keys",
+                purged.keys,
+                "--where",
+                WHERE,
+                "--dry-run",
+                "--config-file",
+                str(config),
+                "--now",
+                str(NOW),
+                "--ledger",
+                str(tmp_path / "ledger"),
+                "--report",
+                str(tmp_path / "report.json"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith(f"would purge {purged.result.total('removed')} records removed") and "legacy-v0" in out
     assert files(root) == before and not (tmp_path / "ledger").exists()
     dry = json.loads((tmp_path / "report.json").read_text())
     counts = ("topic", "partition", "removed", "tombstoned", "redacted", "batches", "segments", "keys")
-    assert dry["dry_run"] and [{c: p[c] for c in counts} for p in dry["partitions"]] == \
-        [{c: p[c] for c in counts} for p in purged.result.partitions]
+    assert dry["dry_run"] and [{c: p[c] for c in counts} for p in dry["partitions"]] == [
+        {c: p[c] for c in counts} for p in purged.result.partitions
+    ]
 
 
 class Crash(Exception):
@@ -217,8 +271,7 @@ class Crash(Exception):
 
 
 @pytest.mark.parametrize("step", SWAP_STEPS)
-def test_a_crash_at_any_swap_step_then_a_rerun_completes_the_purge(spark, purged, small_log, resolver, tmp_path,
-                                                                    step):
+def test_a_crash_at_any_swap_step_then_a_rerun_completes_the_purge(spark, purged, small_log, resolver, tmp_path, step):
     topics = ["payments"]  # transactional and idempotent producers, aborts, seven segments per partition
     root, ledger = tmp_path / "log", str(tmp_path / "ledger")
     shutil.copytree(small_log.path, root)
@@ -226,26 +279,38 @@ def test_a_crash_at_any_swap_step_then_a_rerun_completes_the_purge(spark, purged
     def crash(at, name):
         if at == step:
             raise Crash(at)
+
     with pytest.raises(Crash):
-        purge(spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW,
-              fault=crash)
+        purge(
+            spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW, fault=crash
+        )
     purge(spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW)
     assert segment_bytes(root, topics) == segment_bytes(purged.root, topics)
     identity = ("topic", "partition", "offset", "action", "key_fingerprint")
     rows = DeltaTable(ledger).to_pyarrow_table().select(identity).to_pylist()
-    reference = [r for r in DeltaTable(purged.ledger).to_pyarrow_table().select(identity).to_pylist()
-                 if r["topic"] in topics]
+    reference = [
+        r for r in DeltaTable(purged.ledger).to_pyarrow_table().select(identity).to_pylist() if r["topic"] in topics
+    ]
     assert sorted(map(tuple, map(dict.values, rows))) == sorted(map(tuple, map(dict.values, reference)))
 
 
 def test_verification_fails_loudly_when_a_record_survives(spark, small_log, resolver, tmp_path, monkeypatch):
     import kafkalog.operations.purge as module
+
     root, ledger = tmp_path / "log", str(tmp_path / "ledger")
     shutil.copytree(small_log.path, root)
     monkeypatch.setattr(module, "swap_in", lambda *args, **kwargs: None)  # the rewrite never lands
     with pytest.raises(PurgeVerificationError, match="legacy-v0-0"):
-        purge(spark, str(root), [b"key-000001"], topics=["legacy-v0"], ledger=ledger, secret=SECRET,
-              config=resolver, now=NOW)
+        purge(
+            spark,
+            str(root),
+            [b"key-000001"],
+            topics=["legacy-v0"],
+            ledger=ledger,
+            secret=SECRET,
+            config=resolver,
+            now=NOW,
+        )
     (run,) = DeltaTable(runs_path(ledger)).to_pyarrow_table().to_pylist()
     assert run["remaining"] == run["records_removed"] > 0
 
@@ -256,12 +321,17 @@ def _compacted_log(tmp_path):
     root = tmp_path / "compacted"
     root.mkdir()
     fs = LogFileSystem.for_path(str(root))[0]
-    w = PartitionWriter(fs, str(root), "t", 0, segment_bytes=1 << 20, segment_ms=1 << 40, index_interval_bytes=0,
-                        now_ms=NOW - 10_000)
+    w = PartitionWriter(
+        fs, str(root), "t", 0, segment_bytes=1 << 20, segment_ms=1 << 40, index_interval_bytes=0, now_ms=NOW - 10_000
+    )
     h = (("email", b"someone@example.com"),)
     w.append_records([Record(0, NOW - 9_000, b"a", b"1", h), Record(0, NOW - 8_000, b"b", b"2")])
-    w.append_records([Record(0, NOW - 7_000, b"a", b"3"), Record(0, NOW - 6_000, b"c", b"4")], producer_id=5,
-                     producer_epoch=0, base_sequence=0)
+    w.append_records(
+        [Record(0, NOW - 7_000, b"a", b"3"), Record(0, NOW - 6_000, b"c", b"4")],
+        producer_id=5,
+        producer_epoch=0,
+        base_sequence=0,
+    )
     w.roll()
     w.append_records([Record(0, NOW - 5_000, b"a", None, h)])
     w.append_records([Record(0, NOW - 4_000, b"b", b"5"), Record(0, NOW - 3_000, b"c", b"6")])
@@ -273,18 +343,42 @@ def _compacted_log(tmp_path):
 
 def test_tombstones_keep_each_keys_latest_offset_until_compaction_horizon(spark, tmp_path, monkeypatch, capsys):
     from kafkalog.cli import main
+
     source, out, ledger = _compacted_log(tmp_path), str(tmp_path / "purged"), str(tmp_path / "ledger")
     (tmp_path / "keys.txt").write_text("a\nb\n")
     monkeypatch.setenv(SECRET_ENV, SECRET.decode())
     before = files(source)
-    assert main(["purge", source, "--keys", str(tmp_path / "keys.txt"), "--tombstone", "--ledger", ledger,
-                 "--output", out, "--config", "cleanup.policy=compact", "--config", "delete.retention.ms=1000",
-                 "--now", str(NOW)]) == 0
+    assert (
+        main(
+            [
+                "purge",
+                source,
+                "--keys",
+                str(tmp_path / "keys.txt"),
+                "--tombstone",
+                "--ledger",
+                ledger,
+                "--output",
+                out,
+                "--config",
+                "cleanup.policy=compact",
+                "--config",
+                "delete.retention.ms=1000",
+                "--now",
+                str(NOW),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.startswith("purged 3 records removed, 2 tombstoned")
     assert files(source) == before  # --output: the input is untouched
     batches = [b for seg in LogDir.open(out).partition("t", 0).segments for _, b in seg.batches()]
-    assert [(r.offset, r.key, r.value, r.headers) for b in batches for r in b.records()] == \
-        [(3, b"c", b"4", ()), (4, b"a", None, ()), (5, b"b", None, ()), (6, b"c", b"6", ())]
+    assert [(r.offset, r.key, r.value, r.headers) for b in batches for r in b.records()] == [
+        (3, b"c", b"4", ()),
+        (4, b"a", None, ()),
+        (5, b"b", None, ()),
+        (6, b"c", b"6", ()),
+    ]
     assert [b.delete_horizon_ms for b in batches if any(r.value is None for r in b.records())] == [NOW + 1000] * 2
     assert batches[0].producer_id == 5 and batches[0].last_offset == 3  # the producer's batch keeps its range
     before = files(out)
@@ -301,8 +395,8 @@ def test_keys_come_from_key_files_tables_and_dataframes(spark, tmp_path):
     from deltalake import write_deltalake
 
     from kafkalog.errors import ConfigError
-    from kafkalog.storage.keylist import KeyListError
     from kafkalog.spark.purge import keys_frame
+    from kafkalog.storage.keylist import KeyListError
 
     pq.write_table(pa.table({"key": pa.array([b"\x00\x01", b"a"], pa.binary())}), tmp_path / "keys.parquet")
     (tmp_path / "keys.csv").write_text("key,reason\nhex:0001,ticket 1\nalice,\n")
@@ -311,6 +405,7 @@ def test_keys_come_from_key_files_tables_and_dataframes(spark, tmp_path):
     def rows(keys):
         df, count = keys_frame(spark, keys, reason="default")
         return sorted((bytes(r.key), r.reason) for r in df.collect()), count
+
     assert rows(str(tmp_path / "keys.parquet")) == ([(b"\x00\x01", "default"), (b"a", "default")], None)
     assert rows(str(tmp_path / "keys.csv"))[0] == [(b"\x00\x01", "ticket 1"), (b"alice", "default")]
     assert rows(str(tmp_path / "keys-delta"))[0] == [(b"\x00\x01", "t2"), (b"alice", "default")]
@@ -323,12 +418,20 @@ def test_keys_come_from_key_files_tables_and_dataframes(spark, tmp_path):
     with pytest.raises(ConfigError, match="--where"):
         purge(spark, log, [], where="no_such_column = 1", dry_run=True)
     with pytest.raises(ConfigError, match="--where"):  # refused before the copy: no partial output
-        purge(spark, log, [b"k"], where="no_such_column = 1", ledger=str(tmp_path / "ledger"), secret=b"s" * 32,
-              output=str(tmp_path / "copy"))
+        purge(
+            spark,
+            log,
+            [b"k"],
+            where="no_such_column = 1",
+            ledger=str(tmp_path / "ledger"),
+            secret=b"s" * 32,
+            output=str(tmp_path / "copy"),
+        )
     assert not (tmp_path / "copy").exists()
 
 
 # -- the ledger through delta-spark, and with deltalake: each reads and extends what the other wrote -------
+
 
 def require_delta(spark):
     """The shared session's delta-spark (tests/conftest.py starts it with local_session(delta=True),
@@ -337,27 +440,39 @@ def require_delta(spark):
     from kafkalog.spark.session import delta_unavailable
 
     if not delta_configured(spark):
-        pytest.fail("the ledger's delta-spark path cannot be tested: the shared SparkSession has no delta-spark: "
-                    + (delta_unavailable(spark) or "tests/conftest.py does not start it with local_session(delta=True)"),
-                    pytrace=False)
+        pytest.fail(
+            "the ledger's delta-spark path cannot be tested: the shared SparkSession has no delta-spark: "
+            + (delta_unavailable(spark) or "tests/conftest.py does not start it with local_session(delta=True)"),
+            pytrace=False,
+        )
 
 
 def _ledger_input(offsets, key=b"alice", action="removed"):
     import pyarrow as pa
+
     n = len(offsets)
-    return pa.table({"topic": ["orders"] * n, "partition": pa.array([0] * n, pa.int32()),
-                     "offset": pa.array(offsets, pa.int64()),
-                     "timestamp": pa.array([1_700_000_000_000 + o for o in offsets], pa.int64()),
-                     "key": pa.array([key] * n, pa.binary()), "action": [action] * n, "matched_by": ["key"] * n,
-                     "reason": ["ticket 42"] * n})
+    return pa.table(
+        {
+            "topic": ["orders"] * n,
+            "partition": pa.array([0] * n, pa.int32()),
+            "offset": pa.array(offsets, pa.int64()),
+            "timestamp": pa.array([1_700_000_000_000 + o for o in offsets], pa.int64()),
+            "key": pa.array([key] * n, pa.binary()),
+            "action": [action] * n,
+            "matched_by": ["key"] * n,
+            "reason": ["ticket 42"] * n,
+        }
+    )
 
 
 def _rows(table, drop=()) -> list:
     """A ledger table's rows as sorted tuples, without the columns in `drop` (times as UTC ISO text:
     the two libraries give them different tzinfo objects)."""
     names = [n for n in table.column_names if n not in drop]
-    plain = [tuple(v.astimezone(timezone.utc).isoformat() if isinstance(v, datetime) else v for v in r.values())
-             for r in table.select(names).to_pylist()]
+    plain = [
+        tuple(v.astimezone(timezone.utc).isoformat() if isinstance(v, datetime) else v for v in r.values())
+        for r in table.select(names).to_pylist()
+    ]
     return sorted(plain, key=repr)
 
 
@@ -367,35 +482,70 @@ def test_delta_spark_and_deltalake_extend_and_read_each_others_ledger(spark, tmp
 
     require_delta(spark)
     writers = {
-        "delta-spark": lambda ledger, purged, **row: write_ledger_records(spark, ledger, spark.createDataFrame(purged),
-                                                                          **row),
+        "delta-spark": lambda ledger, purged, **row: write_ledger_records(
+            spark, ledger, spark.createDataFrame(purged), **row
+        ),
         "deltalake": lambda ledger, purged, **row: write_records(ledger, records_table(purged, **row)),
     }
     run_writers = {"delta-spark": lambda ledger, run: write_ledger_run(spark, ledger, run), "deltalake": write_run}
-    run = {"run_id": "r1", "started_at": 1, "finished_at": 2, "purged_at": 3, "log_dir": "/x", "topics": ["orders"],
-           "keys": 2, "where": False, "tombstone": True, "partitions": 1, "segments": 1, "records_removed": 5,
-           "records_tombstoned": 1, "records_redacted": 0, "ledger_rows": 6, "remaining": 0, "kafkalog_version": "0"}
+    run = {
+        "run_id": "r1",
+        "started_at": 1,
+        "finished_at": 2,
+        "purged_at": 3,
+        "log_dir": "/x",
+        "topics": ["orders"],
+        "keys": 2,
+        "where": False,
+        "tombstone": True,
+        "partitions": 1,
+        "segments": 1,
+        "records_removed": 5,
+        "records_tombstoned": 1,
+        "records_redacted": 0,
+        "ledger_rows": 6,
+        "remaining": 0,
+        "kafkalog_version": "0",
+    }
     log_dir = str(tmp_path / "log")
     tables = {}
     for first, then in [("delta-spark", "deltalake"), ("deltalake", "delta-spark")]:
         ledger = str(tmp_path / f"created-by-{first}")
-        steps = [(first, [3, 7], "removed", 2), (then, [3, 7, 9], "removed", 1),  # 3 and 7 are there already
-                 (first, [9, 11], "removed", 1), (then, [9], "tombstoned", 1)]    # another action: another row
+        steps = [
+            (first, [3, 7], "removed", 2),
+            (then, [3, 7, 9], "removed", 1),  # 3 and 7 are there already
+            (first, [9, 11], "removed", 1),
+            (then, [9], "tombstoned", 1),
+        ]  # another action: another row
         for i, (writer, offsets, action, added) in enumerate(steps):
-            assert writers[writer](ledger, _ledger_input(offsets, action=action), secret=SECRET, run_id=f"r{i}",
-                                   purged_at_ms=NOW + i, log_dir=log_dir) == added, (first, i)
-        assert writers[then](ledger, _ledger_input([]), secret=SECRET, run_id="r9", purged_at_ms=NOW,
-                             log_dir=log_dir) == 0
+            assert (
+                writers[writer](
+                    ledger,
+                    _ledger_input(offsets, action=action),
+                    secret=SECRET,
+                    run_id=f"r{i}",
+                    purged_at_ms=NOW + i,
+                    log_dir=log_dir,
+                )
+                == added
+            ), (first, i)
+        assert (
+            writers[then](ledger, _ledger_input([]), secret=SECRET, run_id="r9", purged_at_ms=NOW, log_dir=log_dir) == 0
+        )
         run_writers[first](ledger, run)
         run_writers[then](ledger, dict(run, run_id="r2", topics=None))
         via_deltalake = DeltaTable(ledger).to_pyarrow_table()
         via_spark = spark.read.format("delta").load(ledger).toArrow()
         assert via_deltalake.schema == RECORDS_SCHEMA
         assert _rows(via_spark) == _rows(via_deltalake)
-        assert [(r["offset"], r["action"], r["run_id"]) for r in sorted(find(ledger, b"alice", SECRET),
-                                                                          key=lambda r: (r["offset"], r["action"]))] == \
-            [(3, "removed", "r0"), (7, "removed", "r0"), (9, "removed", "r1"), (9, "tombstoned", "r3"),
-             (11, "removed", "r2")]
+        found = sorted(find(ledger, b"alice", SECRET), key=lambda r: (r["offset"], r["action"]))
+        assert [(r["offset"], r["action"], r["run_id"]) for r in found] == [
+            (3, "removed", "r0"),
+            (7, "removed", "r0"),
+            (9, "removed", "r1"),
+            (9, "tombstoned", "r3"),
+            (11, "removed", "r2"),
+        ]
         runs_deltalake = DeltaTable(runs_path(ledger)).to_pyarrow_table()
         assert runs_deltalake.schema == RUNS_SCHEMA
         assert _rows(spark.read.format("delta").load(runs_path(ledger)).toArrow()) == _rows(runs_deltalake)
@@ -406,8 +556,9 @@ def test_delta_spark_and_deltalake_extend_and_read_each_others_ledger(spark, tmp
     assert tables["delta-spark"] == tables["deltalake"]
 
 
-def test_a_purge_through_delta_spark_writes_the_ledger_a_purge_with_deltalake_does(spark, purged, small_log, resolver,
-                                                                                    tmp_path, monkeypatch):
+def test_a_purge_through_delta_spark_writes_the_ledger_a_purge_with_deltalake_does(
+    spark, purged, small_log, resolver, tmp_path, monkeypatch
+):
     """`purged` wrote its ledger through the shared session's delta-spark; the same purge of another
     copy, with deltalake, writes the same rows (but for run id and log directory); each table reads
     with the other writer's library."""
@@ -421,15 +572,16 @@ def test_a_purge_through_delta_spark_writes_the_ledger_a_purge_with_deltalake_do
     monkeypatch.undo()
     assert {(h.get("engineInfo") or "").split("/")[0] for h in DeltaTable(purged.ledger).history()} == {"Apache-Spark"}
     assert not any((h.get("engineInfo") or "").startswith("Apache-Spark") for h in DeltaTable(ledger).history())
-    through_spark = DeltaTable(purged.ledger).to_pyarrow_table()     # delta-spark's table, read with deltalake
+    through_spark = DeltaTable(purged.ledger).to_pyarrow_table()  # delta-spark's table, read with deltalake
     with_deltalake = spark.read.format("delta").load(ledger).toArrow()  # deltalake's table, read with Spark
     assert result.ledger_rows == purged.result.ledger_rows == through_spark.num_rows > 0
     assert {r["log_dir"] for r in through_spark.to_pylist()} == {str(purged.root)}
     assert {r["log_dir"] for r in with_deltalake.to_pylist()} == {str(root)}
     assert _rows(through_spark, drop=("run_id", "log_dir")) == _rows(with_deltalake, drop=("run_id", "log_dir"))
     varying = ("run_id", "log_dir", "started_at", "finished_at")
-    assert _rows(DeltaTable(runs_path(purged.ledger)).to_pyarrow_table(), drop=varying) == \
-        _rows(spark.read.format("delta").load(runs_path(ledger)).toArrow(), drop=varying)
+    assert _rows(DeltaTable(runs_path(purged.ledger)).to_pyarrow_table(), drop=varying) == _rows(
+        spark.read.format("delta").load(runs_path(ledger)).toArrow(), drop=varying
+    )
 
 
 def test_a_session_whose_delta_jars_cannot_be_fetched_starts_without_them_and_says_so(tmp_path):
@@ -450,12 +602,16 @@ def test_a_session_whose_delta_jars_cannot_be_fetched_starts_without_them_and_sa
         "print('configured', delta_configured(spark))\n"
         "print('reason', session.delta_unavailable(spark))\n"
         "print('warned', any('deltalake' in str(w.message) for w in caught))\n"
-        "spark.stop()\n")
+        "spark.stop()\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
     assert out["configured"] == "False" and out["warned"] == "True", done.stdout
-    assert "could not be fetched from Maven Central" in out["reason"] and \
-        "io.delta:delta-spark-no-such-artifact_2.13" in out["reason"], out["reason"]
+    assert (
+        "could not be fetched from Maven Central" in out["reason"]
+        and "io.delta:delta-spark-no-such-artifact_2.13" in out["reason"]
+    ), out["reason"]

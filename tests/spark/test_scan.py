@@ -1,5 +1,6 @@
 """The scan on Spark: real broker directories read row for row as the codec decodes them, pruning
 counted in opened files, split segments, and errors that name file and byte."""
+
 from __future__ import annotations
 
 import shutil
@@ -22,6 +23,7 @@ ORDER = ("topic", "partition", "offset")
 
 def _millis(df):
     from pyspark.sql import functions as F
+
     return df.withColumn("timestamp", F.unix_millis("timestamp"))
 
 
@@ -61,8 +63,9 @@ def test_pruning_opens_only_the_segments_needed(spark, small_log):
 
     # an offset range: only segments whose [base offset, next base offset) meets [150, 250)
     metrics = ScanMetrics(spark)
-    df = read_records(spark, str(root), topics=["orders", "payments"], start_offset=150, end_offset=250,
-                      metrics=metrics)
+    df = read_records(
+        spark, str(root), topics=["orders", "payments"], start_offset=150, end_offset=250, metrics=metrics
+    )
     got = sorted((r.topic, r.partition, r.offset) for r in df.select(*ORDER).collect())
     expected_files = set()
     for partition_dir in sorted(root.glob("orders-*")) + sorted(root.glob("payments-*")):
@@ -70,10 +73,12 @@ def test_pruning_opens_only_the_segments_needed(spark, small_log):
         bases = [b for b, _ in segments] + [None]
         expected_files |= {p for (b, p), nxt in zip(segments, bases[1:]) if b < 250 and (nxt is None or nxt > 150)}
     assert metrics.executor.files(".log") == expected_files
-    assert len(expected_files) < sum(len(_segment_files(d)) for d in root.glob("orders-*")) + \
-        sum(len(_segment_files(d)) for d in root.glob("payments-*"))
-    assert got == sorted((r[2], r[3], r[4]) for r in direct.record_rows(root, {"orders", "payments"})
-                         if 150 <= r[4] < 250)
+    assert len(expected_files) < sum(len(_segment_files(d)) for d in root.glob("orders-*")) + sum(
+        len(_segment_files(d)) for d in root.glob("payments-*")
+    )
+    assert got == sorted(
+        (r[2], r[3], r[4]) for r in direct.record_rows(root, {"orders", "payments"}) if 150 <= r[4] < 250
+    )
 
     # past the end of every partition nothing is opened (the driver reads the active segments' tails)
     metrics = ScanMetrics(spark)
@@ -88,8 +93,10 @@ def test_a_large_segment_split_at_index_entries_reads_as_a_whole(spark, big_segm
     split = read_records(spark, root, max_bytes_per_task=128 * 1024)
     assert whole.rdd.getNumPartitions() == 1 and split.rdd.getNumPartitions() >= 8
     assert_df_equality(split.orderBy("offset"), whole.orderBy("offset"))
-    assert_df_equality(narrow_scan(spark, root, max_bytes_per_task=128 * 1024).orderBy("offset"),
-                       narrow_scan(spark, root, max_bytes_per_task=1 << 30, min_tasks=1).orderBy("offset"))
+    assert_df_equality(
+        narrow_scan(spark, root, max_bytes_per_task=128 * 1024).orderBy("offset"),
+        narrow_scan(spark, root, max_bytes_per_task=1 << 30, min_tasks=1).orderBy("offset"),
+    )
 
     # a start offset seeks with the index: the bytes before it are not read
     metrics = ScanMetrics(spark)
@@ -123,8 +130,18 @@ def test_segment_inventory_is_metadata_only(spark, small_log):
     orders = sorted((r for r in rows if r.topic == "orders" and r.partition == 0), key=lambda r: r.base_offset)
     assert [r.last_offset + 1 for r in orders[:-1]] == [r.base_offset for r in orders[1:]]
     assert all(r.max_timestamp and r.mtime for r in orders)
-    assert df.columns == ["topic", "partition", "base_offset", "size", "path", "first_offset", "last_offset",
-                          "max_timestamp", "is_active", "mtime"]
+    assert df.columns == [
+        "topic",
+        "partition",
+        "base_offset",
+        "size",
+        "path",
+        "first_offset",
+        "last_offset",
+        "max_timestamp",
+        "is_active",
+        "mtime",
+    ]
 
 
 def test_a_projected_narrow_scan_equals_the_full_view_selected(spark, small_log):
@@ -136,6 +153,7 @@ def test_a_projected_narrow_scan_equals_the_full_view_selected(spark, small_log)
 
 
 # -- the narrow view's windows of batches (no Spark needed) ---------------------------------------------
+
 
 def _mixed_segment(tmp_path, corrupt_at=None, crc_error_at=None, bad_control_at=None):
     """A .log of batches of every kind a window meets: codecs, LogAppendTime, small and large, legacy,
@@ -154,16 +172,28 @@ def _mixed_segment(tmp_path, corrupt_at=None, crc_error_at=None, bad_control_at=
     codecs = [Codec.NONE, Codec.GZIP, Codec.SNAPPY, Codec.LZ4, Codec.ZSTD]
     for i in range(40):
         n = [1, 3, 25, 110][i % 4]
-        records = [Record(offset + j, 1_700_000_000_000 + 9000 * j - 5 * i, b"key-%d" % ((i * 7 + j) % 50),
-                          None if j % 9 == 4 else b"v" * (j % 200)) for j in range(n)]
+        records = [
+            Record(
+                offset + j,
+                1_700_000_000_000 + 9000 * j - 5 * i,
+                b"key-%d" % ((i * 7 + j) % 50),
+                None if j % 9 == 4 else b"v" * (j % 200),
+            )
+            for j in range(n)
+        ]
         if i == corrupt_at:
             specs = [{"ts": 9000 * j, "od": j, "key": r.key, "value": r.value} for j, r in enumerate(records)]
             section, starts, fields = section_of(specs)
             damaged, count = damage(section, starts, fields, "key_past_end", n // 2, 3)
             batch = batch_of(damaged, count, base_offset=offset, codec=Codec.LZ4).data
         elif i == bad_control_at:
-            batch = build_batch([Record(offset, 5, b"\0", None)], is_control=True, is_transactional=True,
-                                producer_id=3, producer_epoch=0)
+            batch = build_batch(
+                [Record(offset, 5, b"\0", None)],
+                is_control=True,
+                is_transactional=True,
+                producer_id=3,
+                producer_epoch=0,
+            )
             n = 1
         elif i % 10 == 7:
             batch = build_legacy_batch(records, magic=1, codec=Codec.GZIP if i % 20 == 7 else Codec.NONE)
@@ -175,8 +205,12 @@ def _mixed_segment(tmp_path, corrupt_at=None, crc_error_at=None, bad_control_at=
             n = 3
         else:
             log_append = i % 3 == 1
-            batch = build_batch(records, codec=codecs[i % 5], timestamp_type=int(log_append),
-                                log_append_time=1_800_000_000_000 + i if log_append else None)
+            batch = build_batch(
+                records,
+                codec=codecs[i % 5],
+                timestamp_type=int(log_append),
+                log_append_time=1_800_000_000_000 + i if log_append else None,
+            )
         if i == crc_error_at:
             batch = batch[:-1] + bytes([batch[-1] ^ 1])
         positions.append(len(data))
@@ -193,12 +227,14 @@ def _read(unit, windowed: bool, **kw):
     from unittest import mock
 
     from kafkalog.spark import views
+
     with mock.patch.object(views, "WINDOW_BATCHES", views.WINDOW_BATCHES if windowed else 1):
         return list(views.read_unit(unit, views.filesystem(str(unit.path)), "narrow", **kw))
 
 
 def _error(fn):
     from kafkalog.errors import KafkaLogError
+
     with pytest.raises(KafkaLogError) as err:
         fn()
     return type(err.value), err.value.message, err.value.file, err.value.position, err.value.offset
@@ -208,6 +244,7 @@ def _error(fn):
 @pytest.mark.parametrize("offsets", [(None, None), (30, None), (None, 400), (101, 377)])
 def test_narrow_windows_equal_the_batch_by_batch_scan(tmp_path, batch_rows, offsets):
     from kafkalog.spark.scan_plan import ScanFilter
+
     unit, _ = _mixed_segment(tmp_path)
     flt = ScanFilter.of(start_offset=offsets[0], end_offset=offsets[1])
     got = _read(unit, True, flt=flt, batch_rows=batch_rows)
@@ -222,17 +259,19 @@ def test_a_corrupt_batch_in_a_window_raises_its_own_error(tmp_path, corrupt_at):
     """The batch's own located CorruptBatchError, as batch by batch, even when a later batch of the
     window fails its CRC check first."""
     from kafkalog.errors import CorruptBatchError
+
     for crc_error_at in (None, corrupt_at + 1):
         unit, positions = _mixed_segment(tmp_path, corrupt_at, crc_error_at)
-        expected = _error(lambda: _read(unit, False))
+        expected = _error(lambda unit=unit: _read(unit, False))
         assert expected[0] is CorruptBatchError and expected[2] == unit.path
         assert expected[3] == positions[corrupt_at] and expected[1].startswith("record at byte")
-        assert _error(lambda: _read(unit, True)) == expected
+        assert _error(lambda unit=unit: _read(unit, True)) == expected
 
 
 @pytest.mark.parametrize("crc_error_at", [None, 14])
 def test_a_bad_control_batch_in_a_window_raises_as_before(tmp_path, crc_error_at):
     from kafkalog.errors import CorruptBatchError
+
     unit, positions = _mixed_segment(tmp_path, bad_control_at=13, crc_error_at=crc_error_at)
     expected = _error(lambda: _read(unit, False))
     assert expected[0] is CorruptBatchError and expected[2] == unit.path and "control record key" in expected[1]

@@ -1,5 +1,6 @@
 """The scan's pure-Python parts, without a SparkSession: planning (pruning, cutting at index
 entries, packing), decoding work units into Arrow batches, inventory probes, pushdown translation."""
+
 from __future__ import annotations
 
 import shutil
@@ -10,13 +11,21 @@ import pytest
 
 from kafkalog.errors import CorruptIndexError, CrcMismatchError, KafkaLogError
 from kafkalog.spark.inventory import IOStats, inventory_rows, list_segments
+from kafkalog.spark.scan_plan import (
+    ScanFilter,
+    WorkUnit,
+    check_tiling,
+    pack_units,
+    plan_scan,
+    plan_units,
+    prune_segments,
+    split_ranges,
+    task_bytes,
+)
+from kafkalog.spark.views import NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, read_task, read_unit, record_sequences
 from kafkalog.storage.fs import FileEntry
-from kafkalog.storage.segment import FIRST_HEADER_BYTES, LogSegment
-from kafkalog.spark.scan_plan import (ScanFilter, WorkUnit, check_tiling, pack_units, plan_scan, plan_units,
-                                      prune_segments, split_ranges, task_bytes)
-from kafkalog.spark.views import (NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, read_task, read_unit,
-                                  record_sequences)
 from kafkalog.storage.index import OffsetPosition
+from kafkalog.storage.segment import FIRST_HEADER_BYTES, LogSegment
 
 from . import direct
 
@@ -24,6 +33,7 @@ ENTRIES = [OffsetPosition(10 * i, 1000 * i) for i in range(1, 10)]  # (10, 1000)
 
 
 # -- cutting segments at index entries -----------------------------------------------------------------
+
 
 def test_split_ranges_cut_at_entries_within_max_bytes_and_tile_the_file():
     ranges = split_ranges(10_000, ENTRIES, 2500, base_offset=0)
@@ -38,7 +48,10 @@ def test_split_ranges_long_runs_forced_cuts_and_no_index():
     sparse = [OffsetPosition(5, 100), OffsetPosition(50, 9000)]
     assert [(s, e) for s, e, *_ in split_ranges(10_000, sparse, 1000, 0)] == [(0, 100), (100, 9000), (9000, 10_000)]
     assert split_ranges(10_000, [], 1000, 7) == [(0, 10_000, 7, None)]
-    assert [(s, e) for s, e, *_ in split_ranges(10_000, ENTRIES, 100_000, 0, forced=[4000])] == [(0, 4000), (4000, 10_000)]
+    assert [(s, e) for s, e, *_ in split_ranges(10_000, ENTRIES, 100_000, 0, forced=[4000])] == [
+        (0, 4000),
+        (4000, 10_000),
+    ]
     assert split_ranges(10_000, ENTRIES, 100_000, 0, forced=[4321]) == [(0, 10_000, 0, None)]  # not an entry
 
 
@@ -51,19 +64,35 @@ def test_check_tiling_refuses_gaps_overlaps_and_short_covers():
 
 # -- pruning and packing ---------------------------------------------------------------------------------
 
+
 def _segment(topic, partition, base, nxt, size=100):
     """A listed segment (nothing of it read): its `.log` and `.index` entries."""
+
     def entry(suffix, nbytes):
         name = f"{base:020d}{suffix}"
         return FileEntry(name, f"/d/{topic}-{partition}/{name}", nbytes, 0, False)
-    return LogSegment(None, f"/d/{topic}-{partition}", base, {".log": entry(".log", size), ".index": entry(".index", 80)},
-                      nxt, topic, partition)
+
+    return LogSegment(
+        None,
+        f"/d/{topic}-{partition}",
+        base,
+        {".log": entry(".log", size), ".index": entry(".index", 80)},
+        nxt,
+        topic,
+        partition,
+    )
 
 
 def _segments():
     seg = _segment
-    return [seg("a", 0, 0, 100), seg("a", 0, 100, 200), seg("a", 0, 200, None), seg("a", 1, 0, None),
-            seg("b", 0, 0, 50), seg("b", 0, 50, None, size=0)]
+    return [
+        seg("a", 0, 0, 100),
+        seg("a", 0, 100, 200),
+        seg("a", 0, 200, None),
+        seg("a", 1, 0, None),
+        seg("b", 0, 0, 50),
+        seg("b", 0, 50, None, size=0),
+    ]
 
 
 def test_prune_segments_by_topic_partition_and_offsets():
@@ -71,6 +100,7 @@ def test_prune_segments_by_topic_partition_and_offsets():
 
     def names(flt):
         return [(s.topic, s.partition, s.base_offset) for s in prune_segments(segs, flt)]
+
     assert names(ScanFilter()) == [("a", 0, 0), ("a", 0, 100), ("a", 0, 200), ("a", 1, 0), ("b", 0, 0)]  # empty dropped
     assert names(ScanFilter.of(topics="a", partitions=[0])) == [("a", 0, 0), ("a", 0, 100), ("a", 0, 200)]
     # [100, 200) needs only the segment based at 100 of a-0, and the open-ended last ones elsewhere
@@ -82,10 +112,18 @@ def test_prune_segments_by_topic_partition_and_offsets():
 
 def test_plan_units_drops_index_ranges_outside_the_offsets():
     seg = _segment("t", 0, 0, None, size=10_000)
-    units = plan_units([seg], ScanFilter.of(start_offset=45, end_offset=62), unit_bytes=2500,
-                       read_index=lambda s: ENTRIES, seek_min_bytes=0)
+    units = plan_units(
+        [seg],
+        ScanFilter.of(start_offset=45, end_offset=62),
+        unit_bytes=2500,
+        read_index=lambda s: ENTRIES,
+        seek_min_bytes=0,
+    )
     # lookup(45) = (40, 4000) forces a cut there; [4000, 6000) holds offsets [31, 60), [6000, 8000) [51, 80)
-    assert [(u.start, u.end, u.low_offset, u.high_offset) for u in units] == [(4000, 6000, 31, 60), (6000, 8000, 51, 80)]
+    assert [(u.start, u.end, u.low_offset, u.high_offset) for u in units] == [
+        (4000, 6000, 31, 60),
+        (6000, 8000, 51, 80),
+    ]
     whole = plan_units([seg], ScanFilter(), unit_bytes=20_000, read_index=lambda s: pytest.fail("index read"))
     assert [(u.start, u.end) for u in whole] == [(0, 10_000)]
 
@@ -100,6 +138,7 @@ def test_pack_units_in_order_with_an_open_cost():
 
 
 # -- decoding work units -------------------------------------------------------------------------------------
+
 
 def _rows(batches, columns):
     table = pa.Table.from_batches(list(batches), schema=batches[0].schema if batches else None)
@@ -132,9 +171,22 @@ def test_views_equal_what_the_codec_decodes_with_offset_filters(small_log):
     plan = plan_scan(small_log.path, min_tasks=3)
     narrow = [b for task in plan.tasks for b in read_task(plan.root, task, "narrow")]
     assert all(b.schema == NARROW_SCHEMA for b in narrow)
-    assert sorted(_rows(narrow, ["topic", "partition", "offset", "timestamp", "key", "value_size",
-                                 "record_span_start", "record_span_size", "batch_position"])) == \
-        sorted(direct.narrow_rows(small_log.path))
+    assert sorted(
+        _rows(
+            narrow,
+            [
+                "topic",
+                "partition",
+                "offset",
+                "timestamp",
+                "key",
+                "value_size",
+                "record_span_start",
+                "record_span_size",
+                "batch_position",
+            ],
+        )
+    ) == sorted(direct.narrow_rows(small_log.path))
     nulls = _rows(narrow, ["value_is_null", "value_size"])
     assert any(is_null for is_null, _ in nulls) and all(is_null == (size < 0) for is_null, size in nulls)
     controls = _rows(narrow, ["is_control", "control_type"])
@@ -147,10 +199,13 @@ def test_views_equal_what_the_codec_decodes_with_offset_filters(small_log):
     assert all(b.schema == RECORDS_SCHEMA for b in records)
     table = pa.Table.from_batches(records)
     table = table.set_column(5, "timestamp", pc.divide(table.column("timestamp").cast(pa.int64()), 1000))
-    got = [(*row[:7], None if row[7] is None else [(h["key"], h["value"]) for h in row[7]], *row[8:])
-           for row in zip(*(table.column(c).to_pylist() for c in table.column_names))]
-    expected = [r for r in direct.record_rows(small_log.path, {"orders", "legacy-v1"})
-                if r[3] == 0 and 57 <= r[4] < 190]
+    got = [
+        (*row[:7], None if row[7] is None else [(h["key"], h["value"]) for h in row[7]], *row[8:])
+        for row in zip(*(table.column(c).to_pylist() for c in table.column_names))
+    ]
+    expected = [
+        r for r in direct.record_rows(small_log.path, {"orders", "legacy-v1"}) if r[3] == 0 and 57 <= r[4] < 190
+    ]
     assert sorted(got, key=lambda r: (r[2], r[4])) == sorted(expected, key=lambda r: (r[2], r[4]))
 
 
@@ -180,6 +235,7 @@ def test_decoding_errors_name_the_file_and_the_byte(small_log, tmp_path):
 
 # -- inventory probes --------------------------------------------------------------------------------------
 
+
 def test_list_segments_reads_only_index_tails_and_batch_headers(big_segment_log, small_log):
     for log_dir in (big_segment_log, small_log.path):
         stats = IOStats()
@@ -189,10 +245,14 @@ def test_list_segments_reads_only_index_tails_and_batch_headers(big_segment_log,
         for topic, number, segment, _, batch in direct.walk(log_dir):
             first, last, ts = truth.get((topic, number, segment.base_offset), (None, None, -1))
             truth[(topic, number, segment.base_offset)] = (
-                batch.base_offset if first is None else first, batch.last_offset, max(ts, batch.max_timestamp))
+                batch.base_offset if first is None else first,
+                batch.last_offset,
+                max(ts, batch.max_timestamp),
+            )
         for seg in segments:
             topic, partition, base, _, path, first_offset, last_offset, max_ts_seen, *_ = rows[
-                (seg.topic, seg.partition, seg.base_offset)]
+                (seg.topic, seg.partition, seg.base_offset)
+            ]
             if seg.size == 0:
                 continue
             entry = seg.last_offset_index_entry  # read already: the row needed it
@@ -211,6 +271,7 @@ def test_list_segments_reads_only_index_tails_and_batch_headers(big_segment_log,
 
 # -- data source pushdown ---------------------------------------------------------------------------------
 
+
 def test_pushed_filters_become_scan_filters():
     from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual
 
@@ -218,9 +279,15 @@ def test_pushed_filters_become_scan_filters():
     from kafkalog.spark.datasource import KafkaLogPushdownReader
 
     reader = KafkaLogPushdownReader({"path": "/x", "topics": "a,b", "startingOffset": "3"}, "records")
-    filters = [EqualTo(("topic",), "a"), In(("partition",), (1, 2)), GreaterThan(("offset",), 9),
-               LessThanOrEqual(("offset",), 20), In(("offset",), (12, 15)), IsNotNull(("topic",)),
-               EqualTo(("key",), b"k")]
+    filters = [
+        EqualTo(("topic",), "a"),
+        In(("partition",), (1, 2)),
+        GreaterThan(("offset",), 9),
+        LessThanOrEqual(("offset",), 20),
+        In(("offset",), (12, 15)),
+        IsNotNull(("topic",)),
+        EqualTo(("key",), b"k"),
+    ]
     left = list(reader.pushFilters(filters))
     assert reader.flt == ScanFilter(frozenset({"a"}), frozenset({1, 2}), 12, 16)
     assert left == [filters[4], filters[5], filters[6]]  # IN on offset only prunes; the rest stays with Spark

@@ -1,20 +1,31 @@
 """Checkpoint files (spec §4.9-§4.11, §4.13, §9.5; catalogue 97, 109)."""
+
 import pytest
 
 from kafkalog.errors import CorruptCheckpointError
-from kafkalog.storage.checkpoint import (EpochEntry, PartitionMetadata, epochs_from_batches,
-                                         format_leader_epoch_checkpoint, format_offset_checkpoint,
-                                         format_partition_metadata, parse_leader_epoch_checkpoint,
-                                         parse_offset_checkpoint, parse_partition_metadata,
-                                         truncate_epochs_from_end, truncate_epochs_from_start)
+from kafkalog.storage.checkpoint import (
+    EpochEntry,
+    PartitionMetadata,
+    epochs_from_batches,
+    format_leader_epoch_checkpoint,
+    format_offset_checkpoint,
+    format_partition_metadata,
+    parse_leader_epoch_checkpoint,
+    parse_offset_checkpoint,
+    parse_partition_metadata,
+    truncate_epochs_from_end,
+    truncate_epochs_from_start,
+)
 from kafkalog.storage.naming import TopicPartition
-
 
 # -- offset checkpoints ------------------------------------------------------------------------
 
+
 def test_parse_offset_checkpoint_spec_example():
     assert parse_offset_checkpoint("0\n2\norders 0 1500\norders 1 42\n") == {
-        TopicPartition("orders", 0): 1500, TopicPartition("orders", 1): 42}
+        TopicPartition("orders", 0): 1500,
+        TopicPartition("orders", 1): 42,
+    }
 
 
 def test_parse_offset_checkpoint_empty_and_short_files_have_no_entries():
@@ -32,24 +43,27 @@ def test_parse_offset_checkpoint_repeated_partition_keeps_the_last_line():
     assert parse_offset_checkpoint("0\n2\nt 0 5\nt 0 9\n") == {("t", 0): 9}
 
 
-@pytest.mark.parametrize("text, line, position, message", [
-    ("1\n0\n", 1, 0, "unrecognised version 1, expected 0"),
-    ("x\n0\n", 1, 0, "expected the format version"),
-    (" 0\n0\n", 1, 0, "expected the format version"),
-    ("0\nn\n", 2, 2, "expected the entry count"),
-    ("0\n-1\n", 2, 2, "expected the entry count"),
-    ("0\n2\nt 0 5\n", 2, 2, "expected 2 entries, found 1"),
-    ("0\n1\nt 0 5\nt 1 6\n", 2, 2, "expected 1 entries, found 2"),
-    ("0\n1\nt 0\n", 3, 4, "expected 'topic partition offset'"),
-    ("0\n1\nt 0 5 6\n", 3, 4, "expected 'topic partition offset'"),
-    ("0\n1\n t 0 5\n", 3, 4, "expected 'topic partition offset'"),  # Java keeps the leading empty field
-    ("0\n1\nt x 5\n", 3, 4, "expected 'topic partition offset'"),
-    ("0\n1\nt 0 5.0\n", 3, 4, "expected 'topic partition offset'"),
-    ("0\n1\nt 2147483648 5\n", 3, 4, "expected 'topic partition offset'"),
-    ("0\n1\nt 0 9223372036854775808\n", 3, 4, "expected 'topic partition offset'"),
-    ("0\n1\nt 0 5\n\n", 4, 10, "expected 'topic partition offset'"),  # a blank line is an entry line
-    ("0\n2\nété 0 5\nt 0\n", 4, 14, "expected 'topic partition offset'"),  # positions count UTF-8 bytes
-])
+@pytest.mark.parametrize(
+    "text, line, position, message",
+    [
+        ("1\n0\n", 1, 0, "unrecognised version 1, expected 0"),
+        ("x\n0\n", 1, 0, "expected the format version"),
+        (" 0\n0\n", 1, 0, "expected the format version"),
+        ("0\nn\n", 2, 2, "expected the entry count"),
+        ("0\n-1\n", 2, 2, "expected the entry count"),
+        ("0\n2\nt 0 5\n", 2, 2, "expected 2 entries, found 1"),
+        ("0\n1\nt 0 5\nt 1 6\n", 2, 2, "expected 1 entries, found 2"),
+        ("0\n1\nt 0\n", 3, 4, "expected 'topic partition offset'"),
+        ("0\n1\nt 0 5 6\n", 3, 4, "expected 'topic partition offset'"),
+        ("0\n1\n t 0 5\n", 3, 4, "expected 'topic partition offset'"),  # Java keeps the leading empty field
+        ("0\n1\nt x 5\n", 3, 4, "expected 'topic partition offset'"),
+        ("0\n1\nt 0 5.0\n", 3, 4, "expected 'topic partition offset'"),
+        ("0\n1\nt 2147483648 5\n", 3, 4, "expected 'topic partition offset'"),
+        ("0\n1\nt 0 9223372036854775808\n", 3, 4, "expected 'topic partition offset'"),
+        ("0\n1\nt 0 5\n\n", 4, 10, "expected 'topic partition offset'"),  # a blank line is an entry line
+        ("0\n2\nété 0 5\nt 0\n", 4, 14, "expected 'topic partition offset'"),  # positions count UTF-8 bytes
+    ],
+)
 def test_parse_offset_checkpoint_malformed(text, line, position, message):
     with pytest.raises(CorruptCheckpointError, match=message) as caught:
         parse_offset_checkpoint(text, file="recovery-point-offset-checkpoint")
@@ -75,6 +89,7 @@ def test_format_offset_checkpoint_refuses_what_kafka_cannot_read_back(topic):
 
 # -- leader-epoch-checkpoint -------------------------------------------------------------------
 
+
 def test_parse_leader_epoch_checkpoint_spec_example():
     assert parse_leader_epoch_checkpoint("0\n2\n0 0\n3 1200\n") == [EpochEntry(0, 0), EpochEntry(3, 1200)]
     assert parse_leader_epoch_checkpoint("") == []
@@ -87,17 +102,20 @@ def test_leader_epoch_checkpoint_round_trip():
     assert parse_leader_epoch_checkpoint(text) == entries  # equal start offsets are allowed
 
 
-@pytest.mark.parametrize("text, line, position, message", [
-    ("0\n2\n1 0\n1 5\n", 4, 8, "epoch 1 does not increase"),
-    ("0\n2\n2 0\n1 5\n", 4, 8, "epoch 1 does not increase"),
-    ("0\n2\n1 5\n2 4\n", 4, 8, "start offset 4 is below"),
-    ("0\n1\n-1 5\n", 3, 4, "must not be negative"),
-    ("0\n1\n1 -5\n", 3, 4, "must not be negative"),
-    ("0\n1\n1 5 6\n", 3, 4, "expected 'epoch startOffset'"),
-    ("0\n1\n2147483648 5\n", 3, 4, "expected 'epoch startOffset'"),
-    ("1\n0\n", 1, 0, "unrecognised version 1"),
-    ("0\n2\n1 5\n", 2, 2, "expected 2 entries, found 1"),
-])
+@pytest.mark.parametrize(
+    "text, line, position, message",
+    [
+        ("0\n2\n1 0\n1 5\n", 4, 8, "epoch 1 does not increase"),
+        ("0\n2\n2 0\n1 5\n", 4, 8, "epoch 1 does not increase"),
+        ("0\n2\n1 5\n2 4\n", 4, 8, "start offset 4 is below"),
+        ("0\n1\n-1 5\n", 3, 4, "must not be negative"),
+        ("0\n1\n1 -5\n", 3, 4, "must not be negative"),
+        ("0\n1\n1 5 6\n", 3, 4, "expected 'epoch startOffset'"),
+        ("0\n1\n2147483648 5\n", 3, 4, "expected 'epoch startOffset'"),
+        ("1\n0\n", 1, 0, "unrecognised version 1"),
+        ("0\n2\n1 5\n", 2, 2, "expected 2 entries, found 1"),
+    ],
+)
 def test_parse_leader_epoch_checkpoint_malformed(text, line, position, message):
     with pytest.raises(CorruptCheckpointError, match=message) as caught:
         parse_leader_epoch_checkpoint(text, file="leader-epoch-checkpoint")
@@ -168,17 +186,20 @@ def test_partition_metadata_reader_is_as_lenient_as_kafka():
     assert parse_partition_metadata(f"v: 0\nid: {TOPIC_ID}") == (0, TOPIC_ID)  # labels are not checked
 
 
-@pytest.mark.parametrize("text, position, message", [
-    ("", 0, "empty file"),
-    ("version: 1\ntopic_id: ATcW5sJxQuO79ERkNYiecQ", 0, "unrecognised version 1"),
-    ("version:0\ntopic_id: ATcW5sJxQuO79ERkNYiecQ", 0, "expected 'version: <int>'"),
-    ("version: x\ntopic_id: ATcW5sJxQuO79ERkNYiecQ", 0, "expected 'version: <int>'"),
-    ("version: 0\n", 11, "line 2: missing"),
-    ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", 11, "all-zero topic id"),
-    ("version: 0\ntopic_id: ATcW5sJxQuO79ERkNYiec", 11, "expected 'topic_id"),
-    ("version: 0\ntopic_id: ATcW5sJxQuO79ERkNYie+Q", 11, "expected 'topic_id"),
-    ("version: 0\ntopic_id: 0137-16e2-7142-e3bb-bdf4", 11, "expected 'topic_id"),
-])
+@pytest.mark.parametrize(
+    "text, position, message",
+    [
+        ("", 0, "empty file"),
+        ("version: 1\ntopic_id: ATcW5sJxQuO79ERkNYiecQ", 0, "unrecognised version 1"),
+        ("version:0\ntopic_id: ATcW5sJxQuO79ERkNYiecQ", 0, "expected 'version: <int>'"),
+        ("version: x\ntopic_id: ATcW5sJxQuO79ERkNYiecQ", 0, "expected 'version: <int>'"),
+        ("version: 0\n", 11, "line 2: missing"),
+        ("version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA", 11, "all-zero topic id"),
+        ("version: 0\ntopic_id: ATcW5sJxQuO79ERkNYiec", 11, "expected 'topic_id"),
+        ("version: 0\ntopic_id: ATcW5sJxQuO79ERkNYie+Q", 11, "expected 'topic_id"),
+        ("version: 0\ntopic_id: 0137-16e2-7142-e3bb-bdf4", 11, "expected 'topic_id"),
+    ],
+)
 def test_partition_metadata_malformed(text, position, message):
     with pytest.raises(CorruptCheckpointError, match=message) as caught:
         parse_partition_metadata(text, file="partition.metadata")

@@ -1,4 +1,5 @@
 """Where rewriting commands write: --output staged beside its name and published whole, or nothing."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,12 +1,21 @@
 """Offset index, time index and index building (spec §4.4-§4.6, §9.5; catalogue 101, 105, 112-116, 125)."""
+
 import random
 import struct
 
 import pytest
 
 from kafkalog.errors import CorruptBatchError, CorruptIndexError, KafkaLogError
-from kafkalog.storage.index import (BatchSummary, IndexBuilder, LogSegmentOffsetOverflowError, OffsetIndex,
-                                    OffsetPosition, TimeIndex, TimestampOffset, build_indexes)
+from kafkalog.storage.index import (
+    BatchSummary,
+    IndexBuilder,
+    LogSegmentOffsetOverflowError,
+    OffsetIndex,
+    OffsetPosition,
+    TimeIndex,
+    TimestampOffset,
+    build_indexes,
+)
 
 BASE = 45
 
@@ -20,6 +29,7 @@ def _monotonic(start: int, count: int, rng: random.Random) -> list[int]:
 
 
 # -- OffsetIndex --------------------------------------------------------------------------------
+
 
 def test_offset_index_random_lookup__OIT_randomLookupTest():
     rng = random.Random(20241025)
@@ -172,6 +182,7 @@ def test_offset_index_relative_offset_must_fit_int32():
 
 # -- TimeIndex ----------------------------------------------------------------------------------
 
+
 def _time_index(entries: int, max_entries: int = 30) -> TimeIndex:
     index = TimeIndex(BASE, max_entries=max_entries)
     for i in range(1, entries + 1):
@@ -279,6 +290,7 @@ def test_time_index_preallocated_zero_tail_is_reported():
 
 
 # -- building indexes (LogSegment.recover, §4.6) -----------------------------------------------
+
 
 def _batches(sizes, first_offset=0, timestamps=None, records_per_batch=1):
     batches, position, offset = [], 0, first_offset

@@ -1,4 +1,5 @@
 """Key files of a purge: text, hex and base64 forms, and errors that name the line but not the key."""
+
 from __future__ import annotations
 
 import pytest

@@ -5,6 +5,7 @@ The metadata log is a real one (tests/fixtures/kraft-4.3.1/log: a Kafka 4.3.1 no
 mode, formatted with `kafka-storage format`, a topic created, stopped cleanly; its metadata log has two
 segments, producer snapshots and two KRaft snapshots), put beside generated topics.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,12 @@ from pathlib import Path
 import pytest
 
 from kafkalog.operations.retain import retain
-from kafkalog.storage.naming import (KRAFT_BOOTSTRAP_CHECKPOINT, KRAFT_METADATA_NOT_REWRITTEN, KRAFT_METADATA_TOPIC,
-                                     is_kraft_metadata)
+from kafkalog.storage.naming import (
+    KRAFT_BOOTSTRAP_CHECKPOINT,
+    KRAFT_METADATA_NOT_REWRITTEN,
+    KRAFT_METADATA_TOPIC,
+    is_kraft_metadata,
+)
 
 KRAFT_LOG = Path(__file__).resolve().parents[1] / "fixtures" / "kraft-4.3.1" / "log"
 METADATA_DIR = f"{KRAFT_METADATA_TOPIC}-0"
@@ -27,10 +32,28 @@ def kraft_log_dir(root: Path) -> Path:
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 
     log_dir = root / "log"
-    generate(str(log_dir), GeneratorSpec(seed=3, consumer_offsets=None, topics=[
-        TopicSpec("orders", records=300, keys=30, batch_records=(1, 4), segment_bytes=4096, index_interval_bytes=512),
-        TopicSpec("customers", records=300, keys=20, tombstone_ratio=0.2, batch_records=(1, 4),
-                  cleanup_policy="compact", segment_bytes=4096, index_interval_bytes=512)]))
+    generate(
+        str(log_dir),
+        GeneratorSpec(
+            seed=3,
+            consumer_offsets=None,
+            topics=[
+                TopicSpec(
+                    "orders", records=300, keys=30, batch_records=(1, 4), segment_bytes=4096, index_interval_bytes=512
+                ),
+                TopicSpec(
+                    "customers",
+                    records=300,
+                    keys=20,
+                    tombstone_ratio=0.2,
+                    batch_records=(1, 4),
+                    cleanup_policy="compact",
+                    segment_bytes=4096,
+                    index_interval_bytes=512,
+                ),
+            ],
+        ),
+    )
     shutil.copytree(KRAFT_LOG / METADATA_DIR, log_dir / METADATA_DIR)
     shutil.copy2(KRAFT_LOG / KRAFT_BOOTSTRAP_CHECKPOINT, log_dir / KRAFT_BOOTSTRAP_CHECKPOINT)
     return log_dir
@@ -49,8 +72,12 @@ def test_the_one_definition():
 
 def test_fixture_is_a_real_kraft_metadata_log():
     names = {p.name for p in (KRAFT_LOG / METADATA_DIR).iterdir()}
-    assert {"00000000000000000000.log", "00000000000000000012.log", "quorum-state",
-            "00000000000000000021-0000000001.checkpoint"} <= names
+    assert {
+        "00000000000000000000.log",
+        "00000000000000000012.log",
+        "quorum-state",
+        "00000000000000000021-0000000001.checkpoint",
+    } <= names
     assert "node.id=1" in (KRAFT_LOG / "meta.properties").read_text()
 
 
@@ -60,10 +87,16 @@ def test_retain_never_touches_the_metadata_log(tmp_path, mode):
     before = kraft_files(log_dir)
     output = tmp_path / "out" if mode == "output" else None
     # broker-wide retention of 1 ms, the log end as high watermark, a deleteRecords request for it
-    report = retain(str(log_dir), config={"retention.ms": 1, "retention.bytes": 1}, now_ms=FAR_FUTURE,
-                    delete_records={(KRAFT_METADATA_TOPIC, 0): 5, ("orders", 0): -1}, truncate_below_start=True,
-                    missing_high_watermark="log-end", dry_run=mode == "dry-run",
-                    output=None if output is None else str(output))
+    report = retain(
+        str(log_dir),
+        config={"retention.ms": 1, "retention.bytes": 1},
+        now_ms=FAR_FUTURE,
+        delete_records={(KRAFT_METADATA_TOPIC, 0): 5, ("orders", 0): -1},
+        truncate_below_start=True,
+        missing_high_watermark="log-end",
+        dry_run=mode == "dry-run",
+        output=None if output is None else str(output),
+    )
     plans = {(p.topic, p.partition): p for p in report.partitions}
     kraft = plans[(KRAFT_METADATA_TOPIC, 0)]
     assert kraft.skipped == KRAFT_METADATA_NOT_REWRITTEN and not kraft.changed and not kraft.deleted
@@ -80,7 +113,12 @@ def test_retain_never_touches_the_metadata_log(tmp_path, mode):
 def test_retain_named_metadata_topic_is_reported_not_retained(tmp_path):
     log_dir = kraft_log_dir(tmp_path)
     before = kraft_files(log_dir)
-    report = retain(str(log_dir), config={"retention.ms": 1, "cleanup.policy": "delete"}, now_ms=FAR_FUTURE,
-                    topics=[KRAFT_METADATA_TOPIC], missing_high_watermark="log-end")
+    report = retain(
+        str(log_dir),
+        config={"retention.ms": 1, "cleanup.policy": "delete"},
+        now_ms=FAR_FUTURE,
+        topics=[KRAFT_METADATA_TOPIC],
+        missing_high_watermark="log-end",
+    )
     assert [(p.topic, p.skipped) for p in report.partitions] == [(KRAFT_METADATA_TOPIC, KRAFT_METADATA_NOT_REWRITTEN)]
     assert kraft_files(log_dir) == before

@@ -1,4 +1,5 @@
 """The purge ledger without Spark: secrets, fingerprints, idempotent Delta writes, lookups."""
+
 from __future__ import annotations
 
 import os
@@ -7,15 +8,28 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from kafkalog.storage.ledger import (RECORDS_SCHEMA, RUNS_SCHEMA, SECRET_ENV, LedgerError, find, fingerprint,
-                                     load_secret, records_table, runs_path, write_records, write_run)
+from kafkalog.storage.ledger import (
+    RECORDS_SCHEMA,
+    RUNS_SCHEMA,
+    SECRET_ENV,
+    LedgerError,
+    find,
+    fingerprint,
+    load_secret,
+    records_table,
+    runs_path,
+    write_records,
+    write_run,
+)
 
 SECRET = b"a-secret-of-32-bytes-for-testing"
 
 
 def test_fingerprint_is_hmac_sha256__RFC4231_case_2():
-    assert fingerprint(b"Jefe", b"what do ya want for nothing?") == \
-        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    assert (
+        fingerprint(b"Jefe", b"what do ya want for nothing?")
+        == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    )
 
 
 def test_secret_from_file_or_environment_never_short(tmp_path):
@@ -33,9 +47,18 @@ def test_secret_from_file_or_environment_never_short(tmp_path):
 
 def _purged(offsets, key=b"alice", action="removed"):
     n = len(offsets)
-    return pa.table({"topic": ["orders"] * n, "partition": [0] * n, "offset": offsets,
-                     "timestamp": [1_700_000_000_000 + o for o in offsets], "key": [key] * n,
-                     "action": [action] * n, "matched_by": ["key"] * n, "reason": ["ticket 42"] * n})
+    return pa.table(
+        {
+            "topic": ["orders"] * n,
+            "partition": [0] * n,
+            "offset": offsets,
+            "timestamp": [1_700_000_000_000 + o for o in offsets],
+            "key": [key] * n,
+            "action": [action] * n,
+            "matched_by": ["key"] * n,
+            "reason": ["ticket 42"] * n,
+        }
+    )
 
 
 def test_rows_merge_without_duplicates_and_answer_by_key(tmp_path):
@@ -44,17 +67,24 @@ def test_rows_merge_without_duplicates_and_answer_by_key(tmp_path):
     rows = records_table(_purged([3, 7]), secret=SECRET, run_id="r1", purged_at_ms=1_800_000_000_000, log_dir=log_dir)
     assert rows.schema == RECORDS_SCHEMA and b"alice" not in str(rows.to_pylist()).encode()
     assert write_records(ledger, rows) == 2
-    again = records_table(_purged([3, 7, 9]), secret=SECRET, run_id="r2", purged_at_ms=1_800_000_000_001,
-                          log_dir=log_dir)
+    again = records_table(
+        _purged([3, 7, 9]), secret=SECRET, run_id="r2", purged_at_ms=1_800_000_000_001, log_dir=log_dir
+    )
     assert write_records(ledger, again) == 1  # 3 and 7 are there already
-    tombstone = records_table(_purged([9], action="tombstoned"), secret=SECRET, run_id="r3", purged_at_ms=0,
-                              log_dir=log_dir)
+    tombstone = records_table(
+        _purged([9], action="tombstoned"), secret=SECRET, run_id="r3", purged_at_ms=0, log_dir=log_dir
+    )
     assert write_records(ledger, tombstone) == 1  # another action on the same record is another row
     replica = records_table(_purged([3]), secret=SECRET, run_id="r4", purged_at_ms=0, log_dir=str(tmp_path / "b2"))
     assert write_records(ledger, replica) == 1  # the same partition in another log directory: its own record
     found = sorted((r["offset"], r["action"], r["run_id"]) for r in find(ledger, b"alice", SECRET))
-    assert found == [(3, "removed", "r1"), (3, "removed", "r4"), (7, "removed", "r1"), (9, "removed", "r2"),
-                     (9, "tombstoned", "r3")]
+    assert found == [
+        (3, "removed", "r1"),
+        (3, "removed", "r4"),
+        (7, "removed", "r1"),
+        (9, "removed", "r2"),
+        (9, "tombstoned", "r3"),
+    ]
     assert find(ledger, b"bob", SECRET) == [] and find(ledger, b"alice", b"another-secret-16b") == []
     assert DeltaTable(ledger).to_pyarrow_table().num_rows == 5
 
@@ -63,10 +93,25 @@ def test_an_empty_first_write_creates_the_table_and_runs_append(tmp_path):
     ledger = str(tmp_path / "ledger")
     assert write_records(ledger, RECORDS_SCHEMA.empty_table()) == 0
     assert DeltaTable.is_deltatable(ledger)
-    run = {"run_id": "r1", "started_at": 1, "finished_at": 2, "purged_at": 3, "log_dir": "/x", "topics": None,
-           "keys": 2, "where": False, "tombstone": True, "partitions": 1, "segments": 1, "records_removed": 5,
-           "records_tombstoned": 1, "records_redacted": 0, "ledger_rows": 6, "remaining": 0,
-           "kafkalog_version": "0"}
+    run = {
+        "run_id": "r1",
+        "started_at": 1,
+        "finished_at": 2,
+        "purged_at": 3,
+        "log_dir": "/x",
+        "topics": None,
+        "keys": 2,
+        "where": False,
+        "tombstone": True,
+        "partitions": 1,
+        "segments": 1,
+        "records_removed": 5,
+        "records_tombstoned": 1,
+        "records_redacted": 0,
+        "ledger_rows": 6,
+        "remaining": 0,
+        "kafkalog_version": "0",
+    }
     write_run(ledger, run)
     write_run(ledger, dict(run, run_id="r2"))
     runs = DeltaTable(runs_path(ledger)).to_pyarrow_table()
@@ -82,11 +127,21 @@ def test_the_row_builders_both_writers_share(tmp_path):
     whole = records_table(purged, secret=SECRET, run_id="r1", purged_at_ms=5, log_dir="relative/log")
     assert log_dir_identity("relative/log") == os.path.abspath("relative/log")
     (batch,) = purged.to_batches()
-    by_batch = ledger_rows(batch, secret=SECRET, run_id="r1", purged_at_ms=5,
-                           log_dir_name=log_dir_identity("relative/log"))
+    by_batch = ledger_rows(
+        batch, secret=SECRET, run_id="r1", purged_at_ms=5, log_dir_name=log_dir_identity("relative/log")
+    )
     assert by_batch == whole and whole.column("timestamp")[0].value == 1_700_000_000_003 * 1000
-    run = {"run_id": "r1", "started_at": 1, "finished_at": 2, "purged_at": 3, "log_dir": "/x", "topics": ["t"],
-           "keys": 2, "where": True, "tombstone": False}
+    run = {
+        "run_id": "r1",
+        "started_at": 1,
+        "finished_at": 2,
+        "purged_at": 3,
+        "log_dir": "/x",
+        "topics": ["t"],
+        "keys": 2,
+        "where": True,
+        "tombstone": False,
+    }
     row = run_table(run)
     assert row.schema == RUNS_SCHEMA and row.num_rows == 1 and row.column("records_removed")[0].as_py() is None
     write_run(str(tmp_path / "ledger"), run)

@@ -1,5 +1,6 @@
 """The append path: SegmentWriter (one segment and its indexes) and PartitionWriter (roll rules, producer
 snapshots, transaction index, leader epochs; spec §4.4-§4.8, §4.11, §6, §7.6; catalogue 101, 108, 109)."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,7 @@ from kafkalog.errors import KafkaLogError, LogDirError
 from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint, parse_partition_metadata
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.index import LogSegmentOffsetOverflowError, build_indexes
-from kafkalog.storage.log_writer import (PartitionWriter, SegmentWriter, UnexpectedAppendOffsetError,
-                                         derive_topic_id)
+from kafkalog.storage.log_writer import PartitionWriter, SegmentWriter, UnexpectedAppendOffsetError, derive_topic_id
 from kafkalog.storage.partition import Partition
 from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot, ProducerStateEntry
@@ -40,6 +40,7 @@ def mtime_ms(path) -> int:
 
 # -- SegmentWriter -----------------------------------------------------------------------------------
 
+
 def test_segment_writer_writes_log_and_indexes_as_recovery_would(fs, tmp_path):
     data = [batch(100 + 3 * i, 3, ts=T0 + (7 * i) % 5) for i in range(20)]
     writer = SegmentWriter(fs, str(tmp_path), 100, index_interval_bytes=300)
@@ -55,13 +56,19 @@ def test_segment_writer_writes_log_and_indexes_as_recovery_would(fs, tmp_path):
     assert (tmp_path / "00000000000000000100.index").read_bytes() == expected_index.to_bytes()
     assert (tmp_path / "00000000000000000100.timeindex").read_bytes() == expected_time.to_bytes()
     # the summaries are the batches as they sit in the file
-    assert [(b.position, b.size, b.last_offset) for b in writer.batches] == \
-        [(b.position, b.size, b.last_offset) for b in iter_batches(log.read_bytes())]
+    assert [(b.position, b.size, b.last_offset) for b in writer.batches] == [
+        (b.position, b.size, b.last_offset) for b in iter_batches(log.read_bytes())
+    ]
     assert len(expected_index.entries) > 3 and expected_time.entries[-1] == (T0 + 4, 108)  # batch 2 holds the max
     assert not (tmp_path / "00000000000000000100.txnindex").exists()  # created only for aborts
     assert set(written.files) == {".log", ".index", ".timeindex"}
     assert all(mtime_ms(p) == T0 + 99 for p in written.files.values())
-    assert (written.base_offset, written.next_offset, written.batch_count, written.max_timestamp) == (100, 160, 20, T0 + 4)
+    assert (written.base_offset, written.next_offset, written.batch_count, written.max_timestamp) == (
+        100,
+        160,
+        20,
+        T0 + 4,
+    )
 
 
 def test_segment_writer_suffix_and_txn_index(fs, tmp_path):
@@ -73,7 +80,8 @@ def test_segment_writer_suffix_and_txn_index(fs, tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == [f"00000000000000000000{kind}.cleaned" for kind in (".index", ".log", ".timeindex", ".txnindex")]
     assert TransactionIndex.from_bytes(
-        (tmp_path / "00000000000000000000.txnindex.cleaned").read_bytes(), 0).entries == [AbortedTxn(7, 0, 2, 3)]
+        (tmp_path / "00000000000000000000.txnindex.cleaned").read_bytes(), 0
+    ).entries == [AbortedTxn(7, 0, 2, 3)]
     assert written.txn_index.entries == [AbortedTxn(7, 0, 2, 3)]
 
 
@@ -117,6 +125,7 @@ def test_segment_writer_abort_removes_its_files(fs, tmp_path):
 
 
 # -- PartitionWriter: roll rules (§7.6) ------------------------------------------------------------------
+
 
 def open_partition(tmp_path, name="t-0") -> Partition:
     fs, path = LogFileSystem.for_path(str(tmp_path / name))
@@ -198,8 +207,10 @@ def test_roll_at_the_incoming_base_offset_when_offsets_cannot_be_indexed(fs, tmp
     written = writer.close()
     assert [s.base_offset for s in written.segments] == [0, 2**31 + 5]
     assert written.log_end_offset == 2**31 + 7
-    assert sorted(p.name for p in tmp_path.joinpath("t-0").glob("*.snapshot")) == \
-        ["00000000002147483653.snapshot", "00000000002147483655.snapshot"]
+    assert sorted(p.name for p in tmp_path.joinpath("t-0").glob("*.snapshot")) == [
+        "00000000002147483653.snapshot",
+        "00000000002147483655.snapshot",
+    ]
 
 
 def test_a_first_batch_far_above_the_log_start_replaces_the_empty_segment(fs, tmp_path):
@@ -226,6 +237,7 @@ def test_append_refuses_offsets_below_the_log_end_offset(fs, tmp_path):
 
 # -- snapshots, transactions, epochs ---------------------------------------------------------------------
 
+
 def replay_snapshot(segments_data: list[bytes], offset: int) -> ProducerSnapshot:
     manager = ProducerStateManager()
     for data in segments_data:
@@ -242,8 +254,9 @@ def test_snapshots_at_every_roll_and_at_shutdown_agree_with_a_replay(fs, tmp_pat
     sequences = {1: 0, 2: 0}
     for i in range(10):
         pid = 1 + i % 2
-        writer.append_records([Record(0, T0 + i, b"k", b"v" * 50)] * 2, producer_id=pid, producer_epoch=0,
-                              base_sequence=sequences[pid])
+        writer.append_records(
+            [Record(0, T0 + i, b"k", b"v" * 50)] * 2, producer_id=pid, producer_epoch=0, base_sequence=sequences[pid]
+        )
         sequences[pid] += 2
     written = writer.close()
     assert written.snapshots == [6, 12, 18, 20]  # the roll offsets, then the log end offset
@@ -260,28 +273,40 @@ def test_snapshots_at_every_roll_and_at_shutdown_agree_with_a_replay(fs, tmp_pat
 def test_no_snapshot_for_a_partition_that_never_got_data(fs, tmp_path):
     written = PartitionWriter(fs, str(tmp_path), "t", 0).close()
     names = sorted(p.name for p in (tmp_path / "t-0").iterdir())
-    assert names == ["00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
-                     "leader-epoch-checkpoint", "partition.metadata"]
+    assert names == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint",
+        "partition.metadata",
+    ]
     assert written.snapshots == [] and written.leader_epochs == [EpochEntry(0, 0)]
     assert (written.log_end_offset, written.high_watermark, written.last_stable_offset) == (0, 0, 0)
 
 
 def txn_batch(base, count, pid, *, epoch=0, seq=100, leader_epoch=15):
-    return batch(base, count, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True,
-                 partition_leader_epoch=leader_epoch)
+    return batch(
+        base,
+        count,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        is_transactional=True,
+        partition_leader_epoch=leader_epoch,
+    )
 
 
 def marker(offset, pid, commit, epoch=0):
-    return build_end_txn_marker(offset=offset, timestamp=T0, producer_id=pid, producer_epoch=epoch, commit=commit,
-                                partition_leader_epoch=15)
+    return build_end_txn_marker(
+        offset=offset, timestamp=T0, producer_id=pid, producer_epoch=epoch, commit=commit, partition_leader_epoch=15
+    )
 
 
 def write_catalogue_108(fs, path, producer_state=None):
     """LogSegmentTest.testRecoverTransactionIndex: pid1 at 100-101, pid2 at 102-103, plain 104-105,
     ABORT pid2 at 106 (pid1 still open, so the LSO is 100), COMMIT pid1 at 107."""
     pid1, pid2 = 5, 10
-    writer = PartitionWriter(fs, path, "txn", 0, log_start_offset=100, leader_epoch=None,
-                             producer_state=producer_state)
+    writer = PartitionWriter(fs, path, "txn", 0, log_start_offset=100, leader_epoch=None, producer_state=producer_state)
     writer.append(txn_batch(100, 2, pid1))
     writer.append(txn_batch(102, 2, pid2))
     writer.append(batch(104, 2, partition_leader_epoch=15))
@@ -303,8 +328,20 @@ def test_catalogue_108_aborted_txn_lso_points_at_the_other_producers_open_transa
 
 def test_catalogue_108_with_a_transaction_begun_in_an_earlier_segment(fs, tmp_path):
     # producer state loaded from a snapshot says pid2's transaction began at 75
-    snapshot = ProducerSnapshot(100, [ProducerStateEntry(10, 0, last_sequence=10, last_offset=10, offset_delta=5,
-                                                         coordinator_epoch=0, current_txn_first_offset=75)])
+    snapshot = ProducerSnapshot(
+        100,
+        [
+            ProducerStateEntry(
+                10,
+                0,
+                last_sequence=10,
+                last_offset=10,
+                offset_delta=5,
+                coordinator_epoch=0,
+                current_txn_first_offset=75,
+            )
+        ],
+    )
     written = write_catalogue_108(fs, str(tmp_path), ProducerStateManager.from_snapshot(snapshot))
     assert written.aborted_txns == [AbortedTxn(10, 75, 106, 100)]
 
@@ -390,10 +427,16 @@ def test_legacy_records_keep_no_leader_epoch_cache(fs, tmp_path):
 def test_log_append_time_batches_and_markers(fs, tmp_path):
     writer = PartitionWriter(fs, str(tmp_path), "t", 0)
     lat = TimestampType.LOG_APPEND_TIME
-    writer.append_records([Record(0, T0, b"k", b"v")], timestamp_type=lat, producer_id=4, producer_epoch=0,
-                          base_sequence=0, is_transactional=True, now_ms=T0 + 500)
-    writer.append_end_txn_marker(producer_id=4, producer_epoch=0, commit=True, timestamp=T0 + 600,
-                                 timestamp_type=lat)
+    writer.append_records(
+        [Record(0, T0, b"k", b"v")],
+        timestamp_type=lat,
+        producer_id=4,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+        now_ms=T0 + 500,
+    )
+    writer.append_end_txn_marker(producer_id=4, producer_epoch=0, commit=True, timestamp=T0 + 600, timestamp_type=lat)
     writer.close()
     data = (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
     first, mark = list(iter_batches(data))

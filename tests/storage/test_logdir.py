@@ -1,4 +1,5 @@
 """Log directories as a whole: the broker's lock, interrupted swaps, index rebuilds."""
+
 from __future__ import annotations
 
 import shutil
@@ -11,11 +12,11 @@ import pytest
 
 from kafkalog.cli import main
 from kafkalog.errors import LogDirError
-from kafkalog.storage.fs import LogFileSystem
 from kafkalog.operations.generate import generate, preset
+from kafkalog.operations.validate import validate_paths
+from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.index import build_indexes
 from kafkalog.storage.logdir import LogDir
-from kafkalog.operations.validate import validate_paths
 
 from ..conftest import REAL_FIXTURES
 
@@ -59,14 +60,27 @@ def held(lock_file, kind):
 
 def can_lock(lock_file, kind) -> bool:
     """Whether another process can take `lock_file` exclusively with `kind` at once."""
-    out = subprocess.run([sys.executable, "-c", LOCKER, str(lock_file), kind, "try"], capture_output=True,
-                         text=True, timeout=10, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", LOCKER, str(lock_file), kind, "try"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    ).stdout.strip()
     assert out in ("acquired", "refused"), out
     return out == "acquired"
 
 
-HOLDERS = ["lockf", "flock", pytest.param("flock(1)", marks=pytest.mark.skipif(
-    shutil.which("flock") is None, reason="util-linux flock(1) is not installed; the flock(2) case covers it"))]
+HOLDERS = [
+    "lockf",
+    "flock",
+    pytest.param(
+        "flock(1)",
+        marks=pytest.mark.skipif(
+            shutil.which("flock") is None, reason="util-linux flock(1) is not installed; the flock(2) case covers it"
+        ),
+    ),
+]
 
 
 @pytest.fixture
@@ -80,8 +94,11 @@ def broker_dir(tmp_path):
 def test_a_held_lock_of_either_kind_is_refused_a_stale_one_is_not(broker_dir, kind):
     LogDir.open(str(broker_dir)).ensure_unlocked()  # an empty .lock left by a stopped broker is normal
     with held(broker_dir / ".lock", kind):
-        with pytest.raises(LogDirError, match=r"locked by another process \(a running broker or another kafkalog "
-                                              r"run\)") as refused:
+        with pytest.raises(
+            LogDirError,
+            match=r"locked by another process \(a running broker or another kafkalog "
+            r"run\)",
+        ) as refused:
             LogDir.open(str(broker_dir)).ensure_unlocked()
         assert refused.value.file == str(broker_dir / ".lock")
         with pytest.raises(LogDirError, match="locked by another process"):
@@ -198,8 +215,9 @@ def test_validate_reports_each_illegal_partition_dir(log_with_illegal_dirs, caps
     assert not [f for f in validate_paths([str(root)]).findings if f.check == "partition.illegal_name"]
     # a partition directory given alone is checked too
     (root / "bad name-3").mkdir()
-    assert [f.file for f in validate_paths([str(root / "bad name-3")]).findings
-            if f.check == "partition.illegal_name"] == [str(root / "bad name-3")]
+    assert [
+        f.file for f in validate_paths([str(root / "bad name-3")]).findings if f.check == "partition.illegal_name"
+    ] == [str(root / "bad name-3")]
     (root / "new\nline-1").mkdir()
     assert main(["validate", str(root)]) == 1
     out = capsys.readouterr().out
@@ -226,8 +244,9 @@ def test_deleted_indexes_rebuild_to_the_same_bytes(tmp_path):
     for part in log_dir.partitions():
         for seg in part.segments[:-1]:
             original = (seg.read(".index"), seg.read(".timeindex"))
-            offset_index, time_index = build_indexes(seg.batch_summaries(), seg.base_offset,
-                                                     intervals.get(part.topic, 4096))
+            offset_index, time_index = build_indexes(
+                seg.batch_summaries(), seg.base_offset, intervals.get(part.topic, 4096)
+            )
             assert (offset_index.to_bytes(), time_index.to_bytes()) == original, seg.log_path
             checked += 1
     assert checked > 10

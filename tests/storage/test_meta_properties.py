@@ -1,5 +1,6 @@
 """meta.properties as Kafka reads it (MetaProperties, MetaPropertiesVersion, MetaPropertiesEnsemble),
 and `validate`'s `meta_properties.parse` findings."""
+
 from __future__ import annotations
 
 import shutil
@@ -9,10 +10,14 @@ import pytest
 from kafkalog.cli import main
 from kafkalog.errors import LogDirError
 from kafkalog.operations.generate import generate, preset
-from kafkalog.storage.logdir import LogDir
-from kafkalog.storage.meta_properties import (MetaProperties, check_meta_properties, load_properties,
-                                              read_meta_properties)
 from kafkalog.operations.validate import validate_paths
+from kafkalog.storage.logdir import LogDir
+from kafkalog.storage.meta_properties import (
+    MetaProperties,
+    check_meta_properties,
+    load_properties,
+    read_meta_properties,
+)
 
 from ..conftest import REAL_FIXTURES
 
@@ -35,11 +40,13 @@ def test_the_real_brokers_files_are_clean():
         meta, found = check_meta_properties(path.read_bytes())
         assert found == [], path
         assert meta.version == 0 and meta.node_id is not None and meta.node_id >= 0, path
-    assert read_meta_properties((BROKERS / "kafka-3.1.0" / "meta.properties").read_bytes()) == \
-        MetaProperties(0, 0, "P4mWrUMKRvm3AylnZYNBaQ", None)
+    assert read_meta_properties((BROKERS / "kafka-3.1.0" / "meta.properties").read_bytes()) == MetaProperties(
+        0, 0, "P4mWrUMKRvm3AylnZYNBaQ", None
+    )
     # confluent 5.1.2 wrote no cluster.id
-    assert read_meta_properties((BROKERS / "confluent-5.1.2-lz4" / "meta.properties").read_bytes()) == \
-        MetaProperties(0, 1001, None, None)
+    assert read_meta_properties((BROKERS / "confluent-5.1.2-lz4" / "meta.properties").read_bytes()) == MetaProperties(
+        0, 1001, None, None
+    )
 
 
 def test_validate_finds_nothing_to_say_about_the_real_files():
@@ -61,43 +68,52 @@ def test_version_1_as_kafka_storage_format_writes_it():
     assert issues(V1) == []
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("version=0\nbroker.id : 5\n", MetaProperties(0, 5, None, None)),  # ':' and blanks around it
-    ("version 0\nbroker.id\t7\n", MetaProperties(0, 7, None, None)),  # a blank separates too
-    ("version=0\r\nbroker.id=\\u0031\\u0032\r\n", MetaProperties(0, 12, None, None)),  # escapes, CRLF
-    ("version=0\nbroker.id=1\ncluster.id=P4mWrUMKRv\\\n    m3AylnZYNBaQ\n", MetaProperties(0, 1, CLUSTER, None)),
-    ("! comment\n   # another\n\nversion= 1 \nnode.id=+4\ncluster.id=" + CLUSTER, MetaProperties(1, 4, CLUSTER, None)),
-    ("version=0\nbroker.id=1\nbroker.id=2\n", MetaProperties(0, 2, None, None)),  # the last one wins
-    ("version=1\nnode.id=3\ncluster.id=" + CLUSTER + "\nbroker.id=junk\n", MetaProperties(1, 3, CLUSTER, None)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("version=0\nbroker.id : 5\n", MetaProperties(0, 5, None, None)),  # ':' and blanks around it
+        ("version 0\nbroker.id\t7\n", MetaProperties(0, 7, None, None)),  # a blank separates too
+        ("version=0\r\nbroker.id=\\u0031\\u0032\r\n", MetaProperties(0, 12, None, None)),  # escapes, CRLF
+        ("version=0\nbroker.id=1\ncluster.id=P4mWrUMKRv\\\n    m3AylnZYNBaQ\n", MetaProperties(0, 1, CLUSTER, None)),
+        (
+            "! comment\n   # another\n\nversion= 1 \nnode.id=+4\ncluster.id=" + CLUSTER,
+            MetaProperties(1, 4, CLUSTER, None),
+        ),
+        ("version=0\nbroker.id=1\nbroker.id=2\n", MetaProperties(0, 2, None, None)),  # the last one wins
+        ("version=1\nnode.id=3\ncluster.id=" + CLUSTER + "\nbroker.id=junk\n", MetaProperties(1, 3, CLUSTER, None)),
+    ],
+)
 def test_properties_are_read_as_java_reads_them(text, expected):
     assert read_meta_properties(text.encode()) == expected
     assert issues(text) == []
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "none of version, broker.id"),
-    (b"# only a comment\n", "none of version, broker.id"),
-    (b"hello world\nfoo=bar\n", "none of version, broker.id"),
-    (b"version=0\nbroker.id=1\xff\n", "not valid UTF-8"),
-    (b"\x00\x01\x02version=0\nbroker.id=1", "control character"),
-    (b"version=2\nnode.id=1\ncluster.id=" + CLUSTER.encode(), "unknown version 2"),
-    (b"version=-1\nbroker.id=1", "unknown version -1"),
-    (b"version=one\nbroker.id=1", "version 'one' is not a number"),
-    (b"version=1\ncluster.id=" + CLUSTER.encode(), "version 1 without node.id"),
-    (b"version=1\nnode.id=1\n", "version 1 without cluster.id"),
-    (b"version=1\nnode.id=x1\ncluster.id=" + CLUSTER.encode(), "node.id 'x1' is not a base-10 int32"),
-    (b"version=1\nnode.id=2147483648\ncluster.id=" + CLUSTER.encode(), "node.id '2147483648' is not"),
-    (b"version=0\nbroker.id=0 \n", "broker.id '0 ' is not a base-10 int32"),  # Integer.parseInt does not trim
-    (b"version=0\nbroker.id=-3\n", "broker.id -3 is negative"),
-    (b"version=0\nbroker.id=1\ncluster.id=\n", "cluster.id is empty"),
-    (b"version=0\nbroker.id=1\ndirectory.id=not-a-uuid!\n", "directory.id 'not-a-uuid!' is not a UUID"),
-    (b"version=0\nbroker.id=1\ndirectory.id=AAAA\n", "does not decode to 16 bytes"),
-    (b"version=0\nbroker.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAAAAAAAA\n", "at most 24"),
-    (b"version=0\nbroker.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAA\n", "reserved"),  # MIGRATING (0, 0)
-    (b"version=0\nbroker.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAQ\n", "reserved"),  # UNASSIGNED (0, 1)
-    (b"version=0\nbroker.id=\\u00zz\n", "malformed \\uxxxx"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "none of version, broker.id"),
+        (b"# only a comment\n", "none of version, broker.id"),
+        (b"hello world\nfoo=bar\n", "none of version, broker.id"),
+        (b"version=0\nbroker.id=1\xff\n", "not valid UTF-8"),
+        (b"\x00\x01\x02version=0\nbroker.id=1", "control character"),
+        (b"version=2\nnode.id=1\ncluster.id=" + CLUSTER.encode(), "unknown version 2"),
+        (b"version=-1\nbroker.id=1", "unknown version -1"),
+        (b"version=one\nbroker.id=1", "version 'one' is not a number"),
+        (b"version=1\ncluster.id=" + CLUSTER.encode(), "version 1 without node.id"),
+        (b"version=1\nnode.id=1\n", "version 1 without cluster.id"),
+        (b"version=1\nnode.id=x1\ncluster.id=" + CLUSTER.encode(), "node.id 'x1' is not a base-10 int32"),
+        (b"version=1\nnode.id=2147483648\ncluster.id=" + CLUSTER.encode(), "node.id '2147483648' is not"),
+        (b"version=0\nbroker.id=0 \n", "broker.id '0 ' is not a base-10 int32"),  # Integer.parseInt does not trim
+        (b"version=0\nbroker.id=-3\n", "broker.id -3 is negative"),
+        (b"version=0\nbroker.id=1\ncluster.id=\n", "cluster.id is empty"),
+        (b"version=0\nbroker.id=1\ndirectory.id=not-a-uuid!\n", "directory.id 'not-a-uuid!' is not a UUID"),
+        (b"version=0\nbroker.id=1\ndirectory.id=AAAA\n", "does not decode to 16 bytes"),
+        (b"version=0\nbroker.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAAAAAAAA\n", "at most 24"),
+        (b"version=0\nbroker.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAA\n", "reserved"),  # MIGRATING (0, 0)
+        (b"version=0\nbroker.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAQ\n", "reserved"),  # UNASSIGNED (0, 1)
+        (b"version=0\nbroker.id=\\u00zz\n", "malformed \\uxxxx"),
+    ],
+)
 def test_garbage_is_an_error(data, message):
     found = issues(data)
     assert any(sev == "error" and message in text for sev, text in found), found
@@ -106,11 +122,14 @@ def test_garbage_is_an_error(data, message):
     assert err.value.file == "/x/meta.properties"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("broker.id=1\ncluster.id=" + CLUSTER, "no version"),
-    ("version=0\ncluster.id=" + CLUSTER, "version 0 without broker.id"),
-    ("version=0\nbroker.id=1\ncluster.id=my-cluster", "not the 22-character base64url UUID"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("broker.id=1\ncluster.id=" + CLUSTER, "no version"),
+        ("version=0\ncluster.id=" + CLUSTER, "version 0 without broker.id"),
+        ("version=0\nbroker.id=1\ncluster.id=my-cluster", "not the 22-character base64url UUID"),
+    ],
+)
 def test_what_only_some_kafka_versions_accept_is_a_warning(text, message):
     found = issues(text)
     assert [sev for sev, _ in found] == ["warning"] and message in found[0][1]

@@ -1,4 +1,5 @@
 """Producer state replay (spec §6), named after the Kafka tests it mirrors."""
+
 from __future__ import annotations
 
 from kafkalog.codec.batch import RecordBatch, build_batch, build_empty_batch
@@ -11,19 +12,35 @@ from kafkalog.storage.txnindex import AbortedTxn
 
 def data(offsets, pid=-1, epoch=-1, seq=-1, txn=False, ts=100, last_delta=None):
     records = [Record(o, ts, b"k%d" % o, b"v") for o in offsets]
-    return RecordBatch(build_batch(records, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                                   is_transactional=txn, last_offset_delta=last_delta))
+    return RecordBatch(
+        build_batch(
+            records,
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=seq,
+            is_transactional=txn,
+            last_offset_delta=last_delta,
+        )
+    )
 
 
 def marker(offset, pid, commit, epoch=0, ts=200):
-    return RecordBatch(build_end_txn_marker(offset=offset, timestamp=ts, producer_id=pid, producer_epoch=epoch,
-                                            commit=commit, coordinator_epoch=7))
+    return RecordBatch(
+        build_end_txn_marker(
+            offset=offset, timestamp=ts, producer_id=pid, producer_epoch=epoch, commit=commit, coordinator_epoch=7
+        )
+    )
 
 
 def test_rebuild_with_empty_compacted_batch__ULT_testRebuildProducerStateWithEmptyCompactedBatch():
     manager = ProducerStateManager()
-    manager.append(RecordBatch(build_empty_batch(base_offset=0, last_offset_delta=1, max_timestamp=5,
-                                                 producer_id=1, producer_epoch=0, base_sequence=0)))
+    manager.append(
+        RecordBatch(
+            build_empty_batch(
+                base_offset=0, last_offset_delta=1, max_timestamp=5, producer_id=1, producer_epoch=0, base_sequence=0
+            )
+        )
+    )
     assert manager.producers[1].last_sequence == 1 and manager.active_producers() == {1: (1, 0)}
 
 
@@ -36,8 +53,17 @@ def test_compacted_data_keeps_last_sequence__ULT_testRebuildProducerIdMapWithCom
 def test_empty_control_batch_changes_nothing__PSMT_testAppendEmptyControlBatch():
     manager = ProducerStateManager()
     manager.append(data([0], pid=1, epoch=0, seq=0, txn=True))
-    empty_marker = RecordBatch(build_empty_batch(base_offset=1, last_offset_delta=0, max_timestamp=5, producer_id=1,
-                                                 producer_epoch=0, is_transactional=True, is_control=True))
+    empty_marker = RecordBatch(
+        build_empty_batch(
+            base_offset=1,
+            last_offset_delta=0,
+            max_timestamp=5,
+            producer_id=1,
+            producer_epoch=0,
+            is_transactional=True,
+            is_control=True,
+        )
+    )
     assert manager.append(empty_marker) is None
     assert manager.open_transactions() == {1: 0}
 
@@ -96,7 +122,7 @@ def test_new_epoch_clears_batch_history():
     assert manager.active_producers() == {1: (-1, 1)}
 
 
-def test_expiry_spares_open_transactions__PSMT_testPidExpirationTimeout_testProducersWithOngoingTransactionsDontExpire():
+def test_expiry_spares_open_transactions__PSMT_testPidExpirationTimeout_testProducersWithOngoingTransactionsDontExpire():  # noqa: E501 Kafka's test names
     manager = ProducerStateManager()
     manager.append(data([0], pid=1, epoch=0, seq=0, ts=1_000))
     manager.append(data([1], pid=2, epoch=0, seq=0, txn=True, ts=1_000))

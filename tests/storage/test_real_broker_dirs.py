@@ -4,6 +4,7 @@ from the .log batch headers must agree with the broker's (fixtures/real/broker-d
 Batch headers are decoded here with `struct` only (offset, length, magic, last offset delta, max
 timestamp, leader epoch), independently of kafkalog's codec.
 """
+
 import struct
 from bisect import bisect_right
 from itertools import accumulate
@@ -12,13 +13,24 @@ from typing import NamedTuple
 
 import pytest
 
-from kafkalog.storage.checkpoint import (format_leader_epoch_checkpoint, format_offset_checkpoint,
-                                         format_partition_metadata, epochs_from_batches,
-                                         parse_leader_epoch_checkpoint, parse_offset_checkpoint,
-                                         parse_partition_metadata, truncate_epochs_from_end)
+from kafkalog.storage.checkpoint import (
+    epochs_from_batches,
+    format_leader_epoch_checkpoint,
+    format_offset_checkpoint,
+    format_partition_metadata,
+    parse_leader_epoch_checkpoint,
+    parse_offset_checkpoint,
+    parse_partition_metadata,
+    truncate_epochs_from_end,
+)
 from kafkalog.storage.index import OffsetIndex, TimeIndex, build_indexes
-from kafkalog.storage.naming import (LEADER_EPOCH_CHECKPOINT, OFFSET_CHECKPOINT_FILES, PARTITION_METADATA,
-                                     parse_partition_dir_name, parse_segment_file_name)
+from kafkalog.storage.naming import (
+    LEADER_EPOCH_CHECKPOINT,
+    OFFSET_CHECKPOINT_FILES,
+    PARTITION_METADATA,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
 from kafkalog.storage.snapshot import ProducerSnapshot
 
 BROKER_DIRS = Path("/work/shared/fixtures/real/broker-dirs")
@@ -35,8 +47,12 @@ def _partition_dirs() -> list[Path]:
 
 
 def _segment_files(kind: str) -> list[Path]:
-    return [f for d in _partition_dirs() for f in sorted(d.iterdir())
-            if (name := parse_segment_file_name(f.name)) and name.kind == kind and name.state is None]
+    return [
+        f
+        for d in _partition_dirs()
+        for f in sorted(d.iterdir())
+        if (name := parse_segment_file_name(f.name)) and name.kind == kind and name.state is None
+    ]
 
 
 class Header(NamedTuple):
@@ -183,7 +199,10 @@ def test_every_offset_checkpoint_parses():
 def test_cleaner_checkpoint_of_the_compacted_log_dir():
     path = BROKER_DIRS / "kafka-2.7.1-zk" / "cleaner-offset-checkpoint"
     assert parse_offset_checkpoint(path.read_text("utf-8")) == {
-        ("__consumer_offsets", 28): 2, ("__consumer_offsets", 17): 1, ("__consumer_offsets", 39): 18}
+        ("__consumer_offsets", 28): 2,
+        ("__consumer_offsets", 17): 1,
+        ("__consumer_offsets", 39): 18,
+    }
 
 
 def test_every_leader_epoch_checkpoint_parses_and_round_trips():

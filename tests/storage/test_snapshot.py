@@ -1,4 +1,5 @@
 """Producer-state snapshots (spec §4.8; catalogue 133, 134)."""
+
 import struct
 
 import crc32c
@@ -9,8 +10,16 @@ from kafkalog.storage.snapshot import ENTRY_SIZE, HEADER_SIZE, ProducerSnapshot,
 
 READ_WRITE_ENTRIES = [
     # pid 1, epoch 2, coordinatorEpoch 3, txn first offset 100, last batch (seq 1, offset 2, delta 3), no timestamp
-    ProducerStateEntry(producer_id=1, producer_epoch=2, last_sequence=1, last_offset=2, offset_delta=3,
-                       timestamp=-1, coordinator_epoch=3, current_txn_first_offset=100),
+    ProducerStateEntry(
+        producer_id=1,
+        producer_epoch=2,
+        last_sequence=1,
+        last_offset=2,
+        offset_delta=3,
+        timestamp=-1,
+        coordinator_epoch=3,
+        current_txn_first_offset=100,
+    ),
     # pid 11, epoch 12, coordinatorEpoch 13, timestamp 123456, no batch, no open transaction
     ProducerStateEntry(producer_id=11, producer_epoch=12, timestamp=123456, coordinator_epoch=13),
 ]

@@ -1,4 +1,5 @@
 """The swap protocol, crashed at every step and recovered: LCT.testRecoveryAfterCrash stages 1-6."""
+
 from __future__ import annotations
 
 import os
@@ -84,7 +85,7 @@ def test_crash_at_every_step_recovers_old_or_new__LCT_testRecoveryAfterCrash(tmp
         fs = LogFileSystem.for_path(str(d))[0]
         seen = []
 
-        def fault(step, name):
+        def fault(step, name, seen=seen, i=i):
             seen.append((step, name))
             if len(seen) == i + 1:
                 raise Crash(step)

@@ -1,4 +1,5 @@
 """Transaction index (spec §4.7; catalogue 117)."""
+
 import struct
 
 import pytest
@@ -43,8 +44,7 @@ def test_sanity_check__TXIT_testSanityCheck():
     reopened = TransactionIndex.from_bytes(data, 100, file="00000000000000000100.txnindex")
     with pytest.raises(CorruptIndexError, match="below the segment base offset 100") as caught:
         reopened.sanity_check()
-    assert (caught.value.file, caught.value.position, caught.value.offset) == \
-        ("00000000000000000100.txnindex", 0, 10)
+    assert (caught.value.file, caught.value.position, caught.value.offset) == ("00000000000000000100.txnindex", 0, 10)
 
 
 def test_sanity_check_reports_non_increasing_last_offsets():
@@ -88,7 +88,7 @@ def test_empty_and_partial_files():
 
 def test_version_above_zero_is_refused():
     data = _index().to_bytes()
-    bad = data[:ENTRY_SIZE] + b"\x01" + data[ENTRY_SIZE + 1:]
+    bad = data[:ENTRY_SIZE] + b"\x01" + data[ENTRY_SIZE + 1 :]
     with pytest.raises(UnsupportedFormatError) as caught:
         TransactionIndex.from_bytes(bad, 0, file="t.txnindex")
     assert (caught.value.file, caught.value.position) == ("t.txnindex", ENTRY_SIZE)

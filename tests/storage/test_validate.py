@@ -1,5 +1,6 @@
 """`kafkalog validate`: real broker directories and captured files give exactly the findings their
 README explains; synthetic logs are clean; each kind of corruption is found, located and fails."""
+
 from __future__ import annotations
 
 import json
@@ -15,12 +16,12 @@ from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
 from kafkalog.errors import LogDirError
 from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate, small_preset
+from kafkalog.operations.validate import validate_paths
+from kafkalog.operations.validate_report import CHECKS, Problem, ValidationReport
 from kafkalog.storage.index import build_indexes
 from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot
 from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
-from kafkalog.operations.validate import validate_paths
-from kafkalog.operations.validate_report import CHECKS, Problem, ValidationReport
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
 BROKER_DIRS = REAL / "broker-dirs"
@@ -32,7 +33,7 @@ def findings(report: ValidationReport, root: Path | None = None) -> set[tuple[st
     for p in report.findings:
         file = p.file or ""
         if root is not None and file.startswith(str(root)):
-            file = file[len(str(root)):].lstrip("/")
+            file = file[len(str(root)) :].lstrip("/")
         out.add((p.check, file))
     return out
 
@@ -60,6 +61,7 @@ def absent_active_indexes(log_dir: Path) -> set[tuple[str, str]]:
 
 # -- real broker directories ---------------------------------------------------------------------------
 
+
 def test_every_real_broker_dir_has_only_the_findings_its_readme_explains():
     seen = set()
     for log_dir in sorted(BROKER_DIRS.iterdir()):
@@ -76,14 +78,23 @@ def test_every_real_broker_dir_has_only_the_findings_its_readme_explains():
         if log_dir.name == "kafka-snappy":
             # Its recovery-point and replication checkpoints list the 50 __consumer_offsets
             # partitions, whose directories were not kept in the fixture. Kafka ignores such entries.
-            expected |= {("checkpoint.unknown_partition", "recovery-point-offset-checkpoint"),
-                         ("checkpoint.unknown_partition", "replication-offset-checkpoint")}
+            expected |= {
+                ("checkpoint.unknown_partition", "recovery-point-offset-checkpoint"),
+                ("checkpoint.unknown_partition", "replication-offset-checkpoint"),
+            }
         assert got == expected, log_dir.name
         # Everything above is informational: every real broker directory is valid.
         assert {p.severity for p in report.findings} <= {"info"}
         assert report.exit_code == 0, report.summary()
-    assert seen == {"confluent-5.1.2-lz4", "kafka-0.8-v0", "kafka-0.8-v0.golden", "kafka-2.7.1-zk", "kafka-3.1.0",
-                    "kafka-gzip-idempotent", "kafka-snappy"}
+    assert seen == {
+        "confluent-5.1.2-lz4",
+        "kafka-0.8-v0",
+        "kafka-0.8-v0.golden",
+        "kafka-2.7.1-zk",
+        "kafka-3.1.0",
+        "kafka-gzip-idempotent",
+        "kafka-snappy",
+    }
 
 
 def test_kafka_2_7_1_compacted_segments_and_absent_active_indexes():
@@ -99,8 +110,7 @@ def test_kafka_2_7_1_compacted_segments_and_absent_active_indexes():
     # myTopic-0: an empty segment at 38 whose producer state is only in 38.snapshot; the snapshot
     # at the log start offset is in range, and the checkpoints (recovery point, high watermark 38)
     # agree with the log end offset 38.
-    assert not any(f.startswith("myTopic-0/0") and c != "index.missing" and c != "timeindex.missing"
-                   for c, f in got)
+    assert not any(f.startswith("myTopic-0/0") and c != "index.missing" and c != "timeindex.missing" for c, f in got)
     assert report.counts["snapshots"] == 9
 
 
@@ -109,8 +119,10 @@ def test_a_partition_dir_given_alone():
     report = validate_paths([str(part)])
     # 13 idempotent producers, epochs changing batch to batch, matching the leader-epoch-checkpoint:
     # no leader_epoch.batches finding.
-    assert findings(report, part.parent) == {("index.missing", "lsx1-0/00000000000000000000.index"),
-                                             ("timeindex.missing", "lsx1-0/00000000000000000000.timeindex")}
+    assert findings(report, part.parent) == {
+        ("index.missing", "lsx1-0/00000000000000000000.index"),
+        ("timeindex.missing", "lsx1-0/00000000000000000000.timeindex"),
+    }
     assert report.counts["batches"] > 13 and report.exit_code == 0
 
 
@@ -124,10 +136,15 @@ SINGLE_FILE_FINDINGS = {
     "captured/kafkajs/v0_recordbatch_zstd.log": {("batch.records", "error")},
     # README: "*partial_messages* and *index_out_of_range* end in a truncated batch on purpose, as a
     # Fetch response may". A file given alone is the last segment: a torn tail there is a warning.
-    "captured/kafkajs/v2_response_index_out_of_range.test-topic-index-out-of-range-1.log":
-        {("segment.truncated_tail", "warning")},
-    **{f"captured/kafkajs/v2_response_partial_messages_many_partitions.topic-partial-message-{n}.log":
-       {("segment.truncated_tail", "warning")} for n in (0, 3, 6, 9)},
+    "captured/kafkajs/v2_response_index_out_of_range.test-topic-index-out-of-range-1.log": {
+        ("segment.truncated_tail", "warning")
+    },
+    **{
+        f"captured/kafkajs/v2_response_partial_messages_many_partitions.topic-partial-message-{n}.log": {
+            ("segment.truncated_tail", "warning")
+        }
+        for n in (0, 3, 6, 9)
+    },
     # README: "control_batch_data_v2.log is a hand-made ABORT control batch whose CRC is wrong".
     "client-batches/kafka-python/control_batch_data_v2.log": {("batch.crc", "error")},
     # Not in the README: kafka-python's `record_batch_data_v2` test list is four independent
@@ -164,8 +181,12 @@ def test_single_file_findings_are_located():
     assert (ctl.position, ctl.offset) == (17, 0)  # a v2 batch's CRC-32C is at byte 17
     order = only(validate_paths([str(REAL / "client-batches/kafka-python/record_batch_data_v2.log")]), "offsets.order")
     assert (order.position, order.offset) == (218, 0)
-    tail = only(validate_paths([str(REAL / "captured/kafkajs/v2_response_partial_messages_many_partitions"
-                                       ".topic-partial-message-0.log")]), "segment.truncated_tail")
+    tail = only(
+        validate_paths(
+            [str(REAL / "captured/kafkajs/v2_response_partial_messages_many_partitions.topic-partial-message-0.log")]
+        ),
+        "segment.truncated_tail",
+    )
     assert (tail.position, tail.offset) == (0, None) and "declares 1785 bytes" in tail.message
 
 
@@ -177,13 +198,36 @@ def test_shallow_mode_does_not_decode_records():
 
 # -- synthetic logs from the generator ----------------------------------------------------------------
 
-SPEC = GeneratorSpec(seed=7, topics=[
-    TopicSpec("events", records=300, keys=30, value_bytes=(20, 60), batch_records=(1, 5), idempotent_producers=2,
-              leader_epochs=2, segment_bytes=3000, index_interval_bytes=200),
-    TopicSpec("payments", records=300, keys=20, value_bytes=(20, 60), batch_records=(1, 4), plain_producer=False,
-              idempotent_producers=1, transactional_producers=2, abort_ratio=0.5, segment_bytes=3000,
-              index_interval_bytes=200),
-], consumer_offsets=None)
+SPEC = GeneratorSpec(
+    seed=7,
+    topics=[
+        TopicSpec(
+            "events",
+            records=300,
+            keys=30,
+            value_bytes=(20, 60),
+            batch_records=(1, 5),
+            idempotent_producers=2,
+            leader_epochs=2,
+            segment_bytes=3000,
+            index_interval_bytes=200,
+        ),
+        TopicSpec(
+            "payments",
+            records=300,
+            keys=20,
+            value_bytes=(20, 60),
+            batch_records=(1, 4),
+            plain_producer=False,
+            idempotent_producers=1,
+            transactional_producers=2,
+            abort_ratio=0.5,
+            segment_bytes=3000,
+            index_interval_bytes=200,
+        ),
+    ],
+    consumer_offsets=None,
+)
 INTERVALS = {t.name: t.index_interval_bytes for t in SPEC.topics}
 
 
@@ -228,8 +272,9 @@ def test_the_small_preset_is_clean(tmp_path):
     # Every codec, v0 and v1 topics, LogAppendTime, tombstones, transactions, __consumer_offsets.
     spec = small_preset()
     generate(str(tmp_path / "logs"), spec)
-    report = validate_paths([str(tmp_path / "logs")],
-                            index_interval_bytes={t.name: t.index_interval_bytes for t in spec.topics})
+    report = validate_paths(
+        [str(tmp_path / "logs")], index_interval_bytes={t.name: t.index_interval_bytes for t in spec.topics}
+    )
     assert report.findings == [], report.summary()
     assert report.counts["partitions"] == 11 and report.exit_code == 0
 
@@ -269,7 +314,7 @@ def test_truncated_tail_of_the_active_segment_is_a_warning(log_dir):
     last = list(iter_batches(data))[-1]
     size = len(data)
     with active.open("ab") as f:  # a torn write: the first 40 bytes of another batch
-        f.write(data[last.position:last.position + 40])
+        f.write(data[last.position : last.position + 40])
     report = validate(log_dir)
     assert findings(report, log_dir) == {("segment.truncated_tail", f"events-0/{active.name}")}
     p = report.findings[0]
@@ -289,8 +334,13 @@ def test_truncated_tail_of_an_inactive_segment_is_an_error(log_dir):
     assert "deletes every later segment" in tail.message
     # The indexes still describe the cut batch: the time index's final entry names its offset.
     # The producer snapshot at the next segment's base offset remembers the cut batch too.
-    assert {c for c, _ in findings(report)} <= {"segment.truncated_tail", "index.entry", "timeindex.entry",
-                                                "timeindex.final_entry", "snapshot.state"}
+    assert {c for c, _ in findings(report)} <= {
+        "segment.truncated_tail",
+        "index.entry",
+        "timeindex.entry",
+        "timeindex.final_entry",
+        "snapshot.state",
+    }
     assert report.exit_code == 1
 
 
@@ -335,7 +385,8 @@ def test_missing_index_of_an_inactive_segment_is_a_warning_and_of_the_active_one
     report = validate(log_dir)
     assert {(p.check, p.severity, Path(p.file).name) for p in report.findings} == {
         ("timeindex.missing", "warning", logs[0].with_suffix(".timeindex").name),
-        ("index.missing", "info", logs[-1].with_suffix(".index").name)}
+        ("index.missing", "info", logs[-1].with_suffix(".index").name),
+    }
 
 
 def test_time_index_without_its_final_entry(log_dir):
@@ -367,7 +418,9 @@ def test_index_size_and_preallocated_tail(log_dir):
     active_index.write_bytes(active_index.read_bytes() + bytes(8 * 100))  # preallocated, never trimmed
     report = validate(log_dir)
     assert {(p.check, p.severity, Path(p.file).name) for p in report.findings} == {
-        ("index.size", "error", index.name), ("index.zero_tail", "warning", active_index.name)}
+        ("index.size", "error", index.name),
+        ("index.zero_tail", "warning", active_index.name),
+    }
 
 
 def test_out_of_order_offsets_across_segments(tmp_path):
@@ -377,8 +430,10 @@ def test_out_of_order_offsets_across_segments(tmp_path):
     write_segment(part, 0, [build_batch([rec(o) for o in range(0, 15)])])
     second = write_segment(part, 10, [build_batch([rec(o) for o in range(10, 20)])])
     report = validate_paths([str(part)])
-    assert findings(report, tmp_path) == {("offsets.next_segment", "overlap-0/00000000000000000000.log"),
-                                          ("offsets.order", "overlap-0/00000000000000000010.log")}
+    assert findings(report, tmp_path) == {
+        ("offsets.next_segment", "overlap-0/00000000000000000000.log"),
+        ("offsets.order", "overlap-0/00000000000000000010.log"),
+    }
     p = only(report, "offsets.order")
     assert (p.file, p.position, p.offset, p.severity) == (str(second), 0, 10, "error")
     assert "last offset 14" in p.message and "00000000000000000000.log" in p.message
@@ -392,8 +447,10 @@ def test_segment_base_above_the_first_batch_and_relative_offset_overflow(tmp_pat
     log = write_segment(part, 100, [first, build_batch([rec(100 + 2**31)])], indexes=False)
     report = validate_paths([str(part)])
     assert {(p.check, p.offset, p.position) for p in report.problems} == {
-        ("offsets.segment_base", 90, 0), ("offsets.overflow", 90, 0),
-        ("offsets.overflow", 100 + 2**31, len(first))}
+        ("offsets.segment_base", 90, 0),
+        ("offsets.overflow", 90, 0),
+        ("offsets.overflow", 100 + 2**31, len(first)),
+    }
     assert all(p.file == str(log) for p in report.problems)
 
 
@@ -447,7 +504,7 @@ def test_malformed_checkpoint_line(log_dir):
 def test_checkpoint_offsets_beyond_the_log_end(log_dir):
     checkpoint = log_dir / "replication-offset-checkpoint"
     text = checkpoint.read_text()
-    line = next(l for l in text.split("\n") if l.startswith("events 0 "))
+    line = next(entry for entry in text.split("\n") if entry.startswith("events 0 "))
     checkpoint.write_text(text.replace(line, "events 0 999999"))
     report = validate(log_dir)
     p = only(report, "checkpoint.range")
@@ -488,8 +545,11 @@ def test_txnindex_entry_with_no_abort_marker(log_dir):
         if index.entries:
             last = index.entries[-1]
             # a data batch after the last entry's marker: its offset holds no marker
-            candidates += [(txnindex, index, last, b.last_offset) for b in batches
-                           if not b.is_control and b.last_offset > last.last_offset]
+            candidates += [
+                (txnindex, index, last, b.last_offset)
+                for b in batches
+                if not b.is_control and b.last_offset > last.last_offset
+            ]
     txnindex, index, last, data_offset = candidates[0]
     bogus = AbortedTxn(last.producer_id, last.first_offset, data_offset, data_offset + 1)
     txnindex.write_bytes(txnindex.read_bytes() + bogus.to_bytes())
@@ -502,12 +562,20 @@ def test_txnindex_entry_with_no_abort_marker(log_dir):
 
 # -- hand-made partitions: transactions computed by hand, independently of the replay ----------------
 
+
 def rec(offset: int, ts: int | None = None, key: bytes = b"k") -> Record:
     return Record(offset, 1_000 + offset if ts is None else ts, key, b"v%d" % offset)
 
 
-def write_segment(part: Path, base: int, batches: list[bytes], *, indexes: bool = True,
-                  interval: int = 4096, txns: list[AbortedTxn] = ()) -> Path:
+def write_segment(
+    part: Path,
+    base: int,
+    batches: list[bytes],
+    *,
+    indexes: bool = True,
+    interval: int = 4096,
+    txns: list[AbortedTxn] = (),
+) -> Path:
     log = part / f"{base:020d}.log"
     log.write_bytes(b"".join(batches))
     if indexes:
@@ -659,7 +727,8 @@ def test_leftovers_of_a_swap_and_orphan_indexes(tmp_path):
     report = validate_paths([str(part)])
     assert {(p.check, p.severity, Path(p.file).name) for p in report.findings} == {
         ("partition.leftover", "warning", "00000000000000000000.log.swap"),
-        ("partition.orphan_index", "warning", "00000000000000000005.index")}
+        ("partition.orphan_index", "warning", "00000000000000000005.index"),
+    }
 
 
 def test_zero_tail_of_a_preallocated_segment(tmp_path):
@@ -685,6 +754,7 @@ def test_corrupt_batch_header_stops_the_segment(tmp_path):
 
 
 # -- the report ------------------------------------------------------------------------------------------
+
 
 def test_report_json_and_summary(log_dir):
     log = segments(log_dir / "events-0")[0]
