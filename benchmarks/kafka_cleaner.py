@@ -461,11 +461,18 @@ def main(argv=None) -> None:
     parser.add_argument("--dir", type=Path, help="working directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     parser.add_argument("--json", type=Path, help="also write the JSON result there")
-    args = parser.parse_args(argv)
+    run_with_broker(parser.parse_args(argv), "kafkalog-kafka-cleaner-", run, render)
+
+
+def run_with_broker(args, prefix: str, run, render) -> None:
+    """What each Kafka benchmark does around its measurement: `--small` applied, a working directory
+    (`--dir`, else a temporary one, removed unless `--keep`), a broker started in it and stopped
+    whatever happens (SIGTERM included), then `run(args, base, tools, broker)`'s result rendered
+    and reported (`--json`)."""
     if args.small:
         args.size_mib, args.keys = 50, 50_000
     exit_on_sigterm()
-    base = args.dir or Path(tempfile.mkdtemp(prefix="kafkalog-kafka-cleaner-"))
+    base = args.dir or Path(tempfile.mkdtemp(prefix=prefix))
     base.mkdir(parents=True, exist_ok=True)
     broker = None
     try:
@@ -476,8 +483,7 @@ def main(argv=None) -> None:
             broker.close()
         if not args.keep and args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
-    markdown = render(args, result)
-    report(markdown, result, args.json)
+    report(render(args, result), result, args.json)
 
 
 def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:

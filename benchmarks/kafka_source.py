@@ -23,19 +23,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kafka_cleaner import (  # noqa: E402  # noqa: E402
+from kafka_cleaner import (  # noqa: E402
     MIB,
     CpuSampler,
-    exit_on_sigterm,
     fmt_load,
     java_version,
     kafka_version,
@@ -43,9 +40,8 @@ from kafka_cleaner import (  # noqa: E402  # noqa: E402
     log_bytes,
     machine,
     produce,
-    report,
+    run_with_broker,
     segment_bytes_for,
-    start_kafka,
 )
 
 AGGREGATE = ("count(*) AS records", "sum(length(key)) AS key_bytes", "sum(length(value)) AS value_bytes")
@@ -108,22 +104,7 @@ def main(argv=None) -> None:
     parser.add_argument("--dir", type=Path, help="working directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     parser.add_argument("--json", type=Path, help="also write the JSON result there")
-    args = parser.parse_args(argv)
-    if args.small:
-        args.size_mib, args.keys = 50, 50_000
-    exit_on_sigterm()
-    base = args.dir or Path(tempfile.mkdtemp(prefix="kafkalog-kafka-source-"))
-    base.mkdir(parents=True, exist_ok=True)
-    broker = None
-    try:
-        tools, broker = start_kafka(base)
-        result = run(args, base, tools, broker)
-    finally:
-        if broker is not None:
-            broker.close()
-        if not args.keep and args.dir is None:
-            shutil.rmtree(base, ignore_errors=True)
-    report(render(args, result), result, args.json)
+    run_with_broker(parser.parse_args(argv), "kafkalog-kafka-source-", run, render)
 
 
 def run(args, base: Path, tools, broker) -> dict:
