@@ -22,7 +22,6 @@ from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean, group_segments_by_size, log_to_clean
 from ..spark.compaction import REASONS, batch_plans, decide, segment_summaries
 from ..spark.errors import from_spark_error, raises_kafkalog_errors
-from ..spark.inventory import log_dir_uri
 from ..spark.rewrite import OutputSegment, OutputStats, swap_in, write_outputs
 from ..storage.destination import Destination, destination
 from ..storage.logdir import LogDir
@@ -102,13 +101,19 @@ class CompactionPlan:
 
 
 def plan_compaction(
-    log_dir: str | LogDir, resolver: ConfigResolver, now: int, *, force: bool = False, topics=None
+    log_dir: str,
+    resolver: ConfigResolver,
+    now: int,
+    *,
+    force: bool = False,
+    topics=None,
+    opened: LogDir | None = None,
 ) -> CompactionPlan:
     """Step 1 for every partition whose cleanup.policy contains compact (driver, metadata only);
-    `log_dir` a path or URI, or the LogDir a caller opened."""
-    opened = log_dir if isinstance(log_dir, LogDir) else LogDir.open(log_dir)
+    `log_dir` a path or URI, `opened` the LogDir of it a caller opened already."""
+    opened = opened or LogDir.open(log_dir)
     checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
-    plan = CompactionPlan(opened.path, now, log_dir_uri(log_dir), opened.fs.is_local)
+    plan = CompactionPlan(opened.path, now, str(log_dir), opened.fs.is_local)
     for topic, partition in opened.topic_partitions:
         if is_kraft_metadata(topic):  # listed, never chosen, whatever the configuration; not even read
             if not topics or topic in topics:
@@ -175,7 +180,7 @@ def _compact(
         for tp in opened.topic_partitions:
             if resolver.for_topic(tp[0]).compact:
                 recover_partition(opened.fs, opened.partition_paths[tp])
-    plan = plan_compaction(opened if opened.fs.is_local else target.path, resolver, now, force=force, topics=topics)
+    plan = plan_compaction(target.path, resolver, now, force=force, topics=topics, opened=opened)
     decision = _decide_cleanable(spark, plan, target)
     if decision is None:
         return CompactionResult(plan, [])

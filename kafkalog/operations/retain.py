@@ -487,8 +487,9 @@ def run_retention(
     planned before any is changed, so unreadable input changes nothing (storage/destination.py: the
     broker's lock, and an output that appears under its name only when whole)."""
     with destination(log_dir_path, output, dry_run=dry_run) as target:
+        log_dir = LogDir.open(target.path)
         report, work = _plan(
-            LogDir.open(target.path),
+            log_dir,
             config_for=config_for,
             now_ms=now_ms,
             topics=topics,
@@ -500,7 +501,6 @@ def run_retention(
         )
         report.log_dir, report.output = target.source, output
         if not dry_run:
-            log_dir = LogDir.open(target.path)
             for part, plan in work:
                 apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
         return report

@@ -83,23 +83,20 @@ def _merge_through_spark(
                 batch, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir_name=name
             ).to_batches()
 
-    source = purged.mapInArrow(rows, spark_schema(RECORDS_SCHEMA))
-    view = f"kafkalog_ledger_rows_{uuid.uuid4().hex}"
-    source.createOrReplaceTempView(view)
     table = _table(ledger)
+    try:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(RECORDS_SCHEMA)}) USING delta")
+    except Exception as err:
+        if NO_FILESYSTEM in str(err):
+            raise _Unreachable() from err
+        raise _error("cannot write the ledger through delta-spark", err, ledger) from err
+    view = f"kafkalog_ledger_rows_{uuid.uuid4().hex}"
+    purged.mapInArrow(rows, spark_schema(RECORDS_SCHEMA)).createOrReplaceTempView(view)
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in ROW_IDENTITY)
     try:
-        try:
-            spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(RECORDS_SCHEMA)}) USING delta")
-        except Exception as err:
-            if NO_FILESYSTEM in str(err):
-                raise _Unreachable() from err
-            raise
         (merged,) = spark.sql(
             f"MERGE INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
         ).collect()
-    except _Unreachable:
-        raise
     except Exception as err:
         raise _error("cannot write the ledger through delta-spark", err, ledger) from err
     finally:
