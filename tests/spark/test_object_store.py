@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections import Counter
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -25,7 +26,11 @@ from kafkalog.config import resolver_from
 from kafkalog.operations.compact import compact
 from kafkalog.operations.purge import purge
 from kafkalog.operations.retain import retain
+from kafkalog.spark import narrow_scan
+from kafkalog.spark.inventory import list_segments
+from kafkalog.spark.scan_plan import plan_scan
 from kafkalog.storage.logdir import copy_log_dir
+from kafkalog.storage.segment import CHUNK_SIZE
 
 pytestmark = pytest.mark.spark
 
@@ -48,7 +53,7 @@ def files(root: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def archive(s3_server, small_log, tmp_path_factory):
     """The small generated log directory, locally and in the bucket (without the broker's `.lock`)."""
-    s3_server(BUCKET)
+    s3_server.create_bucket(BUCKET)
     local = tmp_path_factory.mktemp("s3-local") / "log"
     shutil.copytree(small_log.path, local, ignore=shutil.ignore_patterns(".lock"))
     copy_log_dir(str(local), f"s3://{BUCKET}/log")
@@ -137,3 +142,21 @@ def test_an_in_place_rewrite_of_a_bucket_is_refused(archive, capsys):
         err = capsys.readouterr().err
         assert "no atomic rename" in err and "--output" in err and len(err.strip().splitlines()) == 1
     assert files(remote) == before
+
+
+def test_a_scan_reads_each_segment_in_large_ranged_reads(spark, archive, s3_server):
+    """No request per batch: a scan reads each work unit of a `.log` in ranged GETs of up to
+    CHUNK_SIZE bytes (and one more where a batch straddles a chunk's end)."""
+    local, remote = archive
+    allowed: Counter = Counter()
+    for unit in plan_scan(remote, min_tasks=1).units:
+        allowed[unit.path] += 2 * -(-unit.nbytes // CHUNK_SIZE)
+    batches = sum(1 for segment in list_segments(str(local)) for _ in segment.batches())
+    before = len(s3_server.requests())
+    assert narrow_scan(spark, remote, min_tasks=1).count() > 0
+    reads = [r for r in s3_server.requests()[before:] if r.method == "GET" and r.path.endswith(".log")]
+    per_file = Counter(r.path.removeprefix("/") for r in reads)
+    assert set(per_file) == set(allowed)
+    assert all(per_file[path] <= allowed[path] for path in allowed), (per_file, allowed)
+    assert all(r.status == 206 for r in reads)  # ranged: Partial Content
+    assert batches >= 5 * len(reads), (batches, len(reads))
