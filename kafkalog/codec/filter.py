@@ -52,12 +52,15 @@ def filter_batch(
     delete_horizon_ms: int,
     contains_marker_for_empty_txn: bool = False,
     all_retained: bool | None = None,
+    legacy_as_v2: bool = False,
 ) -> FilteredBatch:
     """Write `batch` keeping `retained` (its records, in order, some left out or changed).
 
     `delete_horizon_ms` (the pass's start time + delete.retention.ms) is installed on a v2 batch that
     keeps a tombstone, or is the marker of an emptied transaction, and has no horizon yet.
     `all_retained` spares a record count when the caller knows nothing was removed or changed.
+    `legacy_as_v2` writes a legacy batch as v2 even when it keeps every record, as Kafka 4.x's cleaner
+    does (its filterTo copies only v2 batches).
     A re-encoded CreateTime batch's max timestamp is its retained records' largest, as Kafka's
     MemoryRecords.filterTo sets it (the time index and offsetsForTimes read it)."""
     if retention is BatchRetention.DELETE:
@@ -68,22 +71,27 @@ def filter_batch(
         return FilteredBatch(Outcome.DROPPED, b"", False)
     v2 = isinstance(batch, RecordBatch)
     set_horizon = (
-        v2
-        and not batch.has_delete_horizon
+        (legacy_as_v2 if not v2 else not batch.has_delete_horizon)  # only a v2 batch has a horizon
         and (contains_marker_for_empty_txn or any(r.value is None for r in retained))
     )
     if all_retained is None:
         all_retained = len(retained) == batch.records_count
-    consistent = v2 or not batch.has_inconsistent_inner_magic
-    if all_retained and consistent and not set_horizon:
+    # Kafka 4.x rewrites every legacy batch it visits as v2; before, only one whose inner messages
+    # disagree with the wrapper's magic (KAFKA-4298)
+    copyable = v2 or not (legacy_as_v2 or batch.has_inconsistent_inner_magic)
+    if all_retained and copyable and not set_horizon:
         return FilteredBatch(Outcome.VERBATIM, batch.data, False)
     return FilteredBatch(
-        Outcome.REENCODED, _reencode(batch, retained, delete_horizon_ms if set_horizon else None), set_horizon
+        Outcome.REENCODED,
+        _reencode(batch, retained, delete_horizon_ms if set_horizon else None, legacy_as_v2),
+        set_horizon,
     )
 
 
-def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None) -> bytes:
+def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None, legacy_as_v2: bool) -> bytes:
     log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    if not isinstance(batch, RecordBatch) and legacy_as_v2:
+        return _legacy_as_v2(batch, retained, new_horizon_ms)
     if not isinstance(batch, RecordBatch):  # legacy: base and wrapper offset follow the retained records
         return build_legacy_batch(
             retained,
@@ -98,6 +106,21 @@ def _reencode(batch, retained: Sequence[Record], new_horizon_ms: int | None) -> 
         log_append_time=batch.max_timestamp if log_append else None,
         delete_horizon_ms=horizon,
         **_kept_fields(batch),
+    )
+
+
+def _legacy_as_v2(batch, retained: Sequence[Record], horizon_ms: int | None) -> bytes:
+    """What Kafka 4.x's MemoryRecords.buildRetainedRecordsInto writes for a legacy batch: one v2 batch
+    of the retained records, based at the first of them (a legacy batch has no last offset delta to
+    keep), in the batch's codec, with CreateTime for v0's absent timestamp type, no producer or leader
+    epoch (a legacy batch has none), and the delete horizon of this pass if it keeps a tombstone."""
+    log_append = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    return build_batch(
+        retained,
+        codec=batch.codec,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+        log_append_time=batch.max_timestamp if log_append else None,
+        delete_horizon_ms=horizon_ms,
     )
 
 

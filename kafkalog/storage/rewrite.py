@@ -3,7 +3,7 @@ source segments, staged under `.cleaned` names for the swap protocol.
 
 The decide step hands over a `BatchPlan` only for batches that change; every other batch is copied
 byte for byte without being decoded. Changed batches are decoded, filtered and re-encoded with
-their own codec (codec/filter.py).
+their own codec (codec/filter.py); so is every legacy batch when it is to be written as v2.
 """
 
 from __future__ import annotations
@@ -74,10 +74,12 @@ def rewrite_segments(
     index_interval_bytes: int,
     aborted_txns: Sequence[AbortedTxn] = (),
     suffix: str = CLEANED,
+    legacy_as_v2: bool = False,
 ) -> tuple[WrittenSegment, RewriteStats]:
     """Write the output segment based at `sources[0].base_offset`. `plans` is keyed by
     (source segment base offset, file position of the batch). `aborted_txns` are the transactions
     whose `.txnindex` entries survive; those whose marker lands in this segment are indexed.
+    `legacy_as_v2` writes every legacy batch as v2, planned or not (codec/filter.py).
     The output's mtime is the last source segment's, as Kafka's cleaner sets it."""
     stats = RewriteStats()
     writer = SegmentWriter(
@@ -90,7 +92,7 @@ def rewrite_segments(
                 spliced = _splice(window, window_plans, delete_horizon_ms)
                 for (position, batch), plan, done in zip(window, window_plans, spliced):
                     try:
-                        data, outcome, horizon = _apply(batch, plan, done, delete_horizon_ms, stats)
+                        data, outcome, horizon = _apply(batch, plan, done, delete_horizon_ms, stats, legacy_as_v2)
                     except KafkaLogError as err:
                         raise locate(err, source.log_path, position, batch) from None
                     stats.batches[outcome.value] += 1
@@ -143,15 +145,24 @@ def _reads_records(batch, plan: BatchPlan | None) -> bool:
     return plan.changes_records or needs_horizon or batch.records_count == 0
 
 
-def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_horizon_ms: int, stats: RewriteStats):
+def _apply(
+    batch,
+    plan: BatchPlan | None,
+    spliced: FilteredBatch | None,
+    delete_horizon_ms: int,
+    stats: RewriteStats,
+    legacy_as_v2: bool,
+):
     count = batch.records_count
     stats.records_in += count
-    if plan is None:  # untouched: copied, never decoded
+    convert = legacy_as_v2 and not isinstance(batch, RecordBatch)
+    if plan is None and not convert:  # untouched: copied, never decoded
         stats.records_out += count
         return batch.data, Outcome.VERBATIM, False
+    plan = plan or BatchPlan(BatchRetention.DELETE_EMPTY)
     if plan.retention is BatchRetention.DELETE:
         return b"", Outcome.DROPPED, False
-    if not _reads_records(batch, plan):
+    if not (convert or _reads_records(batch, plan)):
         stats.records_out += count
         return batch.data, Outcome.VERBATIM, False
     if spliced is not None:
@@ -166,6 +177,7 @@ def _apply(batch, plan: BatchPlan | None, spliced: FilteredBatch | None, delete_
         delete_horizon_ms=delete_horizon_ms,
         contains_marker_for_empty_txn=plan.marker_for_empty_txn,
         all_retained=retained == records,
+        legacy_as_v2=legacy_as_v2,
     )
     stats.records_out += len(retained) if out.data else 0
     return out.data, out.outcome, out.horizon_set
