@@ -340,6 +340,12 @@ KEYS = {
         # KIP-68 (proposal only): consumed retention, with forced retention.ms as the backstop.
         ConfigKey("retention.commitoffset.enable", "boolean", False, broker=("log.retention.commitoffset.enable",)),
         ConfigKey("retention.commitoffset.ms", "long", -1, at_least(-1), ("log.retention.commitoffset.ms",)),
+        # KIP-405 tiered storage: local retention of a topic with remote.storage.enable; -2 means "as
+        # retention.ms / retention.bytes" (LogConfig.localRetentionMs(), localRetentionBytes()).
+        ConfigKey("remote.storage.enable", "boolean", False),
+        ConfigKey("remote.log.copy.disable", "boolean", False),
+        ConfigKey("local.retention.ms", "long", -2, at_least(-2), ("log.local.retention.ms",)),
+        ConfigKey("local.retention.bytes", "long", -2, at_least(-2), ("log.local.retention.bytes",)),
     ]
 }
 # The broker synonyms' own definitions where they differ from their topic name's (KafkaConfig's types
@@ -396,6 +402,10 @@ class TopicConfig:
     producer_id_expiration_ms: int = 86_400_000
     retention_commitoffset_enable: bool = False
     retention_commitoffset_ms: int = -1
+    remote_storage_enable: bool = False
+    remote_log_copy_disable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
 
     @property
     def compact(self) -> bool:

@@ -6,7 +6,8 @@ it is the coordinator record type, and the old values keep their meaning:
 * 0 and 1 -- OffsetCommitKey: group (string), topic (string), partition (int32);
 * 2 -- GroupMetadataKey: group (string);
 * 3 and above -- records of the new group coordinator (consumer, share and streams groups). They are
-  returned as `OtherCoordinatorKey` so that a reader can skip them, as Kafka's own tools do.
+  returned as `OtherCoordinatorKey` so that a replay can skip them; `codec/coordinator_records.py`
+  decodes every type (what `dump --offsets-decoder` shows).
 
 Every non-null value starts with its int16 schema version:
 
@@ -31,10 +32,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Literal, NamedTuple, overload
+from typing import NamedTuple
 
-from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
+from ..errors import CorruptBatchError, KafkaLogError, UnsupportedFormatError
 from .control import ControlType, control_record
+from .message import Reader as _Reader
 
 __all__ = [
     "OFFSET_COMMIT_KEY_VERSIONS",
@@ -106,8 +108,8 @@ CoordinatorKey = OffsetCommitKey | GroupMetadataKey | OtherCoordinatorKey
 class OffsetCommitValue(NamedTuple):
     """A committed offset. Fields a version lacks hold Kafka's schema default, -1.
 
-    `tagged_fields` holds the (tag, raw bytes) pairs of a v4 value's tagged-field section; this
-    schema defines no tagged fields, so any present were added by a newer Kafka.
+    `tagged_fields` holds the (tag, raw bytes) pairs of a v4 value's tagged-field section (Kafka 4.x
+    writes the topic id there, tag 0, which `codec/coordinator_records.py` decodes).
     """
 
     version: int
@@ -165,136 +167,7 @@ class CoordinatorRecord(NamedTuple):
     value: OffsetCommitValue | GroupMetadataValue | bytes | None
 
 
-# -- a bounds-checked reader over one key or value ------------------------------------------------
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class _Reader:
-    """Reads Kafka protocol primitives from `buf`, raising KafkaLogError subclasses, never struct.error."""
-
-    __slots__ = ("buf", "pos", "what")
-
-    def __init__(self, buf, what: str, pos: int = 0):
-        self.buf = buf
-        self.pos = pos
-        self.what = what  # e.g. "offset commit value v3", used in every message
-
-    def _fail_truncated(self, field: str, expected: str, need: int) -> TruncatedDataError:
-        remain = len(self.buf) - self.pos
-        return TruncatedDataError(
-            f"{self.what}: {field}: expected {expected} ({need} bytes) but only {remain} remain", position=self.pos
-        )
-
-    def _fixed(self, codec: struct.Struct, field: str, expected: str) -> int:
-        if self.pos + codec.size > len(self.buf):
-            raise self._fail_truncated(field, expected, codec.size)
-        (value,) = codec.unpack_from(self.buf, self.pos)
-        self.pos += codec.size
-        return value
-
-    def int16(self, field: str) -> int:
-        return self._fixed(_I16, field, "an int16")
-
-    def int32(self, field: str) -> int:
-        return self._fixed(_I32, field, "an int32")
-
-    def int64(self, field: str) -> int:
-        return self._fixed(_I64, field, "an int64")
-
-    def uvarint(self, field: str) -> int:
-        """An unsigned varint of at most 5 bytes whose value fits an int32, as ByteUtils reads it."""
-        start = self.pos
-        value = 0
-        for i in range(5):
-            if self.pos >= len(self.buf):
-                raise TruncatedDataError(
-                    f"{self.what}: {field}: expected an unsigned varint but the data ends", position=start
-                )
-            b = self.buf[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << (7 * i)
-            if b < 0x80:
-                if value > 0x7FFFFFFF:
-                    break
-                return value
-        raise CorruptBatchError(
-            f"{self.what}: {field} is not a valid unsigned varint (expected at most 5 bytes and a value below 2^31)",
-            position=start,
-        )
-
-    def _take(self, n: int, field: str, expected: str, at: int) -> bytes:
-        if n > len(self.buf) - self.pos:
-            raise TruncatedDataError(
-                f"{self.what}: {field} declares {n} bytes; expected {expected} of that size but only "
-                f"{len(self.buf) - self.pos} remain",
-                position=at,
-            )
-        data = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return data
-
-    def _length(self, field: str, flexible: bool, wide: bool) -> tuple[int, int]:
-        """(length or -1 for null, position of the length): int16/int32 or compact (uvarint N+1)."""
-        at = self.pos
-        what = f"{field} length"
-        if flexible:
-            return self.uvarint(what) - 1, at
-        return (self.int32(what) if wide else self.int16(what)), at
-
-    @overload
-    def string(self, field: str, flexible: bool, nullable: Literal[False] = False) -> str: ...
-
-    @overload
-    def string(self, field: str, flexible: bool, nullable: bool) -> str | None: ...
-
-    def string(self, field: str, flexible: bool, nullable: bool = False) -> str | None:
-        kind = "a compact string" if flexible else "a string"
-        n, at = self._length(field, flexible, wide=False)
-        if n < 0:
-            if nullable and n == -1:
-                return None
-            expected = "a length of -1 (null) or more" if nullable else "a non-null string"
-            raise CorruptBatchError(f"{self.what}: {field} has length {n}; expected {expected}", position=at)
-        raw = self._take(n, field, f"{kind} of UTF-8 text", at)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorruptBatchError(
-                f"{self.what}: {field} is not valid UTF-8 (byte {exc.start} of the string); expected UTF-8 text",
-                position=at,
-            ) from None
-
-    def bytes_(self, field: str, flexible: bool) -> bytes:
-        n, at = self._length(field, flexible, wide=True)
-        if n < 0:
-            raise CorruptBatchError(f"{self.what}: {field} has length {n}; expected non-null bytes", position=at)
-        return self._take(n, field, "compact bytes" if flexible else "bytes", at)
-
-    def array_length(self, field: str, flexible: bool) -> int:
-        n, at = self._length(field, flexible, wide=True)
-        if n < 0:
-            raise CorruptBatchError(f"{self.what}: {field} has {n} elements; expected a non-null array", position=at)
-        return n
-
-    def tagged_fields(self, field: str = "tagged fields") -> tuple:
-        count = self.uvarint(f"{field} count")
-        fields = []
-        for _ in range(count):
-            tag = self.uvarint(f"{field} tag")
-            at = self.pos
-            size = self.uvarint(f"size of tagged field {tag}")
-            fields.append((tag, self._take(size, f"tagged field {tag}", "tagged-field data", at)))
-        return tuple(fields)
-
-    def finish(self) -> None:
-        extra = len(self.buf) - self.pos
-        if extra:
-            raise CorruptBatchError(
-                f"{self.what}: {extra} bytes left after the last field; expected the record to end", position=self.pos
-            )
+# -- reading: the message-schema primitives of codec/message.py --------------------------------------
 
 
 def _require(data, what: str) -> None:

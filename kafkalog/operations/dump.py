@@ -1,7 +1,14 @@
 """`kafkalog dump`: the JSON counterpart of kafka-dump-log.sh, one object per batch and per record.
 
 Field names follow Kafka's (baseOffset, lastOffset, producerId, isTransactional, ...); bytes are
-base64. Paths may be log directories, partition directories or single segment files.
+base64. Paths may be log directories, partition directories, single segment, index or snapshot
+files, KRaft snapshots (`<offset>-<epoch>.checkpoint`), `quorum-state`, or any file of record
+batches (its name not Kafka's: the offsets come from the batches). Decoders (`DECODERS`, as
+kafka-dump-log's --offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder and
+--share-group-state-decoder) add a record's decoded key and value as its "payload"; in a log or
+partition directory each applies to its own topic, on a single file to every record. Control
+records always show their payload (a marker's version and coordinator epoch, KRaft's control
+records' fields).
 
 `dump_paths` yields the objects; `write_dump` writes them as JSON lines (what `kafkalog dump`
 prints) without ever holding the whole base64 text of a large key or value: a record of N bytes
@@ -14,24 +21,64 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import posixpath
-from collections.abc import Iterable, Iterator
-from typing import TextIO, overload
+from collections.abc import Collection, Iterable, Iterator
+from typing import NamedTuple, TextIO, overload
 
 from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
-from ..codec.consumer_offsets import decode_record as decode_coordinator_record
-from ..codec.control import control_record
+from ..codec.control import ControlType, control_record
+from ..codec.coordinator_records import (
+    GROUP_RECORDS,
+    SHARE_RECORDS,
+    TRANSACTION_RECORDS,
+    RecordFamily,
+    decode_coordinator_record,
+)
+from ..codec.metadata_records import decode_kraft_control, decode_metadata_record
+from ..codec.remote_log_metadata import decode_remote_log_metadata
 from ..errors import KafkaLogError, LogDirError
+from ..storage.checkpoint import parse_leader_epoch_checkpoint
 from ..storage.fs import LogFileSystem
 from ..storage.index import OffsetIndex, TimeIndex
-from ..storage.naming import parse_partition_dir_name, parse_segment_file_name
+from ..storage.kraft import read_quorum_state
+from ..storage.naming import (
+    KRAFT_BOOTSTRAP_CHECKPOINT,
+    QUORUM_STATE,
+    parse_kraft_snapshot_name,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
 from ..storage.partition import Partition
-from ..storage.segment import LogSegment, locate
+from ..storage.remote_log import RemotePartition, RemoteStorage, remote_segment_file
+from ..storage.segment import SegmentReader, locate
 from ..storage.snapshot import ProducerSnapshot
 from ..storage.txnindex import TransactionIndex
+from ..topics import CONSUMER_OFFSETS_TOPIC, KRAFT_METADATA_TOPIC, REMOTE_LOG_METADATA_TOPIC
 
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+
+def _coordinator_decoder(family: RecordFamily):
+    def decoder(record) -> dict | None:
+        return None if record.key is None else decode_coordinator_record(family, record.key, record.value)
+
+    return decoder
+
+
+def _metadata_decoder(record) -> dict | None:
+    return None if record.value is None else decode_metadata_record(record.value)
+
+
+def _remote_log_metadata_decoder(record) -> dict | None:
+    return decode_remote_log_metadata(record.value)
+
+
+# kafka-dump-log's decoders: name (its option without "--" and "-decoder") -> (topic, record -> payload or None).
+DECODERS = {
+    "offsets": (CONSUMER_OFFSETS_TOPIC, _coordinator_decoder(GROUP_RECORDS)),
+    "transaction-log": (TRANSACTION_RECORDS.topic, _coordinator_decoder(TRANSACTION_RECORDS)),
+    "share-group-state": (SHARE_RECORDS.topic, _coordinator_decoder(SHARE_RECORDS)),
+    "cluster-metadata": (KRAFT_METADATA_TOPIC, _metadata_decoder),
+    "remote-log-metadata": (REMOTE_LOG_METADATA_TOPIC, _remote_log_metadata_decoder),
+}
 
 
 @overload
@@ -103,58 +150,78 @@ def _timestamp_type_name(ts_type: int) -> str:
     return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[ts_type]
 
 
-def record_json(record, batch, offsets_decoder: bool, encode=b64) -> dict:
-    """A record's fields; `encode` turns bytes into their JSON value (base64 text by default)."""
-    out = {
-        "offset": record.offset,
-        "timestamp": record.timestamp,
-        "keySize": -1 if record.key is None else len(record.key),
-        "valueSize": -1 if record.value is None else len(record.value),
-        "key": encode(record.key),
-        "value": encode(record.value),
-        "headers": [{"key": k, "value": encode(v)} for k, v in record.headers],
-    }
-    if offsets_decoder and not batch.is_control and record.key is not None:
-        out["payload"] = _coordinator_json(record.key, record.value)
+def record_json(record, batch, decoder=None, encode=b64, skip_metadata: bool = False) -> dict:
+    """A record's fields; `encode` turns bytes into their JSON value (base64 text by default).
+    `decoder` (one of DECODERS) adds the decoded "payload"; `skip_metadata` (--skip-record-metadata)
+    leaves out the timestamp, sizes and headers."""
+    if skip_metadata:
+        out = {"offset": record.offset, "key": encode(record.key), "value": encode(record.value)}
+    else:
+        out = {
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+            "keySize": -1 if record.key is None else len(record.key),
+            "valueSize": -1 if record.value is None else len(record.value),
+            "key": encode(record.key),
+            "value": encode(record.value),
+            "headers": [{"key": k, "value": encode(v)} for k, v in record.headers],
+        }
+    if decoder is not None and not batch.is_control:
+        try:
+            payload = decoder(record)
+        except KafkaLogError as err:  # shown, as kafka-dump-log shows what it cannot parse
+            payload = {"error": err.message}
+        if payload is not None:
+            out["payload"] = _plain(payload)
     return out
 
 
-def _coordinator_json(key: bytes, value: bytes | None) -> dict:
+def control_json(ctl, skip_metadata: bool = False) -> dict:
+    """A control record: its type, and its payload (a marker's version and coordinator epoch, a
+    KRaft control record's fields)."""
+    out: dict = {"offset": ctl.offset}
+    if not skip_metadata:
+        out["timestamp"] = ctl.timestamp
+    out["controlType"] = ctl.type.name
+    out["coordinatorEpoch"] = ctl.coordinator_epoch
     try:
-        decoded = decode_coordinator_record(key, value)
+        if ctl.type in (ControlType.ABORT, ControlType.COMMIT):
+            out["payload"] = {"version": int.from_bytes(ctl.value[:2], "big", signed=True)}
+        else:
+            payload = decode_kraft_control(ctl.type, ctl.value)
+            if payload is not None:
+                out["payload"] = _plain(payload)
     except KafkaLogError as err:
-        return {"error": err.message}
-    return _plain(decoded._asdict())
+        out["payload"] = {"error": err.message}
+    return out
 
 
 def _plain(value):
-    """NamedTuples and bytes as JSON-ready values."""
-    if hasattr(value, "_asdict"):
-        return {k: _plain(v) for k, v in value._asdict().items()}
+    """A decoded message JSON-ready: its bytes as base64 text."""
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, (bytes, bytearray)):
         return b64(bytes(value))
-    if hasattr(value, "name") and hasattr(value, "value"):  # enums
-        return value.name
     return value
 
 
-def dump_segment(
-    segment: LogSegment,
+def dump_batches(
+    reader: SegmentReader,
+    path: str,
     *,
     records: bool = False,
-    offsets_decoder: bool = False,
+    decoder=None,
     context: dict | None = None,
     lazy: bool = False,
+    skip_record_metadata: bool = False,
 ) -> Iterator[dict]:
-    """One object per batch (and per record with `records`), then one for a truncated tail. With
-    `lazy`, large keys and values are Base64Bytes (for write_dump) instead of base64 text."""
+    """One object per batch (and per record with `records`) of `reader` (a segment, a snapshot, any
+    file of batches), then one for a truncated tail. With `lazy`, large keys and values are
+    Base64Bytes (for write_dump) instead of base64 text."""
     encode = _lazy_b64 if lazy else b64
-    reader = segment.reader()
-    base = {"file": segment.log_path, **(context or {})}
+    base = {"file": path, **(context or {})}
     for position, batch in reader:
         yield {"type": "batch", **base, **batch_json(batch, position)}
         if not records:
@@ -163,19 +230,12 @@ def dump_segment(
             if batch.is_control and isinstance(batch, RecordBatch):
                 ctl = control_record(batch)
                 if ctl is not None:
-                    yield {
-                        "type": "control",
-                        **base,
-                        "offset": ctl.offset,
-                        "timestamp": ctl.timestamp,
-                        "controlType": ctl.type.name,
-                        "coordinatorEpoch": ctl.coordinator_epoch,
-                    }
+                    yield {"type": "control", **base, **control_json(ctl, skip_record_metadata)}
                 continue
             for record in batch.records():
-                yield {"type": "record", **base, **record_json(record, batch, offsets_decoder, encode)}
+                yield {"type": "record", **base, **record_json(record, batch, decoder, encode, skip_record_metadata)}
         except KafkaLogError as err:
-            raise locate(err, segment.log_path, position, batch) from None
+            raise locate(err, path, position, batch) from None
     if reader.truncated_tail is not None:
         tail = reader.truncated_tail
         yield {
@@ -208,6 +268,9 @@ def dump_index_file(fs: LogFileSystem, path: str, kind: str, base_offset: int) -
     elif kind == ".snapshot":
         for entry in ProducerSnapshot.from_bytes(data, base_offset, file=path).entries:
             yield {"type": "producerSnapshot", "file": path, **_camel(entry._asdict())}
+    elif kind == ".leader_epoch_checkpoint":  # a remote segment's (tiered storage)
+        for epoch in parse_leader_epoch_checkpoint(data.decode("utf-8", "replace"), file=path):
+            yield {"type": "leaderEpoch", "file": path, "epoch": epoch.epoch, "startOffset": epoch.start_offset}
 
 
 def _camel(fields: dict) -> dict:
@@ -224,39 +287,81 @@ def dump_paths(
     *,
     records: bool = False,
     offsets_decoder: bool = False,
+    decoders: Collection[str] = (),
     txn_index: bool = False,
     snapshots: bool = False,
     lazy: bool = False,
+    skip_record_metadata: bool = False,
+    max_bytes: int | None = None,
 ) -> Iterator[dict]:
-    """Dump log directories, partition directories or segment files, in order. `lazy`: see dump_segment."""
+    """Dump log directories, partition directories or files, in order. `decoders`: names of DECODERS
+    (`offsets_decoder` is "offsets"; any implies `records`); `lazy`: see dump_batches;
+    `skip_record_metadata` and `max_bytes`: kafka-dump-log's options of those names."""
+    unknown = sorted(set(decoders) - DECODERS.keys())
+    if unknown:
+        raise ValueError(f"unknown decoder(s) {unknown}; expected some of {sorted(DECODERS)}")
+    chosen = frozenset(decoders) | ({"offsets"} if offsets_decoder else set())
+    options = _Options(
+        records or bool(chosen),  # as in kafka-dump-log, a decoder prints the records
+        chosen,
+        txn_index,
+        snapshots,
+        lazy,
+        skip_record_metadata,
+        max_bytes,
+    )
     for path_or_uri in paths:
         fs, path = LogFileSystem.for_path(path_or_uri)
         info = fs.info(path)
         if info is None:
             raise LogDirError("no such file or directory", file=path)
         if info.is_dir:
-            yield from _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots, lazy)
+            yield from _dump_dir(fs, path, options)
         else:
-            yield from _dump_file(fs, info, records, offsets_decoder, lazy)
+            yield from _dump_file(fs, info, options)
 
 
-def write_dump(
-    paths: list[str],
-    out: TextIO,
-    *,
-    records: bool = False,
-    offsets_decoder: bool = False,
-    txn_index: bool = False,
-    snapshots: bool = False,
-) -> None:
-    """`kafkalog dump`: dump_paths's objects written to `out`, one JSON object a line, each exactly
-    `json.dumps(obj, separators=(",", ":"))`, but large keys and values written in pieces."""
-    write_json_lines(
-        dump_paths(
-            paths, records=records, offsets_decoder=offsets_decoder, txn_index=txn_index, snapshots=snapshots, lazy=True
-        ),
-        out,
-    )
+class _Options(NamedTuple):
+    records: bool
+    decoders: frozenset
+    txn_index: bool
+    snapshots: bool
+    lazy: bool
+    skip_record_metadata: bool
+    max_bytes: int | None
+
+    def decoder_for(self, topic: str | None):
+        """The decoder of `topic`'s records (None: a single file, where any chosen decoder applies)."""
+        for name in sorted(self.decoders):
+            decoder_topic, decoder = DECODERS[name]
+            if topic is None or topic == decoder_topic:
+                return decoder
+        return None
+
+    def batches(self, reader: SegmentReader, path: str, decoder, context: dict | None = None) -> Iterator[dict]:
+        objs = dump_batches(
+            reader,
+            path,
+            records=self.records,
+            decoder=decoder,
+            context=context,
+            lazy=self.lazy,
+            skip_record_metadata=self.skip_record_metadata,
+        )
+        if self.max_bytes is not None and reader.end == self.max_bytes:  # a batch cut by --max-bytes, not torn
+            return (o for o in objs if o["type"] != "truncated")
+        return objs
+
+    def reader(self, fs: LogFileSystem, info) -> SegmentReader:
+        end = info.size if self.max_bytes is None else min(self.max_bytes, info.size)
+        return SegmentReader(fs, info.path, end)
+
+
+def write_dump(paths: list[str], out: TextIO, **options) -> None:
+    """`kafkalog dump`: dump_paths's objects (with dump_paths's `options`) written to `out`, one JSON
+    object a line, each exactly `json.dumps(obj, separators=(",", ":"))`, but large keys and values
+    written in pieces."""
+    write_json_lines(dump_paths(paths, **options, lazy=True), out)
 
 
 def write_json_lines(objs: Iterable[dict], out: TextIO) -> None:
@@ -309,7 +414,14 @@ def _write_json(out: TextIO, value) -> None:
         out.write(json.dumps(value, separators=_SEPARATORS))
 
 
-def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots, lazy=False):
+def _dump_dir(fs, path, options: _Options):
+    if RemoteStorage.is_remote_storage(fs, path):
+        for remote in RemoteStorage.at(fs, path).partitions():
+            yield from _dump_remote_partition(remote, options)
+        return
+    if RemotePartition.is_remote_partition(fs, path):
+        yield from _dump_remote_partition(RemotePartition.open(fs, path), options)
+        return
     if parse_partition_dir_name(fs.name(path)) is not None:
         partition_paths = [path]
     else:
@@ -318,22 +430,70 @@ def _dump_dir(fs, path, records, offsets_decoder, txn_index, snapshots, lazy=Fal
         part = Partition.open(fs, ppath)
         part.ensure_settled()
         context = {"topic": part.topic, "partition": part.partition}
-        decode = offsets_decoder and part.topic == CONSUMER_OFFSETS_TOPIC
+        decoder = options.decoder_for(part.topic)
         for segment in part.segments:
-            yield from dump_segment(segment, records=records, offsets_decoder=decode, context=context, lazy=lazy)
-            if txn_index and ".txnindex" in segment.files:
+            yield from options.batches(options.reader(fs, segment.log), segment.log_path, decoder, context)
+            if options.txn_index and ".txnindex" in segment.files:
                 yield from dump_index_file(fs, segment.files[".txnindex"].path, ".txnindex", segment.base_offset)
-        if snapshots:
+        if options.snapshots:
             for offset, entry in sorted(part.snapshots.items()):
                 yield from dump_index_file(fs, entry.path, ".snapshot", offset)
+        for (offset, epoch), entry in sorted(part.kraft_snapshots.items()):
+            yield from _dump_kraft_snapshot(fs, entry, offset, epoch, options, decoder, context)
+        if QUORUM_STATE in part.files:
+            yield from _dump_quorum_state(fs, part.files[QUORUM_STATE].path)
 
 
-def _dump_file(fs, info, records, offsets_decoder, lazy=False):
-    name = parse_segment_file_name(info.name)
-    if name is None or name.state:
-        raise LogDirError("not a segment, index or snapshot file name", file=info.path)
-    if name.kind != ".log":
+def _dump_remote_partition(remote: RemotePartition, options: _Options):
+    """A remote partition of tiered storage (Kafka's LocalTieredStorage layout): its complete
+    segments in offset order, each object naming the topic id and the remote segment id."""
+    decoder = options.decoder_for(remote.topic)
+    for segment in remote.segments:
+        context = {
+            "topic": remote.topic,
+            "partition": remote.partition,
+            "topicId": remote.topic_id,
+            "remoteSegmentId": remote.segment_ids[segment.base_offset],
+        }
+        yield from options.batches(options.reader(remote.fs, segment.log), segment.log_path, decoder, context)
+        if options.txn_index and ".txnindex" in segment.files:
+            yield from dump_index_file(remote.fs, segment.files[".txnindex"].path, ".txnindex", segment.base_offset)
+
+
+def _dump_kraft_snapshot(fs, info, offset: int, epoch: int, options: _Options, decoder, context=None):
+    """A KRaft snapshot: an object naming its id (as kafka-dump-log's "Snapshot end offset: N,
+    epoch: E"), then its batches."""
+    yield {"type": "snapshot", "file": info.path, **(context or {}), "endOffset": offset, "epoch": epoch}
+    yield from options.batches(options.reader(fs, info), info.path, decoder, context)
+
+
+def _dump_quorum_state(fs, path: str):
+    yield {"type": "quorumState", "file": path, **read_quorum_state(fs.read_bytes(path), path)}
+
+
+def _dump_file(fs, info, options: _Options):
+    decoder = options.decoder_for(None)
+    snapshot_id = parse_kraft_snapshot_name(info.name)
+    if snapshot_id is not None:
+        yield from _dump_kraft_snapshot(fs, info, *snapshot_id, options, decoder)
+        return
+    if info.name == QUORUM_STATE:
+        yield from _dump_quorum_state(fs, info.path)
+        return
+    if info.name == KRAFT_BOOTSTRAP_CHECKPOINT:  # kafka-dump-log: "KRaft bootstrap snapshot"
+        yield {"type": "bootstrapSnapshot", "file": info.path}
+        yield from options.batches(options.reader(fs, info), info.path, decoder)
+        return
+    name = parse_segment_file_name(info.name) or remote_segment_file(info.name)
+    if name is not None and name.kind != ".log" and not name.state:
         yield from dump_index_file(fs, info.path, name.kind, name.base_offset)
         return
-    segment = LogSegment(fs, posixpath.dirname(info.path), name.base_offset, {".log": info})
-    yield from dump_segment(segment, records=records, offsets_decoder=offsets_decoder, lazy=lazy)
+    if name is None or name.state:
+        # not a Kafka segment name (a captured fetch response, a file kept under another name):
+        # read as a file of batches, the offsets theirs
+        yield {
+            "type": "file",
+            "file": info.path,
+            "note": "not a Kafka segment file name: read as record batches, offsets from the batches",
+        }
+    yield from options.batches(options.reader(fs, info), info.path, decoder)

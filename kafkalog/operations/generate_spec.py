@@ -13,8 +13,8 @@ from ..codec.compression import Codec
 from ..errors import ConfigError
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES
 from ..storage.log_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, DEFAULT_SEGMENT_MS
+from ..topics import CONSUMER_OFFSETS_TOPIC
 
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_START_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z: a fixed epoch, so output never depends on today
 DAY_MS = 24 * 60 * 60 * 1000
 

@@ -31,13 +31,22 @@ from dataclasses import dataclass, field
 
 from ..config import ConfigResolver, TopicConfig, resolver_from
 from ..errors import ConfigError, KafkaLogError
-from ..rules.retention import CommittedOffsets, DeleteRecordsError, RetentionOutcome, effective_config
+from ..rules.retention import (
+    CommittedOffsets,
+    DeleteRecordsError,
+    RemoteLog,
+    RetentionOutcome,
+    effective_config,
+    remote_log_enabled,
+)
 from ..storage.destination import destination
 from ..storage.fs import LogFileSystem
 from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FILES, is_kraft_metadata
 from ..storage.partition import Partition
+from ..storage.remote_log import RemoteLogView, open_remote_log
 from ..storage.swap import FaultHook, no_fault
+from . import progress
 from .retain_partition import (
     MISSING_HW_LOG_END,
     MISSING_HW_LOG_START,
@@ -83,6 +92,7 @@ def retain(
     output: str | None = None,
     dry_run: bool = False,
     missing_high_watermark: str = MISSING_HW_LOG_START,
+    remote_storage: str | None = None,
     fault: FaultHook | None = None,
 ) -> RetentionReport:
     """Apply retention to the log directory `log_dir` (a path or URI) and return the report.
@@ -96,7 +106,9 @@ def retain(
     patterns (fnmatch). `output`: write a new log directory there, the input untouched; else in
     place (refused while a broker holds the directory's lock). `dry_run`: plan and report only.
     `missing_high_watermark`: "log-start" (Kafka: without a replication-offset-checkpoint entry
-    nothing can be deleted) or "log-end" (trust the log end offset)."""
+    nothing can be deleted) or "log-end" (trust the log end offset). `remote_storage`: a
+    LocalTieredStorage directory holding the remote segments of topics with tiered storage, which
+    (with the log dir's own `__remote_log_metadata`) tells which local segments are uploaded."""
     resolver = _resolver(config)
     if missing_high_watermark not in (MISSING_HW_LOG_START, MISSING_HW_LOG_END):
         raise ConfigError(f"missing_high_watermark must be {MISSING_HW_LOG_START!r} or {MISSING_HW_LOG_END!r}")
@@ -124,6 +136,7 @@ def retain(
         output=output,
         dry_run=dry_run,
         missing_high_watermark=missing_high_watermark,
+        remote_storage=remote_storage,
         **({"fault": fault} if fault is not None else {}),
     )
 
@@ -132,8 +145,7 @@ def config_function(resolver: ConfigResolver) -> Callable:
     """topic -> effective TopicConfig; Kafka's internal topics stay compacted unless configured."""
 
     def config_for(topic: str):
-        explicit = "cleanup.policy" in resolver.per_topic.get(topic, {})
-        return effective_config(resolver.for_topic(topic), topic, explicit)
+        return effective_config(resolver.for_topic(topic), topic, resolver.per_topic.get(topic, {}))
 
     return config_for
 
@@ -419,7 +431,7 @@ class RetentionReport:
         shown = [
             p
             for p in self.partitions
-            if p.changed or p.skipped or (p.consumed and p.consumed.enabled and p.consumed.reason)
+            if p.changed or p.skipped or p.remote or (p.consumed and p.consumed.enabled and p.consumed.reason)
         ]
         for plan in shown[:max_partitions]:
             reasons = ", ".join(f"{n} by {r}" for r, n in plan.to_dict()["deletedByReason"].items())
@@ -431,6 +443,8 @@ class RetentionReport:
             if plan.skipped:
                 line = f"  {plan.topic}-{plan.partition}: skipped: {plan.skipped}"
             lines.append(line)
+            if plan.remote is not None:
+                lines += [f"    {note}" for note in plan.notes if note.startswith("tiered storage")]
             c = plan.consumed
             if c is not None and c.enabled and c.reason:
                 lines.append(f"    consumed retention: {c.reason}")
@@ -476,6 +490,7 @@ def run_retention(
     output: str | None = None,
     dry_run: bool = False,
     missing_high_watermark: str = MISSING_HW_LOG_START,
+    remote_storage: str | None = None,
     fault: FaultHook = no_fault,
 ) -> RetentionReport:
     """Retention over a log directory: plan every selected partition, then apply in place, or in a
@@ -498,10 +513,11 @@ def run_retention(
             committed=committed,
             dry_run=dry_run,
             missing_high_watermark=missing_high_watermark,
+            remote_storage=remote_storage,
         )
         report.log_dir, report.output = target.source, output
         if not dry_run:
-            for part, plan in work:
+            for part, plan in progress.track(work, "retain", "apply", "partition"):
                 apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
         return report
 
@@ -517,6 +533,7 @@ def _plan(
     committed,
     dry_run: bool,
     missing_high_watermark: str,
+    remote_storage: str | None = None,
 ) -> tuple[RetentionReport, list]:
     """Recover (unless a dry run) and plan every selected partition: the report, and the
     (partition, plan) pairs to apply."""
@@ -540,8 +557,10 @@ def _plan(
         committed = committed(log_dir) if wants else None
     report.committed_offsets = committed
     checkpoints = {name: log_dir.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
+    tiered = any(remote_log_enabled(configs[t], t) for t, _ in selected)
+    remote_view = open_remote_log(log_dir, remote_storage) if tiered else None
     work = []
-    for tp in sorted(selected):
+    for tp in progress.track(sorted(selected), "retain", "plan", "partition"):
         part = log_dir.partition(*tp)
         if is_kraft_metadata(tp[0]):  # reported, never retained
             report.partitions.append(_skipped(tp, part, configs[tp[0]], KRAFT_METADATA_NOT_REWRITTEN))
@@ -562,11 +581,21 @@ def _plan(
             truncate_below_start=truncate_below_start,
             committed=committed,
             missing_high_watermark=missing_high_watermark,
+            remote=_remote_log(part, configs[tp[0]], remote_view),
         )
         plan.recovered = recovered
         report.partitions.append(plan)
         work.append((part, plan))
     return report, work
+
+
+def _remote_log(part: Partition, config: TopicConfig, view: RemoteLogView | None) -> RemoteLog | None:
+    """The remote log of a partition whose topic has tiered storage (None: it has not). Nothing
+    known of it is Kafka's state before its remote log manager has run: nothing uploaded."""
+    if view is None or not remote_log_enabled(config, part.topic):
+        return None
+    highest = view.highest_offset(part)
+    return RemoteLog(-1 if highest is None else highest, copy_enabled=not config.remote_log_copy_disable)
 
 
 def _skipped(tp: tuple[str, int], part: Partition, config: TopicConfig, why: str) -> PartitionPlan:

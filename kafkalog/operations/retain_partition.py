@@ -26,19 +26,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..codec.consumer_offsets import replay_committed_offsets
+from ..codec.coordinator_records import share_partition_start_offsets
 from ..codec.filter import BatchRetention
 from ..config import TopicConfig
 from ..errors import KafkaLogError
 from ..rules.retention import (
-    CONSUMER_OFFSETS_TOPIC,
     FORCED,
     CommittedOffsets,
     DeletedSegment,
     DeleteRecordsError,
+    RemoteLog,
     RetentionOutcome,
     deletable_segments,
     delete_old_segments,
     delete_records_offset,
+    local_retention_bytes,
+    local_retention_ms,
+    share_group_offsets,
     time_breach,
 )
 from ..storage.checkpoint import (
@@ -60,9 +64,11 @@ from ..storage.naming import (
 )
 from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
+from ..storage.remote_log import topic_id
 from ..storage.rewrite import CLEANED, BatchPlan, rewrite_segments
 from ..storage.segment import LogSegment, SegmentMeta, locate
 from ..storage.swap import FaultHook, no_fault, recover_partition, replace_segments
+from ..topics import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC
 
 # Without a replication-offset-checkpoint entry: Kafka starts the high watermark at 0, clamped to
 # the log start offset (nothing can be deleted); "log-end" trusts the log end offset instead.
@@ -78,13 +84,21 @@ _CHECKPOINT_ORDER = (
 
 def read_committed_offsets(log_dir: LogDir) -> CommittedOffsets:
     """The live committed offsets in the log dir's own `__consumer_offsets` partitions, as the group
-    coordinator loads them (`consumer_offsets.replay_committed_offsets`)."""
+    coordinator loads them (`consumer_offsets.replay_committed_offsets`), and the start offsets of the
+    share groups in its `__share_group_state` partitions, as the share coordinator loads them
+    (`coordinator_records.share_partition_start_offsets`; KIP-932: they hold retention back alike)."""
     offsets: dict[tuple[str, str, int], int | None] = {}
+    share_starts: dict[tuple[str, str, int], int | None] = {}
     for topic, number in log_dir.topic_partitions:
         if topic == CONSUMER_OFFSETS_TOPIC:
             for key, value in replay_committed_offsets(log_dir.partition(topic, number).batches()).items():
                 offsets[key] = value.offset
-    return CommittedOffsets(offsets, f"{CONSUMER_OFFSETS_TOPIC} in {log_dir.path}")
+        elif topic == SHARE_GROUP_STATE_TOPIC:
+            share_starts.update(share_partition_start_offsets(log_dir.partition(topic, number).batches()))
+    if share_starts:  # share state names topics by id: the local partitions' partition.metadata map them
+        ids = ((topic_id(log_dir.partition(t, n)), t) for t, n in log_dir.topic_partitions)
+        offsets.update(share_group_offsets(share_starts, {id_: t for id_, t in ids if id_ is not None}))
+    return CommittedOffsets(offsets, f"{CONSUMER_OFFSETS_TOPIC} and {SHARE_GROUP_STATE_TOPIC} in {log_dir.path}")
 
 
 # -- the plan of one partition -------------------------------------------------------------------------------
@@ -245,6 +259,7 @@ class PartitionPlan:
     notes: list[str] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
     skipped: str | None = None
+    remote: RemoteLog | None = None  # tiered storage: what is known of the remote log
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -317,6 +332,16 @@ class PartitionPlan:
                 "after": [list(e) for e in self.epochs_after or []],
             },
             "checkpointUpdates": self.checkpoint_updates,
+            "remoteLog": None
+            if self.remote is None
+            else {
+                "highestOffset": self.remote.highest_offset,
+                "copyEnabled": self.remote.copy_enabled,
+                "localLogStartOffset": {
+                    "before": self.segments[0].base_offset if self.segments else None,
+                    "after": self.outcome.segments[0].base_offset if self.outcome.segments else None,
+                },
+            },
             "notes": self.notes,
         }
         if self.recovered:
@@ -336,10 +361,14 @@ def plan_partition(
     truncate_below_start: bool = False,
     committed: CommittedOffsets | None = None,
     missing_high_watermark: str = MISSING_HW_LOG_START,
+    remote: RemoteLog | None = None,
 ) -> PartitionPlan:
     """Decide retention for one partition. `checkpoints` maps each log-dir checkpoint file
     name to its {(topic, partition): offset} entries; `delete_records` is a requested offset (-1:
-    the high watermark); `committed` the committed offsets of consumer groups."""
+    the high watermark); `committed` the committed offsets of consumer groups; `remote` the remote
+    log of a topic with tiered storage (rules/retention.py). With tiered storage the log start
+    offset is the global one: the checkpoint's entry as it is (Kafka's LogLoader; 0 without one),
+    below the local segments where older offsets are in remote storage."""
     tp = (part.topic, part.partition)
     consumed_on = config.delete and config.retention_commitoffset_enable
     metas = []
@@ -355,7 +384,10 @@ def plan_partition(
         else 0
     )
     cp = checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp)
-    log_start = max(cp if cp is not None else first_base, first_base)
+    if remote is not None:
+        log_start = cp if cp is not None else 0
+    else:
+        log_start = max(cp if cp is not None else first_base, first_base)
     hw_cp = checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp)
     if hw_cp is not None:
         hw, hw_source = hw_cp, "replication-offset-checkpoint"
@@ -375,6 +407,7 @@ def plan_partition(
         high_watermark,
         hw_source,
         RetentionOutcome(list(metas), [], log_start),
+        remote=remote,
     )
     if not metas:
         plan.skipped = "no segment (Kafka creates an empty one at the log start offset)"
@@ -434,6 +467,7 @@ def plan_partition(
         high_watermark=high_watermark,
         now_ms=now_ms,
         min_committed_offset=min_committed,
+        remote=remote,
     )
     new_start = plan.outcome.log_start_offset
     if plan.delete_records is not None and plan.delete_records.error is None:
@@ -451,8 +485,10 @@ def plan_partition(
     ):
         source = next(s for s in part.segments if s.base_offset == first.base_offset)
         plan.truncation = plan_truncation(source, new_start)
-    # producer snapshots, leader epochs, checkpoints
-    plan.snapshots_to_delete = sorted(o for o in part.snapshots if o < new_start)
+    # producer snapshots, leader epochs, checkpoints; the local log start offset is above the global
+    # one where older offsets are only in remote storage
+    local_start = max(new_start, remaining[0].base_offset)
+    plan.snapshots_to_delete = sorted(o for o in part.snapshots if o < local_start)
     if plan.outcome.rolled_at is not None and plan.outcome.rolled_at not in part.snapshots:
         plan.snapshot_at_log_end = True
     entry = part.files.get(LEADER_EPOCH_CHECKPOINT)
@@ -469,13 +505,34 @@ def plan_partition(
         plan.checkpoint_updates[LOG_START_OFFSET_CHECKPOINT] = new_start
     for name in (CLEANER_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
         current = checkpoints.get(name, {}).get(tp)
-        if current is not None and current < new_start:
-            plan.checkpoint_updates[name] = new_start
+        if current is not None and current < local_start:
+            plan.checkpoint_updates[name] = local_start
     if plan.outcome.rolled_at is not None:
         plan.notes.append(
             f"every segment was deletable: rolled a new empty segment at the log end offset {plan.outcome.rolled_at}"
         )
+    if remote is not None:
+        plan.notes.append(_tiered_note(remote, config, new_start))
     return plan
+
+
+def _tiered_note(remote: RemoteLog, config: TopicConfig, log_start: int) -> str:
+    if not remote.copy_enabled:
+        return "tiered storage with remote.log.copy.disable: retention.ms and retention.bytes apply to local segments"
+    settings = (
+        f"local.retention.ms={local_retention_ms(config, remote)}, "
+        f"local.retention.bytes={local_retention_bytes(config, remote)}"
+    )
+    if remote.highest_offset < 0:
+        return (
+            f"tiered storage ({settings}): no uploaded segment is known (no __remote_log_metadata in the log "
+            "dir and no remote storage directory, or neither lists this partition), so time and size retention "
+            "delete no local segment"
+        )
+    return (
+        f"tiered storage ({settings}): only local segments uploaded to remote storage (offsets up to "
+        f"{remote.highest_offset}) are deleted; the log start offset stays at {log_start}, where the remote log begins"
+    )
 
 
 def _consumer_reports(plan: PartitionPlan, report: ConsumedReport, high_watermark: int, now_ms: int) -> None:

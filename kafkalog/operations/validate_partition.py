@@ -29,10 +29,12 @@ from ..storage.naming import (
     OFFSET_CHECKPOINT_FILES,
     PARTITION_METADATA,
     illegal_partition_dir_reason,
+    is_kraft_metadata,
 )
 from ..storage.partition import Partition
 from ..storage.producer_state import ProducerStateManager
 from ..storage.snapshot import ProducerSnapshot
+from .validate_kraft import check_kraft
 from .validate_replay import ReplayState, compare_snapshots, finish_epochs
 from .validate_report import ERROR, INFO, WARNING, Findings
 from .validate_segment import SegmentChecks, SegmentPlan
@@ -136,7 +138,17 @@ class PartitionChecks:
             compare_snapshots(self.findings, state, None, self.segments.deep)
             self._check_snapshot_ranges(snapshots, result)
             finish_epochs(self.findings, state, result.log_end)
+        if is_kraft_metadata(part.topic):
+            check_kraft(self.findings, part, result.log_end, epochs.entries)
         return result
+
+    def check_segments(self, part: Partition) -> None:
+        """Segments that are not a partition directory's (a remote partition of tiered storage, its
+        files named by segment id): each segment and its indexes, in offset order, with one replay of
+        producer state; no checkpoint files, snapshots or leader epochs beside them."""
+        self.findings.counts["partitions"] += 1
+        state, compacted = self._start_replay(part, DirContext(), [], _EpochFile())
+        self._check_segments(part, state, compacted)
 
     def _open(self, fs: LogFileSystem, path: str) -> Partition | None:
         try:

@@ -7,29 +7,51 @@ first segment that may not go); `delete_old_segments` runs the scans in Kafka's 
 offset breach, then (only with `cleanup.policy` containing `delete`) size breach, consumed retention
 (when enabled), time breach -- rolling a new empty segment at the log end offset when every segment
 goes. `delete_records_offset` is `Partition.deleteRecordsOnLeader` with Kafka's errors.
+
+Tiered storage (KIP-405): for a topic whose remote log is enabled (`remote_log_enabled`), the size
+and time scans apply `local.retention.bytes` / `local.retention.ms`, a segment goes only once it is
+wholly uploaded (below `RemoteLog.highest_offset`) or below the log start offset, and deleting local
+segments moves only the local log start offset: the global one stays where the remote log starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from ..config import TopicConfig
 from ..errors import KafkaLogError
 from ..storage.segment import SegmentMeta
+from ..topics import (
+    CONSUMER_OFFSETS_TOPIC,
+    KRAFT_METADATA_TOPIC,
+    REMOTE_LOG_METADATA_TOPIC,
+    SHARE_GROUP_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+)
 
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka creates its internal topics compacted; without a per-topic cleanup.policy for them, the
 # broker-wide default (delete) must not apply.
-INTERNAL_COMPACTED_TOPICS = (CONSUMER_OFFSETS_TOPIC, "__transaction_state")
+INTERNAL_COMPACTED_TOPICS = (CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+# UnifiedLog.isRemoteLogEnabled: never for Kafka's internal topics, its metadata log and the remote
+# log metadata topic, whatever their remote.storage.enable says.
+NEVER_TIERED_TOPICS = (
+    *INTERNAL_COMPACTED_TOPICS,
+    SHARE_GROUP_STATE_TOPIC,
+    REMOTE_LOG_METADATA_TOPIC,
+    KRAFT_METADATA_TOPIC,
+)
 
 # Why a segment went (the report's reasons).
 LOG_START_OFFSET_BREACH = "log-start-offset"
 SIZE_BREACH = "retention.bytes"
 CONSUMED_BREACH = "retention.commitoffset.ms"
 TIME_BREACH = "retention.ms"
-REASONS = (LOG_START_OFFSET_BREACH, SIZE_BREACH, CONSUMED_BREACH, TIME_BREACH)
+# tiered storage: an uploaded local segment went; its offsets are still read from remote storage
+LOCAL_SIZE_BREACH = "local.retention.bytes"
+LOCAL_TIME_BREACH = "local.retention.ms"
+REASONS = (LOG_START_OFFSET_BREACH, SIZE_BREACH, CONSUMED_BREACH, TIME_BREACH, LOCAL_SIZE_BREACH, LOCAL_TIME_BREACH)
 FORCED = (SIZE_BREACH, TIME_BREACH)  # deletions that do not wait for consumers
 
 
@@ -54,19 +76,30 @@ Predicate = Callable[[SegmentMeta, "SegmentMeta | None"], bool]
 
 
 def deletable_segments(
-    segments: Sequence[SegmentMeta], predicate: Predicate, *, high_watermark: int, log_end_offset: int
+    segments: Sequence[SegmentMeta],
+    predicate: Predicate,
+    *,
+    high_watermark: int,
+    log_end_offset: int,
+    eligible: Callable[[int, SegmentMeta | None], bool] | None = None,
 ) -> list[SegmentMeta]:
     """UnifiedLog.deletableSegments: the prefix of `segments` a scan may delete. A segment
     goes when the high watermark is at or above its upper bound (the next segment's base offset, or
-    the log end offset for the last), `predicate(segment, next segment or None)` holds, and it is not
-    the empty last segment; the scan stops at the first segment that may not go. The predicate is
-    called in order, as Kafka calls it (only where the high watermark allows)."""
+    the log end offset for the last), `predicate(segment, next segment or None)` holds, it is not
+    the empty last segment and (tiered storage) `eligible(upper bound, next segment or None)`; the
+    scan stops at the first segment that may not go. The predicate is called in order, as Kafka
+    calls it (only where the high watermark allows)."""
     out = []
     for i, segment in enumerate(segments):
         following = segments[i + 1] if i + 1 < len(segments) else None
         upper = following.base_offset if following is not None else log_end_offset
         last_and_empty = following is None and segment.size == 0
-        if high_watermark >= upper and predicate(segment, following) and not last_and_empty:
+        if (
+            high_watermark >= upper
+            and predicate(segment, following)
+            and not last_and_empty
+            and (eligible is None or eligible(upper, following))
+        ):
             out.append(segment)
         else:
             break
@@ -113,6 +146,45 @@ def consumed_breach(now_ms: int, consumed_ms: int, min_committed_offset: int | N
     )
 
 
+class RemoteLog(NamedTuple):
+    """What UnifiedLog knows of a tiered partition's remote log: `highest_offset`, the offset up to
+    which (inclusive) segments are uploaded (-1: none known, as at a broker's start), and whether
+    copying is on (`remote.log.copy.disable` false)."""
+
+    highest_offset: int = -1
+    copy_enabled: bool = True
+
+
+def remote_log_enabled(config: TopicConfig, topic: str) -> bool:
+    """UnifiedLog.isRemoteLogEnabled, taking the broker's remote.log.storage.system.enable as on:
+    remote.storage.enable on a topic that is neither compacted nor one of Kafka's own."""
+    return config.remote_storage_enable and not config.compact and topic not in NEVER_TIERED_TOPICS
+
+
+def local_retention_ms(config: TopicConfig, remote: RemoteLog | None) -> int:
+    """UnifiedLog.localRetentionMs: local.retention.ms while segments are copied to remote storage,
+    its -2 meaning retention.ms (LogConfig.localRetentionMs); otherwise retention.ms."""
+    if remote is None or not remote.copy_enabled or config.local_retention_ms == -2:
+        return config.retention_ms
+    return config.local_retention_ms
+
+
+def local_retention_bytes(config: TopicConfig, remote: RemoteLog | None) -> int:
+    """UnifiedLog.localRetentionSize, as `local_retention_ms` for local.retention.bytes."""
+    if remote is None or not remote.copy_enabled or config.local_retention_bytes == -2:
+        return config.retention_bytes
+    return config.local_retention_bytes
+
+
+def uploaded_or_below_start(remote: RemoteLog, log_start_offset: int) -> Callable[[int, SegmentMeta | None], bool]:
+    """UnifiedLog.isSegmentEligibleForDeletion with remote copy on: the segment's last offset
+    (below its upper bound) is uploaded, or the log start offset has passed the segment."""
+    return lambda upper, following: (
+        (0 < upper and upper - 1 <= remote.highest_offset)
+        or (following is not None and log_start_offset >= following.base_offset)
+    )
+
+
 class DeletedSegment(NamedTuple):
     segment: SegmentMeta
     upper_bound: int  # every offset of the segment is below it (the next segment's base offset)
@@ -122,7 +194,9 @@ class DeletedSegment(NamedTuple):
 @dataclass
 class RetentionOutcome:
     """What `delete_old_segments` decided: the segments that remain (a rolled one included), the
-    deleted ones in order with their reasons, the new log start offset, where a roll happened."""
+    deleted ones in order with their reasons, the new log start offset, where a roll happened. With
+    tiered storage the log start offset is the global one (remote and local); the local log start
+    offset is the base offset of the first segment left."""
 
     segments: list[SegmentMeta]
     deleted: list[DeletedSegment]
@@ -139,6 +213,7 @@ def delete_old_segments(
     high_watermark: int,
     now_ms: int,
     min_committed_offset: int | None = None,
+    remote: RemoteLog | None = None,
 ) -> RetentionOutcome:
     """UnifiedLog.deleteOldSegments with consumed retention before forced time retention.
 
@@ -147,14 +222,20 @@ def delete_old_segments(
     `min_committed_offset` is known, then (c) retention.ms. Each scan is a prefix scan over what the
     previous ones left. When a scan may delete every segment, a new empty segment is rolled at the
     log end offset first, so the log never has no segment. The log start offset moves to the base
-    offset of the first segment left (it never decreases)."""
+    offset of the first segment left (it never decreases).
+
+    `remote`: the partition's remote log when its topic has it enabled (`remote_log_enabled`). While
+    copying is on, size and time use the local retention settings, a segment goes only when
+    `uploaded_or_below_start`, and only the local log start offset moves (UnifiedLog.incrementStartOffset)."""
     state = RetentionOutcome(list(segments), [], log_start_offset)
+    tiered = remote is not None and remote.copy_enabled
+    eligible = uploaded_or_below_start(remote, log_start_offset) if remote is not None and tiered else None
 
     def scan(predicate: Predicate | None, reason: str) -> None:
         if predicate is None or not state.segments:
             return
         doomed = deletable_segments(
-            state.segments, predicate, high_watermark=high_watermark, log_end_offset=log_end_offset
+            state.segments, predicate, high_watermark=high_watermark, log_end_offset=log_end_offset, eligible=eligible
         )
         if not doomed:
             return
@@ -164,14 +245,18 @@ def delete_old_segments(
         for i, segment in enumerate(doomed):
             state.deleted.append(DeletedSegment(segment, state.segments[i + 1].base_offset, reason))
         state.segments = state.segments[len(doomed) :]
-        state.log_start_offset = max(state.log_start_offset, state.segments[0].base_offset)
+        if not tiered:
+            state.log_start_offset = max(state.log_start_offset, state.segments[0].base_offset)
 
     scan(log_start_offset_breach(state.log_start_offset), LOG_START_OFFSET_BREACH)
     if config.delete:
-        scan(size_breach(state.segments, config.retention_bytes), SIZE_BREACH)
+        scan(
+            size_breach(state.segments, local_retention_bytes(config, remote)),
+            LOCAL_SIZE_BREACH if tiered else SIZE_BREACH,
+        )
         if config.retention_commitoffset_enable:
             scan(consumed_breach(now_ms, config.retention_commitoffset_ms, min_committed_offset), CONSUMED_BREACH)
-        scan(time_breach(now_ms, config.retention_ms), TIME_BREACH)
+        scan(time_breach(now_ms, local_retention_ms(config, remote)), LOCAL_TIME_BREACH if tiered else TIME_BREACH)
     return state
 
 
@@ -198,14 +283,34 @@ def delete_records_offset(
     return offset
 
 
-def effective_config(config: TopicConfig, topic: str, explicit_policy: bool) -> TopicConfig:
-    """Kafka's internal topics are compacted unless their own configuration says otherwise."""
-    if topic in INTERNAL_COMPACTED_TOPICS and not explicit_policy:
+def effective_config(config: TopicConfig, topic: str, explicit: Collection[str]) -> TopicConfig:
+    """Kafka's internal topics are compacted, and its remote log metadata topic is kept forever,
+    unless their own configuration (the names in `explicit`) says otherwise."""
+    if topic in INTERNAL_COMPACTED_TOPICS and "cleanup.policy" not in explicit:
         return replace(config, cleanup_policy=("compact",))
+    # TopicBasedRemoteLogMetadataManager creates its topic with retention.ms=-1 (its
+    # remote.log.metadata.topic.retention.ms default): the broker-wide 7 days must not apply
+    if topic == REMOTE_LOG_METADATA_TOPIC and "retention.ms" not in explicit:
+        return replace(config, retention_ms=-1)
     return config
 
 
 # -- committed offsets --------------------------------------------------------------------------------------
+
+
+def share_group_offsets(
+    start_offsets: Mapping[tuple[str, str, int], int | None], topic_names: Mapping[str, str]
+) -> dict[tuple[str, str, int], int | None]:
+    """KIP-932 in consumed retention: a share partition's start offset (the lowest offset its share
+    group has not yet acknowledged) holds retention back exactly as a consumer group's committed
+    offset does, so it becomes a committed offset of the group: (group, topic, partition) -> offset,
+    None where it is not known. `start_offsets` is keyed by topic id; `topic_names` maps the ids of
+    the topics at hand to their names, and share partitions of other topics are left out."""
+    return {
+        (group, topic_names[topic_id], partition): offset
+        for (group, topic_id, partition), offset in start_offsets.items()
+        if topic_id in topic_names
+    }
 
 
 @dataclass

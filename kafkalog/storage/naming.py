@@ -6,6 +6,8 @@ import posixpath
 import re
 from typing import NamedTuple
 
+from ..topics import KRAFT_METADATA_TOPIC
+
 # Per-log-dir checkpoint files and per-partition files.
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -143,9 +145,21 @@ def illegal_partition_dir_reason(name: str) -> str | None:
 # retention or compaction to the metadata log: KafkaMetadataLog forces retention.ms and
 # retention.bytes to -1 and never compacts; its segments go only below a snapshot
 # (`<offset>-<epoch>.checkpoint`), by metadata.max.retention.ms/bytes. kafkalog never rewrites either.
-KRAFT_METADATA_TOPIC = "__cluster_metadata"
 KRAFT_BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 KRAFT_METADATA_NOT_REWRITTEN = "KRaft metadata log: Kafka never compacts or retains it"
+
+
+# In `__cluster_metadata-0`: the quorum's state (raft's FileQuorumStateStore) and the snapshots,
+# `<offset, 20 digits>-<epoch, 10 digits>.checkpoint` (Snapshots.filenameFromSnapshotId); a
+# `.checkpoint.part` is one being written, a `.checkpoint.deleted` one being deleted.
+QUORUM_STATE = "quorum-state"
+_KRAFT_SNAPSHOT = re.compile(r"([0-9]{20})-([0-9]{10})\.checkpoint")
+
+
+def parse_kraft_snapshot_name(name: str) -> tuple[int, int] | None:
+    """(end offset, epoch) of a KRaft snapshot file name, or None for any other name."""
+    match = _KRAFT_SNAPSHOT.fullmatch(name)
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
 
 
 def is_kraft_metadata(topic: str) -> bool:

@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 
 from ..errors import LogDirError
 from .fs import FileEntry, LogFileSystem
-from .naming import LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, parse_partition_dir_name, parse_segment_file_name
+from .naming import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    QUORUM_STATE,
+    parse_kraft_snapshot_name,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
 from .segment import LogSegment
 
 
@@ -23,6 +30,7 @@ class Partition:
     in_flight: list[FileEntry] = field(default_factory=list)  # .cleaned, .swap, .deleted leftovers
     orphan_indexes: list[FileEntry] = field(default_factory=list)  # index files without a .log
     files: dict[str, FileEntry] = field(default_factory=dict)  # leader-epoch-checkpoint, partition.metadata
+    kraft_snapshots: dict[tuple[int, int], FileEntry] = field(default_factory=dict)  # (end offset, epoch)
 
     @classmethod
     def open(cls, fs: LogFileSystem, path: str) -> Partition:
@@ -36,8 +44,12 @@ class Partition:
         for entry in fs.list_dir(path):
             if entry.is_dir:
                 continue
-            if entry.name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA):
+            if entry.name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, QUORUM_STATE):
                 part.files[entry.name] = entry
+                continue
+            snapshot_id = parse_kraft_snapshot_name(entry.name)
+            if snapshot_id is not None:
+                part.kraft_snapshots[snapshot_id] = entry
                 continue
             seg_name = parse_segment_file_name(entry.name)
             if seg_name is None:

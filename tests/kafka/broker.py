@@ -118,6 +118,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Kafka's reference remote storage manager (kafka-storage's test jar, in tests/kafka/pom.xml)
+LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
+
+
+def tiered_storage_overrides(remote_dir: str | Path) -> dict[str, str]:
+    """Broker settings for tiered storage (KIP-405) into LocalTieredStorage under `remote_dir` (it
+    keeps `remote_dir/kafka-tiered-storage/`), with the topic-based metadata manager's topic on this
+    one broker, copying every half second."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": LOCAL_TIERED_STORAGE,
+        "rsm.config.dir": str(remote_dir),
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        "remote.log.manager.task.interval.ms": "500",
+    }
+
+
 def random_cluster_id() -> str:
     """A cluster id as `kafka-storage random-uuid` makes it: 16 random bytes, URL-safe base64 without
     padding, never starting with '-'."""

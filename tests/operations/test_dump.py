@@ -67,12 +67,10 @@ def test_dump_offsets_decoder_and_snapshot(capsys):
     assert code == 0
     commit = next(o for o in objs if o["type"] == "record" and o["offset"] == 16)
     assert commit["payload"]["key"] == {
-        "version": 1,
-        "group": "console-consumer-65070",
-        "topic": "test_topic_0603",
-        "partition": 0,
+        "type": 1,
+        "data": {"group": "console-consumer-65070", "topic": "test_topic_0603", "partition": 0},
     }
-    assert commit["payload"]["value"]["offset"] == 9
+    assert commit["payload"]["value"]["data"]["offset"] == 9
     code, objs, _ = _run(capsys, str(BROKERS / "kafka-2.7.1-zk" / "myTopic-0" / "00000000000000000038.snapshot"))
     assert code == 0 and [o["producerId"] for o in objs] == [4001, 4002, 4003]
 

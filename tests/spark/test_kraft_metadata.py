@@ -10,7 +10,8 @@ from kafkalog.config import resolver_from
 from kafkalog.errors import ConfigError
 from kafkalog.operations.compact import compact
 from kafkalog.operations.purge import purge
-from kafkalog.storage.naming import KRAFT_METADATA_NOT_REWRITTEN, KRAFT_METADATA_TOPIC
+from kafkalog.storage.naming import KRAFT_METADATA_NOT_REWRITTEN
+from kafkalog.topics import KRAFT_METADATA_TOPIC
 
 from ..storage.test_kraft_metadata import FAR_FUTURE, kraft_files, kraft_log_dir
 
