@@ -10,6 +10,7 @@ from collections import Counter
 
 from . import __version__
 from .errors import KafkaLogError
+from .topics import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_FAILED = 0, 1, 2
 ABOUT = """Compact, retain, purge and verify Kafka log directories outside a running broker,
@@ -21,7 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # progress of long runs goes to stderr, so that stdout stays the result
     logging.basicConfig(format="%(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("kafkalog").setLevel(logging.INFO)  # ours only: py4j's INFO lines are not news
+    quiet = getattr(args, "quiet", False)
+    # ours only: py4j's INFO lines are not news; with --quiet, warnings and errors only
+    logging.getLogger("kafkalog").setLevel(logging.WARNING if quiet else logging.INFO)
+    from .operations import progress
+
+    progress.set_mode("off" if quiet else "auto")
     if not hasattr(args, "run"):
         parser.print_help()
         return EXIT_FAILED
@@ -65,6 +71,7 @@ EXAMPLES = {
         "kafkalog dump sample/customers-0/00000000000000000000.log --records | head",
         "kafkalog dump sample/__consumer_offsets-0 --offsets-decoder",
         "kafkalog dump sample/payments-0 --txn-index --snapshot",
+        "kafkalog dump /var/lib/kafka/data/__cluster_metadata-0 --records --cluster-metadata-decoder",
     ],
     "validate": [
         "kafkalog validate sample --config-file sample.properties",
@@ -147,6 +154,14 @@ def _add_config_options(p) -> None:
     )
 
 
+def _add_quiet(p) -> None:
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress (bars on a terminal, log lines elsewhere); warnings and errors still print",
+    )
+
+
 def _resolver(args):
     from .operations.files import load_config
 
@@ -165,6 +180,7 @@ def _add_validate(commands) -> None:
         help="the least severe finding that makes the exit code 1 (default: warning)",
     )
     _add_config_options(p)
+    _add_quiet(p)
     p.set_defaults(run=_run_validate)
 
 
@@ -176,6 +192,7 @@ def _run_validate(args) -> int:
         index_interval_bytes=_resolver(args).values_of("index.interval.bytes"),
         deep=not args.shallow,
         fail_on=args.fail_on,
+        spark=_running_session(),
     )
     print(report.to_json() if args.json else report.summary())
     return report.exit_code
@@ -223,9 +240,25 @@ def _add_dump(commands) -> None:
     p = commands.add_parser("dump", help="print batches (and records) as JSON Lines, like kafka-dump-log")
     p.add_argument("paths", nargs="+", metavar="PATH", help="log dir, partition dir, or segment/index/snapshot file")
     p.add_argument("--records", action="store_true", help="also one object per record")
-    p.add_argument("--offsets-decoder", action="store_true", help="decode __consumer_offsets keys and values")
+    for name, topic in (
+        ("offsets", CONSUMER_OFFSETS_TOPIC),
+        ("transaction-log", TRANSACTION_STATE_TOPIC),
+        ("cluster-metadata", "__cluster_metadata (and KRaft snapshots)"),
+        ("share-group-state", SHARE_GROUP_STATE_TOPIC),
+        ("remote-log-metadata", "__remote_log_metadata (tiered storage)"),
+    ):
+        p.add_argument(
+            f"--{name}-decoder",
+            action="append_const",
+            const=name,
+            dest="decoders",
+            default=[],
+            help=f"decode {topic} records (implies --records)",
+        )
     p.add_argument("--txn-index", action="store_true", help="also dump .txnindex entries")
     p.add_argument("--snapshot", action="store_true", help="also dump producer-state snapshots")
+    p.add_argument("--skip-record-metadata", action="store_true", help="records without timestamp, sizes and headers")
+    p.add_argument("--max-bytes", type=int, metavar="N", help="only the batches within each file's first N bytes")
     p.set_defaults(run=_run_dump)
 
 
@@ -236,9 +269,11 @@ def _run_dump(args) -> int:
         args.paths,
         sys.stdout,
         records=args.records,
-        offsets_decoder=args.offsets_decoder,
+        decoders=args.decoders,
         txn_index=args.txn_index,
         snapshots=args.snapshot,
+        skip_record_metadata=args.skip_record_metadata,
+        max_bytes=args.max_bytes,
     )
     return EXIT_OK
 
@@ -251,7 +286,14 @@ def _add_compact(commands, name: str, help_text: str) -> None:
     )
     if name == "plan":
         p.add_argument("--report", metavar="FILE", help="also write the plan and the per-reason report as JSON")
+    p.add_argument(
+        "--legacy-as-v2",
+        action="store_true",
+        help="write the legacy (v0/v1) batches of the cleaned segments as v2, as Kafka 4.x's cleaner does "
+        "(default: keep their format, as Kafka 3.x's cleaner did)",
+    )
     _add_config_options(p)
+    _add_quiet(p)
     p.set_defaults(run=_run_compact)
 
 
@@ -267,7 +309,15 @@ def _run_compact(args) -> int:
     log_dir = output or args.log_dir
     spark = _session(args)
     result = compact(
-        spark, args.log_dir, resolver, now, force=args.force, topics=args.topics, dry_run=dry_run, output=output
+        spark,
+        args.log_dir,
+        resolver,
+        now,
+        force=args.force,
+        topics=args.topics,
+        dry_run=dry_run,
+        output=output,
+        legacy_as_v2=args.legacy_as_v2,
     )
     partitions = result.plan.partitions()
     chosen = [p for p in partitions if p["chosen"]]
@@ -372,7 +422,14 @@ def _add_retain(commands) -> None:
         help="without a replication-offset-checkpoint entry: Kafka's rule (nothing is deleted) or "
         "trust the log end offset",
     )
+    p.add_argument(
+        "--remote-storage-dir",
+        metavar="DIR",
+        help="tiered storage: the LocalTieredStorage directory of remote segments (path or URI), which "
+        "with the log dir's __remote_log_metadata tells which local segments are uploaded",
+    )
     _add_config_options(p)
+    _add_quiet(p)
     p.set_defaults(run=_run_retain)
 
 
@@ -392,6 +449,7 @@ def _run_retain(args) -> int:
         output=args.output,
         dry_run=args.dry_run,
         missing_high_watermark=args.missing_high_watermark,
+        remote_storage=args.remote_storage_dir,
     )
     _write_report(args.report, report.to_dict())
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
@@ -405,6 +463,16 @@ def _session(args):
     from .spark.session import local_session
 
     return local_session(master=args.master or "local[2]", verbose=args.verbose)
+
+
+def _running_session():
+    """The SparkSession already running in this process (a job's: jobs/validate.py), else None: the
+    command line does not start Spark for a command that needs none."""
+    if "pyspark.sql" not in sys.modules:
+        return None
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
 
 
 def _check_before_spark(args) -> None:
@@ -457,6 +525,7 @@ def _add_purge(commands) -> None:
     )
     p.add_argument("--reason", default=DEFAULT_REASON, help="the ledger's reason for keys without their own")
     _add_config_options(p)
+    _add_quiet(p)
     p.set_defaults(run=_run_purge)
 
 

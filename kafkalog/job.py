@@ -35,6 +35,7 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
     """Run `kafkalog COMMAND` with `argv` (default: this process's arguments) as a Spark application."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection chatter is not the job's news
+    log.setLevel(logging.INFO)  # where and how the job ran, also with --quiet (which quiets the command's progress)
     argv = job_arguments(command, sys.argv[1:] if argv is None else argv, os.environ)
     from .spark.session import local_session
 

@@ -22,6 +22,7 @@ from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean, group_segments_by_size, log_to_clean
 from ..spark.compaction import REASONS, batch_plans, decide, segment_summaries
 from ..spark.errors import from_spark_error, raises_kafkalog_errors
+from ..spark.progress import task_feed
 from ..spark.rewrite import OutputSegment, OutputStats, swap_in, write_outputs
 from ..storage.destination import Destination, destination
 from ..storage.logdir import LogDir
@@ -34,6 +35,7 @@ from ..storage.naming import (
 )
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, recover_partition
+from . import progress
 
 log = logging.getLogger("kafkalog")
 
@@ -57,6 +59,12 @@ class CompactionPlan:
     @property
     def chosen(self) -> list[LogToClean]:
         return [log for log in self.logs if log.eligible and (log.topic, log.partition) not in self.uncleanable]
+
+    def scanned(self) -> list[LogSegment]:
+        """The segments the scan reads: the chosen partitions' below their first uncleanable offset."""
+        return [
+            seg for s in self.chosen for seg in self.segments[(s.topic, s.partition)] if seg.base_offset < s.upper_bound
+        ]
 
     def mark_uncleanable(self, err: KafkaLogError) -> bool:
         """Make the chosen partition whose file `err` names uncleanable; False when it names none."""
@@ -114,7 +122,7 @@ def plan_compaction(
     opened = opened or LogDir.open(log_dir)
     checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     plan = CompactionPlan(opened.path, now, str(log_dir), opened.fs.is_local)
-    for topic, partition in opened.topic_partitions:
+    for topic, partition in progress.track(opened.topic_partitions, "compact", "plan", "partition"):
         if is_kraft_metadata(topic):  # listed, never chosen, whatever the configuration; not even read
             if not topics or topic in topics:
                 plan.excluded[(topic, partition)] = KRAFT_METADATA_NOT_REWRITTEN
@@ -152,14 +160,26 @@ def compact(
     dry_run: bool = False,
     output: str | None = None,
     fault: FaultHook | None = None,
+    legacy_as_v2: bool = False,
 ) -> CompactionResult:
     """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
     or into `output`, a complete copy of `log_dir` that leaves it untouched. A partition that cannot
     be read whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its
-    error, and the others are cleaned. `fault` is a test hook called at each commit step (see
+    error, and the others are cleaned. `legacy_as_v2` writes every legacy (v0/v1) batch of the cleaned
+    segments as v2, as Kafka 4.x's cleaner does. `fault` is a test hook called at each commit step (see
     kafkalog/storage/swap.py)."""
     with destination(log_dir, output, dry_run=dry_run) as target:
-        return _compact(spark, target, resolver, now, force=force, topics=topics, dry_run=dry_run, fault=fault)
+        return _compact(
+            spark,
+            target,
+            resolver,
+            now,
+            force=force,
+            topics=topics,
+            dry_run=dry_run,
+            fault=fault,
+            legacy_as_v2=legacy_as_v2,
+        )
 
 
 @raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files
@@ -173,6 +193,7 @@ def _compact(
     topics,
     dry_run: bool,
     fault: FaultHook | None,
+    legacy_as_v2: bool,
 ) -> CompactionResult:
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
     opened = LogDir.open(target.path)
@@ -188,18 +209,20 @@ def _compact(
     try:
         changed = {(r.topic, r.partition, r.segment_base_offset) for r in summaries if r.changed}
         kept = {(r.topic, r.partition, o) for r in summaries for o in r.kept_txn_markers}
-        outputs = _output_segments(plan, resolver, kept, changed)
+        outputs = _output_segments(plan, resolver, kept, changed, legacy_as_v2)
         counts = [r for r in summaries if sum(r[k] for k in REASONS)]
         if dry_run:
             return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
         log.info("compact: rewriting %d output segments on executors", len(outputs))
-        written = _write(spark, opened, plan.root, outputs, batch_plans(outcomes))
+        with progress.phase("compact", "rewrite", **_totals(outputs), feed=task_feed(spark)):
+            written = _write(spark, opened, plan.root, outputs, batch_plans(outcomes))
     finally:
         for df in (outcomes, decided):
             df.unpersist()
     _fault(fault, "rewritten")
-    swap_in(opened, outputs, fault)
-    _fault(fault, "swapped")
+    with progress.phase("compact", "swap", **_totals(outputs)):
+        swap_in(opened, outputs, fault)
+        _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
     log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
     result = CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, written))
@@ -215,9 +238,12 @@ def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
     partition uncleanable and goes on with the others (KIP-346)."""
     while plan.chosen:
         log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
-        decided, outcomes = decide(spark, plan)
+        scanned = plan.scanned()
+        totals = {"total": len(scanned), "nbytes": sum(s.size for s in scanned)}
+        decided, outcomes = decide(spark, plan)  # lazy: the scan and decide run in segment_summaries's jobs
         try:
-            return decided, outcomes, segment_summaries(outcomes)
+            with progress.phase("compact", "scan and decide", **totals, feed=task_feed(spark)):
+                return decided, outcomes, segment_summaries(decided, outcomes)
         except Exception as err:
             for df in (outcomes, decided):
                 df.unpersist()
@@ -237,16 +263,22 @@ def _write(spark, opened: LogDir, plan_root: str, outputs: list[OutputSegment], 
         raise
 
 
+def _totals(outputs: list[OutputSegment]) -> dict:
+    """What a phase over output segments covers: the segments, and their sources' bytes."""
+    return {"total": len(outputs), "nbytes": sum(o.nbytes for o in outputs)}
+
+
 def _fault(hook: FaultHook | None, step: str) -> None:
     if hook is not None:
         hook(step, "")
 
 
 def _output_segments(
-    plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple], changed: set[tuple]
+    plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple], changed: set[tuple], legacy_as_v2: bool
 ) -> list[OutputSegment]:
     """Step 4 (driver): source segments grouped into output segments as Kafka's cleaner groups them.
-    A lone segment none of whose batches changes is left alone: rewriting it would give the same bytes."""
+    A lone segment none of whose batches changes is left alone: rewriting it would give the same bytes
+    (unless its legacy batches are to become v2: then every cleanable segment is rewritten, as Kafka's are)."""
     outputs = []
     for state in plan.chosen:
         config = resolver.for_topic(state.topic)
@@ -254,7 +286,8 @@ def _output_segments(
         for group in group_segments_by_size(
             state.cleanable_segments(), config.segment_bytes, config.segment_index_bytes, state.upper_bound
         ):
-            if len(group) == 1 and (state.topic, state.partition, group[0].base_offset) not in changed:
+            lone = len(group) == 1 and (state.topic, state.partition, group[0].base_offset) not in changed
+            if lone and not legacy_as_v2:
                 continue
             outputs.append(
                 OutputSegment(
@@ -265,6 +298,7 @@ def _output_segments(
                     config.index_interval_bytes,
                     aborted,
                     nbytes=sum(s.size for s in group),
+                    legacy_as_v2=legacy_as_v2,
                 )
             )
     return outputs

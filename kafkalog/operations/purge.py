@@ -46,14 +46,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..config import ConfigResolver
 from ..errors import ConfigError, KafkaLogError
+from ..rules.retention import remote_log_enabled
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.ledger import write_ledger_records, write_ledger_run
+from ..spark.progress import task_feed
 from ..spark.purge import Decider, batch_plans, keys_frame, partition_report, where_filter
 from ..spark.rewrite import OutputSegment, swap_in, write_outputs
 from ..spark.scan import spark_schema
@@ -63,7 +65,9 @@ from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS
 from ..storage.ledger import load_secret
 from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
+from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, recover_partition
+from . import progress
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [
@@ -90,6 +94,9 @@ class PurgeResult:
     partitions: list[dict]  # per topic-partition: what was (or would be) purged, and the verification
     ledger_rows: int = 0
     outputs: list = field(default_factory=list)  # OutputStats of the rewritten segments
+    # topics whose remote log is enabled (tiered storage): what is already copied to remote storage
+    # is not purged, only the local segments
+    tiered_topics: list = field(default_factory=list)
 
     def total(self, column: str) -> int:
         return sum(p[column] for p in self.partitions)
@@ -109,6 +116,11 @@ class PurgeResult:
                 f"; {len(self.outputs)} segments rewritten; ledger: {self.ledger_rows} rows added; "
                 f"verified: {self.remaining} records of purged keys remain"
             )
+        if self.tiered_topics:
+            text += (
+                f"; WARNING: {', '.join(self.tiered_topics)} use tiered storage (remote.storage.enable=true): "
+                "their segments already in remote storage were not purged"
+            )
         return text
 
     def to_dict(self) -> dict:
@@ -120,6 +132,7 @@ class PurgeResult:
             "ledger_rows": self.ledger_rows,
             "partitions": self.partitions,
             "segments": [o.to_dict() for o in self.outputs],
+            "tiered_topics": self.tiered_topics,
         }
 
 
@@ -207,30 +220,37 @@ def _purge(
     """The purge of `log_dir`, the directory rewritten in place (the input, or the staged output),
     which the result and the ledger call `named` (the input, or the output's own name)."""
     opened, scope = _open(log_dir, topics, dry_run)
-    decider = Decider(
-        spark, log_dir, key_df, key_count, where, tombstone, resolver, reason, _log_end_offsets(opened, scope)
-    )
+    tiered = sorted({t for t, _ in scope if remote_log_enabled(resolver.for_topic(t), t)})
+    segments = {tp: opened.partition(*tp).segments for tp in scope}
+    decider = Decider(spark, log_dir, key_df, key_count, where, tombstone, resolver, reason, _log_end_offsets(segments))
     matched, decided = decider.decide(sorted({t for t, _ in scope}))
     try:
-        report = partition_report(decided)
+        with progress.phase("purge", "scan and decide", **_totals(segments.values()), feed=task_feed(spark)):
+            report = partition_report(decided)
         if dry_run:
-            return PurgeResult(run_id, now, dry_run, named, report)
+            return PurgeResult(run_id, now, dry_run, named, report, tiered_topics=tiered)
         outputs = _output_segments(opened, decided, resolver, now)
-        stats = write_outputs(spark, log_dir, outputs, batch_plans(decided))
-        rows = write_ledger_records(
-            spark,
-            ledger,
-            decided.where(decided.action.isNotNull()),
-            secret=secret,
-            run_id=run_id,
-            purged_at_ms=now,
-            log_dir=named,
-        )
-        swap_in(opened, outputs, fault)
+        output_totals = {"total": len(outputs), "nbytes": sum(o.nbytes for o in outputs)}
+        with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
+            stats = write_outputs(spark, log_dir, outputs, batch_plans(decided))
+        with progress.phase("purge", "ledger", feed=task_feed(spark)):
+            rows = write_ledger_records(
+                spark,
+                ledger,
+                decided.where(decided.action.isNotNull()),
+                secret=secret,
+                run_id=run_id,
+                purged_at_ms=now,
+                log_dir=named,
+            )
+        with progress.phase("purge", "swap", **output_totals):
+            swap_in(opened, outputs, fault)
     finally:
         matched.unpersist()
-    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats)
-    _verify(decider, result, {(o.topic, o.partition) for o in outputs})
+    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats, tiered)
+    touched = {(o.topic, o.partition) for o in outputs}
+    with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):
+        _verify(decider, result, touched)
     write_ledger_run(
         spark,
         ledger,
@@ -273,16 +293,21 @@ def _scope(opened: LogDir, topics: Iterable[str] | None) -> list[tuple[str, int]
     return [tp for tp in opened.topic_partitions if tp[0] in wanted]
 
 
-def _log_end_offsets(opened: LogDir, scope: Sequence[tuple[str, int]]) -> dict:
+def _log_end_offsets(segments_of: Mapping[tuple[str, int], list[LogSegment]]) -> dict:
     """(topic, partition) -> log end offset: the end of the last batch of the last segment (its
     base offset when it is empty)."""
     ends = {}
-    for tp in scope:
-        segments = opened.partition(*tp).segments
+    for tp, segments in segments_of.items():
         if segments:
             last = segments[-1].last_offset()
             ends[tp] = segments[-1].base_offset if last is None else last + 1
     return ends
+
+
+def _totals(segment_lists: Iterable[list[LogSegment]]) -> dict:
+    """What a phase over these partitions' segments covers: the segments and their bytes."""
+    segments = [s for listed in segment_lists for s in listed]
+    return {"total": len(segments), "nbytes": sum(s.size for s in segments)}
 
 
 def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int) -> list[OutputSegment]:

@@ -113,6 +113,14 @@ Partition and log directory files:
                            that is not a UUID or is reserved) or that only some versions accept
                            (warning: no version, version 0 without broker.id, a cluster.id that is not
                            a base64url UUID)
+  ``kraft.snapshot``       a KRaft snapshot (`<offset>-<epoch>.checkpoint`, `bootstrap.checkpoint`)
+                           KRaft cannot read: a batch's CRC, its structure, the header not first or
+                           the footer not last (`validate_kraft`)
+  ``kraft.snapshot_range`` `__cluster_metadata-0`'s snapshots against its log as KafkaMetadataLog loads
+                           them: no snapshot at or above a log start above 0 (error), a snapshot outside
+                           its epoch (error) or beyond the log (warning: Kafka truncates the log to it),
+                           below the log start (info: deleted on load)
+  ``kraft.quorum_state``   a `quorum-state` that is not the JSON object Kafka writes
   ``partition.leftover``   `.cleaned` / `.swap` / `.deleted` files: an interrupted swap or delete
   ``partition.orphan_index``  index files without a `.log` (Kafka deletes them on load)
   ``partition.empty``      (info) a partition directory without any `.log`
@@ -141,6 +149,7 @@ then only checked for order), and index files beside it are checked when present
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from ..errors import KafkaLogError, LogDirError
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
@@ -159,10 +168,14 @@ from ..storage.naming import (
     parse_partition_dir_name,
     parse_segment_file_name,
 )
+from ..storage.partition import Partition
 from ..storage.producer_state import ProducerStateManager
+from ..storage.remote_log import RemoteStorage
 from ..storage.segment import CHUNK_SIZE, LogSegment
 from ..storage.snapshot import ProducerSnapshot
+from . import progress
 from .validate_index import check_index_file, check_txn_index_file
+from .validate_kraft import check_kraft_file
 from .validate_partition import DirContext, PartitionChecks, PartitionResult
 from .validate_replay import ReplayState
 from .validate_report import ERROR, INFO, WARNING, Findings, ValidationReport
@@ -180,6 +193,7 @@ def validate_paths(
     compacted: bool | None = None,
     max_findings_per_check: int = 100,
     chunk_size: int = CHUNK_SIZE,
+    spark=None,
 ) -> ValidationReport:
     """Validate log directories, partition directories and segment (or index, snapshot,
     checkpoint) files.
@@ -190,20 +204,17 @@ def validate_paths(
     only for the informational comparison with rebuilt indexes.
     `compacted` forces (True/False) instead of reading `cleaner-offset-checkpoint`. At most
     `max_findings_per_check` findings are kept per (check, file); the others are counted in
-    `report.suppressed`. Raises LogDirError when a path does not exist.
+    `report.suppressed`. With `spark`, the partitions of a log directory are checked on its
+    executors, packed into tasks by bytes; the report is the same. Raises LogDirError when a path
+    does not exist.
     """
     if fail_on not in (ERROR, WARNING):
         raise ValueError(f"fail_on must be 'error' or 'warning', not {fail_on!r}")
     paths = [str(p) for p in paths]
     report = ValidationReport(paths, fail_on=fail_on, deep=deep)
-    findings = Findings(report, max_findings_per_check)
-    partitions = PartitionChecks(
-        findings,
-        SegmentChecks(findings, deep=deep, chunk_size=chunk_size),
-        compacted=compacted,
-        index_interval_bytes=index_interval_bytes,
-    )
-    checks = _PathChecks(findings, partitions)
+    settings = _Settings(deep, chunk_size, compacted, index_interval_bytes, max_findings_per_check)
+    partitions = settings.checks(report)
+    checks = _PathChecks(partitions.findings, partitions, settings, spark)
     resolved = []
     for path_or_uri in paths:  # every path must exist before anything is reported
         fs, path = LogFileSystem.for_path(path_or_uri)
@@ -214,13 +225,23 @@ def validate_paths(
     for fs, path, info in resolved:
         report.counts["paths"] += 1
         if info.is_dir:
-            if _is_partition_dir(fs, path):
+            if RemoteStorage.is_remote_storage(fs, path):
+                checks.remote_storage(fs, path)
+            elif _is_partition_dir(fs, path):
                 partitions.check(fs, path, DirContext.of_parent(fs, path))
             else:
                 checks.log_dir(fs, path)
         else:
             checks.single_file(fs, info)
     return report
+
+
+def _log_bytes(fs: LogFileSystem, partition_path: str) -> int:
+    """The bytes of a partition directory's `.log` files: what packs partitions into tasks."""
+    try:
+        return sum(e.size for e in fs.list_dir(partition_path) if e.name.endswith(".log"))
+    except OSError:
+        return 0  # its task reports it
 
 
 def _is_partition_dir(fs: LogFileSystem, path: str) -> bool:
@@ -238,13 +259,35 @@ def _is_partition_dir(fs: LogFileSystem, path: str) -> bool:
     )
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """How partitions are checked: what an executor needs to check one as the driver would."""
+
+    deep: bool
+    chunk_size: int
+    compacted: bool | None
+    index_interval_bytes: int | Mapping[str, int]
+    max_findings_per_check: int
+
+    def checks(self, report: ValidationReport) -> PartitionChecks:
+        findings = Findings(report, self.max_findings_per_check)
+        return PartitionChecks(
+            findings,
+            SegmentChecks(findings, deep=self.deep, chunk_size=self.chunk_size),
+            compacted=self.compacted,
+            index_interval_bytes=self.index_interval_bytes,
+        )
+
+
 class _PathChecks:
     """The checks of a log directory and of a file given alone; partition directories are
     `PartitionChecks`'."""
 
-    def __init__(self, findings: Findings, partitions: PartitionChecks):
+    def __init__(self, findings: Findings, partitions: PartitionChecks, settings: _Settings, spark=None):
         self.findings = findings
         self.partitions = partitions
+        self.settings = settings
+        self.spark = spark
 
     # -- log directories ----------------------------------------------------------------------------------
     def log_dir(self, fs: LogFileSystem, path: str) -> None:
@@ -269,13 +312,51 @@ class _PathChecks:
         if entry is not None and not entry.is_dir:
             self._meta_properties(fs, entry.path)
         ctx, checkpoint_texts = self._read_checkpoints(fs, names)
-        present = set()
-        for entry, (topic, partition) in partition_dirs:
-            present.add((topic, partition))
-            result = self.partitions.check(fs, entry.path, ctx)
+        checked = self._check_partitions(fs, [e.path for e, _ in partition_dirs], ctx)
+        for (_, (topic, partition)), (partition_report, result) in zip(partition_dirs, checked):
+            self.findings.merge(partition_report)
             if result is not None:
                 self._check_checkpoint_ranges(fs, path, ctx, checkpoint_texts, topic, partition, result)
-        self._report_unknown_partitions(fs, path, ctx, present)
+        self._report_unknown_partitions(fs, path, ctx, {tp for _, tp in partition_dirs})
+
+    def _check_partitions(
+        self, fs: LogFileSystem, paths: list[str], ctx: DirContext
+    ) -> list[tuple[ValidationReport, PartitionResult | None]]:
+        """Each partition's findings in a report of its own, and its offsets: on the driver, one
+        after the other, or with a session on its executors (the work is the same)."""
+        settings = self.settings
+
+        def check(path: str) -> tuple[ValidationReport, PartitionResult | None]:
+            report = ValidationReport([path], deep=settings.deep)
+            return report, settings.checks(report).check(fs, path, ctx)
+
+        if self.spark is None:
+            return [check(path) for path in progress.track(paths, "validate", "check", "partition")]
+        from ..spark.progress import task_feed
+        from ..spark.scan import pack_tasks
+        from ..spark.tasks import run_tasks
+
+        tasks = pack_tasks(self.spark, paths, lambda p: _log_bytes(fs, p))
+        with progress.phase("validate", "check", total=len(paths), unit="partition", feed=task_feed(self.spark)):
+            return run_tasks(self.spark, tasks, check)
+
+    def remote_storage(self, fs: LogFileSystem, path: str) -> None:
+        """A LocalTieredStorage directory (tiered storage): each remote partition's segments."""
+        try:
+            remote_partitions = RemoteStorage.at(fs, path).partitions()
+        except KafkaLogError as err:
+            self.findings.add_error("remote.layout", ERROR, err, path, "not LocalTieredStorage's layout: ")
+            return
+        for remote in remote_partitions:
+            for file in remote.incomplete:
+                self.findings.add(
+                    "remote.incomplete_fileset",
+                    WARNING,
+                    "a remote segment without all of its files (a copy in progress or interrupted): not read",
+                    file,
+                )
+            part = Partition(remote.fs, remote.path, remote.topic, remote.partition, segments=remote.segments)
+            self.partitions.check_segments(part)
 
     def _read_checkpoints(self, fs: LogFileSystem, names: dict[str, FileEntry]) -> tuple[DirContext, dict[str, str]]:
         """The log dir's offset checkpoint files, parsed, and their texts (to name lines)."""
@@ -397,6 +478,8 @@ class _PathChecks:
             return
         if name == META_PROPERTIES:
             self._meta_properties(fs, info.path)
+            return
+        if check_kraft_file(self.findings, fs, info):
             return
         parsed = parse_segment_file_name(name)
         if parsed is not None and parsed.state is None and parsed.kind == ".snapshot":

@@ -65,6 +65,9 @@ CHECKS = (
     "partition.empty",
     "partition.illegal_name",
     "meta_properties.parse",
+    "kraft.snapshot",
+    "kraft.snapshot_range",
+    "kraft.quorum_state",
     "logdir.not_a_log_dir",
     "io.read",
 )
@@ -241,6 +244,14 @@ class Findings:
             self.report.suppressed[(check, file, severity)] += 1
             return
         self.report.findings.append(Problem(check, severity, message, file, position, offset))
+
+    def merge(self, other: ValidationReport) -> None:
+        """Add what checks made into a report of their own (another process's, a partition's)."""
+        for p in other.findings:
+            self._per_key[(p.check, p.file)] += 1
+        self.report.findings.extend(other.findings)
+        self.report.suppressed.update(other.suppressed)
+        self.report.counts.update(other.counts)
 
     def add_error(
         self, check: str, severity: str, err: KafkaLogError, file: str | None = None, prefix: str = ""

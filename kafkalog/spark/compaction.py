@@ -1,14 +1,20 @@
 """A cleaning pass's decisions as a Spark plan: steps 2 and 3 of a compaction (docs/architecture.md).
 
 2. Scan (executors): the batch view and the narrow record view of the work units the plan hands
-   down (the chosen partitions' segments below their first uncleanable offset).
+   down (the chosen partitions' segments below their first uncleanable offset), a partition that
+   fits in a task read whole by one task.
 3. Decide: batch fates with Kafka's transaction tracker, one task per partition; record fates as
    column expressions, with the latest offset per key over the cleanable dirty range as a window
-   over (partition, key); the fates aggregated per batch as they leave the window. Only batches that
-   change get a plan; changed segments and the report's counts come from the same per-batch table.
+   over (partition, key); the fates aggregated per batch as they leave the window. Before the
+   window, each scan task supersedes what its own records supersede and decides the partitions it
+   reads whole (a map-side combine with pyarrow's hash aggregation), so the window sorts only runs
+   of decided records and the latest record per key of partitions read by several tasks. Only
+   batches that change get a plan; changed segments and the report's counts come from the same
+   per-batch table.
 
 `plan` is kafkalog.operations.compact.CompactionPlan: what these functions read of it is its root
-(the log directory as executors reach it), `now`, the chosen `LogToClean`s and their segments.
+(the log directory as executors reach it), `now`, the chosen `LogToClean`s and their segments
+(`scanned()`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import pyarrow as pa
 from ..codec.filter import BatchRetention
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata, decide_batch
 from .scan import default_min_tasks, pack_tasks, scan_dataframe, spark_schema
-from .scan_plan import ScanFilter, ScanPlan, plan_segments
+from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, ScanPlan, plan_segments
 from .views import read_task
 
 # One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
@@ -66,6 +72,9 @@ FATES_OF = {
     "unkeyed": (UNKEYED,),
 }
 REASONS = tuple(FATES_OF)
+# A compaction's scan tasks are twice the size of other scans' where the bytes allow, so that more
+# partitions are read whole by one task, which then decides their keys alone.
+TASK_BYTES = 2 * DEFAULT_MAX_BYTES_PER_TASK
 
 
 # -- step 3: decide ------------------------------------------------------------------------------------
@@ -76,14 +85,24 @@ def _scan(spark, plan) -> ScanPlan:
     their first uncleanable offset, listed and opened by the plan (each offset index is read once,
     and only where a segment is cut). Both the batch and the record views read its units."""
     chosen = plan.chosen
-    segments = [seg for s in chosen for seg in plan.segments[(s.topic, s.partition)] if seg.base_offset < s.upper_bound]
     return plan_segments(
         plan.root,
-        segments,
+        plan.scanned(),
         ScanFilter.of(end_offset=max(s.upper_bound for s in chosen)),
         is_local=plan.is_local,
+        max_bytes_per_task=TASK_BYTES,
         min_tasks=default_min_tasks(spark),
+        whole_partitions=True,
     )
+
+
+def _whole(scan: ScanPlan) -> set[tuple[str, int]]:
+    """The partitions all of whose scanned units one task reads: their keys are decided in it."""
+    tasks: dict = {}
+    for i, task in enumerate(scan.tasks):
+        for unit in task:
+            tasks.setdefault((unit.topic, unit.partition), set()).add(i)
+    return {tp for tp, ids in tasks.items() if len(ids) == 1}
 
 
 def _batch_decisions(spark, plan, scan: ScanPlan):
@@ -161,10 +180,11 @@ def _decide_partition(
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, DECIDED)], schema=DECIDED)
 
 
-def _segments(spark, plan):
+def _segments(spark, plan, whole: set):
     """One row per source segment of the chosen partitions, with a number of its own (`segment`)
     and its partition's (`tp`), which stand for the topic, partition and segment in the window's
-    shuffle; and what record fates read of it and of its partition."""
+    shuffle; what record fates read of it and of its partition; and whether one scan task reads
+    the whole partition (`whole`)."""
     rows = [
         (
             s.topic,
@@ -175,6 +195,7 @@ def _segments(spark, plan):
             s.range.first_dirty,
             s.upper_bound,
             s.legacy_delete_horizon_ms,
+            (s.topic, s.partition) in whole,
         )
         for tp, s in enumerate(plan.chosen)
         for seg in s.segments
@@ -182,15 +203,18 @@ def _segments(spark, plan):
     return spark.createDataFrame(
         [r[:4] + (i,) + r[4:] for i, r in enumerate(rows)],
         "topic string, partition int, tp int, segment_base_offset long, segment int, segment_mtime long, "
-        "first_dirty long, upper_bound long, legacy_horizon long",
+        "first_dirty long, upper_bound long, legacy_horizon long, whole boolean",
     )
 
 
 def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
-    """Per record: its fate, with the latest offset per key over the cleanable dirty
-    range as a window. Everything but superseding is decided before the window, so that the
-    shuffle carries numbers: the record's segment, batch position, offset, key, span size and fate.
-    Not cached: `_batch_outcomes` is its one reader."""
+    """What the records come to, per run of 64 offsets of a batch (see `_batch_outcomes`), with the
+    latest offset per key over the cleanable dirty range as a window. Everything but superseding
+    is decided before the window, so that the shuffle carries numbers: the record's segment, batch
+    position, offset, key, span size and fate. Before the window, each scan task decides what it
+    can alone (`_combine`): so only the latest record per key of a partition spread over several
+    tasks is shuffled, and the runs of what is decided. Not cached: `_batch_outcomes` is its one
+    reader."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -217,7 +241,7 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
         .cast("byte")
     )
     in_map = (F.col("offset") >= F.col("first_dirty")) & (fate <= EXPIRE_TOMBSTONE)
-    records = records.select(
+    combined = records.select(
         "tp",
         "segment",
         "batch_position",
@@ -226,19 +250,136 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
         "record_span_size",
         fate.alias("fate"),
         F.when(in_map, F.col("offset")).alias("map_offset"),
-    )
-    # The window sorts every record by its partition columns, comparing rows by a prefix of the first
+        "whole",
+    ).mapInArrow(_combine, spark_schema(COMBINED))
+    # The window sorts its rows by their partition columns, comparing rows by a prefix of the first
     # one: the key's hash first makes that prefix tell nearly all rows apart (keys with a common
-    # prefix would leave almost every comparison to the whole row). The groups are the same.
-    by_key = Window.partitionBy(F.xxhash64("key"), "tp", "key")
+    # prefix would leave almost every comparison to the whole row). The groups are the same. A run
+    # row (no key) is a group of its own, by its `solo` number.
+    by_key = Window.partitionBy(F.xxhash64("key", "solo"), "tp", "key", "solo")
     latest = F.coalesce(F.max("map_offset").over(by_key), F.lit(-1))
-    superseded = (F.col("fate") <= EXPIRE_TOMBSTONE) & (F.col("offset") < latest)
-    return records.select(
+    record = F.col("offset").isNotNull()
+    fate = F.when((F.col("fate") <= EXPIRE_TOMBSTONE) & (F.col("offset") < latest), F.lit(SUPERSEDED).cast("byte"))
+    fate = fate.otherwise(F.col("fate"))
+    gone = ~fate.isin(*FATES_OF["kept"])
+    bit = F.expr("shiftleft(1L, cast(offset & 63 as int))")
+
+    def of_record(value, column: str):
+        return F.when(record, value).otherwise(F.col(column)).alias(column)
+
+    return combined.select(
         "segment",
         "batch_position",
-        "offset",
-        "record_span_size",
-        F.when(superseded, F.lit(SUPERSEDED).cast("byte")).otherwise(F.col("fate")).alias("fate"),
+        "run",
+        of_record(F.when(gone, bit).otherwise(0), "bits"),
+        of_record(fate == KEEP_TOMBSTONE, "has_tombstone"),
+        of_record(F.when(gone, F.col("record_span_size").cast("long")), "bytes_removed"),
+        *[of_record(F.when(fate.isin(*fates_), 1).otherwise(0).cast("long"), r) for r, fates_ in FATES_OF.items()],
+    )
+
+
+# What a scan task hands the window (`_combine`): the records it cannot decide alone (key, offset,
+# map_offset, fate, span; `solo` null) and runs of what it decided (offset null; a `solo` number
+# of their own; the aggregates of `_batch_outcomes`' first step).
+COMBINED = pa.schema(
+    [
+        ("tp", pa.int32()),
+        ("segment", pa.int32()),
+        ("batch_position", pa.int64()),
+        ("run", pa.int64()),
+        ("key", pa.binary()),
+        ("offset", pa.int64()),
+        ("map_offset", pa.int64()),
+        ("fate", pa.int8()),
+        ("record_span_size", pa.int32()),
+        ("solo", pa.int64()),
+        ("bits", pa.int64()),
+        ("has_tombstone", pa.bool_()),
+        ("bytes_removed", pa.int64()),
+        *[(r, pa.int64()) for r in REASONS],
+    ]
+)
+
+
+def _combine(batches):
+    """Executor side, over one scan task's records (its Spark partition): the latest offset of
+    each key among them, by pyarrow's hash aggregation. A record older than that is superseded
+    whatever other tasks hold; in a partition this task reads whole (`whole`), every record is
+    decided. Decided records leave as runs of 64 offsets of a batch, aggregated; the others (the
+    latest of each key of a partition read by several tasks, and its records not superseded here)
+    leave one by one for the window."""
+    import numpy as np
+    import pyarrow.compute as pc
+    from pyspark import TaskContext
+
+    batches = list(batches)
+    if not batches or not sum(b.num_rows for b in batches):
+        return
+    table = pa.Table.from_batches(batches)
+    keyed = pc.less_equal(table["fate"], EXPIRE_TOMBSTONE)
+    latest = table.filter(keyed).group_by(["tp", "key"]).aggregate([("map_offset", "max")])
+    table = table.join(latest, ["tp", "key"], join_type="left outer")
+    offset = table["offset"].to_numpy()
+    fate = table["fate"].to_numpy()
+    is_keyed = fate <= EXPIRE_TOMBSTONE
+    superseded = is_keyed & (offset < table["map_offset_max"].fill_null(-1).to_numpy())
+    fate = np.where(superseded, np.int8(SUPERSEDED), fate).astype(np.int8)
+    undecided = is_keyed & ~superseded & ~table["whole"].to_numpy()
+    run = offset >> 6
+    pending = table.filter(pa.array(undecided))
+    if pending.num_rows:
+        n = pending.num_rows
+        yield pa.RecordBatch.from_arrays(
+            [
+                pending["tp"].combine_chunks(),
+                pending["segment"].combine_chunks(),
+                pending["batch_position"].combine_chunks(),
+                pa.array(run[undecided]),
+                pending["key"].combine_chunks(),
+                pa.array(offset[undecided]),
+                pending["map_offset"].combine_chunks(),
+                pa.array(fate[undecided], pa.int8()),
+                pending["record_span_size"].combine_chunks(),
+                *[pa.nulls(n, f.type) for f in COMBINED][9:],
+            ],
+            schema=COMBINED,
+        )
+    decided = ~undecided
+    if not decided.any():
+        return
+    # the decided records' runs, aggregated: rows sorted by run, then reduced at each run's start
+    segment, position = table["segment"].to_numpy()[decided], table["batch_position"].to_numpy()[decided]
+    fate, offset, span = fate[decided], offset[decided], table["record_span_size"].to_numpy()[decided]
+    order = np.lexsort((offset, position, segment))
+    segment, position, fate, offset, span = segment[order], position[order], fate[order], offset[order], span[order]
+    tp, run = table["tp"].to_numpy()[decided][order], offset >> 6
+    starts = np.flatnonzero(
+        np.concatenate(
+            [[True], (segment[1:] != segment[:-1]) | (position[1:] != position[:-1]) | (run[1:] != run[:-1])]
+        )
+    )
+    gone = ~np.isin(fate, FATES_OF["kept"])
+    bits = np.where(gone, np.left_shift(np.uint64(1), (offset & 63).astype(np.uint64)), np.uint64(0))
+    removed = np.add.reduceat(np.where(gone, span, 0).astype(np.int64), starts)
+    n = len(starts)
+    solo = (TaskContext.get().partitionId() << 32) + np.arange(n, dtype=np.int64)  # unique over the tasks
+    yield pa.RecordBatch.from_arrays(
+        [
+            pa.array(tp[starts], pa.int32()),
+            pa.array(segment[starts], pa.int32()),
+            pa.array(position[starts], pa.int64()),
+            pa.array(run[starts], pa.int64()),
+            *[pa.nulls(n, COMBINED.field(c).type) for c in ("key", "offset", "map_offset", "fate", "record_span_size")],
+            pa.array(solo),
+            pa.array(np.bitwise_or.reduceat(bits, starts).view(np.int64)),
+            pa.array(np.logical_or.reduceat(fate == KEEP_TOMBSTONE, starts)),
+            pa.array(removed, mask=~np.logical_or.reduceat(gone, starts)),  # null where nothing goes, as Spark sums
+            *[
+                pa.array(np.add.reduceat(np.isin(fate, fates_).astype(np.int64), starts))
+                for fates_ in FATES_OF.values()
+            ],
+        ],
+        schema=COMBINED,
     )
 
 
@@ -254,13 +395,11 @@ def _batch_outcomes(fates, decided, segments):
     become its list of offsets."""
     from pyspark.sql import functions as F
 
-    gone = ~F.col("fate").isin(*FATES_OF["kept"])
-    bit = F.expr("shiftleft(1L, cast(offset & 63 as int))")
-    runs = fates.groupBy("segment", "batch_position", F.expr("offset >> 6").alias("run")).agg(
-        F.bit_or(F.when(gone, bit).otherwise(0)).alias("bits"),
-        F.max(F.col("fate") == KEEP_TOMBSTONE).alias("has_tombstone"),
-        F.sum(F.when(gone, F.col("record_span_size"))).alias("bytes_removed"),
-        *[F.count(F.when(F.col("fate").isin(*fates_), True)).alias(r) for r, fates_ in FATES_OF.items()],
+    runs = fates.groupBy("segment", "batch_position", "run").agg(
+        F.bit_or("bits").alias("bits"),
+        F.max("has_tombstone").alias("has_tombstone"),
+        F.sum("bytes_removed").alias("bytes_removed"),
+        *[F.sum(r).alias(r) for r in REASONS],
     )
     per_batch = runs.groupBy("segment", "batch_position").agg(
         F.flatten(
@@ -309,17 +448,21 @@ def decide(spark, plan):
     records themselves are aggregated once, as they come out of the window)."""
     scan = _scan(spark, plan)
     decided = _batch_decisions(spark, plan, scan).cache()
-    segments = _segments(spark, plan)
+    segments = _segments(spark, plan, _whole(scan))
     outcomes = _batch_outcomes(_record_fates(spark, plan, scan, decided, segments), decided, segments).cache()
     return decided, outcomes
 
 
-def segment_summaries(outcomes) -> list:
+def segment_summaries(decided, outcomes) -> list:
     """Per source segment below the upper bound, in one small collect: records per reason, the
     record bytes (their uncompressed spans) that go, whether any batch changes, and the ABORT
-    markers whose `.txnindex` entry stays (data of their transaction is still in the log)."""
+    markers whose `.txnindex` entry stays (data of their transaction is still in the log).
+
+    The cached batch decisions are materialized first, in a job of their own: both branches of the
+    plan read them, and two query stages that reach a cache not yet built both compute it."""
     from pyspark.sql import functions as F
 
+    decided.count()
     return (
         outcomes.groupBy("topic", "partition", "segment_base_offset")
         .agg(

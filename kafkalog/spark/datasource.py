@@ -3,18 +3,20 @@
 It returns the records view (Spark's Kafka source schema plus kafkalog's batch fields, see
 `kafkalog.spark.views.RECORDS_SCHEMA`). Options (all optional):
 
-==================  ===================================================================================
-``topics``          comma-separated topic names
-``partitions``      comma-separated partition numbers (of every selected topic)
-``startingOffset``  first offset to read, inclusive (every selected partition)
-``endingOffset``    offset to stop before, exclusive (every selected partition)
-``view``            ``records`` (default), ``narrow`` (the compaction view) or ``batches`` (one row per batch)
-``maxBytesPerTask`` bytes per task, and the size above which a segment is cut at index entries (64 MiB)
-``minPartitions``   lower the task size so that at least this many tasks exist where the data allows (4)
-``packUnits``       ``true`` (default) packs small segments into one task; ``false``: one partition per work unit
-``verifyCrc``       ``true`` (default) checks each batch's CRC before decoding it
-``pushdown``        take filters on topic, partition and offset from the query (default: see below)
-==================  ===================================================================================
+====================  ===================================================================================
+``topics``            comma-separated topic names
+``partitions``        comma-separated partition numbers (of every selected topic)
+``startingOffset``    first offset to read, inclusive (every selected partition)
+``endingOffset``      offset to stop before, exclusive (every selected partition)
+``view``              ``records`` (default), ``narrow`` (the compaction view) or ``batches`` (one row per batch)
+``maxBytesPerTask``  bytes per task, and the size above which a segment is cut at index entries (64 MiB)
+``minPartitions``     lower the task size so that at least this many tasks exist where the data allows (4)
+``packUnits``         ``true`` (default) packs small segments into one task; ``false``: one partition per work unit
+``verifyCrc``         ``true`` (default) checks each batch's CRC before decoding it
+``pushdown``          take filters on topic, partition and offset from the query (default: see below)
+``remoteStorageDir``  tiered storage: a LocalTieredStorage directory (on the log dir's filesystem) whose
+                      remote segments are read before each partition's local ones, each offset once
+====================  ===================================================================================
 
 Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN) and ``offset`` (=, <, <=, >, >=;
 ``IN`` prunes by its smallest and largest value and stays with Spark) prune segments before any is
@@ -24,7 +26,8 @@ where Spark keeps pushed state per scan: Spark 4.3.0 stores the read planned dur
 data source instance that a DataFrame and every DataFrame derived from it share, so after
 ``df.filter("partition = 1")`` runs, ``df`` itself would read only partition 1. `register` detects
 that and leaves pushdown off unless ``pushdown=true`` is given (then load a fresh DataFrame for
-each filtered query). Options always prune, whatever the Spark version.
+each filtered query). Options always prune, whatever the Spark version. A Spark Connect client cannot
+make that check (it has no JVM gateway): there pushdown is on only with ``pushdown=true``.
 
 `partitions()` returns one InputPartition per task of `plan_scan`: a work unit (a segment or a byte
 range of a large one) or, with ``packUnits``, several small ones. `read()` yields Arrow record batches.
@@ -45,6 +48,7 @@ from pyspark.sql.datasource import (
 )
 
 from ..errors import ConfigError
+from .context import spark_context
 from .scan import spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
 from .views import SCHEMAS, read_task
@@ -123,10 +127,16 @@ class KafkaLogReader(DataSourceReader):
         self.min_partitions = _int(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
         self.pack = _bool(options, "packUnits", True)
         self.verify_crc = _bool(options, "verifyCrc", True)
+        self.remote_storage = options.get("remoteStorageDir")
 
     def partitions(self):
         plan = plan_scan(
-            self.root, self.flt, max_bytes_per_task=self.max_bytes, min_tasks=self.min_partitions, pack=self.pack
+            self.root,
+            self.flt,
+            max_bytes_per_task=self.max_bytes,
+            min_tasks=self.min_partitions,
+            pack=self.pack,
+            remote_storage=self.remote_storage,
         )
         return [KafkaLogPartition(i, task, self.flt) for i, task in enumerate(plan.tasks)]
 
@@ -220,12 +230,18 @@ class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
 
 def pushdown_is_scan_scoped(spark) -> bool:
     """Whether this Spark keeps the read planned during filter pushdown in the scan (safe) rather
-    than on the data source instance that derived DataFrames share (Spark 4.3.0: not safe)."""
+    than on the data source instance that derived DataFrames share (Spark 4.3.0: not safe). The
+    check looks at Spark's classes through the JVM gateway; a Spark Connect client has none, and
+    stays on the safe side like a layout the check does not know."""
+    context = spark_context(spark)
+    if context is None:
+        return False
     try:
-        jvm = spark.sparkContext._jvm
-        cls = jvm.java.lang.Class.forName("org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2")
+        cls = context._jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2"
+        )
         return not any(method.getName() == "setReadInfo" for method in cls.getMethods())
-    except Exception:  # Spark Connect, or a layout this check does not know: stay on the safe side
+    except Exception:  # a layout this check does not know
         return False
 
 

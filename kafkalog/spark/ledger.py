@@ -34,17 +34,11 @@ from ..storage.ledger import (
     write_run,
 )
 from .scan import spark_schema
-from .session import DELTA_CATALOG, DELTA_EXTENSION
+from .session import delta_configured
 
 # Hadoop's UnsupportedFileSystemException: the session cannot reach the table's scheme
 NO_FILESYSTEM = "No FileSystem for scheme"
 PURGED_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "action", "matched_by", "reason")
-
-
-def delta_configured(spark) -> bool:
-    """Whether `spark` writes Delta tables through delta-spark: Delta's session extension and catalog."""
-    extensions = [e.strip() for e in (spark.conf.get("spark.sql.extensions", "") or "").split(",")]
-    return DELTA_EXTENSION in extensions and spark.conf.get("spark.sql.catalog.spark_catalog", "") == DELTA_CATALOG
 
 
 def write_ledger_records(

@@ -8,18 +8,19 @@ remove). A commit key lives in exactly one partition, so the partitions' results
 
 from __future__ import annotations
 
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+from ..topics import CONSUMER_OFFSETS_TOPIC
+
 COMMITTED_COLUMNS = ("group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp")
 COMMITTED_SCHEMA = (
     "`group` string, topic string, partition int, offset long, leader_epoch int, metadata string, commit_timestamp long"
 )
+_ARROW_TYPES = ("string", "string", "int32", "int64", "int32", "string", "int64")  # COMMITTED_SCHEMA's
 
 
-def _replay(task):
+def _replay(log_dir: str, number: int) -> list[tuple]:
     from ..codec.consumer_offsets import replay_committed_offsets
     from ..storage.logdir import LogDir
 
-    log_dir, number = task
     commits = replay_committed_offsets(LogDir.open(log_dir).partition(CONSUMER_OFFSETS_TOPIC, number).batches())
     return [
         (group, topic, partition, v.offset, v.leader_epoch, v.metadata, v.commit_timestamp)
@@ -29,9 +30,21 @@ def _replay(task):
 
 def committed_offsets_df(spark, log_dir):
     """(group, topic, partition, offset, leader_epoch, metadata, commit_timestamp) of every live
-    commit in `log_dir`'s `__consumer_offsets`; `commit_timestamp` is epoch ms."""
+    commit in `log_dir`'s `__consumer_offsets`; `commit_timestamp` is epoch ms. One Spark task per
+    partition, with `mapInArrow` (no RDD: Spark Connect sessions run it too)."""
     from ..storage.logdir import LogDir
 
     numbers = [p for t, p in LogDir.open(log_dir).topic_partitions if t == CONSUMER_OFFSETS_TOPIC]
-    rows = spark.sparkContext.parallelize([(log_dir, n) for n in numbers], max(len(numbers), 1)).flatMap(_replay)
-    return spark.createDataFrame(rows, COMMITTED_SCHEMA)
+
+    def replay(batches):
+        import pyarrow as pa
+
+        schema = pa.schema(list(zip(COMMITTED_COLUMNS, _ARROW_TYPES)))
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                rows = _replay(log_dir, numbers[task])
+                if rows:
+                    columns = [pa.array(column, t) for column, t in zip(zip(*rows), schema.types)]
+                    yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    return spark.range(0, len(numbers), 1, max(len(numbers), 1)).mapInArrow(replay, COMMITTED_SCHEMA)

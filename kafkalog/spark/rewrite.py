@@ -16,14 +16,14 @@ crash before the swap leaves only `.cleaned` files, which recovery deletes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from ..codec.filter import BatchRetention, Outcome
 from ..errors import LogDirError
 from ..storage.logdir import LogDir
 from ..storage.partition import Partition
 from ..storage.rewrite import BatchPlan, rewrite_segments
-from ..storage.swap import FaultHook, replace_segments
+from ..storage.swap import FaultHook, replace_in_partitions
 from ..storage.txnindex import AbortedTxn
 
 PLAN_COLUMNS = (
@@ -52,6 +52,7 @@ class OutputSegment:
     index_interval_bytes: int
     aborted_txns: tuple = ()  # AbortedTxn entries that stay in .txnindex
     nbytes: int = 0  # the sources' bytes: what packs output segments into tasks
+    legacy_as_v2: bool = False  # write legacy (v0/v1) batches as v2, as Kafka 4.x's cleaner does
 
     @property
     def base_offset(self) -> int:
@@ -77,48 +78,59 @@ class OutputStats:
         return asdict(self)
 
 
+# OutputStats as the rows the rewrite tasks yield: Spark's DDL and pyarrow's types of its fields
+_STATS_DDL = "topic string, partition int, " + ", ".join(f"{f.name} long" for f in fields(OutputStats)[2:])
+_STATS = [("topic", "string"), ("partition", "int32"), *[(f.name, "int64") for f in fields(OutputStats)[2:]]]
+# the plans of one output segment as one Arrow IPC stream, and the task that writes the segment
+_BLOBS = "task int, output int, plans binary"
+
+
 def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) -> list[OutputStats]:
     """Step 5: Spark tasks write the output segments' `.cleaned` files, the segments packed into
     tasks by their bytes (many small ones share a task). `plans` is a DataFrame with
     `PLAN_COLUMNS` (a missing one is null). Its rows are cut, where they are, into one Arrow IPC
     blob per output segment (pickling the rows one by one, offsets and all, would cost more than
-    the rewrite's codecs), and the blobs reach the task of their segment by an exact partitioner,
-    so every task gets its output segments and all of their plans."""
+    the rewrite's codecs), and the blobs reach the task of their segment by `repartitionById`
+    (the partition is the task number itself, not a hash of it), so every task gets its output
+    segments and all of their plans. DataFrames only: the same plan runs on Spark Connect."""
     if not outputs:
         return []
     from pyspark.sql import functions as F
 
     from .scan import pack_tasks
 
-    plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
-    segments = spark.createDataFrame(
-        [(o.topic, o.partition, base, i) for i, o in enumerate(outputs) for base in o.bases],
-        "topic string, partition int, segment_base_offset long, task int",
-    )
-    blobs = (
-        plans.join(segments, ["topic", "partition", "segment_base_offset"])
-        .mapInArrow(_plan_blobs, "task int, plans binary")
-        .rdd.map(tuple)
-    )
     outputs = list(outputs)
     tasks = pack_tasks(spark, range(len(outputs)), lambda i: outputs[i].nbytes)
     task_of = {i: t for t, members in enumerate(tasks) for i in members}
-    every_output = spark.sparkContext.parallelize([(i, None) for i in range(len(outputs))], len(tasks))
+    plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
+    segments = spark.createDataFrame(
+        [(o.topic, o.partition, base, task_of[i], i) for i, o in enumerate(outputs) for base in o.bases],
+        "topic string, partition int, segment_base_offset long, task int, output int",
+    )
+    blobs = plans.join(segments, ["topic", "partition", "segment_base_offset"]).mapInArrow(_plan_blobs, _BLOBS)
+    # a row without plans for every output segment: one whose batches all stay still gets written
+    every_output = spark.createDataFrame([(task_of[i], i, None) for i in range(len(outputs))], _BLOBS)
 
-    def run(rows: Iterable) -> Iterable[OutputStats]:
+    def run(batches: Iterable) -> Iterable:
+        import pyarrow as pa
+
         blobs_of: dict = {}
-        for i, blob in rows:
-            blobs_of.setdefault(i, [])
-            if blob is not None:
-                blobs_of[i].append(blob)
-        for i in sorted(blobs_of):
-            yield rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i]))
+        for batch in batches:
+            for i, blob in zip(batch.column("output").to_pylist(), batch.column("plans").to_pylist()):
+                blobs_of.setdefault(i, [])
+                if blob is not None:
+                    blobs_of[i].append(blob)
+        stats = [rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i])).to_dict() for i in sorted(blobs_of)]
+        if stats:
+            yield pa.RecordBatch.from_pylist(stats, pa.schema(_STATS))
 
-    return blobs.union(every_output).partitionBy(len(tasks), task_of.__getitem__).mapPartitions(run).collect()
+    written = blobs.unionByName(every_output).repartitionById(len(tasks), "task").mapInArrow(run, _STATS_DDL)
+    return [OutputStats(**row.asDict()) for row in written.collect()]
 
 
 def _plan_blobs(batches: Iterable) -> Iterable:
-    """The plan rows of this Spark partition as one Arrow IPC stream per task: (task, bytes)."""
+    """The plan rows of this Spark partition as one Arrow IPC stream per output segment:
+    (task, output, bytes)."""
     import numpy as np
     import pyarrow as pa
 
@@ -126,17 +138,22 @@ def _plan_blobs(batches: Iterable) -> Iterable:
     if not sum(b.num_rows for b in batches):
         return
     table = pa.Table.from_batches(batches)
-    table = table.sort_by("task")
+    table = table.sort_by("output")
+    output = table.column("output").to_numpy()
     task = table.column("task").to_numpy()
-    starts = np.flatnonzero(np.diff(task, prepend=-1))  # where each task's rows begin
+    starts = np.flatnonzero(np.diff(output, prepend=-1))  # where each output segment's rows begin
     table = table.select(list(PLAN_COLUMNS))
-    for begin, end in zip(starts.tolist(), [*starts[1:].tolist(), len(task)]):
+    for begin, end in zip(starts.tolist(), [*starts[1:].tolist(), len(output)]):
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table.slice(begin, end - begin))
         yield pa.record_batch(
-            [pa.array([int(task[begin])], pa.int32()), pa.array([sink.getvalue().to_pybytes()])],
-            names=["task", "plans"],
+            [
+                pa.array([int(task[begin])], pa.int32()),
+                pa.array([int(output[begin])], pa.int32()),
+                pa.array([sink.getvalue().to_pybytes()]),
+            ],
+            names=["task", "output", "plans"],
         )
 
 
@@ -180,6 +197,7 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputSt
         delete_horizon_ms=output.delete_horizon_ms,
         index_interval_bytes=output.index_interval_bytes,
         aborted_txns=[AbortedTxn(*t) for t in output.aborted_txns],
+        legacy_as_v2=output.legacy_as_v2,
     )
     rewritten = sum(n for outcome, n in stats.batches.items() if outcome != Outcome.VERBATIM.value)
     return OutputStats(
@@ -199,12 +217,9 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputSt
 def swap_in(opened: LogDir, outputs: Sequence[OutputSegment], fault: FaultHook | None = None) -> None:
     """Step 6, on the driver: per partition, Kafka's swap protocol replaces the source segments
     with the `.cleaned` outputs; producer snapshots of segments merged away are deleted."""
-    by_partition: dict = {}
+    replacements: dict = {}
     for o in outputs:
-        by_partition.setdefault((o.topic, o.partition), []).append(o)
-    for tp in sorted(by_partition):
-        part = opened.partition(*tp)
-        written = [o.base_offset for o in by_partition[tp]]
-        replaced = [b for o in by_partition[tp] for b in o.bases]
-        extra = {} if fault is None else {"fault": fault}
-        replace_segments(opened.fs, part.path, written, replaced, **extra)
+        written, replaced = replacements.setdefault(opened.partition_paths[o.topic, o.partition], ([], []))
+        written.append(o.base_offset)
+        replaced.extend(o.bases)
+    replace_in_partitions(opened.fs, replacements, **({} if fault is None else {"fault": fault}))

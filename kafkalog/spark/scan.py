@@ -12,6 +12,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
+from .context import default_parallelism
 from .inventory import IOStats
 from .scan_plan import (
     DEFAULT_MAX_BYTES_PER_TASK,
@@ -67,38 +68,42 @@ def pack_tasks(spark, items: Sequence[T], nbytes: Callable[[T], int]) -> list[tu
 
 
 class ScanMetrics:
-    """What a scan's tasks read, gathered with a Spark accumulator (classic sessions), plus what
-    planning read on the driver: `executor` and `driver` are `IOStats` (opens and bytes per file)."""
+    """What a scan's tasks read, plus what planning read on the driver: `executor` and `driver` are
+    `IOStats` (opens and bytes per file). Each task ends its output with one row of what it read,
+    which Spark's `DataFrame.observe` gathers and the scan then drops (an observation, not an
+    accumulator, so that Spark Connect sessions have it too): `executor` holds what the first
+    action on each scan's DataFrame read, and on a classic session waits for that action."""
 
-    def __init__(self, spark):
-        from pyspark.accumulators import AccumulatorParam
+    # the column of the tasks' rows of what they read, in the tasks' output only
+    COLUMN = "_kafkalog_io"
+    TYPE = pa.list_(pa.struct([("path", pa.string()), ("opens", pa.int64()), ("bytes", pa.int64())]))
 
-        class _Param(AccumulatorParam):
-            def zero(self, value):
-                return {}
-
-            def addInPlace(self, a, b):
-                for path, (opens, nbytes) in b.items():
-                    o, n = a.get(path, (0, 0))
-                    a[path] = (o + opens, n + nbytes)
-                return a
-
-        self._accumulator = spark.sparkContext.accumulator({}, _Param())
+    def __init__(self) -> None:
         self.driver = IOStats()
+        self._observations: list = []
+
+    def observe(self, df):
+        """`df` (with `COLUMN`) observed, without the rows of what tasks read nor their column."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation()
+        self._observations.append(observation)
+        observed = df.observe(observation, F.flatten(F.collect_list(self.COLUMN)).alias("io"))
+        return observed.where(F.col(self.COLUMN).isNull()).drop(self.COLUMN)
 
     @property
     def executor(self) -> IOStats:
         stats = IOStats()
-        stats.merge(self._accumulator.value)
+        for observation in self._observations:
+            for path, opens, nbytes in observation.get["io"]:
+                stats.record(path, opens, nbytes)
         return stats
 
 
 def default_min_tasks(spark) -> int:
     """Twice the default parallelism (so both halves of a skewed plan keep every core busy)."""
-    try:
-        return 2 * int(spark.sparkContext.defaultParallelism)
-    except Exception:  # Spark Connect has no SparkContext
-        return 4
+    return 2 * default_parallelism(spark)
 
 
 def scan_dataframe(
@@ -120,7 +125,10 @@ def scan_dataframe(
     if not tasks:
         return spark.createDataFrame([], schema)
     root, flt = plan.root, plan.flt
-    accumulator = metrics._accumulator if metrics is not None else None
+    observed = metrics is not None
+    if observed:  # each task's rows, then one row of what it read
+        arrow_schema = arrow_schema.append(pa.field(ScanMetrics.COLUMN, ScanMetrics.TYPE))
+        schema = spark_schema(arrow_schema)
 
     def run(iterator):
         for ids in iterator:
@@ -129,11 +137,19 @@ def scan_dataframe(
                 for batch in read_task(
                     root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats
                 ):
-                    yield batch if columns is None else batch.select(columns)
-                if accumulator is not None:
-                    accumulator.add(stats.as_dict())
+                    batch = batch if columns is None else batch.select(columns)
+                    if observed:
+                        batch = batch.append_column(ScanMetrics.COLUMN, pa.nulls(batch.num_rows, ScanMetrics.TYPE))
+                    yield batch
+                if observed and stats.by_path:
+                    read = [{"path": p, "opens": o, "bytes": n} for p, (o, n) in stats.as_dict().items()]
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.nulls(1, f.type) for f in arrow_schema][:-1] + [pa.array([read], ScanMetrics.TYPE)],
+                        schema=arrow_schema,
+                    )
 
-    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, schema)
+    df = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, schema)
+    return metrics.observe(df) if metrics is not None else df
 
 
 def _scan(
@@ -149,6 +165,7 @@ def _scan(
     verify_crc,
     metrics,
     columns=None,
+    remote_storage=None,
 ):
     flt = ScanFilter.of(topics, partitions, start_offset, end_offset)
     plan = plan_scan(
@@ -157,6 +174,7 @@ def _scan(
         max_bytes_per_task=max_bytes_per_task,
         min_tasks=default_min_tasks(spark) if min_tasks is None else min_tasks,
         stats=metrics.driver if metrics is not None else None,
+        remote_storage=remote_storage,
     )
     return scan_dataframe(spark, plan, view, verify_crc=verify_crc, metrics=metrics, columns=columns)
 
@@ -173,12 +191,15 @@ def narrow_scan(
     min_tasks: int | None = None,
     verify_crc: bool = True,
     metrics: ScanMetrics | None = None,
+    remote_storage: str | None = None,
     columns: Sequence[str] | None = None,
 ):
     """The compaction view of `log_dir` (`NARROW_SCHEMA`): one row per record with its key, value
     size and byte span, and its batch's header fields; values are not read. Offsets are selected in
     [start_offset, end_offset); segments and index ranges outside the selection are not opened.
-    `columns` keeps only those columns, projected on the executors."""
+    `columns` keeps only those columns, projected on the executors. `remote_storage` (tiered storage,
+    every scan): a LocalTieredStorage directory whose remote segments are read before each partition's
+    local ones, each offset once (`storage/remote_log.tiered_segments`)."""
     return _scan(
         spark,
         "narrow",
@@ -192,6 +213,7 @@ def narrow_scan(
         verify_crc,
         metrics,
         columns,
+        remote_storage=remote_storage,
     )
 
 
@@ -207,6 +229,7 @@ def read_records(
     min_tasks: int | None = None,
     verify_crc: bool = True,
     metrics: ScanMetrics | None = None,
+    remote_storage: str | None = None,
 ):
     """The records of `log_dir` (`RECORDS_SCHEMA`): Spark's Kafka source columns (key, value, topic,
     partition, offset, timestamp, timestampType, headers; headers null when a record has none) plus
@@ -224,6 +247,7 @@ def read_records(
         min_tasks,
         verify_crc,
         metrics,
+        remote_storage=remote_storage,
     )
 
 
@@ -239,6 +263,7 @@ def read_batches(
     min_tasks: int | None = None,
     verify_crc: bool = True,
     metrics: ScanMetrics | None = None,
+    remote_storage: str | None = None,
 ):
     """One row per batch (`BATCHES_SCHEMA`), batches overlapping [start_offset, end_offset)."""
     return _scan(
@@ -253,4 +278,5 @@ def read_batches(
         min_tasks,
         verify_crc,
         metrics,
+        remote_storage=remote_storage,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..storage.index import OffsetPosition
+from ..storage.remote_log import RemoteStorage, with_remote_segments
 from ..storage.segment import LogSegment
 from .inventory import IOStats, list_segments, log_dir_uri, open_log_dir
 
@@ -308,9 +309,13 @@ def plan_scan(
     open_cost: int | None = None,
     pack: bool = True,
     stats: IOStats | None = None,
+    remote_storage: str | None = None,
 ) -> ScanPlan:
     """Plan a scan on the driver: list, prune, cut and pack. No `.log` is read, except the batch
     headers at the tail of an active segment when a start offset may lie past its end.
+
+    `remote_storage` (tiered storage): a LocalTieredStorage directory on the log dir's filesystem
+    whose remote segments are read before each partition's local ones (`remote_log.tiered_segments`).
 
     `max_bytes_per_task` caps both a task's bytes and a unit's (larger segments are cut);
     `min_tasks` lowers the target so that at least that many tasks exist where the data allows.
@@ -320,6 +325,8 @@ def plan_scan(
     """
     opened = open_log_dir(log_dir, stats)
     segments = list_segments(opened, flt.topics, flt.partitions)
+    if remote_storage is not None:
+        segments = with_remote_segments(opened, segments, RemoteStorage.open(remote_storage))
     if flt.start_offset is not None:
         for s in segments:
             if s.is_active and s.base_offset < flt.start_offset and s.size > 0:
@@ -348,13 +355,38 @@ def plan_segments(
     min_tasks: int = 1,
     open_cost: int | None = None,
     pack: bool = True,
+    whole_partitions: bool = False,
 ) -> ScanPlan:
     """`plan_scan` over segments a caller has listed already (a compaction plan's): prune, cut at
-    offset-index entries (each index read once per segment object) and pack."""
+    offset-index entries (each index read once per segment object) and pack. With
+    `whole_partitions`, a partition whose units fit in a task is never spread over two tasks (a
+    compaction decides such a partition's keys inside its task)."""
     if open_cost is None:
         open_cost = SMALL_OPEN_COST if is_local else DEFAULT_OPEN_COST
     pruned = prune_segments(segments, flt)
     target = task_bytes(sum(s.size + open_cost for s in pruned), max_bytes_per_task, min_tasks, open_cost)
     units = plan_units(pruned, flt, unit_bytes=max(1, min(target, max_bytes_per_task)))
-    tasks = pack_units(units, target, open_cost) if pack else [(u,) for u in units]
+    tasks: list[tuple[WorkUnit, ...]]
+    if not pack:
+        tasks = [(u,) for u in units]
+    elif whole_partitions:
+        tasks = pack_partitions(units, target, open_cost)
+    else:
+        tasks = pack_units(units, target, open_cost)
     return ScanPlan(root, flt, tuple(tasks), len(segments))
+
+
+def pack_partitions(
+    units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST
+) -> list[tuple[WorkUnit, ...]]:
+    """`pack_units`, but a partition whose units fit in `target_bytes` (open costs counted) is never
+    spread over two tasks; a larger one is packed unit by unit."""
+    by_partition: dict = {}
+    for unit in units:
+        by_partition.setdefault((unit.topic, unit.partition), []).append(unit)
+    groups: list[tuple[WorkUnit, ...]] = []
+    for run in by_partition.values():
+        cost = sum(u.nbytes + open_cost for u in run)
+        groups += [tuple(run)] if cost <= target_bytes else [(u,) for u in run]
+    tasks = pack(groups, lambda g: sum(u.nbytes + open_cost for u in g) - open_cost, target_bytes, open_cost)
+    return [tuple(u for group in task for u in group) for task in tasks]

@@ -9,6 +9,7 @@ import tempfile
 import warnings
 
 from ..errors import ConfigError
+from .context import spark_context
 
 # Applied only when kafkalog starts Spark itself in local mode.
 LOCAL_DEFAULTS = {
@@ -62,6 +63,12 @@ def delta_conf(spark_version: str | None = None) -> dict:
         "spark.sql.extensions": DELTA_EXTENSION,
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
     }
+
+
+def delta_configured(spark) -> bool:
+    """Whether `spark` writes Delta tables through delta-spark: Delta's session extension and catalog."""
+    extensions = [e.strip() for e in (spark.conf.get("spark.sql.extensions", "") or "").split(",")]
+    return DELTA_EXTENSION in extensions and spark.conf.get("spark.sql.catalog.spark_catalog", "") == DELTA_CATALOG
 
 
 def delta_unavailable(spark) -> str | None:
@@ -131,6 +138,10 @@ def local_session(
     through Spark. When that cannot be (no release for this Spark, or Spark does not start with the
     jars, as when Maven Central cannot be reached), the session starts without it, with a warning,
     and `delta_unavailable(session)` says why; purge then writes the ledger with `deltalake`.
+
+    Spark Connect (`SPARK_REMOTE` or `spark.remote` names a server): the session is the server's,
+    and so are its jars: delta-spark is there only if the server was started with it, and
+    `delta_unavailable` says when it was not.
     """
     from pyspark.sql import SparkSession
 
@@ -146,7 +157,8 @@ def local_session(
         register(active)
         return active
     settings = {"spark.app.name": app_name, **ALWAYS}
-    local = not _master_from_environment()
+    remote = os.environ.get("SPARK_REMOTE") or (conf or {}).get("spark.remote")  # a Spark Connect server
+    local = not (remote or _master_from_environment())
     if local:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -155,7 +167,7 @@ def local_session(
         settings["spark.driver.extraJavaOptions"] = _quiet_log4j_options(verbose)
     settings.update(conf or {})
     without_delta, unavailable = dict(settings), None
-    if delta:
+    if delta and not remote:  # a running Spark Connect server's jars and extensions are set where it starts
         try:
             for key, value in delta_conf().items():
                 settings[key] = ",".join(filter(None, (settings.get(key), value))) if key in _LISTS else value
@@ -176,13 +188,14 @@ def local_session(
             f"messages are on stderr)"
         )
         spark = _build(without_delta)
+    if delta and remote and not delta_configured(spark):
+        unavailable = f"the Spark Connect server {remote} was not started with delta-spark ({DELTA_EXTENSION})"
     if unavailable is not None:
         warnings.warn(f"kafkalog: {unavailable}; the purge ledger is written with the deltalake package", stacklevel=1)
         spark.conf.set(_DELTA_UNAVAILABLE, unavailable)
-    try:
-        spark.sparkContext.setLogLevel("ERROR")
-    except Exception:  # Spark Connect: no SparkContext
-        pass
+    context = spark_context(spark)
+    if context is not None:  # a Spark Connect server keeps its own log settings
+        context.setLogLevel("ERROR")
     register(spark)
     return spark
 

@@ -19,6 +19,7 @@ from .segment import SegmentReader
 
 SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
 SWAP_STEPS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed", "done")
+SWAP_THREADS = 8  # partitions swapped at once by replace_in_partitions
 
 # A test hook: called with each step name and file name as the swap proceeds; it may raise to
 # simulate a crash at that point.
@@ -62,6 +63,23 @@ def replace_segments(
             fs.delete(entry.path)
     _delete_leftovers(fs, partition_dir, ".deleted", fault)
     fault("done", "")
+
+
+def replace_in_partitions(
+    fs: LogFileSystem, replacements: dict[str, tuple[list[int], list[int]]], *, fault: FaultHook = no_fault
+) -> None:
+    """`replace_segments` in many partition directories (path -> (new bases, old bases)), several
+    at a time: a partition's swap is renames and a directory sync, time spent waiting on the disk
+    or the store, and each partition's swap is crash-safe on its own. When one fails, the others
+    run to their end before its error is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max(1, min(SWAP_THREADS, len(replacements)))) as pool:
+        swaps = [
+            pool.submit(replace_segments, fs, path, *replacements[path], fault=fault) for path in sorted(replacements)
+        ]
+    for swap in swaps:
+        swap.result()
 
 
 def _segment_files(files: dict[str, FileEntry], base: int, state: str | None) -> list[str]:

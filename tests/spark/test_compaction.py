@@ -165,6 +165,38 @@ def test_every_format_compacts_to_the_latest_record_per_key_as_kafka_python_read
     assert validate_paths([out], index_interval_bytes=256).exit_code == 0
 
 
+def test_legacy_batches_written_as_v2_as_kafka_4_does(spark, tmp_path, small_log):
+    """`legacy_as_v2`: every v0/v1 batch of the cleaned segments comes out as v2 (Kafka 4.x's filterTo,
+    checked byte for byte in tests/kafka/test_filter_to.py), the records kafka-python reads are those
+    of the default pass, and the batches above the cleaned range keep their format."""
+    root, out = str(tmp_path / "in"), str(tmp_path / "out")
+    shutil.copytree(small_log.path, root)
+    topics = ["legacy-v1", "legacy-v0"]
+    result = compact(
+        spark,
+        root,
+        resolver_from(settings=["cleanup.policy=compact"]),
+        T0,
+        force=True,
+        topics=topics,
+        output=out,
+        legacy_as_v2=True,
+    )
+    for state in result.plan.logs:
+        before = _kafka_python_records(root, state.topic, state.partition)
+        latest = {key: offset for offset, key, _ in before if key is not None and offset < state.upper_bound}
+        expected = [r for r in before if r[0] >= state.upper_bound or latest.get(r[1]) == r[0]]
+        assert _kafka_python_records(out, state.topic, state.partition) == expected
+        formats = {
+            (b.base_offset < state.upper_bound, b.magic)
+            for seg in LogDir.open(out).partition(state.topic, state.partition).segments
+            for _, b in seg.batches()
+        }
+        legacy = 1 if state.topic == "legacy-v1" else 0
+        assert formats == {(True, 2), (False, legacy)}, (state.topic, formats)
+    assert validate_paths([out], index_interval_bytes=512).exit_code == 0
+
+
 def _kafka_python_records(root, topic, partition):
     from kafka.record.memory_records import MemoryRecords
 

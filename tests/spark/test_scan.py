@@ -55,14 +55,14 @@ def _segment_files(partition_dir):
 
 def test_pruning_opens_only_the_segments_needed(spark, small_log):
     root = small_log.path
-    metrics = ScanMetrics(spark)
+    metrics = ScanMetrics()
     rows = narrow_scan(spark, str(root), topics=["orders"], partitions=[1], metrics=metrics).count()
     assert metrics.executor.files(".log") == {p for _, p in _segment_files(root / "orders-1")}
     assert len(metrics.executor.files(".log")) > 1 and metrics.driver.bytes_read(".log") == 0
     assert rows == len([r for r in direct.narrow_rows(root, {"orders"}) if r[1] == 1])
 
     # an offset range: only segments whose [base offset, next base offset) meets [150, 250)
-    metrics = ScanMetrics(spark)
+    metrics = ScanMetrics()
     df = read_records(
         spark, str(root), topics=["orders", "payments"], start_offset=150, end_offset=250, metrics=metrics
     )
@@ -81,7 +81,7 @@ def test_pruning_opens_only_the_segments_needed(spark, small_log):
     )
 
     # past the end of every partition nothing is opened (the driver reads the active segments' tails)
-    metrics = ScanMetrics(spark)
+    metrics = ScanMetrics()
     assert narrow_scan(spark, str(root), start_offset=10**9, metrics=metrics).count() == 0
     assert metrics.executor.files(".log") == set()
     assert 0 < metrics.driver.bytes_read(".log") < 64 * 1024
@@ -99,7 +99,7 @@ def test_a_large_segment_split_at_index_entries_reads_as_a_whole(spark, big_segm
     )
 
     # a start offset seeks with the index: the bytes before it are not read
-    metrics = ScanMetrics(spark)
+    metrics = ScanMetrics()
     tail = read_records(spark, root, start_offset=9000, metrics=metrics)
     assert_df_equality(tail.orderBy("offset"), whole.filter("offset >= 9000").orderBy("offset"))
     segment = next(iter(metrics.executor.files(".log")))

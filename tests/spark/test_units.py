@@ -15,6 +15,7 @@ from kafkalog.spark.scan_plan import (
     ScanFilter,
     WorkUnit,
     check_tiling,
+    pack_partitions,
     pack_units,
     plan_scan,
     plan_units,
@@ -135,6 +136,17 @@ def test_pack_units_in_order_with_an_open_cost():
     assert task_bytes(4000, max_bytes=128 << 20, min_tasks=4) == 1 << 20  # never below 1 MiB for parallelism
     assert task_bytes(1 << 30, max_bytes=128 << 20, min_tasks=4) == 128 << 20
     assert task_bytes(1 << 28, max_bytes=128 << 20, min_tasks=4) == 64 << 20
+
+
+def test_pack_partitions_keeps_a_partition_that_fits_in_one_task():
+    """What pack_units would spread over two tasks (a0 and a1 apart), pack_partitions keeps together;
+    a partition too big for a task is packed unit by unit."""
+    sizes = [("a", 20), ("a", 20), ("b", 30), ("b", 30), ("c", 150), ("c", 150), ("d", 10)]
+    units = [WorkUnit(t, 0, i, f"/{t}/{i}", 0, n, n) for i, (t, n) in enumerate(sizes)]
+    names = [[f"{u.topic}{u.segment_base_offset}" for u in task] for task in pack_partitions(units, 100, 10)]
+    assert names == [["a0", "a1"], ["b2", "b3"], ["c4"], ["c5"], ["d6"]]
+    spread = [[f"{u.topic}{u.segment_base_offset}" for u in task] for task in pack_units(units, 100, 10)]
+    assert spread[:2] == [["a0", "a1", "b2"], ["b3"]]
 
 
 # -- decoding work units -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -10,7 +11,7 @@ from kafkalog.codec.batch import build_batch
 from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.storage.swap import in_flight_files, recover_partition, replace_segments
+from kafkalog.storage.swap import in_flight_files, recover_partition, replace_in_partitions, replace_segments
 
 
 class Crash(Exception):
@@ -110,3 +111,35 @@ def test_recovery_of_a_clean_directory_does_nothing(tmp_path):
     fs = LogFileSystem.for_path(str(d))[0]
     assert recover_partition(fs, str(d)) == []
     assert _offsets(d) == OLD
+
+
+def test_partitions_swapped_together_and_a_crash_in_one_leaves_the_others_whole(tmp_path):
+    """replace_in_partitions swaps many partitions at once; when one crashes mid-way, the others end
+    their swap before the error is raised, and the crashed one recovers to its old or new state."""
+    dirs = []
+    for p in range(12):
+        d = tmp_path / f"t-{p}"
+        d.mkdir()
+        _old_state(d)
+        _stage(d)
+        dirs.append(d)
+    fs = LogFileSystem.for_path(str(tmp_path))[0]
+    replace_in_partitions(fs, {str(d): ([0], [0, 5]) for d in dirs[:6]})
+    assert all(_offsets(d) == NEW and not in_flight_files(fs, str(d)) for d in dirs[:6])
+
+    crashes = []
+    lock = threading.Lock()
+
+    def crash_once(step, name):  # the first partition to rename its old segment 5 crashes there
+        with lock:
+            if step == "old-deleted" and name == f"{5:020d}.log" and not crashes:
+                crashes.append(name)
+                raise Crash(name)
+
+    with pytest.raises(Crash):
+        replace_in_partitions(fs, {str(d): ([0], [0, 5]) for d in dirs[6:]}, fault=crash_once)
+    interrupted = [d for d in dirs[6:] if in_flight_files(fs, str(d))]
+    assert len(interrupted) == 1
+    assert all(_offsets(d) == NEW for d in dirs[6:] if d not in interrupted)
+    recover_partition(fs, str(interrupted[0]))
+    assert _offsets(interrupted[0]) in (OLD, NEW)
