@@ -3,7 +3,8 @@ step of Kafka's cleaner that rewrites a batch, on legacy (v0/v1) batches that lo
 
 Kafka 4.x writes what it keeps of every legacy batch it cleans as a v2 batch, even one that loses
 no record; kafkalog does so with `legacy_as_v2` (`compact --legacy-as-v2`), byte for byte. Without
-it kafkalog keeps the batch's own format, as Kafka 3.x's cleaner did (docs/semantics.md).
+it kafkalog keeps the batch's own format, as Kafka 3.x's cleaner did (docs/semantics.md). The
+segments a whole `--legacy-as-v2` compaction writes pass Kafka's DumpLogSegments.
 """
 
 from __future__ import annotations
@@ -84,3 +85,31 @@ def test_legacy_batches_rewritten_as_kafka_4_does(case, kafka_tools, tmp_path):
     assert horizons == [NOW + DELETE_RETENTION if 8 not in removed else None, None]  # offset 8 is a tombstone
     if not removed:
         assert kafkalog_filter(data, removed, legacy_as_v2=False) == data
+
+
+@pytest.mark.spark
+def test_a_compaction_with_legacy_as_v2_passes_dump_log_segments(spark, kafka_tools, tmp_path):
+    """The segments `compact --legacy-as-v2` writes from v0 and v1 partitions, checked by Kafka's own
+    DumpLogSegments: every batch reads with a valid CRC, every index passes Kafka's checks."""
+    from kafkalog.config import resolver_from
+    from kafkalog.operations.compact import compact
+    from kafkalog.operations.generate import generate, small_preset
+
+    from .test_roundtrip import check_with_dump_log_segments
+
+    source, out = tmp_path / "in", tmp_path / "out"
+    generate(str(source), small_preset(seed=7))
+    topics = ["legacy-v1", "legacy-v0"]
+    compact(
+        spark,
+        str(source),
+        resolver_from(settings=["cleanup.policy=compact"]),
+        NOW,
+        force=True,
+        topics=topics,
+        output=str(out),
+        legacy_as_v2=True,
+    )
+    written = [p for p in out.rglob("*.log") if p.parent.name.rsplit("-", 1)[0] in topics]
+    assert any(b.magic == 2 for p in written for b in iter_batches(p.read_bytes()))
+    check_with_dump_log_segments(kafka_tools, out, [str(p.relative_to(out)) for p in written])
