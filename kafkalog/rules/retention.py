@@ -228,8 +228,8 @@ def delete_old_segments(
     copying is on, size and time use the local retention settings, a segment goes only when
     `uploaded_or_below_start`, and only the local log start offset moves (UnifiedLog.incrementStartOffset)."""
     state = RetentionOutcome(list(segments), [], log_start_offset)
-    tiered = remote is not None and remote.copy_enabled
-    eligible = uploaded_or_below_start(remote, log_start_offset) if remote is not None and tiered else None
+    eligible = uploaded_or_below_start(remote, log_start_offset) if remote is not None and remote.copy_enabled else None
+    tiered = eligible is not None
 
     def scan(predicate: Predicate | None, reason: str) -> None:
         if predicate is None or not state.segments:
