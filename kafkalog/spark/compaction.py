@@ -25,6 +25,7 @@ from ..codec.filter import BatchRetention
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata, decide_batch
 from .scan import default_min_tasks, pack_tasks, scan_dataframe, spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, ScanPlan, plan_segments
+from .tasks import task_frame
 from .views import read_task
 
 # One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
@@ -126,13 +127,11 @@ def _batch_decisions(spark, plan, scan: ScanPlan):
     tasks = pack_tasks(spark, partitions, lambda p: sum(u.nbytes for u in p[-1]))
     root, now = scan.root, plan.now
 
-    def run(ids):
-        for batch in ids:
-            for i in batch.column(0).to_pylist():
-                for partition in tasks[i]:
-                    yield _decide_partition(root, *partition, now)
+    def task(i: int):
+        for partition in tasks[i]:
+            yield _decide_partition(root, *partition, now)
 
-    return spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, spark_schema(DECIDED))
+    return task_frame(spark, len(tasks), task, spark_schema(DECIDED))
 
 
 def _decide_partition(

@@ -9,6 +9,7 @@ remove). A commit key lives in exactly one partition, so the partitions' results
 from __future__ import annotations
 
 from ..topics import CONSUMER_OFFSETS_TOPIC
+from .tasks import task_frame
 
 COMMITTED_COLUMNS = ("group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp")
 COMMITTED_SCHEMA = (
@@ -36,15 +37,13 @@ def committed_offsets_df(spark, log_dir):
 
     numbers = [p for t, p in LogDir.open(log_dir).topic_partitions if t == CONSUMER_OFFSETS_TOPIC]
 
-    def replay(batches):
+    def replay(i: int):
         import pyarrow as pa
 
         schema = pa.schema(list(zip(COMMITTED_COLUMNS, _ARROW_TYPES)))
-        for batch in batches:
-            for task in batch.column(0).to_pylist():
-                rows = _replay(log_dir, numbers[task])
-                if rows:
-                    columns = [pa.array(column, t) for column, t in zip(zip(*rows), schema.types)]
-                    yield pa.RecordBatch.from_arrays(columns, schema=schema)
+        rows = _replay(log_dir, numbers[i])
+        if rows:
+            columns = [pa.array(column, t) for column, t in zip(zip(*rows), schema.types)]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
-    return spark.range(0, len(numbers), 1, max(len(numbers), 1)).mapInArrow(replay, COMMITTED_SCHEMA)
+    return task_frame(spark, len(numbers), replay, COMMITTED_SCHEMA)

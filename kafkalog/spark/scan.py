@@ -23,6 +23,7 @@ from .scan_plan import (
     plan_scan,
     task_bytes,
 )
+from .tasks import task_frame
 from .views import DEFAULT_BATCH_ROWS, SCHEMAS, TIMESTAMP_TYPE, read_task
 
 
@@ -130,25 +131,23 @@ def scan_dataframe(
         arrow_schema = arrow_schema.append(pa.field(ScanMetrics.COLUMN, ScanMetrics.TYPE))
         schema = spark_schema(arrow_schema)
 
-    def run(iterator):
-        for ids in iterator:
-            for task_id in ids.column(0).to_pylist():
-                stats = IOStats()
-                for batch in read_task(
-                    root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats
-                ):
-                    batch = batch if columns is None else batch.select(columns)
-                    if observed:
-                        batch = batch.append_column(ScanMetrics.COLUMN, pa.nulls(batch.num_rows, ScanMetrics.TYPE))
-                    yield batch
-                if observed and stats.by_path:
-                    read = [{"path": p, "opens": o, "bytes": n} for p, (o, n) in stats.as_dict().items()]
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.nulls(1, f.type) for f in arrow_schema][:-1] + [pa.array([read], ScanMetrics.TYPE)],
-                        schema=arrow_schema,
-                    )
+    def task(task_id: int):
+        stats = IOStats()
+        for batch in read_task(
+            root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats
+        ):
+            batch = batch if columns is None else batch.select(columns)
+            if observed:
+                batch = batch.append_column(ScanMetrics.COLUMN, pa.nulls(batch.num_rows, ScanMetrics.TYPE))
+            yield batch
+        if observed and stats.by_path:
+            read = [{"path": p, "opens": o, "bytes": n} for p, (o, n) in stats.as_dict().items()]
+            yield pa.RecordBatch.from_arrays(
+                [pa.nulls(1, f.type) for f in arrow_schema][:-1] + [pa.array([read], ScanMetrics.TYPE)],
+                schema=arrow_schema,
+            )
 
-    df = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(run, schema)
+    df = task_frame(spark, len(tasks), task, schema)
     return metrics.observe(df) if metrics is not None else df
 
 
