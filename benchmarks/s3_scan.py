@@ -29,7 +29,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from scan import ensure_log_dir, spark_job  # noqa: E402
 
-from tests.s3_server import S3Server, environment, free_port  # noqa: E402
+from tests.ports import free_port  # noqa: E402
+from tests.s3_server import S3Server, environment  # noqa: E402
 
 BUCKET = "kafkalog-bench"
 SCANS = {"narrow": "narrow scan (`narrow_scan`)", "full": "full read (`read_records`)"}

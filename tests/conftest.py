@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.s3_server import S3Server, free_port
+from tests.ports import free_port
+from tests.s3_server import S3Server
 from tests.s3_server import environment as s3_environment
 
 REPO = Path(__file__).resolve().parents[1]

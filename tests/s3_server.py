@@ -24,12 +24,6 @@ class Request(NamedTuple):
     status: int
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def environment(port: int) -> dict[str, str]:
     """The standard AWS variables that point pyarrow and deltalake at the server (deltalake also needs
     AWS_ALLOW_HTTP for a plain-http endpoint, and AWS_S3_ALLOW_UNSAFE_RENAME to write without a lock)."""

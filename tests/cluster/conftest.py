@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from typing import IO
 
 import pyspark
 import pytest
+
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -47,12 +48,6 @@ def clean_environment(**extra: str) -> dict:
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
     env.update(SPARK_HOME=str(SPARK_HOME), SPARK_LOCAL_IP="127.0.0.1", **extra)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent() -> None:

@@ -30,6 +30,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.ports import free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 LIBS_ENV = "KAFKALOG_KAFKA_LIBS"
@@ -110,12 +112,6 @@ def kafka_libs(fetch: bool = True) -> Path:
 
 def _has_kafka(path: Path) -> bool:
     return path.is_dir() and any(path.glob("kafka_2.13-*.jar"))
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # Kafka's reference remote storage manager (kafka-storage's test jar, in tests/kafka/pom.xml)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ import pyarrow.ipc
 import pyspark
 import pytest
 from deltalake import DeltaTable
+
+from tests.ports import free_port
 
 from ..conftest import REPO
 
@@ -102,12 +103,6 @@ def _write_arrow(path: Path, df) -> None:
 # -- the server and one client run for the module ---------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
@@ -116,7 +111,7 @@ def _start_server(work: Path) -> tuple[subprocess.Popen, str, Path]:
     """spark-submit of Spark's Connect server in local[2] mode with delta-spark, in its own process group."""
     from kafkalog.spark.session import DELTA_LOCAL_DEFAULTS, LOCAL_DEFAULTS, delta_conf
 
-    port = _free_port()
+    port = free_port()
     conf = {
         **LOCAL_DEFAULTS,
         **delta_conf(),
