@@ -214,13 +214,14 @@ def _compact(
         if dry_run:
             return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
         log.info("compact: rewriting %d output segments on executors", len(outputs))
-        with progress.phase("compact", "rewrite", **_totals(outputs), feed=task_feed(spark)):
+        rewritten = progress.totals(outputs, lambda o: o.nbytes)
+        with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):
             written = _write(spark, opened, plan.root, outputs, batch_plans(outcomes))
     finally:
         for df in (outcomes, decided):
             df.unpersist()
     _fault(fault, "rewritten")
-    with progress.phase("compact", "swap", **_totals(outputs)):
+    with progress.phase("compact", "swap", **rewritten):
         swap_in(opened, outputs, fault)
         _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
@@ -239,7 +240,7 @@ def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
     while plan.chosen:
         log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
         scanned = plan.scanned()
-        totals = {"total": len(scanned), "nbytes": sum(s.size for s in scanned)}
+        totals = progress.totals(scanned, lambda s: s.size)
         decided, outcomes = decide(spark, plan)  # lazy: the scan and decide run in segment_summaries's jobs
         try:
             with progress.phase("compact", "scan and decide", **totals, feed=task_feed(spark)):
@@ -261,11 +262,6 @@ def _write(spark, opened: LogDir, plan_root: str, outputs: list[OutputSegment], 
         for tp in sorted({(o.topic, o.partition) for o in outputs}):
             recover_partition(opened.fs, opened.partition_paths[tp])
         raise
-
-
-def _totals(outputs: list[OutputSegment]) -> dict:
-    """What a phase over output segments covers: the segments, and their sources' bytes."""
-    return {"total": len(outputs), "nbytes": sum(o.nbytes for o in outputs)}
 
 
 def _fault(hook: FaultHook | None, step: str) -> None:

@@ -16,7 +16,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -90,6 +90,11 @@ def current() -> Progress:
 def phase(command: str, name: str, **totals: Any) -> Phase:
     """A phase reported the current way (see `Progress.phase`)."""
     return _current.phase(command, name, **totals)
+
+
+def totals(items: Sequence[T], nbytes: Callable[[T], int]) -> dict:
+    """What a phase over `items` covers, as `phase` takes it: their number and their bytes."""
+    return {"total": len(items), "nbytes": sum(nbytes(i) for i in items)}
 
 
 def track(items: Iterable[T], command: str, name: str, unit: str) -> Iterator[T]:

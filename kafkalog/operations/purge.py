@@ -225,12 +225,13 @@ def _purge(
     decider = Decider(spark, log_dir, key_df, key_count, where, tombstone, resolver, reason, _log_end_offsets(segments))
     matched, decided = decider.decide(sorted({t for t, _ in scope}))
     try:
-        with progress.phase("purge", "scan and decide", **_totals(segments.values()), feed=task_feed(spark)):
+        scanned = progress.totals([s for listed in segments.values() for s in listed], lambda s: s.size)
+        with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
             report = partition_report(decided)
         if dry_run:
             return PurgeResult(run_id, now, dry_run, named, report, tiered_topics=tiered)
         outputs = _output_segments(opened, decided, resolver, now)
-        output_totals = {"total": len(outputs), "nbytes": sum(o.nbytes for o in outputs)}
+        output_totals = progress.totals(outputs, lambda o: o.nbytes)
         with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
             stats = write_outputs(spark, log_dir, outputs, batch_plans(decided))
         with progress.phase("purge", "ledger", feed=task_feed(spark)):
@@ -302,12 +303,6 @@ def _log_end_offsets(segments_of: Mapping[tuple[str, int], list[LogSegment]]) ->
             last = segments[-1].last_offset()
             ends[tp] = segments[-1].base_offset if last is None else last + 1
     return ends
-
-
-def _totals(segment_lists: Iterable[list[LogSegment]]) -> dict:
-    """What a phase over these partitions' segments covers: the segments and their bytes."""
-    segments = [s for listed in segment_lists for s in listed]
-    return {"total": len(segments), "nbytes": sum(s.size for s in segments)}
 
 
 def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int) -> list[OutputSegment]:
