@@ -378,18 +378,11 @@ def build_batch_of_section(
 ) -> bytes:
     """A v2 batch around `count` records already encoded (uncompressed) in `section`; the base
     timestamp is the delete horizon when `has_delete_horizon`."""
-    attributes = (
-        codec
-        | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
-        | (TRANSACTIONAL_FLAG if is_transactional else 0)
-        | (CONTROL_FLAG if is_control else 0)
-        | (DELETE_HORIZON_FLAG if has_delete_horizon else 0)
-    )
     payload = compress(codec, section, magic=MAGIC)
     return _assemble(
         base_offset,
         partition_leader_epoch,
-        attributes,
+        _attributes(codec, timestamp_type, is_transactional, is_control, has_delete_horizon),
         last_offset_delta,
         base_timestamp,
         max_timestamp,
@@ -417,15 +410,10 @@ def build_empty_batch(
     """The 61-byte batch the cleaner keeps when every record is gone but the batch must stay
     (MemoryRecords.filterTo with BatchRetention.RETAIN_EMPTY, a producer's last batch say):
     uncompressed, base timestamp -1, no delete horizon, original range and producer fields."""
-    attributes = (
-        (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
-        | (TRANSACTIONAL_FLAG if is_transactional else 0)
-        | (CONTROL_FLAG if is_control else 0)
-    )
     return _assemble(
         base_offset,
         partition_leader_epoch,
-        attributes,
+        _attributes(Codec.NONE, timestamp_type, is_transactional, is_control, has_delete_horizon=False),
         last_offset_delta,
         NO_TIMESTAMP,
         max_timestamp,
@@ -434,6 +422,19 @@ def build_empty_batch(
         base_sequence,
         0,
         b"",
+    )
+
+
+def _attributes(
+    codec: int, timestamp_type: int, is_transactional: bool, is_control: bool, has_delete_horizon: bool
+) -> int:
+    """A v2 batch's attributes: the codec in the low bits, then one bit per flag."""
+    return (
+        codec
+        | (TIMESTAMP_TYPE_MASK if timestamp_type == TimestampType.LOG_APPEND_TIME else 0)
+        | (TRANSACTIONAL_FLAG if is_transactional else 0)
+        | (CONTROL_FLAG if is_control else 0)
+        | (DELETE_HORIZON_FLAG if has_delete_horizon else 0)
     )
 
 

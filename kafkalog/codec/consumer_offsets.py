@@ -1,24 +1,19 @@
-"""Records of the internal `__consumer_offsets` topic, as the group coordinator writes them (sans-IO).
+"""Records of the internal `__consumer_offsets` topic, as the group coordinator writes them (sans-IO),
+as typed values for the commands that replay them.
 
 Every record key starts with an int16. Up to Kafka 3.x it is the key's schema version; since KIP-848
 it is the coordinator record type, and the old values keep their meaning:
 
-* 0 and 1 -- OffsetCommitKey: group (string), topic (string), partition (int32);
-* 2 -- GroupMetadataKey: group (string);
+* 0 and 1 -- OffsetCommitKey (one layout);
+* 2 -- GroupMetadataKey;
 * 3 and above -- records of the new group coordinator (consumer, share and streams groups). They are
   returned as `OtherCoordinatorKey` so that a replay can skip them; `codec/coordinator_records.py`
   decodes every type (what `dump --offsets-decoder` shows).
 
-Every non-null value starts with its int16 schema version:
-
-* OffsetCommitValue v0..v4: offset int64, leaderEpoch int32 (v3+), metadata string,
-  commitTimestamp int64, expireTimestamp int64 (v1 only). v4 is flexible: compact strings and a
-  tagged-field section at the end.
-* GroupMetadataValue v0..v4: protocolType string, generation int32, protocol nullable string,
-  leader nullable string, currentStateTimestamp int64 (v2+), then the members array; each member
-  has memberId, groupInstanceId (nullable, v3+), clientId, clientHost, rebalanceTimeout int32
-  (v1+), sessionTimeout int32, subscription bytes and assignment bytes. v4 is flexible: compact
-  strings, arrays and bytes, and a tagged-field section after each member and at the end.
+Every non-null value starts with its int16 schema version: OffsetCommitValue and GroupMetadataValue
+v0..v4, v4 flexible. The layouts of keys, values and the consumer protocol's subscription and
+assignment are the schemas of `codec/coordinator_records.py`, read and written with
+`codec/message.py`. A field a version lacks holds Kafka's default in the typed values here.
 
 A null value is a tombstone: the commit (or the group) was deleted.
 
@@ -36,7 +31,8 @@ from typing import NamedTuple
 
 from ..errors import CorruptBatchError, KafkaLogError, UnsupportedFormatError
 from .control import ControlType, control_record
-from .message import Reader as _Reader
+from .coordinator_records import CONSUMER_PROTOCOL_SCHEMAS, GROUP_SCHEMAS
+from .message import Reader, Schema, encode, read_message
 
 __all__ = [
     "OFFSET_COMMIT_KEY_VERSIONS",
@@ -67,11 +63,29 @@ __all__ = [
     "replay_committed_offsets",
 ]
 
-OFFSET_COMMIT_KEY_VERSIONS = (0, 1)
+# The layouts are the group coordinator's schemas in codec/coordinator_records.py. The typed values
+# keep a flexible value's tagged fields as raw (tag, bytes) pairs in wire order, the topic id (tag 0
+# of OffsetCommitValue v4+) included: so that field is left out of the schema read here.
+_OFFSET_COMMIT_KEY = GROUP_SCHEMAS["OffsetCommitKey"]
+_GROUP_METADATA_KEY = GROUP_SCHEMAS["GroupMetadataKey"]
+_OFFSET_COMMIT_VALUE = GROUP_SCHEMAS["OffsetCommitValue"]._replace(
+    fields=tuple(f for f in GROUP_SCHEMAS["OffsetCommitValue"].fields if f.tag is None)
+)
+_GROUP_METADATA_VALUE = GROUP_SCHEMAS["GroupMetadataValue"]
+_SUBSCRIPTION = CONSUMER_PROTOCOL_SCHEMAS["ConsumerProtocolSubscription"]
+_ASSIGNMENT = CONSUMER_PROTOCOL_SCHEMAS["ConsumerProtocolAssignment"]
+
+
+def _span(schema: Schema) -> range:
+    return range(schema.versions[0], schema.versions[1] + 1)
+
+
+OFFSET_COMMIT_KEY_VERSIONS = (0, 1)  # record types 0 and 1: one key schema
 GROUP_METADATA_KEY_VERSION = 2
-OFFSET_COMMIT_VALUE_VERSIONS = range(0, 5)
-GROUP_METADATA_VALUE_VERSIONS = range(0, 5)
-FLEXIBLE_VALUE_VERSION = 4  # both value schemas: "flexibleVersions": "4+"
+OFFSET_COMMIT_VALUE_VERSIONS = _span(_OFFSET_COMMIT_VALUE)
+GROUP_METADATA_VALUE_VERSIONS = _span(_GROUP_METADATA_VALUE)
+assert _GROUP_METADATA_VALUE.flexible is not None and _GROUP_METADATA_VALUE.flexible == _OFFSET_COMMIT_VALUE.flexible
+FLEXIBLE_VALUE_VERSION = _GROUP_METADATA_VALUE.flexible[0]  # 4 in both value schemas
 
 # -- what a decode returns ------------------------------------------------------------------------
 
@@ -167,7 +181,7 @@ class CoordinatorRecord(NamedTuple):
     value: OffsetCommitValue | GroupMetadataValue | bytes | None
 
 
-# -- reading: the message-schema primitives of codec/message.py --------------------------------------
+# -- reading ------------------------------------------------------------------------------------
 
 
 def _require(data, what: str) -> None:
@@ -175,6 +189,13 @@ def _require(data, what: str) -> None:
         raise CorruptBatchError(f"{what} is null; expected bytes", position=0)
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"{what} must be bytes, bytearray or memoryview, not {type(data).__name__}")
+
+
+def _tagged(fields: dict) -> tuple:
+    """A struct's tagged fields as (tag, raw bytes) in wire order: the schemas read here declare
+    none, so the decoder keeps each one raw."""
+    unknown = fields.get("_unknownTaggedFields")
+    return () if unknown is None else tuple((field["tag"], field["data"]) for field in unknown)
 
 
 # -- keys -----------------------------------------------------------------------------------------
@@ -188,20 +209,18 @@ def decode_key(key: bytes | bytearray | memoryview) -> CoordinatorKey:
     garbled key raises CorruptBatchError (TruncatedDataError when the bytes end early).
     """
     _require(key, "__consumer_offsets record key")
-    reader = _Reader(key, "__consumer_offsets key")
+    reader = Reader(key, "__consumer_offsets key")
     version = reader.int16("key version")
     if version in OFFSET_COMMIT_KEY_VERSIONS:
         reader.what = f"offset commit key v{version}"
-        group = reader.string("group", False)
-        topic = reader.string("topic", False)
-        partition = reader.int32("partition")
+        fields = read_message(reader, _OFFSET_COMMIT_KEY, 0)
         reader.finish()
-        return OffsetCommitKey(version, group, topic, partition)
+        return OffsetCommitKey(version, fields["group"], fields["topic"], fields["partition"])
     if version == GROUP_METADATA_KEY_VERSION:
         reader.what = f"group metadata key v{version}"
-        group = reader.string("group", False)
+        fields = read_message(reader, _GROUP_METADATA_KEY, 0)
         reader.finish()
-        return GroupMetadataKey(version, group)
+        return GroupMetadataKey(version, fields["group"])
     if version < 0:
         raise CorruptBatchError(
             f"__consumer_offsets key has version/record type {version}; expected 0 or more", position=0
@@ -212,19 +231,17 @@ def decode_key(key: bytes | bytearray | memoryview) -> CoordinatorKey:
 # -- values ---------------------------------------------------------------------------------------
 
 
-def _value_version(value, name: str, versions: range) -> tuple[_Reader, int]:
-    reader = _Reader(value, name)
+def _value_fields(value, name: str, schema: Schema, versions: range) -> tuple[int, dict]:
+    """(version, fields) of a value of `schema` (`versions`) behind its int16 version."""
+    reader = Reader(value, name)
     version = reader.int16("value version")
-    if version < 0:
-        raise CorruptBatchError(
-            f"{name} has version {version}; expected {versions.start}..{versions.stop - 1}", position=0
-        )
     if version not in versions:
-        raise UnsupportedFormatError(
-            f"{name} has version {version}; expected {versions.start}..{versions.stop - 1}", position=0
-        )
+        error = CorruptBatchError if version < 0 else UnsupportedFormatError
+        raise error(f"{name} has version {version}; expected {versions.start}..{versions.stop - 1}", position=0)
     reader.what = f"{name} v{version}"
-    return reader, version
+    fields = read_message(reader, schema, version)
+    reader.finish()
+    return version, fields
 
 
 def decode_offset_commit_value(value: bytes | bytearray | memoryview | None) -> OffsetCommitValue | None:
@@ -232,42 +249,29 @@ def decode_offset_commit_value(value: bytes | bytearray | memoryview | None) -> 
     if value is None:
         return None
     _require(value, "offset commit value")
-    reader, version = _value_version(value, "offset commit value", OFFSET_COMMIT_VALUE_VERSIONS)
-    flexible = version >= FLEXIBLE_VALUE_VERSION
-    offset = reader.int64("offset")
-    leader_epoch = reader.int32("leaderEpoch") if version >= 3 else -1
-    metadata = reader.string("metadata", flexible)
-    commit_timestamp = reader.int64("commitTimestamp")
-    expire_timestamp = reader.int64("expireTimestamp") if version == 1 else -1
-    tagged = reader.tagged_fields() if flexible else ()
-    reader.finish()
-    return OffsetCommitValue(version, offset, leader_epoch, metadata, commit_timestamp, expire_timestamp, tagged)
+    version, f = _value_fields(value, "offset commit value", _OFFSET_COMMIT_VALUE, OFFSET_COMMIT_VALUE_VERSIONS)
+    return OffsetCommitValue(
+        version,
+        f["offset"],
+        f.get("leaderEpoch", -1),
+        f["metadata"],
+        f["commitTimestamp"],
+        f.get("expireTimestamp", -1),
+        _tagged(f),
+    )
 
 
-def _decode_member(reader: _Reader, version: int, index: int) -> MemberMetadata:
-    flexible = version >= FLEXIBLE_VALUE_VERSION
-    p = f"members[{index}]."
-    member_id = reader.string(p + "memberId", flexible)
-    group_instance_id = reader.string(p + "groupInstanceId", flexible, nullable=True) if version >= 3 else None
-    client_id = reader.string(p + "clientId", flexible)
-    client_host = reader.string(p + "clientHost", flexible)
-    rebalance_timeout = reader.int32(p + "rebalanceTimeout") if version >= 1 else None
-    session_timeout = reader.int32(p + "sessionTimeout")
-    if rebalance_timeout is None:
-        rebalance_timeout = session_timeout
-    subscription = reader.bytes_(p + "subscription", flexible)
-    assignment = reader.bytes_(p + "assignment", flexible)
-    tagged = reader.tagged_fields(p + "tagged fields") if flexible else ()
+def _member(m: dict) -> MemberMetadata:
     return MemberMetadata(
-        member_id,
-        group_instance_id,
-        client_id,
-        client_host,
-        rebalance_timeout,
-        session_timeout,
-        subscription,
-        assignment,
-        tagged,
+        m["memberId"],
+        m.get("groupInstanceId"),
+        m["clientId"],
+        m["clientHost"],
+        m.get("rebalanceTimeout", m["sessionTimeout"]),  # v0 has none: Kafka takes the session timeout
+        m["sessionTimeout"],
+        m["subscription"],
+        m["assignment"],
+        _tagged(m),
     )
 
 
@@ -276,19 +280,16 @@ def decode_group_metadata_value(value: bytes | bytearray | memoryview | None) ->
     if value is None:
         return None
     _require(value, "group metadata value")
-    reader, version = _value_version(value, "group metadata value", GROUP_METADATA_VALUE_VERSIONS)
-    flexible = version >= FLEXIBLE_VALUE_VERSION
-    protocol_type = reader.string("protocolType", flexible)
-    generation = reader.int32("generation")
-    protocol = reader.string("protocol", flexible, nullable=True)
-    leader = reader.string("leader", flexible, nullable=True)
-    current_state_timestamp = reader.int64("currentStateTimestamp") if version >= 2 else -1
-    count = reader.array_length("members", flexible)
-    members = tuple(_decode_member(reader, version, i) for i in range(count))
-    tagged = reader.tagged_fields() if flexible else ()
-    reader.finish()
+    version, f = _value_fields(value, "group metadata value", _GROUP_METADATA_VALUE, GROUP_METADATA_VALUE_VERSIONS)
     return GroupMetadataValue(
-        version, protocol_type, generation, protocol, leader, current_state_timestamp, members, tagged
+        version,
+        f["protocolType"],
+        f["generation"],
+        f["protocol"],
+        f["leader"],
+        f.get("currentStateTimestamp", -1),
+        tuple(_member(m) for m in f["members"]),
+        _tagged(f),
     )
 
 
@@ -366,30 +367,25 @@ def group_metadata(records: Iterable) -> dict[str, GroupMetadataValue]:
 # -- encoders: what the group coordinator writes (the synthetic broker uses them) --------------------
 
 
-def _string(text: str | None) -> bytes:
-    if text is None:
-        return struct.pack(">h", -1)
-    raw = text.encode("utf-8")
-    return struct.pack(">h", len(raw)) + raw
-
-
-def _bytes(data: bytes | None) -> bytes:
-    return struct.pack(">i", -1) if data is None else struct.pack(">i", len(data)) + data
+def _versioned(version: int, schema: Schema, schema_version: int, values: dict) -> bytes:
+    """An int16 version (or record type) and then the message `values` as `schema` at `schema_version`."""
+    return struct.pack(">h", version) + encode(schema, schema_version, values)
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     """OffsetCommitKey v1: group, topic, partition."""
-    return struct.pack(">h", 1) + _string(group) + _string(topic) + struct.pack(">i", partition)
+    return _versioned(1, _OFFSET_COMMIT_KEY, 0, {"group": group, "topic": topic, "partition": partition})
 
 
 def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int) -> bytes:
     """OffsetCommitValue v3: offset, leaderEpoch, metadata, commitTimestamp (no expire timestamp)."""
-    return struct.pack(">hqi", 3, offset, leader_epoch) + _string(metadata) + struct.pack(">q", commit_timestamp)
+    fields = {"offset": offset, "leaderEpoch": leader_epoch, "metadata": metadata, "commitTimestamp": commit_timestamp}
+    return _versioned(3, _OFFSET_COMMIT_VALUE, 3, fields)
 
 
 def group_metadata_key(group: str) -> bytes:
     """GroupMetadataKey (key version 2): group."""
-    return struct.pack(">h", 2) + _string(group)
+    return _versioned(GROUP_METADATA_KEY_VERSION, _GROUP_METADATA_KEY, 0, {"group": group})
 
 
 def group_metadata_value(
@@ -402,18 +398,32 @@ def group_metadata_value(
 ) -> bytes:
     """GroupMetadataValue v3 of a consumer group; members are (member id, client id, client host,
     subscription, assignment), without group instance ids."""
-    out = bytearray(struct.pack(">h", 3) + _string("consumer") + struct.pack(">i", generation))
-    out += _string(protocol) + _string(leader) + struct.pack(">qi", state_timestamp, len(members))
-    for member_id, client_id, host, subscription, assignment in members:
-        out += _string(member_id) + _string(None) + _string(client_id) + _string(host)
-        out += struct.pack(">ii", 300_000, 45_000)  # rebalance and session timeouts (the consumer's defaults)
-        out += _bytes(subscription) + _bytes(assignment)
-    return bytes(out)
+    fields = {
+        "protocolType": "consumer",
+        "generation": generation,
+        "protocol": protocol,
+        "leader": leader,
+        "currentStateTimestamp": state_timestamp,
+        "members": [
+            {
+                "memberId": member_id,
+                "groupInstanceId": None,
+                "clientId": client_id,
+                "clientHost": host,
+                "rebalanceTimeout": 300_000,  # the consumer's defaults
+                "sessionTimeout": 45_000,
+                "subscription": subscription,
+                "assignment": assignment,
+            }
+            for member_id, client_id, host, subscription, assignment in members
+        ],
+    }
+    return _versioned(3, _GROUP_METADATA_VALUE, 3, fields)
 
 
 def consumer_subscription(topics: Sequence[str]) -> bytes:
     """ConsumerProtocolSubscription v0: topics, no user data."""
-    return struct.pack(">hi", 0, len(topics)) + b"".join(_string(t) for t in topics) + _bytes(None)
+    return _versioned(0, _SUBSCRIPTION, 0, {"topics": list(topics), "userData": None})
 
 
 def consumer_assignment(partitions: Sequence[tuple[str, int]]) -> bytes:
@@ -421,10 +431,8 @@ def consumer_assignment(partitions: Sequence[tuple[str, int]]) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
-    out = bytearray(struct.pack(">hi", 0, len(by_topic)))
-    for topic, numbers in by_topic.items():
-        out += _string(topic) + struct.pack(">i", len(numbers)) + b"".join(struct.pack(">i", n) for n in numbers)
-    return bytes(out + _bytes(None))
+    assigned = [{"topic": topic, "partitions": numbers} for topic, numbers in by_topic.items()]
+    return _versioned(0, _ASSIGNMENT, 0, {"assignedPartitions": assigned, "userData": None})
 
 
 # -- a whole partition, as the group coordinator loads it -------------------------------------------
@@ -439,6 +447,7 @@ def replay_committed_offsets(batches: Iterable) -> dict[tuple[str, str, int], Of
     (group metadata, KIP-848 records) are skipped. Errors name the segment file and the offset."""
     latest: dict = {}  # key -> (log offset, value): a commit replaces only an older one, as the
     pending: dict[int, list] = {}  # coordinator's loader does when a transaction's commits land late
+    keys: dict = {}  # raw key -> (group, topic, partition) or None: a partition repeats its keys
 
     def apply(commits):
         for key, log_offset, value in commits:
@@ -454,7 +463,7 @@ def replay_committed_offsets(batches: Iterable) -> dict[tuple[str, str, int], Of
                     if marker.type == ControlType.COMMIT:
                         apply(done)
                 continue
-            commits = _offset_commits(batch)
+            commits = _offset_commits(batch, keys)
         except KafkaLogError as err:
             raise err.located(file=file) from None
         if batch.is_transactional:
@@ -464,18 +473,26 @@ def replay_committed_offsets(batches: Iterable) -> dict[tuple[str, str, int], Of
     return {key: value for key, (_, value) in latest.items() if value is not None}
 
 
-def _offset_commits(batch) -> list:
-    """(key, log offset, value or None for a tombstone) of the batch's offset commits."""
+_UNSEEN = object()
+
+
+def _offset_commits(batch, keys: dict) -> list:
+    """(key, log offset, value or None for a tombstone) of the batch's offset commits; `keys` holds
+    the keys decoded so far (a key's bytes decode alike every time)."""
     out = []
     for record in batch.records():
-        if record.key is None:
+        raw = record.key
+        if raw is None:
             continue
         try:
-            key = decode_key(record.key)
-            if isinstance(key, OffsetCommitKey):
-                out.append(
-                    ((key.group, key.topic, key.partition), record.offset, decode_offset_commit_value(record.value))
+            key = keys.get(raw, _UNSEEN)
+            if key is _UNSEEN:
+                decoded = decode_key(raw)
+                key = keys[raw] = (
+                    (decoded.group, decoded.topic, decoded.partition) if isinstance(decoded, OffsetCommitKey) else None
                 )
+            if key is not None:
+                out.append((key, record.offset, decode_offset_commit_value(record.value)))
         except KafkaLogError as err:
             raise err.located(offset=record.offset) from None
     return out

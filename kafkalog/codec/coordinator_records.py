@@ -11,8 +11,8 @@ its type or version and raw bytes.
 The schemas are transcribed from Kafka 4.3's message specs (group-coordinator, share-coordinator
 and transaction-coordinator, src/main/resources/common/message). Record types 0 and 1 (offset
 commits, the key layouts of Kafka before and after 0.10) share one key and one value schema.
-`codec/consumer_offsets.py` reads the classic records (types 0 to 2) into typed values for the
-commands that replay them.
+`codec/consumer_offsets.py` reads and writes the classic records (types 0 to 2) with these schemas,
+as typed values for the commands that replay them.
 """
 
 from __future__ import annotations

@@ -22,17 +22,20 @@ VERSIONS is `N`, `N-M` or `N+`; a field's versions default to all, its tagged ve
 
 `decode` returns a dict of the fields present in the given version, under Kafka's JSON names; a uuid
 is shown as Kafka's `Uuid.toString` shows it (URL-safe base64 without padding), bytes stay bytes.
+`encode` writes such a dict back in the wire form.
 """
 
 from __future__ import annotations
 
 import base64
 import struct
-from typing import Literal, NamedTuple, overload
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, NamedTuple, overload
 
 from ..errors import CorruptBatchError, TruncatedDataError
+from .varint import write_uvarint
 
-__all__ = ["Reader", "Field", "Schema", "parse_schemas", "decode", "read_frame", "uuid_text"]
+__all__ = ["Reader", "Field", "Schema", "parse_schemas", "decode", "read_message", "encode", "read_frame", "uuid_text"]
 
 _I8 = struct.Struct(">b")
 _U8 = struct.Struct(">B")
@@ -47,6 +50,25 @@ _F64 = struct.Struct(">d")
 def uuid_text(raw: bytes) -> str:
     """A uuid as Kafka's `Uuid.toString` writes it."""
     return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _fixed(codec: struct.Struct, expected: str) -> Callable[[Reader, str], Any]:
+    """A Reader method reading one value of `codec`: the reads a decode makes most, each one call."""
+    size, unpack = codec.size, codec.unpack_from
+
+    def read(self: Reader, field: str):
+        pos = self.pos
+        try:
+            (value,) = unpack(self.buf, pos)
+        except struct.error:  # the bytes end early: looked at only then, as most reads succeed
+            raise self._fail_truncated(field, expected, size) from None
+        self.pos = pos + size
+        return value
+
+    return read
+
+
+_ReadInt = Callable[["Reader", str], int]
 
 
 class Reader:
@@ -68,36 +90,17 @@ class Reader:
             f"{self.what}: {field}: expected {expected} ({need} bytes) but only {remain} remain", position=self.pos
         )
 
-    def _fixed(self, codec: struct.Struct, field: str, expected: str):
-        if self.pos + codec.size > len(self.buf):
-            raise self._fail_truncated(field, expected, codec.size)
-        (value,) = codec.unpack_from(self.buf, self.pos)
-        self.pos += codec.size
-        return value
-
-    def int8(self, field: str) -> int:
-        return self._fixed(_I8, field, "an int8")
-
-    def int16(self, field: str) -> int:
-        return self._fixed(_I16, field, "an int16")
-
-    def uint16(self, field: str) -> int:
-        return self._fixed(_U16, field, "a uint16")
-
-    def int32(self, field: str) -> int:
-        return self._fixed(_I32, field, "an int32")
-
-    def uint32(self, field: str) -> int:
-        return self._fixed(_U32, field, "a uint32")
-
-    def int64(self, field: str) -> int:
-        return self._fixed(_I64, field, "an int64")
-
-    def float64(self, field: str) -> float:
-        return self._fixed(_F64, field, "a float64")
+    int8: ClassVar[_ReadInt] = _fixed(_I8, "an int8")
+    int16: ClassVar[_ReadInt] = _fixed(_I16, "an int16")
+    uint16: ClassVar[_ReadInt] = _fixed(_U16, "a uint16")
+    int32: ClassVar[_ReadInt] = _fixed(_I32, "an int32")
+    uint32: ClassVar[_ReadInt] = _fixed(_U32, "a uint32")
+    int64: ClassVar[_ReadInt] = _fixed(_I64, "an int64")
+    float64: ClassVar[Callable[[Reader, str], float]] = _fixed(_F64, "a float64")
+    _uint8: ClassVar[_ReadInt] = _fixed(_U8, "a bool")
 
     def boolean(self, field: str) -> bool:
-        return self._fixed(_U8, field, "a bool") != 0
+        return self._uint8(field) != 0
 
     def uuid(self, field: str) -> str:
         return uuid_text(self._take(16, field, "a uuid", self.pos))
@@ -123,24 +126,32 @@ class Reader:
             position=start,
         )
 
+    def _fail_declared(self, n: int, field: str, expected: str, at: int) -> TruncatedDataError:
+        return TruncatedDataError(
+            f"{self.what}: {field} declares {n} bytes; expected {expected} of that size but only "
+            f"{len(self.buf) - self.pos} remain",
+            position=at,
+        )
+
     def _take(self, n: int, field: str, expected: str, at: int) -> bytes:
-        if n > len(self.buf) - self.pos:
-            raise TruncatedDataError(
-                f"{self.what}: {field} declares {n} bytes; expected {expected} of that size but only "
-                f"{len(self.buf) - self.pos} remain",
-                position=at,
-            )
-        data = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return data
+        start = self.pos
+        if n > len(self.buf) - start:
+            raise self._fail_declared(n, field, expected, at)
+        self.pos = start + n
+        return bytes(self.buf[start : start + n])
 
     def _length(self, field: str, flexible: bool, wide: bool) -> tuple[int, int]:
         """(length or -1 for null, position of the length): int16/int32 or compact (uvarint N+1)."""
         at = self.pos
-        what = f"{field} length"
         if flexible:
-            return self.uvarint(what) - 1, at
-        return (self.int32(what) if wide else self.int16(what)), at
+            return self.uvarint(f"{field} length") - 1, at
+        codec = _I32 if wide else _I16
+        try:
+            (n,) = codec.unpack_from(self.buf, at)
+        except struct.error:
+            raise self._fail_truncated(f"{field} length", "an int32" if wide else "an int16", codec.size) from None
+        self.pos = at + codec.size
+        return n, at
 
     @overload
     def string(self, field: str, flexible: bool, nullable: Literal[False] = False) -> str: ...
@@ -149,16 +160,18 @@ class Reader:
     def string(self, field: str, flexible: bool, nullable: bool) -> str | None: ...
 
     def string(self, field: str, flexible: bool, nullable: bool = False) -> str | None:
-        kind = "a compact string" if flexible else "a string"
         n, at = self._length(field, flexible, wide=False)
         if n < 0:
             if nullable and n == -1:
                 return None
             expected = "a length of -1 (null) or more" if nullable else "a non-null string"
             raise CorruptBatchError(f"{self.what}: {field} has length {n}; expected {expected}", position=at)
-        raw = self._take(n, field, f"{kind} of UTF-8 text", at)
+        start = self.pos
+        if n > len(self.buf) - start:
+            raise self._fail_declared(n, field, f"{'a compact string' if flexible else 'a string'} of UTF-8 text", at)
+        self.pos = start + n
         try:
-            return raw.decode("utf-8")
+            return str(self.buf[start : start + n], "utf-8")  # no copy of the bytes first
         except UnicodeDecodeError as exc:
             raise CorruptBatchError(
                 f"{self.what}: {field} is not valid UTF-8 (byte {exc.start} of the string); expected UTF-8 text",
@@ -318,58 +331,170 @@ def decode(schema: Schema, version: int, buf, what: str | None = None, *, whole:
     `version`: its fields by name. Raises CorruptBatchError (TruncatedDataError when the bytes end
     early), positions inside `buf`."""
     reader = Reader(buf, what or f"{schema.name} v{version}")
-    out = _read_struct(reader, schema.fields, version, _within(version, schema.flexible), "")
+    out = read_message(reader, schema, version)
     if whole:
         reader.finish()
     return out
 
 
+def read_message(reader: Reader, schema: Schema, version: int) -> dict:
+    """The message at `reader`'s position as `schema` at `version` (`decode` of a message behind
+    something read first, such as its version); the reader moves past it."""
+    return _read_struct(reader, schema.fields, version, _within(version, schema.flexible), "")
+
+
 def _read_struct(reader: Reader, fields: tuple, version: int, flexible: bool, path: str) -> dict:
+    regular, tagged, _ = _layout(fields, version, flexible)
     values: dict = {}
-    tagged: dict[int, Field] = {}
-    for field in fields:
-        if not _within(version, field.versions):
-            continue
-        if flexible and _within(version, field.tagged):
-            assert field.tag is not None
-            tagged[field.tag] = field
-            continue
-        values[field.name] = _read_field(reader, field, version, flexible, path + field.name)
+    for name, read in regular:
+        values[name] = read(reader, path + name)
+    if not flexible:
+        return values
     unknown = []
-    if flexible:
-        for tag, data in reader.tagged_fields(f"{path}tagged fields"):
-            field = tagged.get(tag)
-            if field is None:  # a field of a newer Kafka: kept as bytes
-                unknown.append({"tag": tag, "data": data})
-                continue
-            sub = Reader(data, f"{reader.what}: tagged field {tag}")
-            values[field.name] = _read_field(sub, field, version, True, path + field.name, tagged=True)
-            sub.finish()
-    out = {f.name: values[f.name] for f in fields if f.name in values}  # Kafka's field order
+    found = False
+    for tag, data in reader.tagged_fields(f"{path}tagged fields"):
+        if tag not in tagged:  # a field of a newer Kafka: kept as bytes
+            unknown.append({"tag": tag, "data": data})
+            continue
+        name, read = tagged[tag]
+        sub = Reader(data, f"{reader.what}: tagged field {tag}")
+        values[name] = read(sub, path + name)
+        sub.finish()
+        found = True
+    out = {f.name: values[f.name] for f in fields if f.name in values} if found else values  # Kafka's field order
     if unknown:
         out["_unknownTaggedFields"] = unknown
     return out
 
 
-def _read_field(reader: Reader, field: Field, version: int, flexible: bool, path: str, tagged: bool = False):
-    nullable = _within(version, field.nullable)
+_LAYOUTS: dict[tuple[int, int, bool], tuple[tuple, dict, tuple]] = {}
+
+
+def _layout(fields: tuple, version: int, flexible: bool) -> tuple[tuple, dict, tuple]:
+    """The fields present in `version`: ((name, read) of those read in order, {tag: (name, read)} of
+    the tagged ones, `fields`), `read(reader, path)` reading one. Worked out once per struct and
+    version: decoding a partition's records repeats it."""
+    key = (id(fields), version, flexible)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        regular, tagged = [], {}
+        for field in fields:
+            if not _within(version, field.versions):
+                continue
+            nullable = _within(version, field.nullable)
+            if flexible and _within(version, field.tagged):
+                tagged[field.tag] = (field.name, _field_reader(field, version, True, nullable, tagged=True))
+            else:
+                regular.append((field.name, _field_reader(field, version, flexible, nullable)))
+        layout = _LAYOUTS[key] = (tuple(regular), tagged, fields)  # holding `fields` keeps its id unique
+    return layout
+
+
+_FIXED = {
+    "int8": Reader.int8,
+    "int16": Reader.int16,
+    "uint16": Reader.uint16,
+    "int32": Reader.int32,
+    "uint32": Reader.uint32,
+    "int64": Reader.int64,
+    "float64": Reader.float64,
+    "bool": Reader.boolean,
+    "uuid": Reader.uuid,
+}
+
+
+def _field_reader(field: Field, version: int, flexible: bool, nullable: bool, tagged: bool = False):
+    """read(reader, path) of one field at `version`."""
     if field.array:
-        count = reader.array_length(path, flexible, nullable)
-        if count < 0:
-            return None
-        return [_read_one(reader, field, version, flexible, f"{path}[{i}]", False, False) for i in range(count)]
-    return _read_one(reader, field, version, flexible, path, nullable, tagged)
+        element = _field_reader(field._replace(array=False), version, flexible, False)
 
+        def read_array(reader: Reader, path: str):
+            count = reader.array_length(path, flexible, nullable)
+            return None if count < 0 else [element(reader, f"{path}[{i}]") for i in range(count)]
 
-def _read_one(reader: Reader, field: Field, version: int, flexible: bool, path: str, nullable: bool, tagged: bool):
+        return read_array
     kind = field.type
-    if kind == "{}":
+    if kind in _FIXED:
+        return _FIXED[kind]
+    if kind == "string":
+        return lambda reader, path: reader.string(path, flexible, nullable)
+    if kind in ("bytes", "records"):
+        return lambda reader, path: reader.bytes_(path, flexible, nullable)
+
+    def read_struct(reader: Reader, path: str):
         # a nullable struct's presence: an unsigned varint (0: null) when tagged, else an int8 (< 0: null)
         if nullable and (reader.uvarint(f"{path} presence") == 0 if tagged else reader.int8(f"{path} presence") < 0):
             return None
         return _read_struct(reader, field.fields, version, flexible, path + ".")
-    if kind == "string":
-        return reader.string(path, flexible, nullable)
-    if kind in ("bytes", "records"):
-        return reader.bytes_(path, flexible, nullable)
-    return getattr(reader, "boolean" if kind == "bool" else kind)(path)
+
+    return read_struct
+
+
+# -- encoding ----------------------------------------------------------------------------------------
+
+_PACKS = {"int8": _I8, "int16": _I16, "uint16": _U16, "int32": _I32, "uint32": _U32, "int64": _I64, "float64": _F64}
+
+
+def encode(schema: Schema, version: int, values: dict) -> bytes:
+    """`values` (fields by name, as `decode` returns them) as `schema` at `version`: what `decode`
+    reads back. A tagged field left out of `values` is not written (it holds its default), nor is
+    `_unknownTaggedFields`."""
+    out = bytearray()
+    _write_struct(out, schema.fields, version, _within(version, schema.flexible), values)
+    return bytes(out)
+
+
+def _write_struct(out: bytearray, fields: tuple, version: int, flexible: bool, values: dict) -> None:
+    tagged = []
+    for field in fields:
+        if not _within(version, field.versions):
+            continue
+        if flexible and _within(version, field.tagged):
+            if field.name in values:
+                data = bytearray()
+                _write_field(data, field, version, True, values[field.name], tagged=True)
+                tagged.append((field.tag, data))
+        else:
+            _write_field(out, field, version, flexible, values[field.name])
+    if flexible:
+        write_uvarint(out, len(tagged))
+        for tag, data in sorted(tagged):
+            write_uvarint(out, tag)
+            write_uvarint(out, len(data))
+            out += data
+
+
+def _write_field(out: bytearray, field: Field, version: int, flexible: bool, value, tagged: bool = False) -> None:
+    if field.array:
+        _write_length(out, -1 if value is None else len(value), flexible, _I32)
+        for item in value or ():
+            _write_one(out, field, version, flexible, item, False, False)
+    else:
+        _write_one(out, field, version, flexible, value, _within(version, field.nullable), tagged)
+
+
+def _write_length(out: bytearray, n: int, flexible: bool, codec: struct.Struct) -> None:
+    if flexible:
+        write_uvarint(out, n + 1)
+    else:
+        out += codec.pack(n)
+
+
+def _write_one(out: bytearray, field: Field, version: int, flexible: bool, value, nullable: bool, tagged: bool):
+    kind = field.type
+    if kind == "{}":
+        if nullable:
+            present = value is not None
+            out += bytes([present]) if tagged else _I8.pack(1 if present else -1)
+        if value is not None:
+            _write_struct(out, field.fields, version, flexible, value)
+    elif kind in ("string", "bytes", "records"):
+        raw = value.encode("utf-8") if kind == "string" and value is not None else value
+        _write_length(out, -1 if raw is None else len(raw), flexible, _I16 if kind == "string" else _I32)
+        out += raw or b""
+    elif kind == "uuid":
+        out += base64.urlsafe_b64decode(value + "==")
+    elif kind == "bool":
+        out.append(1 if value else 0)
+    else:
+        out += _PACKS[kind].pack(value)

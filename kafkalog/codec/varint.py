@@ -54,6 +54,11 @@ def write_varlong(out: bytearray, value: int) -> None:
     _write(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
+def write_uvarint(out: bytearray, value: int) -> None:
+    """Append `value` (>= 0) as an unsigned varint, as the message format writes lengths and tags."""
+    _write(out, value)
+
+
 def _write(out: bytearray, z: int) -> None:
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import pytest
 
+from kafkalog.codec.batch import build_batch
 from kafkalog.codec.consumer_offsets import (
     CoordinatorRecord,
     GroupMetadataKey,
@@ -18,12 +19,21 @@ from kafkalog.codec.consumer_offsets import (
     OffsetCommitValue,
     OtherCoordinatorKey,
     committed_offsets,
+    consumer_assignment,
+    consumer_subscription,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
     decode_record,
     group_metadata,
+    group_metadata_key,
+    group_metadata_value,
+    offset_commit_key,
+    offset_commit_value,
+    replay_committed_offsets,
 )
+from kafkalog.codec.reader import iter_batches
+from kafkalog.codec.records import Record
 from kafkalog.errors import CorruptBatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
 
 # -- encoders written from the schemas, independently of the decoder ------------------------------
@@ -417,6 +427,67 @@ def test_replay_accepts_record_objects_and_names_the_failing_offset():
 def test_replay_reports_corrupt_group_metadata():
     with pytest.raises(CorruptBatchError):
         committed_offsets([(group_key("g"), i16(2) + s(None))])
+
+
+# -- encoders -------------------------------------------------------------------------------------
+
+
+def test_encoders_write_what_the_group_coordinator_writes():
+    assert offset_commit_key("g", "tópico", 7) == offset_key(1, "g", "tópico", 7)
+    assert offset_commit_value(42, 5, "m", 1_700_000_000_000) == offset_value(
+        3, 42, "m", 1_700_000_000_000, leader_epoch=5
+    )
+    assert group_metadata_key("g") == group_key("g")
+    members = [("alice-1", "client-a", "/10.0.0.1", b"sub", b""), ("bob-2", "client-b", "/10.0.0.2", b"", b"asg")]
+    assert group_metadata_value(
+        generation=3, protocol="range", leader="alice-1", state_timestamp=9, members=members
+    ) == group_value(
+        3,
+        "consumer",
+        3,
+        "range",
+        "alice-1",
+        9,
+        [M(m, None, c, h, 300_000, 45_000, sub, asg) for m, c, h, sub, asg in members],
+    )
+    # ConsumerProtocolSubscription v0 and ConsumerProtocolAssignment v0, user data null
+    assert consumer_subscription(["a", "b"]) == i16(0) + i32(2) + s("a") + s("b") + i32(-1)
+    assert consumer_assignment([("a", 0), ("b", 3), ("a", 2)]) == (
+        i16(0) + i32(2) + s("a") + i32(2) + i32(0) + i32(2) + s("b") + i32(1) + i32(3) + i32(-1)
+    )
+
+
+# -- a whole partition ----------------------------------------------------------------------------
+
+
+def _partition(*batches: bytes) -> list:
+    return [("00000000000000000000.log", batch) for batch in iter_batches(b"".join(batches))]
+
+
+def _commits(offset: int, *records, **kwargs) -> bytes:
+    return build_batch([Record(offset + i, 0, k, v) for i, (k, v) in enumerate(records)], base_offset=offset, **kwargs)
+
+
+def test_replay_committed_offsets_keeps_the_last_commit_of_each_key_across_batches():
+    key = offset_key(1, "g", "t", 0)
+    partition = _partition(
+        _commits(0, (key, offset_value(3, 10, "", 1)), (offset_key(0, "g", "t", 1), offset_value(1, 5, "", 1))),
+        _commits(2, (group_key("g"), group_value(3, "consumer", 1, "range", "alice-1", 1, [ALICE]))),
+        _commits(3, (key, offset_value(4, 11, "", 2)), (offset_key(1, "g", "t", 1), None)),
+        _commits(5, (key, offset_value(3, 12, "x", 3)), (i16(3) + s("cg"), b"\x00\x00opaque")),
+    )
+    assert replay_committed_offsets(partition) == {("g", "t", 0): OffsetCommitValue(3, 12, -1, "x", 3, -1, ())}
+
+
+def test_replay_committed_offsets_names_the_file_and_offset_of_a_bad_value_under_a_known_key():
+    key = offset_key(1, "g", "t", 0)
+    partition = _partition(
+        _commits(0, (key, offset_value(3, 10, "", 1))), _commits(1, (key, offset_value(3, 11, "", 2)[:-1]))
+    )
+    with pytest.raises(TruncatedDataError) as info:
+        replay_committed_offsets(partition)
+    assert (info.value.file, info.value.offset) == ("00000000000000000000.log", 1)
+    assert "offset commit value v3: commitTimestamp" in str(info.value)
 
 
 # -- bad input ------------------------------------------------------------------------------------

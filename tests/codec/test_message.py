@@ -19,7 +19,7 @@ from kafkalog.codec.coordinator_records import (
     decode_coordinator_record,
     share_partition_start_offsets,
 )
-from kafkalog.codec.message import decode, parse_schemas
+from kafkalog.codec.message import Reader, decode, encode, parse_schemas, read_message
 from kafkalog.codec.metadata_records import decode_metadata_record
 from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
@@ -127,6 +127,70 @@ def test_truncated_and_trailing_bytes_are_errors_with_positions():
     assert info.value.position == len(data)
     with pytest.raises(CorruptBatchError, match="non-null array"):
         decode(SCHEMAS["Sample"], 1, i32(1) + string("x", True) + uvarint(0) + i8(-1) + tagged())
+
+
+def test_read_message_reads_behind_what_came_first_with_positions_in_the_whole_buffer():
+    data = i16(1) + i32(7) + string("n", False)
+    reader = Reader(data, "prefixed")
+    assert reader.int16("version") == 1
+    assert read_message(reader, SCHEMAS["Sample"], 0) == {"id": 7, "name": "n"}
+    assert reader.pos == len(data)
+    reader = Reader(data[:-1], "prefixed", 2)
+    with pytest.raises(TruncatedDataError, match="prefixed: name declares 1 bytes") as info:
+        read_message(reader, SCHEMAS["Sample"], 0)
+    assert info.value.position == 6  # the length, after the 2-byte prefix and the int32
+
+
+def test_strings_read_from_a_memoryview_and_bad_utf8_names_the_string():
+    data = i32(7) + string("tópico", False)
+    assert decode(SCHEMAS["Sample"], 0, memoryview(data)) == decode(SCHEMAS["Sample"], 0, bytearray(data))
+    assert decode(SCHEMAS["Sample"], 0, memoryview(data))["name"] == "tópico"
+    with pytest.raises(CorruptBatchError, match=r"name is not valid UTF-8 \(byte 1 of the string\)") as info:
+        decode(SCHEMAS["Sample"], 0, memoryview(i32(7) + i16(2) + b"a\xff"))
+    assert info.value.position == 4
+
+
+@pytest.mark.parametrize(
+    ("version", "values", "wire"),
+    [
+        (0, {"id": 7, "name": None}, i32(7) + string(None, False)),
+        (
+            2,
+            {"id": 7, "name": "n", "tags": ["a"], "owner": {"host": "h", "port": 80}, "extra": -5, "flags": None},
+            i32(7)
+            + string("n", True)
+            + array([string("a", True)], True)
+            + i8(1)
+            + string("h", True)
+            + struct.pack(">H", 80)
+            + tagged()
+            + tagged((0, i64(-5)), (1, uvarint(0))),
+        ),
+        (
+            1,
+            {"id": 1, "name": "x", "tags": [], "owner": None},
+            i32(1) + string("x", True) + array([], True) + i8(-1) + tagged(),
+        ),
+    ],
+)
+def test_encode_writes_the_wire_form_that_decode_reads(version, values, wire):
+    assert encode(SCHEMAS["Sample"], version, values) == wire
+    assert decode(SCHEMAS["Sample"], version, wire) == values
+
+
+def test_encode_writes_a_tagged_nullable_struct_with_a_varint_presence():
+    schemas = parse_schemas(
+        """
+Tagged 0 flex0+
+  box {} null0+ tag3
+    n int8
+"""
+    )
+    boxed = encode(schemas["Tagged"], 0, {"box": {"n": 5}})
+    assert boxed == tagged((3, uvarint(1) + i8(5) + tagged()))
+    assert encode(schemas["Tagged"], 0, {"box": None}) == tagged((3, uvarint(0)))
+    assert encode(schemas["Tagged"], 0, {}) == tagged()
+    assert decode(schemas["Tagged"], 0, boxed) == {"box": {"n": 5}}
 
 
 # -- coordinator records --------------------------------------------------------------------------------
