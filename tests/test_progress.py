@@ -245,16 +245,32 @@ def _kafkalog(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkalog", *args], capture_output=True, text=True, timeout=120)
 
 
+def test_watch_counts_the_tasks_of_a_lazy_scans_action(spark, caplog_info):
+    from kafkalog.spark import plan_scan, read_records
+
+    progress.set_mode("log")
+    log_dir = REAL_FIXTURES / "broker-dirs" / "kafka-3.1.0"
+    tasks = len(plan_scan(str(log_dir)).tasks)
+    with progress.watch(spark):
+        assert read_records(spark, str(log_dir)).count() > 0
+    first, last = lines(caplog_info)[0], lines(caplog_info)[-1]
+    assert first == "spark scan: started" and last.startswith("spark scan: done in ")
+    done, total = map(int, re.search(r": (\d+)/(\d+) tasks", last).groups())
+    assert done == total >= tasks  # the scan's, and the count's own
+
+
 def test_validate_logs_progress_to_stderr_off_a_terminal_and_none_with_quiet():
     log_dir = REAL_FIXTURES / "broker-dirs" / "kafka-3.1.0"
-    partitions = sum(1 for p in log_dir.iterdir() if p.is_dir() and re.fullmatch(r".+-\d+", p.name))
+    partition_dirs = [p for p in log_dir.iterdir() if p.is_dir() and re.fullmatch(r".+-\d+", p.name)]
+    partitions = len(partition_dirs)
+    size = progress._size(sum(f.stat().st_size for p in partition_dirs for f in p.glob("*.log")))
     shown = _kafkalog("validate", str(log_dir))
     quiet = _kafkalog("validate", "--quiet", str(log_dir))
     assert shown.returncode == quiet.returncode == 0 and shown.stdout == quiet.stdout
     progress_lines = [line for line in shown.stderr.splitlines() if line.startswith(LOGGER)]
-    assert progress_lines[0] == f"{LOGGER}: validate check: started: {partitions} partitions"
+    assert progress_lines[0] == f"{LOGGER}: validate check: started: {partitions} partitions, {size}"
     assert progress_lines[-1].startswith(f"{LOGGER}: validate check: done in ")
-    assert f": {partitions}/{partitions} partitions" in progress_lines[-1]
+    assert f": {partitions}/{partitions} partitions, {size}/{size}" in progress_lines[-1]
     assert quiet.stderr == ""
 
 

@@ -92,6 +92,18 @@ def phase(command: str, name: str, **totals: Any) -> Phase:
     return _current.phase(command, name, **totals)
 
 
+def watch(spark, name: str = "scan") -> Phase:
+    """A phase over the Spark tasks of whatever runs inside the block: the scans (`read_records`,
+    `format("kafkalog")`, ...) are lazy, so their work runs in the caller's own actions.
+
+        with progress.watch(spark):
+            read_records(spark, log_dir).groupBy("topic").count().show()
+    """
+    from ..spark.progress import task_feed
+
+    return phase("spark", name, unit="task", feed=task_feed(spark))
+
+
 def totals(items: Sequence[T], nbytes: Callable[[T], int]) -> dict:
     """What a phase over `items` covers, as `phase` takes it: their number and their bytes."""
     return {"total": len(items), "nbytes": sum(nbytes(i) for i in items)}

@@ -330,14 +330,21 @@ class _PathChecks:
             report = ValidationReport([path], deep=settings.deep)
             return report, settings.checks(report).check(fs, path, ctx)
 
+        sizes = {path: _log_bytes(fs, path) for path in paths}
+        totals = progress.totals(paths, sizes.__getitem__)
         if self.spark is None:
-            return [check(path) for path in progress.track(paths, "validate", "check", "partition")]
+            checked = []
+            with progress.phase("validate", "check", unit="partition", **totals) as counted:
+                for path in paths:
+                    checked.append(check(path))
+                    counted.advance(1, sizes[path])
+            return checked
         from ..spark.progress import task_feed
         from ..spark.scan import pack_tasks
         from ..spark.tasks import run_tasks
 
-        tasks = pack_tasks(self.spark, paths, lambda p: _log_bytes(fs, p))
-        with progress.phase("validate", "check", total=len(paths), unit="partition", feed=task_feed(self.spark)):
+        tasks = pack_tasks(self.spark, paths, sizes.__getitem__)
+        with progress.phase("validate", "check", unit="partition", feed=task_feed(self.spark), **totals):
             return run_tasks(self.spark, tasks, check)
 
     def remote_storage(self, fs: LogFileSystem, path: str) -> None:
