@@ -33,7 +33,7 @@ def per_partition(spark, log_dir: str, partitions: list[str]) -> dict[str, tuple
     rows = (
         read_batches(spark, log_dir)
         .groupBy("topic", "partition")
-        .agg(F.sum("record_count").alias("records"), F.sum("batch_size").alias("bytes"))
+        .agg(F.sum("count").alias("records"), F.sum("size").alias("bytes"))
         .collect()
     )
     found = {f"{r.topic}-{r.partition}": (r.records, r.bytes) for r in rows}

@@ -207,7 +207,7 @@ def _compact(
         return CompactionResult(plan, [])
     decided, outcomes, summaries = decision
     try:
-        changed = {(r.topic, r.partition, r.segment_base_offset) for r in summaries if r.changed}
+        changed = {(r.topic, r.partition, r.segmentBaseOffset) for r in summaries if r.changed}
         kept = {(r.topic, r.partition, o) for r in summaries for o in r.kept_txn_markers}
         outputs = _output_segments(plan, resolver, kept, changed, legacy_as_v2)
         counts = [r for r in summaries if sum(r[k] for k in REASONS)]
@@ -334,7 +334,7 @@ def _segment_report(counts: list, outputs: list[OutputSegment], written: list[Ou
         }
         out[key].update({k: v for k, v in stats.get(key, {}).items() if k not in out[key]})
     for r in counts:
-        owning = owner.get((r.topic, r.partition, r.segment_base_offset))
+        owning = owner.get((r.topic, r.partition, r.segmentBaseOffset))
         if owning is not None:
             for k in REASONS:
                 out[(owning.topic, owning.partition, owning.base_offset)][k] += r[k]

@@ -309,22 +309,19 @@ def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int
     """One output per source segment with a purged record; its `.txnindex` entries all stay (a
     purge keeps every transaction marker and a batch of every transaction)."""
     touched = (
-        decided.where(decided.action.isNotNull())
-        .select("topic", "partition", "segment_base_offset")
-        .distinct()
-        .collect()
+        decided.where(decided.action.isNotNull()).select("topic", "partition", "segmentBaseOffset").distinct().collect()
     )
     outputs = []
     for r in sorted(touched):
         config = resolver.for_topic(r.topic)
         segment = next(
-            s for s in opened.partition(r.topic, r.partition).segments if s.base_offset == r.segment_base_offset
+            s for s in opened.partition(r.topic, r.partition).segments if s.base_offset == r.segmentBaseOffset
         )
         outputs.append(
             OutputSegment(
                 r.topic,
                 r.partition,
-                (r.segment_base_offset,),
+                (r.segmentBaseOffset,),
                 now + config.delete_retention_ms,
                 config.index_interval_bytes,
                 tuple(tuple(t) for t in segment.aborted_txns()),

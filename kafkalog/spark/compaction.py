@@ -34,12 +34,12 @@ DECIDED = pa.schema(
     [
         ("topic", pa.string()),
         ("partition", pa.int32()),
-        ("segment_base_offset", pa.int64()),
-        ("batch_position", pa.int64()),
-        ("last_offset", pa.int64()),
-        ("record_count", pa.int32()),
+        ("segmentBaseOffset", pa.int64()),
+        ("position", pa.int64()),
+        ("lastOffset", pa.int64()),
+        ("count", pa.int32()),
         ("magic", pa.int8()),
-        ("delete_horizon_ms", pa.int64()),
+        ("deleteHorizonMs", pa.int64()),
         ("retention", pa.string()),
         ("discard_records", pa.bool_()),
         ("marker_for_empty_txn", pa.bool_()),
@@ -50,14 +50,14 @@ DECIDED = pa.schema(
 FATE_INPUTS = (
     "topic",
     "partition",
-    "segment_base_offset",
-    "batch_position",
+    "segmentBaseOffset",
+    "position",
     "offset",
     "key",
-    "value_is_null",
-    "record_span_size",
-    "is_control",
-    "delete_horizon_ms",
+    "valueIsNull",
+    "recordSpanSize",
+    "isControl",
+    "deleteHorizonMs",
     "magic",
 )
 # A record's fate as a small integer: fates travel through the window's shuffle, where a string per
@@ -146,15 +146,15 @@ def _decide_partition(
         c = headers.to_pydict()
         for i in range(headers.num_rows):
             meta = BatchMeta(
-                c["base_offset"][i],
-                c["last_offset"][i],
-                c["producer_id"][i],
-                c["producer_epoch"][i],
-                c["is_transactional"][i],
-                c["is_control"][i],
-                c["control_type"][i],
+                c["baseOffset"][i],
+                c["lastOffset"][i],
+                c["producerId"][i],
+                c["producerEpoch"][i],
+                c["isTransactional"][i],
+                c["isControl"][i],
+                c["controlType"][i],
             )
-            horizon = c["delete_horizon_ms"][i]
+            horizon = c["deleteHorizonMs"][i]
             kept_before = len(tracker.kept_aborted)
             d = decide_batch(
                 meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper, now=now
@@ -163,10 +163,10 @@ def _decide_partition(
                 (
                     topic,
                     partition,
-                    c["segment_base_offset"][i],
-                    c["batch_position"][i],
+                    c["segmentBaseOffset"][i],
+                    c["position"][i],
                     meta.last_offset,
-                    c["record_count"][i],
+                    c["count"][i],
                     c["magic"][i],
                     horizon,
                     d.retention.value,
@@ -201,7 +201,7 @@ def _segments(spark, plan, whole: set):
     ]
     return spark.createDataFrame(
         [r[:4] + (i,) + r[4:] for i, r in enumerate(rows)],
-        "topic string, partition int, tp int, segment_base_offset long, segment int, segment_mtime long, "
+        "topic string, partition int, tp int, segmentBaseOffset long, segment int, segment_mtime long, "
         "first_dirty long, upper_bound long, legacy_horizon long, whole boolean",
     )
 
@@ -219,23 +219,21 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
 
     # The batch-level tables are broadcast: the window over keys is the one shuffle of the records.
     # Of the batch decisions only the few batches whose records all go are looked up, by numbers.
-    discarded = (
-        _numbered(decided, segments).where("discard_records").select("segment", "batch_position", "discard_records")
-    )
+    discarded = _numbered(decided, segments).where("discard_records").select("segment", "position", "discard_records")
     records = (
         scan_dataframe(spark, scan, "narrow", columns=FATE_INPUTS)
-        .join(F.broadcast(segments), ["topic", "partition", "segment_base_offset"])
+        .join(F.broadcast(segments), ["topic", "partition", "segmentBaseOffset"])
         .where(F.col("offset") < F.col("upper_bound"))
-        .join(F.broadcast(discarded), ["segment", "batch_position"], "left")
+        .join(F.broadcast(discarded), ["segment", "position"], "left")
     )
     retain_deletes = F.when(
-        F.col("magic") >= 2, F.col("delete_horizon_ms").isNull() | (F.lit(plan.now) < F.col("delete_horizon_ms"))
+        F.col("magic") >= 2, F.col("deleteHorizonMs").isNull() | (F.lit(plan.now) < F.col("deleteHorizonMs"))
     ).otherwise(F.col("segment_mtime") > F.col("legacy_horizon"))
     fate = (
-        F.when(F.col("discard_records").isNotNull(), F.when(F.col("is_control"), MARKER).otherwise(ABORTED))
-        .when(F.col("is_control"), CONTROL)
+        F.when(F.col("discard_records").isNotNull(), F.when(F.col("isControl"), MARKER).otherwise(ABORTED))
+        .when(F.col("isControl"), CONTROL)
         .when(F.col("key").isNull(), UNKEYED)
-        .when(F.col("value_is_null"), F.when(retain_deletes, KEEP_TOMBSTONE).otherwise(EXPIRE_TOMBSTONE))
+        .when(F.col("valueIsNull"), F.when(retain_deletes, KEEP_TOMBSTONE).otherwise(EXPIRE_TOMBSTONE))
         .otherwise(KEEP)
         .cast("byte")
     )
@@ -243,10 +241,10 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
     combined = records.select(
         "tp",
         "segment",
-        "batch_position",
+        "position",
         "offset",
         "key",
-        "record_span_size",
+        "recordSpanSize",
         fate.alias("fate"),
         F.when(in_map, F.col("offset")).alias("map_offset"),
         "whole",
@@ -268,11 +266,11 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
 
     return combined.select(
         "segment",
-        "batch_position",
+        "position",
         "run",
         of_record(F.when(gone, bit).otherwise(0), "bits"),
         of_record(fate == KEEP_TOMBSTONE, "has_tombstone"),
-        of_record(F.when(gone, F.col("record_span_size").cast("long")), "bytes_removed"),
+        of_record(F.when(gone, F.col("recordSpanSize").cast("long")), "bytes_removed"),
         *[of_record(F.when(fate.isin(*fates_), 1).otherwise(0).cast("long"), r) for r, fates_ in FATES_OF.items()],
     )
 
@@ -284,13 +282,13 @@ COMBINED = pa.schema(
     [
         ("tp", pa.int32()),
         ("segment", pa.int32()),
-        ("batch_position", pa.int64()),
+        ("position", pa.int64()),
         ("run", pa.int64()),
         ("key", pa.binary()),
         ("offset", pa.int64()),
         ("map_offset", pa.int64()),
         ("fate", pa.int8()),
-        ("record_span_size", pa.int32()),
+        ("recordSpanSize", pa.int32()),
         ("solo", pa.int64()),
         ("bits", pa.int64()),
         ("has_tombstone", pa.bool_()),
@@ -332,13 +330,13 @@ def _combine(batches):
             [
                 pending["tp"].combine_chunks(),
                 pending["segment"].combine_chunks(),
-                pending["batch_position"].combine_chunks(),
+                pending["position"].combine_chunks(),
                 pa.array(run[undecided]),
                 pending["key"].combine_chunks(),
                 pa.array(offset[undecided]),
                 pending["map_offset"].combine_chunks(),
                 pa.array(fate[undecided], pa.int8()),
-                pending["record_span_size"].combine_chunks(),
+                pending["recordSpanSize"].combine_chunks(),
                 *[pa.nulls(n, f.type) for f in COMBINED][9:],
             ],
             schema=COMBINED,
@@ -347,8 +345,8 @@ def _combine(batches):
     if not decided.any():
         return
     # the decided records' runs, aggregated: rows sorted by run, then reduced at each run's start
-    segment, position = table["segment"].to_numpy()[decided], table["batch_position"].to_numpy()[decided]
-    fate, offset, span = fate[decided], offset[decided], table["record_span_size"].to_numpy()[decided]
+    segment, position = table["segment"].to_numpy()[decided], table["position"].to_numpy()[decided]
+    fate, offset, span = fate[decided], offset[decided], table["recordSpanSize"].to_numpy()[decided]
     order = np.lexsort((offset, position, segment))
     segment, position, fate, offset, span = segment[order], position[order], fate[order], offset[order], span[order]
     tp, run = table["tp"].to_numpy()[decided][order], offset >> 6
@@ -368,7 +366,7 @@ def _combine(batches):
             pa.array(segment[starts], pa.int32()),
             pa.array(position[starts], pa.int64()),
             pa.array(run[starts], pa.int64()),
-            *[pa.nulls(n, COMBINED.field(c).type) for c in ("key", "offset", "map_offset", "fate", "record_span_size")],
+            *[pa.nulls(n, COMBINED.field(c).type) for c in ("key", "offset", "map_offset", "fate", "recordSpanSize")],
             pa.array(solo),
             pa.array(np.bitwise_or.reduceat(bits, starts).view(np.int64)),
             pa.array(np.logical_or.reduceat(fate == KEEP_TOMBSTONE, starts)),
@@ -394,13 +392,13 @@ def _batch_outcomes(fates, decided, segments):
     become its list of offsets."""
     from pyspark.sql import functions as F
 
-    runs = fates.groupBy("segment", "batch_position", "run").agg(
+    runs = fates.groupBy("segment", "position", "run").agg(
         F.bit_or("bits").alias("bits"),
         F.max("has_tombstone").alias("has_tombstone"),
         F.sum("bytes_removed").alias("bytes_removed"),
         *[F.sum(r).alias(r) for r in REASONS],
     )
-    per_batch = runs.groupBy("segment", "batch_position").agg(
+    per_batch = runs.groupBy("segment", "position").agg(
         F.flatten(
             F.collect_list(
                 F.expr("filter(sequence(run << 6, (run << 6) + 63), o -> (bits >> cast(o & 63 as int)) & 1 = 1)")
@@ -410,7 +408,7 @@ def _batch_outcomes(fates, decided, segments):
         F.sum("bytes_removed").alias("bytes_removed"),
         *[F.sum(r).alias(r) for r in REASONS],
     )
-    return _numbered(decided, segments).join(per_batch, ["segment", "batch_position"], "left").drop("segment")
+    return _numbered(decided, segments).join(per_batch, ["segment", "position"], "left").drop("segment")
 
 
 def _numbered(decided, segments):
@@ -418,8 +416,8 @@ def _numbered(decided, segments):
     from pyspark.sql import functions as F
 
     return decided.join(
-        F.broadcast(segments.select("topic", "partition", "segment_base_offset", "segment")),
-        ["topic", "partition", "segment_base_offset"],
+        F.broadcast(segments.select("topic", "partition", "segmentBaseOffset", "segment")),
+        ["topic", "partition", "segmentBaseOffset"],
     )
 
 
@@ -427,11 +425,11 @@ def _changes():
     """Whether a batch changes: it goes, records of it go, or it gains a horizon."""
     from pyspark.sql import functions as F
 
-    no_horizon = F.col("delete_horizon_ms").isNull() & (F.col("magic") >= 2)
+    no_horizon = F.col("deleteHorizonMs").isNull() & (F.col("magic") >= 2)
     return (
         (F.col("retention") == BatchRetention.DELETE.value)
         | (F.size(F.coalesce(F.col("removed"), F.array())) > 0)
-        | ((F.col("record_count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
+        | ((F.col("count") == 0) & (F.col("retention") == BatchRetention.DELETE_EMPTY.value))
         | ((F.coalesce(F.col("has_tombstone"), F.lit(False)) | F.col("marker_for_empty_txn")) & no_horizon)
     )
 
@@ -463,12 +461,12 @@ def segment_summaries(decided, outcomes) -> list:
 
     decided.count()
     return (
-        outcomes.groupBy("topic", "partition", "segment_base_offset")
+        outcomes.groupBy("topic", "partition", "segmentBaseOffset")
         .agg(
             *[F.coalesce(F.sum(r), F.lit(0)).alias(r) for r in REASONS],
             F.sum("bytes_removed").alias("bytes_removed"),
             F.max(_changes()).alias("changed"),
-            F.collect_list(F.when(F.col("keeps_txn_index_entry"), F.col("last_offset"))).alias("kept_txn_markers"),
+            F.collect_list(F.when(F.col("keeps_txn_index_entry"), F.col("lastOffset"))).alias("kept_txn_markers"),
         )
         .collect()
     )

@@ -149,13 +149,13 @@ def max_timestamp(segment: LogSegment) -> int | None:
 INVENTORY_COLUMNS = (
     "topic",
     "partition",
-    "base_offset",
+    "baseOffset",
     "size",
     "path",
-    "first_offset",
-    "last_offset",
-    "max_timestamp",
-    "is_active",
+    "firstOffset",
+    "lastOffset",
+    "maxTimestamp",
+    "isActive",
     "mtime",
 )
 
@@ -180,9 +180,9 @@ def inventory_rows(segments: list[LogSegment]) -> list[tuple]:
 
 def segment_inventory(spark, log_dir, topics=None, partitions=None, *, stats: IOStats | None = None):
     """A DataFrame of the segments of `log_dir`, one row each, built on the driver from metadata:
-    topic, partition, base_offset, size (bytes), path (of the `.log`), first_offset, last_offset
-    (None: no batch; first_offset also None for a legacy compressed wrapper), max_timestamp (epoch
-    ms, None if unknown), is_active (the last segment of its partition) and mtime (the `.log` file's
+    topic, partition, baseOffset, size (bytes), path (of the `.log`), firstOffset, lastOffset
+    (None: no batch; firstOffset also None for a legacy compressed wrapper), maxTimestamp (epoch
+    ms, None if unknown), isActive (the last segment of its partition) and mtime (the `.log` file's
     modification time, epoch ms)."""
     from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
@@ -190,13 +190,13 @@ def segment_inventory(spark, log_dir, topics=None, partitions=None, *, stats: IO
         [
             StructField("topic", StringType(), False),
             StructField("partition", IntegerType(), False),
-            StructField("base_offset", LongType(), False),
+            StructField("baseOffset", LongType(), False),
             StructField("size", LongType(), False),
             StructField("path", StringType(), False),
-            StructField("first_offset", LongType(), True),
-            StructField("last_offset", LongType(), True),
-            StructField("max_timestamp", LongType(), True),
-            StructField("is_active", BooleanType(), False),
+            StructField("firstOffset", LongType(), True),
+            StructField("lastOffset", LongType(), True),
+            StructField("maxTimestamp", LongType(), True),
+            StructField("isActive", BooleanType(), False),
             StructField("mtime", LongType(), False),
         ]
     )

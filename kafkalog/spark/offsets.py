@@ -11,9 +11,9 @@ from __future__ import annotations
 from ..topics import CONSUMER_OFFSETS_TOPIC
 from .tasks import task_frame
 
-COMMITTED_COLUMNS = ("group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp")
+COMMITTED_COLUMNS = ("group", "topic", "partition", "offset", "leaderEpoch", "metadata", "commitTimestamp")
 COMMITTED_SCHEMA = (
-    "`group` string, topic string, partition int, offset long, leader_epoch int, metadata string, commit_timestamp long"
+    "`group` string, topic string, partition int, offset long, leaderEpoch int, metadata string, commitTimestamp long"
 )
 _ARROW_TYPES = ("string", "string", "int32", "int64", "int32", "string", "int64")  # COMMITTED_SCHEMA's
 
@@ -30,8 +30,8 @@ def _replay(log_dir: str, number: int) -> list[tuple]:
 
 
 def committed_offsets_df(spark, log_dir):
-    """(group, topic, partition, offset, leader_epoch, metadata, commit_timestamp) of every live
-    commit in `log_dir`'s `__consumer_offsets`; `commit_timestamp` is epoch ms. One Spark task per
+    """(group, topic, partition, offset, leaderEpoch, metadata, commitTimestamp) of every live
+    commit in `log_dir`'s `__consumer_offsets`; `commitTimestamp` is epoch ms. One Spark task per
     partition, with `mapInArrow` (no RDD: Spark Connect sessions run it too)."""
     from ..storage.logdir import LogDir
 

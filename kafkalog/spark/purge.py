@@ -139,7 +139,7 @@ class Decider:
         from pyspark.sql import functions as F
 
         numbers = None if partitions is None else sorted({p for _, p in partitions})  # the scan prunes by these
-        narrow = narrow_scan(self.spark, self.log_dir, topics=topics, partitions=numbers).where(~F.col("is_control"))
+        narrow = narrow_scan(self.spark, self.log_dir, topics=topics, partitions=numbers).where(~F.col("isControl"))
         if partitions is not None:
             chosen = self.spark.createDataFrame(sorted(partitions), "topic string, partition int")
             narrow = narrow.join(F.broadcast(chosen), ["topic", "partition"], "left_semi")
@@ -158,14 +158,14 @@ class Decider:
             .select(
                 "topic",
                 "partition",
-                "segment_base_offset",
-                "batch_position",
-                "batch_last_offset",
+                "segmentBaseOffset",
+                "position",
+                "lastOffset",
                 "offset",
                 "timestamp",
                 "key",
-                "value_is_null",
-                "producer_id",
+                "valueIsNull",
+                "producerId",
                 "magic",
                 "log_end",
                 F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
@@ -177,7 +177,7 @@ class Decider:
         from pyspark.sql import functions as F
 
         records = read_records(self.spark, self.log_dir, topics=topics, partitions=partitions).where(
-            ~F.col("is_control")
+            ~F.col("isControl")
         )
         return where_filter(records, self.where)
 
@@ -199,9 +199,9 @@ class Decider:
                 F.broadcast(flagged.withColumn("has_headers", F.lit(True))), ["topic", "partition", "offset"], "left"
             )
             headers = F.coalesce(F.col("has_headers"), F.lit(False))
-        clean_tombstone = F.col("value_is_null") & ~headers
+        clean_tombstone = F.col("valueIsNull") & ~headers
         legacy_last = (F.col("magic") < 2) & (F.col("offset") + 1 == F.col("log_end"))
-        redacted = F.col("key").isNull() & F.col("value_is_null")
+        redacted = F.col("key").isNull() & F.col("valueIsNull")
         action = (
             F.when(F.col("target"), F.when(~clean_tombstone, "tombstoned"))
             .when(legacy_last, F.when(~redacted, "redacted"))
@@ -215,13 +215,13 @@ class Decider:
         from pyspark.sql import functions as F
 
         candidates = (
-            rows.where(F.col("target") & F.col("value_is_null") & (F.col("magic") >= 2))
-            .select("topic", "partition", "segment_base_offset", "batch_position", "offset")
+            rows.where(F.col("target") & F.col("valueIsNull") & (F.col("magic") >= 2))
+            .select("topic", "partition", "segmentBaseOffset", "position", "offset")
             .collect()
         )
         wanted: dict = {}
         for r in candidates:
-            wanted.setdefault((r.topic, r.partition, r.segment_base_offset, r.batch_position), set()).add(r.offset)
+            wanted.setdefault((r.topic, r.partition, r.segmentBaseOffset, r.position), set()).add(r.offset)
         opened = LogDir.open(self.log_dir)
         out = []
         for (topic, partition, base, position), offsets in sorted(wanted.items()):
@@ -241,8 +241,8 @@ def partition_report(decided) -> list[dict]:
         .agg(
             *counts,
             F.sum(F.when(acts, 0).otherwise(1)).alias("kept"),
-            F.countDistinct(F.when(acts, F.struct("segment_base_offset", "batch_position"))).alias("batches"),
-            F.countDistinct(F.when(acts, F.col("segment_base_offset"))).alias("segments"),
+            F.countDistinct(F.when(acts, F.struct("segmentBaseOffset", "position"))).alias("batches"),
+            F.countDistinct(F.when(acts, F.col("segmentBaseOffset"))).alias("segments"),
             F.countDistinct(F.when(F.col("matched_by") == "key", F.col("key"))).alias("keys"),
         )
         .collect()
@@ -261,16 +261,16 @@ def batch_plans(decided):
     def offsets(action: str):
         return F.collect_list(F.when(F.col("action") == action, F.col("offset"))).alias(action)
 
-    keeps = (F.col("producer_id") >= 0) | (F.col("batch_last_offset") + 1 == F.col("log_end"))
+    keeps = (F.col("producerId") >= 0) | (F.col("lastOffset") + 1 == F.col("log_end"))
     return (
         decided.where(F.col("action").isNotNull())
-        .groupBy("topic", "partition", "segment_base_offset", "batch_position")
+        .groupBy("topic", "partition", "segmentBaseOffset", "position")
         .agg(*[offsets(a) for a in ACTIONS], F.max(keeps).alias("keeps"))
         .select(
             "topic",
             "partition",
-            "segment_base_offset",
-            "batch_position",
+            "segmentBaseOffset",
+            "position",
             *ACTIONS,
             F.when(F.col("keeps"), BatchRetention.RETAIN_EMPTY.value)
             .otherwise(BatchRetention.DELETE_EMPTY.value)

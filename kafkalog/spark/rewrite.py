@@ -29,8 +29,8 @@ from ..storage.txnindex import AbortedTxn
 PLAN_COLUMNS = (
     "topic",
     "partition",
-    "segment_base_offset",
-    "batch_position",
+    "segmentBaseOffset",
+    "position",
     "retention",
     "removed",
     "marker_for_empty_txn",
@@ -105,9 +105,9 @@ def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) 
     plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
     segments = spark.createDataFrame(
         [(o.topic, o.partition, base, task_of[i], i) for i, o in enumerate(outputs) for base in o.bases],
-        "topic string, partition int, segment_base_offset long, task int, output int",
+        "topic string, partition int, segmentBaseOffset long, task int, output int",
     )
-    blobs = plans.join(segments, ["topic", "partition", "segment_base_offset"]).mapInArrow(_plan_blobs, _BLOBS)
+    blobs = plans.join(segments, ["topic", "partition", "segmentBaseOffset"]).mapInArrow(_plan_blobs, _BLOBS)
     # a row without plans for every output segment: one whose batches all stay still gets written
     every_output = spark.createDataFrame([(task_of[i], i, None) for i in range(len(outputs))], _BLOBS)
 
@@ -172,7 +172,7 @@ def _read_plans(blobs: Iterable[bytes]) -> dict:
                 frozenset(row["tombstoned"] or ()),
                 frozenset(row["redacted"] or ()),
             )
-            out[row["segment_base_offset"], row["batch_position"]] = plan
+            out[row["segmentBaseOffset"], row["position"]] = plan
     return out
 
 

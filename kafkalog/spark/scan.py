@@ -232,8 +232,8 @@ def read_records(
 ):
     """The records of `log_dir` (`RECORDS_SCHEMA`): Spark's Kafka source columns (key, value, topic,
     partition, offset, timestamp, timestampType, headers; headers null when a record has none) plus
-    producer_id, producer_epoch, base_sequence (the record's), is_transactional, is_control,
-    leader_epoch, codec, segment_base_offset and batch_base_offset. Control records are included."""
+    producerId, producerEpoch, sequence (the record's), isTransactional, isControl,
+    partitionLeaderEpoch, compresscodec, segmentBaseOffset and baseOffset. Control records are included."""
     return _scan(
         spark,
         "records",

@@ -10,9 +10,9 @@ from kafkalog.storage.logdir import LogDir
 # RECORDS_SCHEMA with `timestamp` as epoch milliseconds (Spark's TimestampType cast with unix_millis)
 RECORDS_DDL = (
     "key binary, value binary, topic string, partition int, offset long, timestamp long, "
-    "timestampType int, headers array<struct<key:string,value:binary>>, producer_id long, "
-    "producer_epoch short, base_sequence int, is_transactional boolean, is_control boolean, "
-    "leader_epoch int, codec byte, segment_base_offset long, batch_base_offset long"
+    "timestampType int, headers array<struct<key:string,value:binary>>, producerId long, "
+    "producerEpoch short, sequence int, isTransactional boolean, isControl boolean, "
+    "partitionLeaderEpoch int, compresscodec byte, segmentBaseOffset long, baseOffset long"
 )
 
 
@@ -62,8 +62,8 @@ def record_rows(log_dir, topics=None) -> list[tuple]:
 
 
 def narrow_rows(log_dir, topics=None) -> list[tuple]:
-    """(topic, partition, offset, timestamp, key, value_size, record_span_start, record_span_size,
-    batch_position) per record, from `scan_keys`."""
+    """(topic, partition, offset, timestamp, key, valueSize, recordSpanStart, recordSpanSize,
+    position) per record, from `scan_keys`."""
     rows = []
     for topic, number, _, position, batch in walk(log_dir, topics):
         cols = KeyColumns()

@@ -89,7 +89,7 @@ def _frames(spark, log_dir: str) -> dict:
         "batches": spark.read.format("kafkalog")
         .option("view", "batches")
         .load(log_dir)
-        .orderBy("topic", "partition", "base_offset"),
+        .orderBy("topic", "partition", "baseOffset"),
         "committed": committed_offsets_df(spark, log_dir).orderBy("group", "topic", "partition"),
     }
 

@@ -41,7 +41,7 @@ def test_format_kafkalog_equals_read_records_with_options_and_pushdown(spark, sm
 
     batches = spark.read.format("kafkalog").option("view", "batches").option("topics", "payments,clicks").load(root)
     assert_df_equality(
-        batches.orderBy("topic", "partition", "base_offset"),
-        read_batches(spark, root, topics=["payments", "clicks"]).orderBy("topic", "partition", "base_offset"),
+        batches.orderBy("topic", "partition", "baseOffset"),
+        read_batches(spark, root, topics=["payments", "clicks"]).orderBy("topic", "partition", "baseOffset"),
     )
-    assert batches.filter("is_control").count() > 0
+    assert batches.filter("isControl").count() > 0

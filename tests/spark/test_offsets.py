@@ -14,7 +14,7 @@ from . import direct
 from .conftest import REAL_BROKER_DIRS
 
 pytestmark = pytest.mark.spark
-COLUMNS = ("group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp")
+COLUMNS = ("group", "topic", "partition", "offset", "partitionLeaderEpoch", "metadata", "commitTimestamp")
 
 
 def replay_directly(log_dir) -> set[tuple]:

@@ -40,7 +40,7 @@ WHERE = "topic = 'clicks' AND CAST(value AS STRING) LIKE '0:42 %'"  # one unkeye
 
 
 def read_log(root) -> dict:
-    """{(topic, partition): [(offset, key, value, headers, timestamp, is_control)]}, as kafka-python reads it."""
+    """{(topic, partition): [(offset, key, value, headers, timestamp, isControl)]}, as kafka-python reads it."""
     out = {}
     for tp in LogDir.open(str(root)).topic_partitions:
         rows = out.setdefault(tp, [])

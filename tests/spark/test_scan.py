@@ -125,27 +125,27 @@ def test_segment_inventory_is_metadata_only(spark, small_log):
     rows = df.collect()
     logs = [p for d in small_log.path.iterdir() if d.is_dir() for p in d.glob("*.log")]
     assert len(rows) == len(logs) and {r.path for r in rows} == {str(p) for p in logs}
-    assert sum(r.is_active for r in rows) == len({(r.topic, r.partition) for r in rows})
+    assert sum(r.isActive for r in rows) == len({(r.topic, r.partition) for r in rows})
     assert stats.bytes_read(".log") < sum(p.stat().st_size for p in logs) // 4  # tails, not bodies
-    orders = sorted((r for r in rows if r.topic == "orders" and r.partition == 0), key=lambda r: r.base_offset)
-    assert [r.last_offset + 1 for r in orders[:-1]] == [r.base_offset for r in orders[1:]]
-    assert all(r.max_timestamp and r.mtime for r in orders)
+    orders = sorted((r for r in rows if r.topic == "orders" and r.partition == 0), key=lambda r: r.baseOffset)
+    assert [r.lastOffset + 1 for r in orders[:-1]] == [r.baseOffset for r in orders[1:]]
+    assert all(r.maxTimestamp and r.mtime for r in orders)
     assert df.columns == [
         "topic",
         "partition",
-        "base_offset",
+        "baseOffset",
         "size",
         "path",
-        "first_offset",
-        "last_offset",
-        "max_timestamp",
-        "is_active",
+        "firstOffset",
+        "lastOffset",
+        "maxTimestamp",
+        "isActive",
         "mtime",
     ]
 
 
 def test_a_projected_narrow_scan_equals_the_full_view_selected(spark, small_log):
-    columns = ["topic", "partition", "offset", "key", "value_is_null", "delete_horizon_ms"]
+    columns = ["topic", "partition", "offset", "key", "valueIsNull", "deleteHorizonMs"]
     projected = narrow_scan(spark, str(small_log.path), topics=["customers"], columns=columns)
     assert projected.columns == columns
     full = narrow_scan(spark, str(small_log.path), topics=["customers"]).select(*columns)

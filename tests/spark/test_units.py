@@ -192,16 +192,16 @@ def test_views_equal_what_the_codec_decodes_with_offset_filters(small_log):
                 "offset",
                 "timestamp",
                 "key",
-                "value_size",
-                "record_span_start",
-                "record_span_size",
-                "batch_position",
+                "valueSize",
+                "recordSpanStart",
+                "recordSpanSize",
+                "position",
             ],
         )
     ) == sorted(direct.narrow_rows(small_log.path))
-    nulls = _rows(narrow, ["value_is_null", "value_size"])
+    nulls = _rows(narrow, ["valueIsNull", "valueSize"])
     assert any(is_null for is_null, _ in nulls) and all(is_null == (size < 0) for is_null, size in nulls)
-    controls = _rows(narrow, ["is_control", "control_type"])
+    controls = _rows(narrow, ["isControl", "controlType"])
     assert {c for is_control, c in controls if is_control} == {0, 1}  # ABORT and COMMIT markers
     assert all(c is None for is_control, c in controls if not is_control)
 
@@ -219,6 +219,29 @@ def test_views_equal_what_the_codec_decodes_with_offset_filters(small_log):
         r for r in direct.record_rows(small_log.path, {"orders", "legacy-v1"}) if r[3] == 0 and 57 <= r[4] < 190
     ]
     assert sorted(got, key=lambda r: (r[2], r[4])) == sorted(expected, key=lambda r: (r[2], r[4]))
+
+
+def test_batch_columns_carry_dumps_names_and_values(small_log):
+    """Every batch column Kafka has a name for is named as `kafkalog dump` (kafka-dump-log) names
+    it and holds the same value; where dump prints a name, the column holds Kafka's number."""
+    from kafkalog.codec.compression import Codec
+    from kafkalog.operations.dump import dump_paths
+
+    printed = {
+        "timestampType": {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"},
+        "compresscodec": {c.value: c.name.lower() for c in Codec},
+    }
+    kafkalogs = {"topic", "partition", "segmentBaseOffset", "baseTimestamp", "controlType", "coordinatorEpoch"}
+    dumped = {(o["file"], o["position"]): o for o in dump_paths([str(small_log.path)]) if o["type"] == "batch"}
+    plan = plan_scan(small_log.path)
+    rows = pa.Table.from_batches([b for task in plan.tasks for b in read_task(plan.root, task, "batches")])
+    assert rows.num_rows == len(dumped)
+    for row in rows.to_pylist():
+        segment = f"{small_log.path}/{row['topic']}-{row['partition']}/{row['segmentBaseOffset']:020d}.log"
+        batch = dumped[segment, row["position"]]
+        assert {name: printed.get(name, {}).get(v, v) for name, v in row.items() if name not in kafkalogs} == {
+            name: batch[name] for name in row if name not in kafkalogs
+        }
 
 
 def test_record_sequences_add_the_offset_delta_and_wrap():
