@@ -76,6 +76,12 @@ REASONS = tuple(FATES_OF)
 # A compaction's scan tasks are twice the size of other scans' where the bytes allow, so that more
 # partitions are read whole by one task, which then decides their keys alone.
 TASK_BYTES = 2 * DEFAULT_MAX_BYTES_PER_TASK
+# About this many records of a scan task are combined at once (`_chunks`): what bounds a Python
+# worker's memory when a task holds millions of small records with distinct keys. Measured
+# (docs/benchmarks.md): from 5 to 10 million keys the workers grew 27% at 2^20, 9% at 2^18, not at
+# 2^17; but at 2^17 the partitions of a 256 MB log no longer fit in a chunk, and compaction took 1.5
+# times as long.
+COMBINE_ROWS = 1 << 18
 
 
 # -- step 3: decide ------------------------------------------------------------------------------------
@@ -248,7 +254,7 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
         fate.alias("fate"),
         F.when(in_map, F.col("offset")).alias("map_offset"),
         "whole",
-    ).mapInArrow(_combine, spark_schema(COMBINED))
+    ).mapInArrow(_combiner(COMBINE_ROWS), spark_schema(COMBINED))
     # The window sorts its rows by their partition columns, comparing rows by a prefix of the first
     # one: the key's hash first makes that prefix tell nearly all rows apart (keys with a common
     # prefix would leave almost every comparison to the whole row). The groups are the same. A run
@@ -298,21 +304,72 @@ COMBINED = pa.schema(
 )
 
 
-def _combine(batches):
-    """Executor side, over one scan task's records (its Spark partition): the latest offset of
-    each key among them, by pyarrow's hash aggregation. A record older than that is superseded
-    whatever other tasks hold; in a partition this task reads whole (`whole`), every record is
-    decided. Decided records leave as runs of 64 offsets of a batch, aggregated; the others (the
-    latest of each key of a partition read by several tasks, and its records not superseded here)
-    leave one by one for the window."""
+def _combiner(max_rows: int):
+    """The map-side combine over one scan task's records (its Spark partition), a chunk at a time
+    (`_chunks`): a task may hold millions of small records, and a chunk's keys and offsets are what
+    a worker holds at once."""
+
+    def combine(batches):
+        from pyspark import TaskContext
+
+        solo = TaskContext.get().partitionId() << 32  # run numbers unique over the tasks
+        for table, split in _chunks(batches, max_rows):
+            out, solo = _combine(table, split, solo)
+            yield from out
+
+    return combine
+
+
+def _chunks(batches, max_rows: int):
+    """A scan task's records as (table, split) chunks of about `max_rows` rows, cut where one
+    partition's rows (`tp`) end and the next begin, so that a partition read whole stays whole in one
+    chunk; `split` holds the partitions whose rows alone filled a chunk and so span several (the
+    window decides their keys). The scan yields each partition's rows together, in order; a
+    partition seen again after its chunk was combined whole is refused, as its keys would have been
+    decided without those rows."""
+    import numpy as np
+
+    held: list[pa.RecordBatch] = []
+    rows = 0
+    split: set[int] = set()
+    done: set[int] = set()
+
+    def chunk(table: pa.Table) -> tuple[pa.Table, set[int]]:
+        tps = set(np.unique(table["tp"].to_numpy()).tolist())
+        if tps & done:
+            raise RuntimeError(f"the scan's rows of partitions {sorted(tps & done)} are not together")
+        done.update(tps - split)
+        return table, split
+
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        if rows < max_rows:
+            continue
+        table = pa.Table.from_batches(held)
+        tp = table["tp"].to_numpy()
+        changes = np.flatnonzero(tp[1:] != tp[:-1])
+        cut = int(changes[-1]) + 1 if len(changes) else rows  # the last partition's rows may go on
+        if cut == rows:
+            split.add(int(tp[-1]))
+        yield chunk(table.slice(0, cut))
+        held, rows = table.slice(cut).to_batches(), rows - cut
+    if rows:
+        yield chunk(pa.Table.from_batches(held))
+
+
+def _combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.RecordBatch], int]:
+    """One chunk of a scan task's records: the latest offset of each key among them, by pyarrow's
+    hash aggregation. A record older than that is superseded whatever other chunks and tasks hold;
+    in a partition this task reads whole (`whole`) and this chunk holds whole (not in `split`), every
+    record is decided. Decided records leave as runs of 64 offsets of a batch, aggregated, numbered from
+    `solo`; the others (the latest of each key of a partition read by several tasks or chunks, and
+    its records not superseded here) leave one by one for the window. Returns the batches and the
+    next free run number."""
     import numpy as np
     import pyarrow.compute as pc
-    from pyspark import TaskContext
 
-    batches = list(batches)
-    if not batches or not sum(b.num_rows for b in batches):
-        return
-    table = pa.Table.from_batches(batches)
+    out: list[pa.RecordBatch] = []
     keyed = pc.less_equal(table["fate"], EXPIRE_TOMBSTONE)
     latest = table.filter(keyed).group_by(["tp", "key"]).aggregate([("map_offset", "max")])
     table = table.join(latest, ["tp", "key"], join_type="left outer")
@@ -321,29 +378,32 @@ def _combine(batches):
     is_keyed = fate <= EXPIRE_TOMBSTONE
     superseded = is_keyed & (offset < table["map_offset_max"].fill_null(-1).to_numpy())
     fate = np.where(superseded, np.int8(SUPERSEDED), fate).astype(np.int8)
-    undecided = is_keyed & ~superseded & ~table["whole"].to_numpy()
+    whole = table["whole"].to_numpy() & ~np.isin(table["tp"].to_numpy(), list(split))
+    undecided = is_keyed & ~superseded & ~whole
     run = offset >> 6
     pending = table.filter(pa.array(undecided))
     if pending.num_rows:
         n = pending.num_rows
-        yield pa.RecordBatch.from_arrays(
-            [
-                pending["tp"].combine_chunks(),
-                pending["segment"].combine_chunks(),
-                pending["position"].combine_chunks(),
-                pa.array(run[undecided]),
-                pending["key"].combine_chunks(),
-                pa.array(offset[undecided]),
-                pending["map_offset"].combine_chunks(),
-                pa.array(fate[undecided], pa.int8()),
-                pending["recordSpanSize"].combine_chunks(),
-                *[pa.nulls(n, f.type) for f in COMBINED][9:],
-            ],
-            schema=COMBINED,
+        out.append(
+            pa.RecordBatch.from_arrays(
+                [
+                    pending["tp"].combine_chunks(),
+                    pending["segment"].combine_chunks(),
+                    pending["position"].combine_chunks(),
+                    pa.array(run[undecided]),
+                    pending["key"].combine_chunks(),
+                    pa.array(offset[undecided]),
+                    pending["map_offset"].combine_chunks(),
+                    pa.array(fate[undecided], pa.int8()),
+                    pending["recordSpanSize"].combine_chunks(),
+                    *[pa.nulls(n, f.type) for f in COMBINED][9:],
+                ],
+                schema=COMBINED,
+            )
         )
     decided = ~undecided
     if not decided.any():
-        return
+        return out, solo
     # the decided records' runs, aggregated: rows sorted by run, then reduced at each run's start
     segment, position = table["segment"].to_numpy()[decided], table["position"].to_numpy()[decided]
     fate, offset, span = fate[decided], offset[decided], table["recordSpanSize"].to_numpy()[decided]
@@ -359,25 +419,30 @@ def _combine(batches):
     bits = np.where(gone, np.left_shift(np.uint64(1), (offset & 63).astype(np.uint64)), np.uint64(0))
     removed = np.add.reduceat(np.where(gone, span, 0).astype(np.int64), starts)
     n = len(starts)
-    solo = (TaskContext.get().partitionId() << 32) + np.arange(n, dtype=np.int64)  # unique over the tasks
-    yield pa.RecordBatch.from_arrays(
-        [
-            pa.array(tp[starts], pa.int32()),
-            pa.array(segment[starts], pa.int32()),
-            pa.array(position[starts], pa.int64()),
-            pa.array(run[starts], pa.int64()),
-            *[pa.nulls(n, COMBINED.field(c).type) for c in ("key", "offset", "map_offset", "fate", "recordSpanSize")],
-            pa.array(solo),
-            pa.array(np.bitwise_or.reduceat(bits, starts).view(np.int64)),
-            pa.array(np.logical_or.reduceat(fate == KEEP_TOMBSTONE, starts)),
-            pa.array(removed, mask=~np.logical_or.reduceat(gone, starts)),  # null where nothing goes, as Spark sums
-            *[
-                pa.array(np.add.reduceat(np.isin(fate, fates_).astype(np.int64), starts))
-                for fates_ in FATES_OF.values()
+    out.append(
+        pa.RecordBatch.from_arrays(
+            [
+                pa.array(tp[starts], pa.int32()),
+                pa.array(segment[starts], pa.int32()),
+                pa.array(position[starts], pa.int64()),
+                pa.array(run[starts], pa.int64()),
+                *[
+                    pa.nulls(n, COMBINED.field(c).type)
+                    for c in ("key", "offset", "map_offset", "fate", "recordSpanSize")
+                ],
+                pa.array(solo + np.arange(n, dtype=np.int64)),
+                pa.array(np.bitwise_or.reduceat(bits, starts).view(np.int64)),
+                pa.array(np.logical_or.reduceat(fate == KEEP_TOMBSTONE, starts)),
+                pa.array(removed, mask=~np.logical_or.reduceat(gone, starts)),  # null where nothing goes, as Spark sums
+                *[
+                    pa.array(np.add.reduceat(np.isin(fate, fates_).astype(np.int64), starts))
+                    for fates_ in FATES_OF.values()
+                ],
             ],
-        ],
-        schema=COMBINED,
+            schema=COMBINED,
+        )
     )
+    return out, solo + n
 
 
 def _batch_outcomes(fates, decided, segments):

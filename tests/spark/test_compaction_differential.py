@@ -121,16 +121,24 @@ def test_the_random_partitions_exercise_the_rules():
     assert all(totals[r] > 0 for r in ("superseded", "aborted_transaction", "tombstone_expired", "empty_batches"))
 
 
-@pytest.mark.parametrize("seed,spread", [(seed, False) for seed in SEEDS] + [(1, True), (2, True)])
-def test_spark_compaction_equals_the_reference_model(spark, tmp_path, monkeypatch, seed, spread):
+@pytest.mark.parametrize("seed,spread", [(seed, False) for seed in SEEDS] + [(1, True), (2, True), (3, "chunked")])
+def test_spark_compaction_equals_the_reference_model(spark, tmp_path, monkeypatch, request, seed, spread):
     """`spread`: scan tasks of 1 KiB, so that the partition's records are read by several tasks and
     its keys decided by the window across them, not by one task alone (the small logs here are
-    otherwise read whole by one task)."""
+    otherwise read whole by one task). "chunked": one task reads the partition whole, but combines
+    its records in chunks of a few rows (Arrow batches of 7 rows), as a task of millions of records
+    does: the window decides across the chunks."""
     from kafkalog.operations.compact import plan_compaction
     from kafkalog.spark import compaction
 
-    if spread:
+    if spread is True:
         monkeypatch.setattr(compaction, "TASK_BYTES", 1024)
+    if spread == "chunked":
+        monkeypatch.setattr(compaction, "COMBINE_ROWS", 10)
+        batch_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
+        before = spark.conf.get(batch_rows)
+        spark.conf.set(batch_rows, "7")
+        request.addfinalizer(lambda: spark.conf.set(batch_rows, before))
     config = _model_config()
     resolver = resolver_from(
         settings=[
@@ -146,7 +154,7 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, monkeypatc
     write_partition(tmp_path, segments, config)
     now = T0 + 10_000
     scan = compaction._scan(spark, plan_compaction(str(tmp_path), resolver, now, force=True))
-    assert compaction._whole(scan) == (set() if spread else {("t", 0)})
+    assert compaction._whole(scan) == (set() if spread is True else {("t", 0)})
     expected = clean(segments, now=now, config=config)
     result = compact(spark, str(tmp_path), resolver, now, force=True)
     assert read_partition(tmp_path) == [(s.base_offset, s.batches) for s in expected.segments]
