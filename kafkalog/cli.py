@@ -179,13 +179,24 @@ def _add_validate(commands) -> None:
         default="warning",
         help="the least severe finding that makes the exit code 1 (default: warning)",
     )
+    p.add_argument(
+        "--findings",
+        metavar="PATH",
+        help="also write the findings as a table, one row per finding, replacing what is there (a path or URI)",
+    )
+    p.add_argument(
+        "--findings-format",
+        choices=["parquet", "delta"],
+        default="parquet",
+        help="--findings as a Parquet file or a Delta table (default: parquet)",
+    )
     _add_config_options(p)
     _add_quiet(p)
     p.set_defaults(run=_run_validate)
 
 
 def _run_validate(args) -> int:
-    from .operations.validate import validate_paths
+    from .operations.validate import validate_paths, write_findings
 
     report = validate_paths(
         args.paths,
@@ -195,6 +206,8 @@ def _run_validate(args) -> int:
         spark=_running_session(),
     )
     print(report.to_json() if args.json else report.summary())
+    if args.findings:
+        write_findings(report, args.findings, args.findings_format)
     return report.exit_code
 
 

@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet
 import pyspark
 import pytest
 
 from kafkalog import cli
 from kafkalog.job import job_arguments
+from kafkalog.operations.validate import validate_paths
 from kafkalog.spark.session import _LOG4J2, ALWAYS, LOCAL_DEFAULTS
 from kafkalog.storage.logdir import LogDir, parse_properties
 from kafkalog.storage.naming import CLEANER_OFFSET_CHECKPOINT
@@ -193,10 +195,15 @@ def test_validate_job_exits_1_on_a_corrupt_segment(generated, tmp_path):
     data = bytearray(segment.read_bytes())
     data[100] ^= 0xFF  # inside the first batch's CRC-covered bytes
     segment.write_bytes(bytes(data))
-    run = spark_submit("validate", str(log_dir), "--fail-on", "error")
+    findings = tmp_path / "findings.parquet"
+    run = spark_submit("validate", str(log_dir), "--fail-on", "error", "--findings", str(findings))
     assert run.returncode == 1, run.stdout
     assert "batch.crc: orders-0/00000000000000000000.log" in run.stdout
     assert "kafkalog validate: exit code 1 (problems found) after" in run.stdout
+    # the findings table is the report's: the same checks on the driver alone give the same rows
+    table = pyarrow.parquet.read_table(findings)
+    assert table == validate_paths([str(log_dir)], fail_on="error").findings_table()
+    assert ("batch.crc", "error", str(segment)) in {(r["check"], r["severity"], r["file"]) for r in table.to_pylist()}
 
 
 @pytest.mark.spark

@@ -4,8 +4,10 @@
 through `LogSegment.reader()` (fixed-size chunks), so a 1 GiB log costs one chunk of memory plus
 the index files of the segment being read. It returns a `ValidationReport`: a list of findings
 (`Problem(check, severity, message, file, position, offset)`), counts of what was checked,
-`to_json()`, a one-screen `summary()` and `exit_code`. Errors that stop it from running at all (a
-path that does not exist) raise `KafkaLogError`; the CLI turns those into exit code 2.
+`to_json()`, `findings_table()`, a one-screen `summary()` and `exit_code`. Errors that stop it from
+running at all (a path that does not exist) raise `KafkaLogError`; the CLI turns those into exit code
+2. `validate_frame` gives the findings as a Spark DataFrame, `write_findings` as a Parquet file or
+Delta table.
 
 This module dispatches the paths and checks what belongs to a log directory (meta.properties, the
 offset checkpoints against each partition's offsets). The report model is `validate_report`; a
@@ -178,7 +180,7 @@ from .validate_index import check_index_file, check_txn_index_file
 from .validate_kraft import check_kraft_file
 from .validate_partition import DirContext, PartitionChecks, PartitionResult
 from .validate_replay import ReplayState
-from .validate_report import ERROR, INFO, WARNING, Findings, ValidationReport
+from .validate_report import ERROR, FINDINGS_SCHEMA, INFO, WARNING, Findings, ValidationReport
 from .validate_segment import SegmentChecks, SegmentPlan
 
 _LOG_DIR_MARKERS = OFFSET_CHECKPOINT_FILES + (META_PROPERTIES, CLEAN_SHUTDOWN)
@@ -234,6 +236,49 @@ def validate_paths(
         else:
             checks.single_file(fs, info)
     return report
+
+
+def validate_frame(spark, paths: Iterable[str], **options):
+    """The findings of `validate_paths(paths, spark=spark, **options)` as a DataFrame of
+    FINDINGS_SCHEMA (check, severity, file, position, offset, message, count): every finding of the
+    report, those of the partitions (checked on the executors) and those checked on the driver
+    (meta.properties, checkpoint files and their ranges against each partition, remote storage,
+    files given alone), one row each with count 1; then a row per (check, file, severity) whose
+    findings beyond `max_findings_per_check` were counted, not kept, with count how many and no
+    position or offset. No rows: nothing found (the exit code would be 0).
+
+    The checks run when it is called, not in the frame's actions: the findings come back to the
+    driver, where the report is made from them (its counts and exit code need them all), and the
+    frame is that table (a local relation, bounded by the cap), so querying it twice reads the log
+    once. DataFrames only: a Spark Connect session runs it too."""
+    from ..spark.scan import spark_schema
+
+    report = validate_paths(paths, spark=spark, **options)
+    return spark.createDataFrame(report.findings_table(), spark_schema(FINDINGS_SCHEMA))
+
+
+def write_findings(report: ValidationReport, path_or_uri: str, table_format: str = "parquet") -> None:
+    """Write `report.findings_table()` to `path_or_uri` (a path or URI), replacing what is there: a
+    Parquet file, or a Delta table (with the `deltalake` package; the table's history keeps the
+    earlier runs' findings)."""
+    if table_format not in ("parquet", "delta"):
+        raise ValueError(f"table_format must be 'parquet' or 'delta', not {table_format!r}")
+    table = report.findings_table()
+    try:
+        if table_format == "delta":
+            from deltalake import write_deltalake
+
+            write_deltalake(path_or_uri, table, mode="overwrite")
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, path_or_uri)
+    except ImportError:
+        raise KafkaLogError(
+            "a Delta table needs the deltalake package (pip install 'kafkalog[spark]')", file=path_or_uri
+        ) from None
+    except Exception as err:  # pyarrow's and deltalake's own errors (storage, schema): name the table
+        raise KafkaLogError(f"cannot write the findings: {type(err).__name__}: {err}", file=path_or_uri) from err
 
 
 def _log_bytes(fs: LogFileSystem, partition_path: str) -> int:

@@ -1,5 +1,6 @@
 """What `kafkalog validate` reports: findings (`Problem`), the `ValidationReport` with its counts,
-JSON form, one-screen summary and exit code, and `Findings`, where the checks add to it.
+JSON form, findings table (`FINDINGS_SCHEMA`), one-screen summary and exit code, and `Findings`, where
+the checks add to it.
 
 The check names and what each means are listed in `kafkalog.operations.validate`.
 """
@@ -11,6 +12,8 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
 
 from ..errors import KafkaLogError
 
@@ -104,6 +107,21 @@ class Problem:
         return f"{self.severity.upper():7} {self.check}: {', '.join(where)}: {self.message}"
 
 
+# One row per finding (`Problem`'s fields, camelCase as kafkalog's other tables) and one per group of
+# findings the per-file cap left out (`ValidationReport.findings_table`).
+FINDINGS_SCHEMA = pa.schema(
+    [
+        ("check", pa.string()),
+        ("severity", pa.string()),
+        ("file", pa.string()),
+        ("position", pa.int64()),
+        ("offset", pa.int64()),
+        ("message", pa.string()),
+        ("count", pa.int64()),
+    ]
+)
+
+
 @dataclass
 class ValidationReport:
     paths: list[str]
@@ -159,13 +177,26 @@ class ValidationReport:
             "counts": dict(sorted(self.counts.items())),
             "findings": [p.to_dict() for p in self.findings],
             "suppressed": [
-                {"check": c, "file": f, "severity": s, "count": n}
-                for (c, f, s), n in sorted(self.suppressed.items(), key=lambda kv: tuple(map(str, kv[0])))
+                {"check": c, "file": f, "severity": s, "count": n} for (c, f, s), n in self._suppressed_groups()
             ],
         }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+    def findings_table(self) -> pa.Table:
+        """The findings as a table of FINDINGS_SCHEMA: first one row per finding of `findings`, in
+        their order, with `count` 1; then one row per (check, file, severity) of `suppressed` (the
+        findings beyond the per-file cap, counted but not kept), with `count` how many, no position
+        or offset, and a message saying so. So `sum(count)` per severity is `severity_counts()`."""
+        rows = [(p.check, p.severity, p.file, p.position, p.offset, p.message, 1) for p in self.findings]
+        for (check, file, severity), n in self._suppressed_groups():
+            message = f"{n} more {check} findings in this file, beyond the findings kept per check and file"
+            rows.append((check, severity, file, None, None, message, n))
+        return pa.Table.from_pylist([dict(zip(FINDINGS_SCHEMA.names, row)) for row in rows], schema=FINDINGS_SCHEMA)
+
+    def _suppressed_groups(self) -> list[tuple[tuple[str, str | None, str], int]]:
+        return sorted(self.suppressed.items(), key=lambda kv: tuple(map(str, kv[0])))
 
     def summary(self, max_lines: int = 20) -> str:
         """A readable report that fits one screen: totals, then the most severe findings."""

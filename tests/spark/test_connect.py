@@ -5,9 +5,10 @@ A real Spark Connect server (the installed pyspark's `SparkConnectServer`, throu
 delta-spark's jars as `delta_conf` names them) runs on 127.0.0.1 for this module, and a separate Python
 process is its client, as a user's notebook is: it gets its session from `local_session(delta=True)`
 with `SPARK_REMOTE` set, and runs compact, purge (its ledger through delta-spark on the server), the
-`kafkalog` data source, a scan with `ScanMetrics` and `committed_offsets_df` once. Each test compares
-what it wrote with the same call on the suite's classic session: every output file byte for byte, the
-ledger row for row, DataFrames row for row. (`retain` and `validate` use no Spark: nothing to compare.)
+`kafkalog` data source, a scan with `ScanMetrics`, `committed_offsets_df` and `validate_frame` once.
+Each test compares what it wrote with the same call on the suite's classic session: every output file
+byte for byte, the ledger row for row, DataFrames row for row. (`retain` uses no Spark: nothing to
+compare.)
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def client(log_dir: str, config: str, work: str) -> None:
     from kafkalog.config import resolver_from
     from kafkalog.operations.compact import compact
     from kafkalog.operations.purge import purge
+    from kafkalog.operations.validate import validate_frame
     from kafkalog.spark import ScanMetrics, narrow_scan
     from kafkalog.spark.session import delta_unavailable, local_session
     from kafkalog.storage.logdir import parse_properties
@@ -61,6 +63,7 @@ def client(log_dir: str, config: str, work: str) -> None:
     purge(spark, log_dir, KEYS, **_purge_options(resolver, out))
     for name, df in _frames(spark, log_dir).items():
         _write_arrow(out / f"{name}.arrow", df)
+    _write_arrow(out / "findings.arrow", validate_frame(spark, [log_dir]))  # the indexes' infos
     metrics = ScanMetrics()
     narrow_scan(spark, log_dir, topics=["orders"], partitions=[1], metrics=metrics).count()
     summary = {"scanned": sorted(metrics.executor.files(".log")), "delta_unavailable": delta_unavailable(spark)}
@@ -241,3 +244,11 @@ def test_data_source_scans_and_committed_offsets_on_spark_connect_equal_a_classi
     narrow_scan(spark, str(small_log.path), topics=["orders"], partitions=[1], metrics=metrics).count()
     scanned = json.loads((connect / "summary.json").read_text())["scanned"]
     assert scanned and scanned == sorted(metrics.executor.files(".log"))
+
+
+def test_validate_frame_on_spark_connect_is_a_classic_sessions(spark, connect, small_log):
+    from kafkalog.operations.validate import validate_frame
+
+    with pa.OSFile(str(connect / "findings.arrow"), "rb") as source:
+        remote = pa.ipc.open_file(source).read_all()
+    assert remote.num_rows > 0 and remote.equals(validate_frame(spark, [str(small_log.path)]).toArrow())
