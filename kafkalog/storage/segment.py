@@ -353,6 +353,8 @@ class SegmentReader:
         declared = f", where a batch declares {tail.declared_size} bytes" if tail.declared_size else ""
         if base_offset is None and self.last_offset_read is not None:
             base_offset = self.last_offset_read + 1
+        elif base_offset is None and self.start == 0 and self.offset_range is not None:
+            base_offset = self.offset_range[0]  # no whole batch: the lost data begins the segment
         return TruncatedDataError(
             f"{tail.length} bytes after the last whole batch{declared}, in a segment that "
             f"is not the active one: the segment is torn or a batch length is corrupt",
