@@ -277,16 +277,18 @@ class LogToClean:
         return [s for s in self.segments if s.base_offset < self.range.first_uncleanable]
 
 
-def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = False) -> LogToClean:
+def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = False, replay=None) -> LogToClean:
     """Read what the cleaner needs of `part` (a storage Partition) and decide whether to clean it.
 
-    `checkpoints` maps a checkpoint file name to its {(topic, partition): offset} entries."""
+    `checkpoints` maps a checkpoint file name to its {(topic, partition): offset} entries. `replay`
+    takes `part` and returns its producer state and log end offset, as `replay_partition` does
+    (the default): a replay run elsewhere (on Spark's executors) is handed in this way."""
     from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
     from ..storage.producer_state import replay_partition
 
     tp = (part.topic, part.partition)
     infos = [seg.meta(with_last_offset=False) for seg in part.segments]
-    manager, log_end = replay_partition(part)
+    manager, log_end = (replay or replay_partition)(part)
     manager.remove_expired(now, config.producer_id_expiration_ms)
     log_start = max(checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp, 0), infos[0].base_offset)
     high_watermark = min(checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp, log_end), log_end)

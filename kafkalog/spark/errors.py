@@ -20,8 +20,8 @@ _LOCATED = re.compile(
 )
 
 
-def from_spark_error(err: BaseException) -> errors.KafkaLogError | None:
-    """The kafkalog error an executor raised, if `err` carries one."""
+def from_spark_error(err: BaseException | str) -> errors.KafkaLogError | None:
+    """The kafkalog error an executor raised, if `err` (or its text) carries one."""
     found = _WORKER_ERROR.findall(str(err))
     if not found:
         return None
@@ -39,6 +39,14 @@ def from_spark_error(err: BaseException) -> errors.KafkaLogError | None:
         return cls(message, **located)
     except TypeError:  # a subclass with a constructor of its own
         return errors.KafkaLogError(message, **located)
+
+
+def worker_error(err: errors.KafkaLogError) -> str:
+    """`err` as a worker's traceback ends with it: what a task returns in place of raising, so that
+    one item's error fails none of the others; `from_spark_error` turns it back into the error (a
+    class defined elsewhere, into its nearest base in kafkalog.errors)."""
+    cls = next(c for c in type(err).__mro__ if c.__module__ == errors.__name__)
+    return f"kafkalog.errors.{cls.__name__}: {err}"
 
 
 def raises_kafkalog_errors(function):

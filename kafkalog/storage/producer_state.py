@@ -208,12 +208,28 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
         manager, start = ProducerStateManager.from_snapshot(snapshot), offset
         break
     log_end = part.segments[-1].base_offset if part.segments else 0
-    for i, seg in enumerate(part.segments):
-        next_base = part.segments[i + 1].base_offset if i + 1 < len(part.segments) else None
-        if start is not None and next_base is not None and next_base <= start:
-            continue
+    for seg in _segments_from(part, start):
         for _, batch in seg.batches():
             if start is None or batch.last_offset >= start:
                 manager.append(batch)
             log_end = batch.last_offset + 1
     return manager, max(log_end, start or 0)
+
+
+def replay_bytes(part) -> int:
+    """The `.log` bytes `replay_partition` reads of a storage Partition when its latest snapshot is
+    readable (every segment when it has none): what a replay costs, read from the listing alone."""
+    return sum(seg.size for seg in _segments_from(part, max(part.snapshots, default=None)))
+
+
+def _segments_from(part, offset: int | None) -> list:
+    """The segments whose batches a replay from a snapshot at `offset` reads (None: every one): the
+    one holding `offset` and those after it; the last always, for the log end offset."""
+    segments = part.segments
+    if offset is None:
+        return list(segments)
+    return [
+        seg
+        for seg, following in zip(segments, segments[1:] + [None])
+        if following is None or following.base_offset > offset
+    ]

@@ -144,3 +144,35 @@ def test_snapshot_round_trip_of_replayed_state():
     assert restored.active_producers() == manager.active_producers()
     assert restored.open_transactions() == {8: 3}
     assert ProducerStateManager.from_snapshot(again, now=10**12).producers.keys() == {8}
+
+
+def test_replay_bytes_are_the_bytes_a_replay_reads(tmp_path, monkeypatch):
+    """What packs compaction's replays into executor tasks: the segments from the latest snapshot's on
+    (the last one always, for the log end offset), or every segment without a snapshot."""
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.partition import Partition
+    from kafkalog.storage.producer_state import replay_bytes, replay_partition
+    from kafkalog.storage.segment import LogSegment
+
+    spec = TopicSpec("t", records=600, keys=50, segment_bytes=4096, idempotent_producers=2, transactional_producers=1)
+    generate(str(tmp_path), GeneratorSpec(seed=5, consumer_offsets=None, topics=[spec]))
+    part = Partition.open(*LogFileSystem.for_path(str(tmp_path / "t-0")))
+    bases = [s.base_offset for s in part.segments]
+    assert len(bases) >= 4 and bases[2] in part.snapshots, (bases, sorted(part.snapshots))
+    read: list[LogSegment] = []
+    batches = LogSegment.batches
+    monkeypatch.setattr(LogSegment, "batches", lambda self, *a, **k: read.append(self) or batches(self, *a, **k))
+    replays = []
+    for snapshots, expected in (
+        (dict(part.snapshots), bases[-1:]),  # the generator's latest snapshot is in the last segment
+        ({bases[2]: part.snapshots[bases[2]]}, bases[2:]),  # at a segment's base: the ones before are not read
+        ({}, bases),
+    ):
+        read.clear()
+        part.snapshots = snapshots
+        state, end = replay_partition(part)
+        assert [s.base_offset for s in read] == expected
+        assert replay_bytes(part) == sum(s.size for s in read)
+        replays.append((state.snapshot(), end))
+    assert replays[0] == replays[1] == replays[2]  # the same state at the same log end offset, whatever it read
