@@ -139,8 +139,7 @@ def plan_compaction(
     opened = opened or LogDir.open(log_dir)
     checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     plan = CompactionPlan(opened.path, now, str(log_dir), opened.fs.is_local)
-    feed = None if spark is None else task_feed(spark)
-    with progress.phase("compact", "plan", total=len(opened.topic_partitions), unit="partition", feed=feed) as counted:
+    with progress.phase("compact", "plan", total=len(opened.topic_partitions), unit="partition") as counted:
         listed = _compacted_partitions(plan, opened, resolver, topics)
         replay = _replays(spark, plan, [p for p, _ in listed])
         for part, config in listed:
