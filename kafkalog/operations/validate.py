@@ -281,12 +281,13 @@ def write_findings(report: ValidationReport, path_or_uri: str, table_format: str
         raise KafkaLogError(f"cannot write the findings: {type(err).__name__}: {err}", file=path_or_uri) from err
 
 
-def _log_bytes(fs: LogFileSystem, partition_path: str) -> int:
-    """The bytes of a partition directory's `.log` files: what packs partitions into tasks."""
+def _listing(fs: LogFileSystem, partition_path: str) -> list[FileEntry] | None:
+    """A partition directory's entries; None when it cannot be listed (its check lists it again
+    and reports why)."""
     try:
-        return sum(e.size for e in fs.list_dir(partition_path) if e.name.endswith(".log"))
+        return fs.list_dir(partition_path)
     except OSError:
-        return 0  # its task reports it
+        return None
 
 
 def _is_partition_dir(fs: LogFileSystem, path: str) -> bool:
@@ -371,24 +372,28 @@ class _PathChecks:
         after the other, or with a session on its executors (the work is the same)."""
         settings = self.settings
 
-        def check(path: str) -> tuple[ValidationReport, PartitionResult | None]:
+        def check(listed: tuple[str, list[FileEntry] | None]) -> tuple[ValidationReport, PartitionResult | None]:
+            path, entries = listed
             report = ValidationReport([path], deep=settings.deep)
-            return report, settings.checks(report).check(fs, path, ctx)
+            return report, settings.checks(report).check(fs, path, ctx, entries)
 
-        sizes = {path: _log_bytes(fs, path) for path in paths}
+        # each directory listed once, here: its .log bytes pack the tasks and count progress, and
+        # its check reads the same listing (one LIST request a partition on an object store)
+        listings = [(path, _listing(fs, path)) for path in paths]
+        sizes = {path: sum(e.size for e in entries or () if e.name.endswith(".log")) for path, entries in listings}
         totals = progress.totals(paths, sizes.__getitem__)
         if self.spark is None:
             checked = []
             with progress.phase("validate", "check", unit="partition", **totals) as counted:
-                for path in paths:
-                    checked.append(check(path))
-                    counted.advance(1, sizes[path])
+                for listed in listings:
+                    checked.append(check(listed))
+                    counted.advance(1, sizes[listed[0]])
             return checked
         from ..spark.progress import task_feed
         from ..spark.scan import pack_tasks
         from ..spark.tasks import run_tasks
 
-        tasks = pack_tasks(self.spark, paths, sizes.__getitem__)
+        tasks = pack_tasks(self.spark, listings, lambda listed: sizes[listed[0]])
         with progress.phase("validate", "check", unit="partition", feed=task_feed(self.spark), **totals):
             return run_tasks(self.spark, tasks, check)
 

@@ -109,8 +109,11 @@ class PartitionChecks:
             )
         return self.intervals
 
-    def check(self, fs: LogFileSystem, path: str, ctx: DirContext) -> PartitionResult | None:
-        """Check the partition directory at `path`; None when it cannot be listed."""
+    def check(
+        self, fs: LogFileSystem, path: str, ctx: DirContext, entries: list[FileEntry] | None = None
+    ) -> PartitionResult | None:
+        """Check the partition directory at `path` (`entries`: its listing, when the caller listed it
+        already); None when it cannot be listed."""
         reason = illegal_partition_dir_reason(fs.name(path))
         if reason is not None:
             self.findings.add(
@@ -120,7 +123,7 @@ class PartitionChecks:
                 f"{reason}; kafkalog's rewriting commands refuse this log directory",
                 path,
             )
-        part = self._open(fs, path)
+        part = self._open(fs, path, entries)
         if part is None:
             return None
         self.findings.counts["partitions"] += 1
@@ -150,9 +153,9 @@ class PartitionChecks:
         state, compacted = self._start_replay(part, DirContext(), [], _EpochFile())
         self._check_segments(part, state, compacted)
 
-    def _open(self, fs: LogFileSystem, path: str) -> Partition | None:
+    def _open(self, fs: LogFileSystem, path: str, entries: list[FileEntry] | None) -> Partition | None:
         try:
-            return Partition.open(fs, path)
+            return Partition.open(fs, path, entries)
         except KafkaLogError as err:
             self.findings.add_error("io.read", ERROR, err, path)
         except OSError as err:

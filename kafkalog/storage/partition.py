@@ -33,7 +33,9 @@ class Partition:
     kraft_snapshots: dict[tuple[int, int], FileEntry] = field(default_factory=dict)  # (end offset, epoch)
 
     @classmethod
-    def open(cls, fs: LogFileSystem, path: str) -> Partition:
+    def open(cls, fs: LogFileSystem, path: str, entries: list[FileEntry] | None = None) -> Partition:
+        """The partition directory at `path`, from its listing (`entries`, when the caller listed it
+        already)."""
         name = fs.name(path)
         parsed = parse_partition_dir_name(name)
         if parsed is None:
@@ -41,7 +43,7 @@ class Partition:
         part = cls(fs, path, parsed[0], parsed[1])
         segments: dict[int, LogSegment] = {}
         indexes: list[tuple[int, FileEntry, str]] = []
-        for entry in fs.list_dir(path):
+        for entry in fs.list_dir(path) if entries is None else entries:
             if entry.is_dir:
                 continue
             if entry.name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, QUORUM_STATE):

@@ -268,6 +268,26 @@ def test_a_generated_log_is_clean(generated):
     assert c["index_entries"] > 0 and c["time_index_entries"] > 0
 
 
+def test_each_partition_directory_is_listed_once(generated, monkeypatch):
+    """One LIST request a partition on an object store: the listing that sizes a partition for the
+    progress and the tasks is the one its check reads."""
+    from collections import Counter
+
+    from kafkalog.storage.fs import LogFileSystem
+
+    listed: Counter = Counter()
+    list_dir = LogFileSystem.list_dir
+
+    def counted(self, path):
+        listed[path] += 1
+        return list_dir(self, path)
+
+    monkeypatch.setattr(LogFileSystem, "list_dir", counted)
+    assert validate_paths([str(generated)], index_interval_bytes=INTERVALS).exit_code == 0
+    partitions = [str(p) for p in generated.iterdir() if p.is_dir()]
+    assert partitions and {p: listed[p] for p in partitions} == {p: 1 for p in partitions}
+
+
 def test_the_small_preset_is_clean(tmp_path):
     # Every codec, v0 and v1 topics, LogAppendTime, tombstones, transactions, __consumer_offsets.
     spec = small_preset()
