@@ -182,8 +182,10 @@ def _replays(spark, plan: CompactionPlan, parts: list[Partition]):
     from), the replays run on the executors in tasks packed by the bytes each reads: a partition's
     replay as its task made it, or the error that stopped it, raised on the driver (a task returns
     errors as data, so that one partition's fails none of the others)."""
+    if spark is None:
+        return replay_partition
     sizes = {part.path: replay_bytes(part) for part in parts}
-    if spark is None or (plan.is_local and sum(sizes.values()) < REPLAY_ON_EXECUTORS_BYTES):
+    if plan.is_local and sum(sizes.values()) < REPLAY_ON_EXECUTORS_BYTES:
         return replay_partition
     tasks = pack_tasks(spark, list(sizes), sizes.__getitem__)
     paths = [path for task in tasks for path in task]

@@ -378,7 +378,8 @@ def _combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Recor
     is_keyed = fate <= EXPIRE_TOMBSTONE
     superseded = is_keyed & (offset < table["map_offset_max"].fill_null(-1).to_numpy())
     fate = np.where(superseded, np.int8(SUPERSEDED), fate).astype(np.int8)
-    whole = table["whole"].to_numpy() & ~np.isin(table["tp"].to_numpy(), list(split))
+    tps = table["tp"].to_numpy()
+    whole = table["whole"].to_numpy() & ~np.isin(tps, list(split))
     undecided = is_keyed & ~superseded & ~whole
     run = offset >> 6
     pending = table.filter(pa.array(undecided))
@@ -409,7 +410,7 @@ def _combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Recor
     fate, offset, span = fate[decided], offset[decided], table["recordSpanSize"].to_numpy()[decided]
     order = np.lexsort((offset, position, segment))
     segment, position, fate, offset, span = segment[order], position[order], fate[order], offset[order], span[order]
-    tp, run = table["tp"].to_numpy()[decided][order], offset >> 6
+    tp, run = tps[decided][order], offset >> 6
     starts = np.flatnonzero(
         np.concatenate(
             [[True], (segment[1:] != segment[:-1]) | (position[1:] != position[:-1]) | (run[1:] != run[:-1])]
