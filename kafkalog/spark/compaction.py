@@ -3,14 +3,14 @@
 2. Scan (executors): the batch view and the narrow record view of the work units the plan hands
    down (the chosen partitions' segments below their first uncleanable offset), a partition that
    fits in a task read whole by one task.
-3. Decide: batch fates with Kafka's transaction tracker, one task per partition; record fates as
-   column expressions, with the latest offset per key over the cleanable dirty range as a window
-   over (partition, key); the fates aggregated per batch as they leave the window. Before the
-   window, each scan task supersedes what its own records supersede and decides the partitions it
-   reads whole (a map-side combine with pyarrow's hash aggregation), so the window sorts only runs
-   of decided records and the latest record per key of partitions read by several tasks. Only
-   batches that change get a plan; changed segments and the report's counts come from the same
-   per-batch table.
+3. Decide: batch fates with Kafka's transaction tracker, one task per partition; record fates
+   decided in the scan task as it reads them (no record passes through the JVM on its way), with
+   the latest offset per key over the cleanable dirty range as a window over (partition, key); the
+   fates aggregated per batch as they leave the window. Before the window, each scan task
+   supersedes what its own records supersede and decides the partitions it reads whole (a map-side
+   combine with pyarrow's hash aggregation), so the window sorts only runs of decided records and
+   the latest record per key of partitions read by several tasks. Only batches that change get a
+   plan; changed segments and the report's counts come from the same per-batch table.
 
 `plan` is kafkalog.operations.compact.CompactionPlan: what these functions read of it is its root
 (the log directory as executors reach it), `now`, the chosen `LogToClean`s and their segments
@@ -19,11 +19,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import pyarrow as pa
 
 from ..codec.filter import BatchRetention
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata, decide_batch
-from .scan import default_min_tasks, pack_tasks, scan_dataframe, spark_schema
+from .scan import default_min_tasks, pack_tasks, spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, ScanPlan, plan_segments
 from .tasks import task_frame
 from .views import read_task
@@ -35,6 +38,7 @@ DECIDED = pa.schema(
         ("topic", pa.string()),
         ("partition", pa.int32()),
         ("segmentBaseOffset", pa.int64()),
+        ("segment", pa.int32()),
         ("position", pa.int64()),
         ("lastOffset", pa.int64()),
         ("count", pa.int32()),
@@ -45,20 +49,6 @@ DECIDED = pa.schema(
         ("marker_for_empty_txn", pa.bool_()),
         ("keeps_txn_index_entry", pa.bool_()),
     ]
-)
-# The narrow view's columns that record fates read.
-FATE_INPUTS = (
-    "topic",
-    "partition",
-    "segmentBaseOffset",
-    "position",
-    "offset",
-    "key",
-    "valueIsNull",
-    "recordSpanSize",
-    "isControl",
-    "deleteHorizonMs",
-    "magic",
 )
 # A record's fate as a small integer: fates travel through the window's shuffle, where a string per
 # record would cost. The first three are keyed data records, in the offset map, whose fate the
@@ -112,7 +102,39 @@ def _whole(scan: ScanPlan) -> set[tuple[str, int]]:
     return {tp for tp, ids in tasks.items() if len(ids) == 1}
 
 
-def _batch_decisions(spark, plan, scan: ScanPlan):
+@dataclass(frozen=True)
+class SegmentFacts:
+    """What the record fates read of a source segment and of its partition. Its own number and its
+    partition's (`tp`) stand for the topic, partition and segment in the window's shuffle; `whole`:
+    one scan task reads the whole partition."""
+
+    tp: int
+    number: int
+    mtime_ms: int
+    first_dirty: int
+    upper_bound: int
+    legacy_horizon_ms: int
+    whole: bool
+
+
+def _segment_facts(plan, whole: set) -> dict[tuple[str, int, int], SegmentFacts]:
+    """The facts of every source segment of the chosen partitions, by (topic, partition, base)."""
+    facts: dict = {}
+    for tp, s in enumerate(plan.chosen):
+        for seg in s.segments:
+            facts[s.topic, s.partition, seg.base_offset] = SegmentFacts(
+                tp,
+                len(facts),
+                seg.mtime_ms,
+                s.range.first_dirty,
+                s.upper_bound,
+                s.legacy_delete_horizon_ms,
+                (s.topic, s.partition) in whole,
+            )
+    return facts
+
+
+def _batch_decisions(spark, plan, scan: ScanPlan, facts: dict):
     """Batch fates with Kafka's transaction tracker: each partition's batches below the upper bound
     are read (headers only), in offset order, and decided in one task (no shuffle, no pandas);
     partitions are packed into tasks by their bytes, so many small ones share a task."""
@@ -127,10 +149,11 @@ def _batch_decisions(spark, plan, scan: ScanPlan):
             s.active_producers,
             s.upper_bound,
             sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)),
+            {seg.base_offset: facts[s.topic, s.partition, seg.base_offset].number for seg in s.segments},
         )
         for s in plan.chosen
     ]
-    tasks = pack_tasks(spark, partitions, lambda p: sum(u.nbytes for u in p[-1]))
+    tasks = pack_tasks(spark, partitions, lambda p: sum(u.nbytes for u in p[-2]))
     root, now = scan.root, plan.now
 
     def task(i: int):
@@ -141,10 +164,10 @@ def _batch_decisions(spark, plan, scan: ScanPlan):
 
 
 def _decide_partition(
-    root: str, topic: str, partition: int, aborted, active, upper: int, units, now: int
+    root: str, topic: str, partition: int, aborted, active, upper: int, units, numbers: dict, now: int
 ) -> pa.RecordBatch:
-    """The DECIDED rows of one partition's batches below `upper`. CRCs are left to the record scan,
-    which reads every one of these batches."""
+    """The DECIDED rows of one partition's batches below `upper`; `numbers` are its segments'.
+    CRCs are left to the record scan, which reads every one of these batches."""
     tracker = CleanedTransactionMetadata()
     tracker.add_aborted(aborted)
     rows = []
@@ -170,6 +193,7 @@ def _decide_partition(
                     topic,
                     partition,
                     c["segmentBaseOffset"][i],
+                    numbers[c["segmentBaseOffset"][i]],
                     c["position"][i],
                     meta.last_offset,
                     c["count"][i],
@@ -185,76 +209,53 @@ def _decide_partition(
     return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, DECIDED)], schema=DECIDED)
 
 
-def _segments(spark, plan, whole: set):
-    """One row per source segment of the chosen partitions, with a number of its own (`segment`)
-    and its partition's (`tp`), which stand for the topic, partition and segment in the window's
-    shuffle; what record fates read of it and of its partition; and whether one scan task reads
-    the whole partition (`whole`)."""
-    rows = [
-        (
-            s.topic,
-            s.partition,
-            tp,
-            seg.base_offset,
-            seg.mtime_ms,
-            s.range.first_dirty,
-            s.upper_bound,
-            s.legacy_delete_horizon_ms,
-            (s.topic, s.partition) in whole,
-        )
-        for tp, s in enumerate(plan.chosen)
-        for seg in s.segments
-    ]
-    return spark.createDataFrame(
-        [r[:4] + (i,) + r[4:] for i, r in enumerate(rows)],
-        "topic string, partition int, tp int, segmentBaseOffset long, segment int, segment_mtime long, "
-        "first_dirty long, upper_bound long, legacy_horizon long, whole boolean",
-    )
-
-
-def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
+def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
     """What the records come to, per run of 64 offsets of a batch (see `_batch_outcomes`), with the
-    latest offset per key over the cleanable dirty range as a window. Everything but superseding
-    is decided before the window, so that the shuffle carries numbers: the record's segment, batch
-    position, offset, key, span size and fate. Before the window, each scan task decides what it
-    can alone (`_combine`): so only the latest record per key of a partition spread over several
-    tasks is shuffled, and the runs of what is decided. Not cached: `_batch_outcomes` is its one
-    reader."""
+    latest offset per key over the cleanable dirty range as a window. Each scan task decides in
+    Python, as it reads them, everything about its records but superseding across tasks
+    (`record_fates`), and then supersedes what its own records supersede (`_combine`): so only the
+    latest record per key of a partition spread over several tasks enters the JVM and the window's
+    shuffle, one by one, and the rest leaves the task already aggregated. A task gets, as its input
+    rows, the batches of its segments whose records all go (aborted transactions, removed markers):
+    batch-sized facts, which never pass through the driver. Not cached: `_batch_outcomes` is its
+    one reader."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    # The batch-level tables are broadcast: the window over keys is the one shuffle of the records.
-    # Of the batch decisions only the few batches whose records all go are looked up, by numbers.
-    discarded = _numbered(decided, segments).where("discard_records").select("segment", "position", "discard_records")
-    records = (
-        scan_dataframe(spark, scan, "narrow", columns=FATE_INPUTS)
-        .join(F.broadcast(segments), ["topic", "partition", "segmentBaseOffset"])
-        .where(F.col("offset") < F.col("upper_bound"))
-        .join(F.broadcast(discarded), ["segment", "position"], "left")
+    count = len(scan.tasks)
+    readers = {
+        (facts[u.topic, u.partition, u.segment_base_offset].number, t)
+        for t, task in enumerate(scan.tasks)
+        for u in task
+    }
+    discarded = (
+        decided.where("discard_records")
+        .select("segment", "position")
+        .join(F.broadcast(spark.createDataFrame(sorted(readers), "segment int, task int")), "segment")
     )
-    retain_deletes = F.when(
-        F.col("magic") >= 2, F.col("deleteHorizonMs").isNull() | (F.lit(plan.now) < F.col("deleteHorizonMs"))
-    ).otherwise(F.col("segment_mtime") > F.col("legacy_horizon"))
-    fate = (
-        F.when(F.col("discard_records").isNotNull(), F.when(F.col("isControl"), MARKER).otherwise(ABORTED))
-        .when(F.col("isControl"), CONTROL)
-        .when(F.col("key").isNull(), UNKEYED)
-        .when(F.col("valueIsNull"), F.when(retain_deletes, KEEP_TOMBSTONE).otherwise(EXPIRE_TOMBSTONE))
-        .otherwise(KEEP)
-        .cast("byte")
-    )
-    in_map = (F.col("offset") >= F.col("first_dirty")) & (fate <= EXPIRE_TOMBSTONE)
-    combined = records.select(
-        "tp",
-        "segment",
-        "position",
-        "offset",
-        "key",
-        "recordSpanSize",
-        fate.alias("fate"),
-        F.when(in_map, F.col("offset")).alias("map_offset"),
-        "whole",
-    ).mapInArrow(_combiner(COMBINE_ROWS), spark_schema(COMBINED))
+    every_task = spark.createDataFrame([(None, None, t) for t in range(count)], "segment int, position long, task int")
+    inputs = discarded.unionByName(every_task).repartitionById(count, "task")
+    root, flt, now, tasks = scan.root, scan.flt, plan.now, scan.tasks
+
+    def decide_task(batches):
+        given = pa.Table.from_batches(list(batches))
+        (task,) = set(given["task"].to_pylist())  # repartitionById: a task's rows are its own
+        gone: dict = {}
+        for segment, position in zip(given["segment"].to_pylist(), given["position"].to_pylist()):
+            if segment is not None:
+                gone.setdefault(segment, []).append(position)
+
+        def fates():
+            for batch in read_task(root, tasks[task], "narrow", flt):
+                segment = facts[_segment_of(batch)]
+                yield record_fates(batch, segment, gone.get(segment.number, ()), now)
+
+        solo = task << 32  # run numbers unique over the tasks
+        for table, split in _chunks(fates(), COMBINE_ROWS):
+            out, solo = _combine(table, split, solo)
+            yield from out
+
+    combined = inputs.mapInArrow(decide_task, spark_schema(COMBINED))
     # The window sorts its rows by their partition columns, comparing rows by a prefix of the first
     # one: the key's hash first makes that prefix tell nearly all rows apart (keys with a common
     # prefix would leave almost every comparison to the whole row). The groups are the same. A run
@@ -281,6 +282,63 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, segments):
     )
 
 
+def _segment_of(batch: pa.RecordBatch) -> tuple[str, int, int]:
+    """The segment of a scan's Arrow batch: the reader's batches are each of one work unit."""
+    return batch["topic"][0].as_py(), batch["partition"][0].as_py(), batch["segmentBaseOffset"][0].as_py()
+
+
+def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence[int], now: int) -> pa.RecordBatch:
+    """The fates of one narrow Arrow batch's records below the upper bound, as Kafka's cleaner gives
+    them before superseding: a record of a batch whose records all go (`discarded` positions) is an
+    aborted record or a removed marker; a control record stays; an unkeyed one goes; a tombstone
+    stays while its delete horizon (v2: the batch's; v0/v1: the segment's mtime against the
+    partition's legacy horizon) is not past. `map_offset` is the offset of a keyed record in the
+    cleanable dirty range, which supersedes older records of its key. The columns `_combine` reads."""
+    import numpy as np
+
+    offset = batch["offset"].to_numpy()
+    batch = batch.filter(pa.array(offset < facts.upper_bound))
+    offset = batch["offset"].to_numpy()
+    position = batch["position"].to_numpy()
+    control = batch["isControl"].to_numpy(zero_copy_only=False)
+    horizon = batch["deleteHorizonMs"]
+    retain = np.where(
+        batch["magic"].to_numpy() >= 2,
+        horizon.is_null().to_numpy(zero_copy_only=False) | (now < horizon.fill_null(0).to_numpy()),
+        facts.mtime_ms > facts.legacy_horizon_ms,
+    )
+    tombstone = batch["valueIsNull"].to_numpy(zero_copy_only=False)
+    discard = np.isin(position, np.asarray(discarded, np.int64))
+    fate = np.select(
+        [
+            discard & control,
+            discard,
+            control,
+            batch["key"].is_null().to_numpy(zero_copy_only=False),
+            tombstone & retain,
+            tombstone,
+        ],
+        [MARKER, ABORTED, CONTROL, UNKEYED, KEEP_TOMBSTONE, EXPIRE_TOMBSTONE],
+        KEEP,
+    ).astype(np.int8)
+    in_map = (offset >= facts.first_dirty) & (fate <= EXPIRE_TOMBSTONE)
+    n = batch.num_rows
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(np.full(n, facts.tp, np.int32)),
+            pa.array(np.full(n, facts.number, np.int32)),
+            batch["position"],
+            batch["offset"],
+            batch["key"],
+            batch["recordSpanSize"],
+            pa.array(fate),
+            pa.array(offset, mask=~in_map),
+            pa.array(np.full(n, facts.whole)),
+        ],
+        names=["tp", "segment", "position", "offset", "key", "recordSpanSize", "fate", "map_offset", "whole"],
+    )
+
+
 # What a scan task hands the window (`_combine`): the records it cannot decide alone (key, offset,
 # map_offset, fate, span; `solo` null) and runs of what it decided (offset null; a `solo` number
 # of their own; the aggregates of `_batch_outcomes`' first step).
@@ -302,22 +360,6 @@ COMBINED = pa.schema(
         *[(r, pa.int64()) for r in REASONS],
     ]
 )
-
-
-def _combiner(max_rows: int):
-    """The map-side combine over one scan task's records (its Spark partition), a chunk at a time
-    (`_chunks`): a task may hold millions of small records, and a chunk's keys and offsets are what
-    a worker holds at once."""
-
-    def combine(batches):
-        from pyspark import TaskContext
-
-        solo = TaskContext.get().partitionId() << 32  # run numbers unique over the tasks
-        for table, split in _chunks(batches, max_rows):
-            out, solo = _combine(table, split, solo)
-            yield from out
-
-    return combine
 
 
 def _chunks(batches, max_rows: int):
@@ -446,7 +488,7 @@ def _combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Recor
     return out, solo + n
 
 
-def _batch_outcomes(fates, decided, segments):
+def _batch_outcomes(fates, decided):
     """Per batch below the upper bound: its decision and what becomes of its records: the offsets
     that go, whether a kept tombstone needs a horizon, records per reason and the record bytes
     removed. Plans, changed segments and the report all come from this small table (a batch
@@ -474,17 +516,7 @@ def _batch_outcomes(fates, decided, segments):
         F.sum("bytes_removed").alias("bytes_removed"),
         *[F.sum(r).alias(r) for r in REASONS],
     )
-    return _numbered(decided, segments).join(per_batch, ["segment", "position"], "left").drop("segment")
-
-
-def _numbered(decided, segments):
-    """The batch decisions with their segment's number."""
-    from pyspark.sql import functions as F
-
-    return decided.join(
-        F.broadcast(segments.select("topic", "partition", "segmentBaseOffset", "segment")),
-        ["topic", "partition", "segmentBaseOffset"],
-    )
+    return decided.join(per_batch, ["segment", "position"], "left").drop("segment")
 
 
 def _changes():
@@ -510,9 +542,9 @@ def decide(spark, plan):
     decisions feed both the record fates and the per-batch table, which every later step reads; the
     records themselves are aggregated once, as they come out of the window)."""
     scan = _scan(spark, plan)
-    decided = _batch_decisions(spark, plan, scan).cache()
-    segments = _segments(spark, plan, _whole(scan))
-    outcomes = _batch_outcomes(_record_fates(spark, plan, scan, decided, segments), decided, segments).cache()
+    facts = _segment_facts(plan, _whole(scan))
+    decided = _batch_decisions(spark, plan, scan, facts).cache()
+    outcomes = _batch_outcomes(_record_fates(spark, plan, scan, decided, facts), decided).cache()
     return decided, outcomes
 
 
