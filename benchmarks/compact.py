@@ -22,11 +22,9 @@ offset per key is a window over a sort that spills, not a map held in memory.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,7 +34,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scan import ensure_log_dir  # noqa: E402
+from scan import log_dir_parser, prepare_log_dir, temporary_dir  # noqa: E402
 
 from kafkalog.config import resolver_from  # noqa: E402
 from kafkalog.spark.compaction import REASONS  # noqa: E402
@@ -253,8 +251,7 @@ def many_partitions(args, base: Path) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
+    parser = log_dir_parser(__doc__, size_mb=1024)
     parser.add_argument(
         "--many-partitions",
         type=int,
@@ -271,20 +268,16 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="2g", help="the JVM heap of local mode (spark.driver.memory)")
-    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     parser.add_argument("--repeat", type=int, default=1, help="compaction rounds; the fastest counts")
     args = parser.parse_args(argv)
-    base = args.dir or Path(tempfile.mkdtemp(prefix="kafkalog-bench-"))
-    try:
+    with temporary_dir(args.keep) as work:
+        base = args.dir or work  # the generated logs in it, and each round's copy
         if args.many_partitions:
             many_partitions(args, base)
         elif args.keys_case:
             keys_case(args, base)
         else:
             end_to_end(args, base)
-    finally:
-        if args.dir is None:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 def _session(master, driver_memory: str):
@@ -302,14 +295,7 @@ def _mb(n: int) -> str:
 
 def end_to_end(args, base: Path) -> None:
     source = base / "log"
-    generated = ensure_log_dir(source, args.size_mb, module="compact")
-    segments = list_segments(str(source))
-    nbytes = sum(s.size for s in segments)
-    print(
-        f"log dir {source}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
-        + (f" (generated in {generated:.0f} s)" if generated else ""),
-        file=sys.stderr,
-    )
+    segments, nbytes = prepare_log_dir(source, args.size_mb, module="compact")
     load_before = os.getloadavg()[0]
     records, decode_seconds = kafka_python_decode(source)
     spark, session_seconds = _session(args.master, args.driver_memory)

@@ -13,11 +13,9 @@ Python workers running, the log in the page cache) before the first round.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from compact import RESOLVER  # noqa: E402
-from scan import ensure_log_dir  # noqa: E402
+from scan import ensure_log_dir, log_dir_parser, temporary_dir  # noqa: E402
 
 from kafkalog.operations import compact  # noqa: E402
 from kafkalog.operations.compact import plan_compaction  # noqa: E402
@@ -34,24 +32,19 @@ NOW = 1_800_000_000_000
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=256, help="approximate .log bytes to generate (MB)")
+    parser = log_dir_parser(__doc__, size_mb=256)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the fastest run of each counts")
-    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     args = parser.parse_args(argv)
 
-    work = Path(tempfile.mkdtemp(prefix="kafkalog-plan-bench-"))
-    log_dir = args.dir or work / "log"
-    try:
+    with temporary_dir(args.keep) as work:
+        log_dir = args.dir or work / "log"
         ensure_log_dir(log_dir, args.size_mb, "compact")
         no_snapshots = work / "no-snapshots"
         shutil.copytree(log_dir, no_snapshots)
         for snapshot in no_snapshots.glob("*/*.snapshot"):
             snapshot.unlink()
         report(str(no_snapshots), args.master, args.repeat)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _plan(root: str, spark) -> tuple:

@@ -15,12 +15,10 @@ warm-up job starts the Python workers first.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,9 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scan  # noqa: E402
-from scan import ensure_log_dir, spark_job  # noqa: E402
-
-from kafkalog.spark.inventory import list_segments  # noqa: E402
+from scan import log_dir_parser, prepare_log_dir, spark_job, temporary_dir  # noqa: E402
 
 KEY_SPACE = 50_000  # scan.py's key cardinality: keys are key-000000 ... key-049999
 NOW = 1_800_000_000_000  # after every generated timestamp
@@ -61,25 +57,14 @@ def fresh_copy(source: Path, work: Path, name: str) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
+    parser = log_dir_parser(__doc__, size_mb=1024)
     parser.add_argument("--keys", type=int, default=1000, help="how many keys to purge")
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     args = parser.parse_args(argv)
 
-    work = Path(tempfile.mkdtemp(prefix="kafkalog-bench-purge-"))
-    log_dir = work / "log" if args.dir is None else args.dir
-    try:
-        generated = ensure_log_dir(log_dir, args.size_mb, module="purge")
-        segments = list_segments(str(log_dir))
-        nbytes = sum(s.size for s in segments)
-        print(
-            f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
-            + (f" (generated in {generated:.0f} s)" if generated else ""),
-            file=sys.stderr,
-        )
+    with temporary_dir(args.keep) as work:
+        log_dir = args.dir or work / "log"
+        segments, nbytes = prepare_log_dir(log_dir, args.size_mb, module="purge")
 
         from kafkalog.config import resolver_from
         from kafkalog.operations.compact import REASONS, compact
@@ -113,9 +98,6 @@ def main(argv=None) -> None:
         load_after = os.getloadavg()[0]
         cores = spark.sparkContext.defaultParallelism
         spark.stop()
-    finally:
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
 
     removed = result.total("removed") + result.total("tombstoned") + result.total("redacted")
     superseded = sum(row[reason] for row in compacted.report for reason in REASONS if reason != "kept")

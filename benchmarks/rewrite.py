@@ -12,18 +12,16 @@ first compaction of batches with tombstones. The two outputs must be byte for by
 
 from __future__ import annotations
 
-import argparse
 import random
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scan import ensure_log_dir  # noqa: E402
+from scan import ensure_log_dir, log_dir_parser, temporary_dir  # noqa: E402
 
 from kafkalog.codec import filter as filter_module  # noqa: E402
 from kafkalog.codec.filter import BatchRetention  # noqa: E402
@@ -56,12 +54,9 @@ def rewrite(fs, segment, plans, out: Path) -> tuple[float, bytes]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=128, help="size of the generated log (MB)")
-    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
-    args = parser.parse_args(argv)
-    base = args.dir or Path(tempfile.mkdtemp(prefix="kafkalog-bench-"))
-    try:
+    args = log_dir_parser(__doc__, size_mb=128).parse_args(argv)
+    with temporary_dir(args.keep) as work:
+        base = args.dir or work  # the log in its `log`, the outputs in its `out`
         source = base / "log"
         ensure_log_dir(source, args.size_mb, module="compact")
         print("| topic | MB | records | spliced s | decoded and re-encoded s | speed-up |")
@@ -83,9 +78,6 @@ def main(argv=None) -> None:
                 f"{reencoded[0]:.2f} | {reencoded[0] / spliced[0]:.2f}x |"
             )
         print("\nbest of 2 runs each; the two outputs are identical, byte for byte")
-    finally:
-        if args.dir is None:
-            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,11 +15,8 @@ the server, pyarrow's S3 client), not a network's bandwidth or latency.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from scan import ensure_log_dir, spark_job  # noqa: E402
+from scan import ensure_log_dir, log_dir_parser, spark_job, temporary_dir  # noqa: E402
 
 from tests.ports import free_port  # noqa: E402
 from tests.s3_server import S3Server, environment  # noqa: E402
@@ -37,22 +34,17 @@ SCANS = {"narrow": "narrow scan (`narrow_scan`)", "full": "full read (`read_reco
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=256, help="approximate .log bytes to generate (MB)")
+    parser = log_dir_parser(__doc__, size_mb=256)
     parser.add_argument("--repeat", type=int, default=2, help="rounds; the fastest run of each counts")
-    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     args = parser.parse_args(argv)
 
-    work = Path(tempfile.mkdtemp(prefix="kafkalog-s3-bench-"))
-    log_dir = args.dir or work / "log"
     port = free_port()
     os.environ.update(environment(port))  # before Spark starts: its Python workers inherit them
-    try:
+    with temporary_dir(args.keep) as work:
+        log_dir = args.dir or work / "log"
         ensure_log_dir(log_dir, args.size_mb)
         with S3Server(port, work / "moto.log") as server:
             report(server, log_dir, args.repeat)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def report(server: S3Server, log_dir: Path, repeat: int) -> None:

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -97,6 +99,42 @@ def ensure_log_dir(path: Path, size_mb: int, module: str = "scan") -> float:
     return time.perf_counter() - start
 
 
+def log_dir_parser(doc: str, size_mb: int) -> argparse.ArgumentParser:
+    """The command line of a benchmark of a generated log directory, described by the first
+    paragraph of `doc`: `--size-mb` (default `size_mb`), `--dir` and `--keep`; it adds its own."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=size_mb, help="approximate .log bytes to generate (MB)")
+    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    return parser
+
+
+@contextmanager
+def temporary_dir(keep: bool) -> Iterator[Path]:
+    """A folder for a run's files (and its log directory, without `--dir`), removed at the end
+    unless `keep`."""
+    work = Path(tempfile.mkdtemp(prefix="kafkalog-bench-"))
+    try:
+        yield work
+    finally:
+        if not keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def prepare_log_dir(path: Path, size_mb: int, module: str = "scan") -> tuple[list, int]:
+    """`ensure_log_dir`, then what the directory holds on stderr; returns its segments and their
+    bytes."""
+    generated = ensure_log_dir(path, size_mb, module)
+    segments = list_segments(str(path))
+    nbytes = sum(s.size for s in segments)
+    print(
+        f"log dir {path}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
+        + (f" (generated in {generated:.0f} s)" if generated else ""),
+        file=sys.stderr,
+    )
+    return segments, nbytes
+
+
 def codec_key_scan(log_dir: Path) -> tuple[int, float]:
     """The codec's key scan over every batch of every segment, one process, one core, at its best:
     windows of 64 v2 batches read in one pass (`scan_batches`, as the narrow scan reads them),
@@ -156,11 +194,8 @@ def spark_job(df) -> tuple[float, float, float]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
+    parser = log_dir_parser(__doc__, size_mb=1024)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
-    parser.add_argument("--keep", action="store_true", help="keep a temporary directory")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each scan; the best is kept")
     parser.add_argument(
         "--scans",
@@ -170,17 +205,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     scans = [name for name in SPARK_SCANS if name in args.scans.split(",")]
 
-    temporary = args.dir is None
-    log_dir = Path(tempfile.mkdtemp(prefix="kafkalog-bench-")) / "log" if temporary else args.dir
-    try:
-        generated = ensure_log_dir(log_dir, args.size_mb)
-        segments = list_segments(str(log_dir))
-        nbytes = sum(s.size for s in segments)
-        print(
-            f"log dir {log_dir}: {len(segments)} segments, {nbytes / 1e6:.0f} MB"
-            + (f" (generated in {generated:.0f} s)" if generated else ""),
-            file=sys.stderr,
-        )
+    with temporary_dir(args.keep) as work:
+        log_dir = args.dir or work / "log"
+        segments, nbytes = prepare_log_dir(log_dir, args.size_mb)
 
         from kafkalog.spark import local_session, narrow_scan, read_records
 
@@ -211,9 +238,6 @@ def main(argv=None) -> None:
         tasks = narrow_scan(spark, root).rdd.getNumPartitions()
         cores = spark.sparkContext.defaultParallelism
         spark.stop()
-    finally:
-        if temporary and not args.keep:
-            shutil.rmtree(log_dir.parent, ignore_errors=True)
 
     codec_seconds = best["codec"][0]
 

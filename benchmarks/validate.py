@@ -11,37 +11,29 @@ before the first round.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scan import ensure_log_dir  # noqa: E402
+from scan import ensure_log_dir, log_dir_parser, temporary_dir  # noqa: E402
 
 from kafkalog.operations.validate import validate_paths  # noqa: E402
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size-mb", type=int, default=1024, help="approximate .log bytes to generate (MB)")
+    parser = log_dir_parser(__doc__, size_mb=1024)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--repeat", type=int, default=2, help="rounds; the fastest run of each counts")
-    parser.add_argument("--dir", type=Path, help="where to generate (reused when it holds this size)")
     args = parser.parse_args(argv)
 
-    work = Path(tempfile.mkdtemp(prefix="kafkalog-validate-bench-"))
-    log_dir = args.dir or work / "log"
-    try:
+    with temporary_dir(args.keep) as work:
+        log_dir = args.dir or work / "log"
         ensure_log_dir(log_dir, args.size_mb)
         report(str(log_dir), args.master, args.repeat)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def report(root: str, master: str, repeat: int) -> None:
