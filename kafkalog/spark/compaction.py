@@ -496,8 +496,9 @@ def _batch_outcomes(fates, decided):
 
     The records are aggregated first per run of 64 offsets of a batch, the offsets that go as the
     bits of a long: that aggregation is of fixed-size values, hashed and combined before its
-    shuffle (collecting the offsets themselves would sort every record). The runs of a batch then
-    become its list of offsets."""
+    shuffle (collecting the offsets themselves would sort every record). A batch's runs with
+    offsets that go are its `removed` (`spark/rewrite.removed_run`): the rewrite task turns them
+    into offsets, in numpy (a Spark lambda over every run's 64 bits cost seconds in one task)."""
     from pyspark.sql import functions as F
 
     runs = fates.groupBy("segment", "position", "run").agg(
@@ -507,11 +508,7 @@ def _batch_outcomes(fates, decided):
         *[F.sum(r).alias(r) for r in REASONS],
     )
     per_batch = runs.groupBy("segment", "position").agg(
-        F.flatten(
-            F.collect_list(
-                F.expr("filter(sequence(run << 6, (run << 6) + 63), o -> (bits >> cast(o & 63 as int)) & 1 = 1)")
-            )
-        ).alias("removed"),
+        F.collect_list(F.when(F.col("bits") != 0, F.struct("run", "bits"))).alias("removed"),
         F.max("has_tombstone").alias("has_tombstone"),
         F.sum("bytes_removed").alias("bytes_removed"),
         *[F.sum(r).alias(r) for r in REASONS],

@@ -11,6 +11,7 @@ from ..errors import ConfigError
 from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.logdir import LogDir
+from .rewrite import removed_run
 from .scan import narrow_scan, read_records
 
 ACTIONS = ("removed", "tombstoned", "redacted")
@@ -258,8 +259,9 @@ def batch_plans(decided):
     producer id (producer and transaction state) or ends the partition (the log end offset)."""
     from pyspark.sql import functions as F
 
-    def offsets(action: str):
-        return F.collect_list(F.when(F.col("action") == action, F.col("offset"))).alias(action)
+    def offsets(action: str):  # the records that go as runs (removed_run), the others as offsets
+        offset = removed_run(F.col("offset")) if action == "removed" else F.col("offset")
+        return F.collect_list(F.when(F.col("action") == action, offset)).alias(action)
 
     keeps = (F.col("producerId") >= 0) | (F.col("lastOffset") + 1 == F.col("log_end"))
     return (

@@ -6,7 +6,9 @@ A decide step hands over two things:
 * its output segments (`OutputSegment`): small, built on the driver;
 * a DataFrame of batch plans (`PLAN_COLUMNS`, one row per batch that changes), which can be
   large: it goes from the decide step's executors straight to the task that writes the batch's
-  output segment, keyed by task, and never through the driver.
+  output segment, keyed by task, and never through the driver. The offsets whose records go
+  (`removed`) are runs of 64 offsets (`removed_run`): a fixed-size value per run, where a
+  compaction removes millions of records.
 
 Each task writes its segment under `.cleaned` names; the driver then runs Kafka's swap protocol
 per partition. A task that fails and is retried rewrites its `.cleaned` files from the start; a
@@ -39,6 +41,16 @@ PLAN_COLUMNS = (
     "redacted",
 )
 _RETENTION = {r.value: r for r in BatchRetention}
+
+
+def removed_run(offset):
+    """A plan's `removed` is a list of runs, struct<run: bigint, bits: bigint>: offset `run * 64 + i`
+    goes for every bit i set in `bits` (a run may be named more than once). This is the run of one
+    offset (a column)."""
+    from pyspark.sql import functions as F
+
+    bit = F.call_function("shiftleft", F.lit(1).cast("long"), offset.bitwiseAND(63).cast("int"))
+    return F.struct(F.shiftright(offset, 6).alias("run"), bit.alias("bits"))
 
 
 @dataclass(frozen=True)
@@ -163,10 +175,11 @@ def _read_plans(blobs: Iterable[bytes]) -> dict:
 
     out = {}
     for blob in blobs:
-        for row in pa.ipc.open_stream(blob).read_all().to_pylist():
+        table = pa.ipc.open_stream(blob).read_all()
+        for row, removed in zip(table.drop_columns(["removed"]).to_pylist(), removed_offsets(table["removed"])):
             plan = BatchPlan(
                 _RETENTION[row["retention"]],
-                frozenset(row["removed"] or ()),
+                removed,
                 bool(row["marker_for_empty_txn"]),
                 bool(row["has_tombstone"]),
                 frozenset(row["tombstoned"] or ()),
@@ -174,6 +187,23 @@ def _read_plans(blobs: Iterable[bytes]) -> dict:
             )
             out[row["segmentBaseOffset"], row["position"]] = plan
     return out
+
+
+def removed_offsets(runs) -> list[frozenset]:
+    """Each row's `removed` runs (`removed_run`) as its set of offsets, all rows in one numpy pass."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    runs = runs.combine_chunks() if isinstance(runs, pa.ChunkedArray) else runs
+    flat = pc.list_flatten(runs)
+    bit = np.arange(64, dtype=np.uint64)
+    sets = (flat.field("bits").to_numpy().view(np.uint64)[:, None] >> bit) & np.uint64(1) == 1
+    offsets = ((flat.field("run").to_numpy()[:, None] << 6) + bit.astype(np.int64))[sets]
+    # where each row's offsets end: its runs' offsets counted, in order
+    run_ends = np.cumsum(pc.list_value_length(runs).fill_null(0).to_numpy())
+    ends = np.concatenate([[0], np.cumsum(sets.sum(axis=1))])[run_ends]
+    return [frozenset(o.tolist()) for o in np.split(offsets, ends[:-1])] if len(runs) else []
 
 
 def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputStats:
