@@ -320,7 +320,7 @@ def _run_compact(args) -> int:
     resolver = _resolver(args)
     output = None if dry_run else getattr(args, "output", None)
     log_dir = output or args.log_dir
-    spark = _session(args)
+    spark = _session(args, background=True)  # the copy for --output is made while Spark starts
     result = compact(
         spark,
         args.log_dir,
@@ -469,13 +469,16 @@ def _run_retain(args) -> int:
     return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK
 
 
-def _session(args):
+def _session(args, background: bool = False):
     """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice.
-    What can be checked without Spark is checked first, so that a typo costs no JVM start."""
+    What can be checked without Spark is checked first, so that a typo costs no JVM start.
+    `background`: a Future of a new one, started in a thread while the command goes on (`start_session`);
+    a session already running (a job's) is used as it is."""
     _check_before_spark(args)
-    from .spark.session import local_session
+    from .spark.session import local_session, start_session
 
-    return local_session(master=args.master or "local[2]", verbose=args.verbose)
+    start = start_session if background and _running_session() is None else local_session
+    return start(master=args.master or "local[2]", verbose=args.verbose)
 
 
 def _running_session():

@@ -27,6 +27,7 @@ from ..spark.errors import from_spark_error, raises_kafkalog_errors, worker_erro
 from ..spark.progress import task_feed
 from ..spark.rewrite import OutputSegment, OutputStats, swap_in, write_outputs
 from ..spark.scan import pack_tasks
+from ..spark.session import started
 from ..spark.tasks import run_tasks
 from ..spark.views import filesystem
 from ..storage.destination import Destination, destination
@@ -237,7 +238,8 @@ def compact(
     be read whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its
     error, and the others are cleaned. `legacy_as_v2` writes every legacy (v0/v1) batch of the cleaned
     segments as v2, as Kafka 4.x's cleaner does. `fault` is a test hook called at each commit step (see
-    kafkalog/storage/swap.py)."""
+    kafkalog/storage/swap.py). `spark` may be a Future of the session (`spark.session.start_session`):
+    the copy for `output` and the plan go on while Spark starts."""
     with destination(log_dir, output, dry_run=dry_run) as target:
         return _compact(
             spark,
@@ -266,6 +268,7 @@ def _compact(
     legacy_as_v2: bool,
 ) -> CompactionResult:
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
+    spark = started(spark)
     opened = LogDir.open(target.path)
     if not dry_run:
         for tp in opened.topic_partitions:

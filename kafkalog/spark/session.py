@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 import warnings
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import ConfigError
 from .context import spark_context
@@ -117,6 +118,22 @@ def _quiet_log4j_options(verbose: bool = False) -> str:
 def _master_from_environment() -> bool:
     """Whether spark-submit, a pyspark shell or Spark Connect already says where to run."""
     return any(os.environ.get(name) for name in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "MASTER"))
+
+
+def start_session(**options) -> Future:
+    """`local_session(**options)` in a thread of its own: the JVM starts while the driver goes on
+    with what needs no Spark (a command's copy of the log dir for `--output`, its plan); `started`
+    waits for it where Spark is first needed."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-spark-start")
+    try:
+        return pool.submit(local_session, **options)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def started(spark):
+    """The session `spark` is, or the one a `start_session` Future gives once Spark has started."""
+    return spark.result() if isinstance(spark, Future) else spark
 
 
 def local_session(
