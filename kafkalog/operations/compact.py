@@ -239,7 +239,7 @@ def compact(
     error, and the others are cleaned. `legacy_as_v2` writes every legacy (v0/v1) batch of the cleaned
     segments as v2, as Kafka 4.x's cleaner does. `fault` is a test hook called at each commit step (see
     kafkalog/storage/swap.py). `spark` may be a Future of the session (`spark.session.start_session`):
-    the copy for `output` and the plan go on while Spark starts."""
+    the copy for `output` is made while Spark starts."""
     with destination(log_dir, output, dry_run=dry_run) as target:
         return _compact(
             spark,

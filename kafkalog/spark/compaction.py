@@ -148,12 +148,12 @@ def _batch_decisions(spark, plan, scan: ScanPlan, facts: dict):
             s.aborted_txns,
             s.active_producers,
             s.upper_bound,
-            sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)),
             {seg.base_offset: facts[s.topic, s.partition, seg.base_offset].number for seg in s.segments},
+            sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)),
         )
         for s in plan.chosen
     ]
-    tasks = pack_tasks(spark, partitions, lambda p: sum(u.nbytes for u in p[-2]))
+    tasks = pack_tasks(spark, partitions, lambda p: sum(u.nbytes for u in p[-1]))
     root, now = scan.root, plan.now
 
     def task(i: int):
@@ -164,7 +164,7 @@ def _batch_decisions(spark, plan, scan: ScanPlan, facts: dict):
 
 
 def _decide_partition(
-    root: str, topic: str, partition: int, aborted, active, upper: int, units, numbers: dict, now: int
+    root: str, topic: str, partition: int, aborted, active, upper: int, numbers: dict, units, now: int
 ) -> pa.RecordBatch:
     """The DECIDED rows of one partition's batches below `upper`; `numbers` are its segments'.
     CRCs are left to the record scan, which reads every one of these batches."""

@@ -122,7 +122,7 @@ def _master_from_environment() -> bool:
 
 def start_session(**options) -> Future:
     """`local_session(**options)` in a thread of its own: the JVM starts while the driver goes on
-    with what needs no Spark (a command's copy of the log dir for `--output`, its plan); `started`
+    with what needs no Spark (a command's copy of the log dir for `--output`); `started`
     waits for it where Spark is first needed."""
     pool = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-spark-start")
     try:
