@@ -6,9 +6,12 @@ Values are validated with Kafka's rules, and the error says the rule, as Kafka's
 Two names of the KIP-68 proposal are added for consumed retention (never part of Kafka).
 
 Every topic and broker configuration name Kafka 4.x defines is accepted (the lists below); the ones
-kafkalog has no use for are ignored. A name Kafka does not define is refused, with the closest known
-name suggested. `parse_config_file` reads a configuration exported from a cluster as it is: a
-`server.properties` or the output of `kafka-configs.sh --describe [--all]`.
+kafkalog has no use for are ignored. A name Kafka does not define is refused where it is typed
+(`--config`, `--topic-config`), with the closest known name suggested; in a configuration file it is
+a warning and the name is ignored, as Kafka's broker logs "The configuration 'x' was supplied but
+isn't a known config" and starts (a Confluent Platform `server.properties` holds `confluent.*` names).
+`parse_config_file` reads a configuration exported from a cluster as it is: a `server.properties` or
+the output of `kafka-configs.sh --describe [--all]`.
 """
 
 from __future__ import annotations
@@ -473,8 +476,13 @@ class ConfigResolver:
         broker: Mapping[str, str] | None = None,
         topics_default: Mapping[str, str] | None = None,
         per_topic: Mapping[str, Mapping[str, str]] | None = None,
+        *,
+        typed_topics: Iterable[str] = (),
     ):
         self.broker = dict(broker or {})
+        # the topics of per_topic a user typed (--topic-config), not read from a file: a log dir
+        # without one of them is an error, where a file may well name the topics of other log dirs
+        self.typed_topics = frozenset(typed_topics)
         self.topics_default = dict(topics_default or {})
         self.per_topic = {t: dict(v) for t, v in (per_topic or {}).items()}
         self._check_names()
@@ -576,15 +584,29 @@ def remote_log_prefixes(broker: Mapping[str, str] = {}) -> tuple[str, ...]:
     )
 
 
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`; did you mean 'x'?` with the known name closest to `name` (a configuration's, a topic's), or ""."""
+    close = difflib.get_close_matches(name, sorted(candidates), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class UnknownTopicConfig(ConfigError):
+    """A name that stands where a topic configuration must and that Kafka does not define."""
+
+
 def unknown_name(name: str, where: str, candidates: Iterable[str], file: str | None = None) -> ConfigError:
     """The error for a name Kafka does not define, with the closest known name."""
-    close = difflib.get_close_matches(name, sorted(candidates), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
     return ConfigError(
         f"unknown configuration {name!r} ({where}): Apache Kafka 4.x defines no such topic or "
-        f"broker configuration{hint}",
+        f"broker configuration{did_you_mean(name, candidates)}",
         file=file,
     )
+
+
+def warn_unknown(err: ConfigError) -> None:
+    """A name a configuration file holds and Kafka does not define: ignored with a warning, as
+    Kafka's broker logs "The configuration 'x' was supplied but isn't a known config" and starts."""
+    log.warning("%s (ignored: in a file an unknown name is a warning, as in Kafka; typed with --config, an error)", err)
 
 
 def _topic_name(name: str, where: str, file: str | None = None) -> str:
@@ -598,10 +620,9 @@ def _topic_name(name: str, where: str, file: str | None = None) -> str:
         )
     if name in BROKER_NAMES or name in KAFKA_REMOVED_IN_4_0:
         raise ConfigError(f"{name!r} ({where}) is a broker configuration, not a topic configuration", file=file)
-    close = difflib.get_close_matches(name, sorted(TOPIC_NAMES), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(
-        f"unknown topic configuration {name!r} ({where}): Apache Kafka 4.x defines no such topic configuration{hint}",
+    raise UnknownTopicConfig(
+        f"unknown topic configuration {name!r} ({where}): Apache Kafka 4.x defines no such topic "
+        f"configuration{did_you_mean(name, TOPIC_NAMES)}",
         file=file,
     )
 
@@ -657,6 +678,8 @@ def resolver_from(
     properties: Mapping[str, str] | Iterable[tuple[str, str]] = (),
     settings: Sequence[str] = (),
     topic_settings: Sequence[str] = (),
+    *,
+    file: str | None = None,
 ) -> ConfigResolver:
     """Build a resolver from a configuration file's entries (`parse_config_file`), `--config` and
     `--topic-config` arguments.
@@ -664,48 +687,66 @@ def resolver_from(
     In a file, broker names (`log.retention.hours`, `listeners`, ...) are broker settings, topic names
     (`cleanup.policy`) apply to every topic, and `topic.<TOPIC>.<name>` overrides one topic. With
     `--config`, a topic name applies to every topic and a broker name is a broker setting (over the
-    file's). A name Kafka does not define is refused."""
+    file's). A name Kafka does not define is refused in `settings` and `topic_settings` (typed by a
+    user), and a warning in `properties` (a file, named by `file`: Kafka's broker warns and starts).
+    The topics `topic_settings` name are the resolver's `typed_topics`."""
     broker: dict[str, str] = {}
     topics_default: dict[str, str] = {}
     per_topic: dict[str, dict[str, str]] = {}
     properties = dict(properties)
     prefixes = remote_log_prefixes(properties)
 
-    def place(name: str, value: str, where: str) -> None:
+    def place(name: str, value: str, where: str, typed: bool) -> None:
         if name.startswith("topic."):
-            topic, config_name = _split_topic_key(name[len("topic.") :])
+            try:
+                topic, config_name = _split_topic_key(name[len("topic.") :])
+            except ConfigError as err:
+                if typed:
+                    raise
+                warn_unknown(err)
+                return
             per_topic.setdefault(topic, {})[config_name] = value
         elif name in TOPIC_NAMES:
             topics_default[name] = value
         elif name in BROKER_NAMES or name in KAFKA_REMOVED_IN_4_0 or name.startswith(prefixes):
             broker[name] = value
-        else:
+        elif typed:
             raise unknown_name(name, where, TOPIC_NAMES | BROKER_NAMES)
+        else:
+            warn_unknown(unknown_name(name, where, TOPIC_NAMES | BROKER_NAMES))
 
     for name, value in properties.items():
-        place(name, value, "in the configuration file")
+        place(name, value, f"in {file or 'the configuration file'}", typed=False)
     for text in settings:
         name, value = parse_setting(text)
-        place(name, value, f"in {text!r}")
+        place(name, value, f"in {text!r}", typed=True)
+    typed_topics = set()
     for text in topic_settings:
         topic, name, value = parse_topic_setting(text)
         per_topic.setdefault(topic, {})[name] = value
-    return ConfigResolver(broker, topics_default, per_topic)
+        typed_topics.add(topic)
+    return ConfigResolver(broker, topics_default, per_topic, typed_topics=typed_topics)
 
 
 def topic_properties(topic: str, properties: Mapping[str, str], file: str | None = None) -> dict[str, str]:
     """One topic's own file (`<TOPIC>.properties`: topic config names, no prefix) as the
-    `topic.<TOPIC>.<name>` entries of a properties file."""
-    for name in properties:
+    `topic.<TOPIC>.<name>` entries of a properties file. A name Kafka does not define is a warning
+    (a file, as in Kafka), a broker name an error (it is known, and would set nothing here)."""
+    out = {}
+    for name, value in properties.items():
         try:
             _topic_name(name, f"for topic {topic}")
+        except UnknownTopicConfig as err:
+            warn_unknown(err.located(file=file))
+            continue
         except ConfigError as err:
             raise ConfigError(
                 f"unknown topic configuration {name} for topic {topic}: a topic's file holds topic "
                 f"config names; {err.message}",
                 file=file,
             ) from None
-    return {f"topic.{topic}.{name}": value for name, value in properties.items()}
+        out[f"topic.{topic}.{name}"] = value
+    return out
 
 
 def _split_topic_key(rest: str) -> tuple[str, str]:
@@ -938,7 +979,11 @@ def _parse_describe(lines: list[str], file: str | None) -> dict[str, str]:
         name, value, sensitive = entry.group("name"), entry.group("value"), entry.group("sensitive") == "true"
         synonyms = _synonyms(entry.group("synonyms"))
         if section[0] == "topic":
-            _topic_name(name, f"{where}, topic {section[1]}", file=file)
+            try:
+                _topic_name(name, f"{where}, topic {section[1]}", file=file)
+            except UnknownTopicConfig as err:  # a Confluent Platform cluster's confluent.* names
+                warn_unknown(err)
+                continue
             if not sensitive and value != "null":
                 topics[f"topic.{section[1]}.{name}"] = value
             for source, synonym, synonym_value in synonyms:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -178,22 +179,38 @@ def test_removed_in_kafka_4_are_accepted_with_a_note(caplog):
     "make, message",
     [
         (lambda: resolver_from(settings=["min.insync.replica=2"]), "did you mean 'min.insync.replicas'"),
-        (lambda: resolver_from({"log.retention.hour": "1"}), "did you mean 'log.retention.hours'"),
-        (lambda: resolver_from({"confluent.support.metrics.enable": "false"}), "defines no such topic or broker"),
-        (lambda: resolver_from({"topic.orders.retention.msx": "1"}), "did you mean topic.orders.retention.ms"),
+        (lambda: resolver_from(settings=["confluent.support.metrics.enable=false"]), "defines no such topic or broker"),
+        (lambda: resolver_from(topic_settings=["t:retention.msx=1"]), "did you mean 'retention.ms'"),
         (
             lambda: resolver_from(topic_settings=["t:log.retention.hours=1"]),
             "the topic configuration is 'retention.ms'",
         ),
         (lambda: resolver_from(topic_settings=["t:listeners=x"]), "is a broker configuration, not a topic"),
-        (lambda: topic_properties("t", {"segment.byte": "1"}), "did you mean 'segment.bytes'"),
+        (lambda: topic_properties("t", {"listeners": "1"}), "is a broker configuration, not a topic"),
         (lambda: ConfigResolver({"log.retention.hourz": "1"}), "did you mean 'log.retention.hours'"),
         (lambda: ConfigResolver(per_topic={"t": {"retention.hours": "1"}}), "unknown topic configuration"),
     ],
 )
-def test_a_name_kafka_does_not_define_is_refused_with_the_closest(make, message):
+def test_a_name_kafka_does_not_define_is_refused_where_typed_with_the_closest(make, message):
     with pytest.raises(ConfigError, match=message):
         make()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: resolver_from({"log.retention.hour": "1"}), "did you mean 'log.retention.hours'"),
+        (lambda: resolver_from({"confluent.support.metrics.enable": "false"}), "defines no such topic or broker"),
+        (lambda: resolver_from({"topic.orders.retention.msx": "1"}), "did you mean topic.orders.retention.ms"),
+        (lambda: resolver_from(topic_properties("t", {"segment.byte": "1"})), "did you mean 'segment.bytes'"),
+    ],
+)
+def test_a_name_kafka_does_not_define_in_a_file_is_a_warning_and_ignored(caplog, make, message):
+    """As Kafka's broker: "The configuration 'x' was supplied but isn't a known config", and it starts."""
+    caplog.set_level(logging.WARNING, "kafkalog.config")
+    assert make().for_topic("orders") == TopicConfig()
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert re.search(message, warning) and "ignored" in warning
 
 
 def test_prefixes_kafka_reads_are_accepted():
@@ -207,7 +224,7 @@ def test_prefixes_kafka_reads_are_accepted():
     )
     resolver_from({"remote.log.storage.manager.impl.prefix": "tiered.", "tiered.bucket": "b"})
     with pytest.raises(ConfigError, match="unknown configuration 'tiered.bucket'"):
-        resolver_from({"tiered.bucket": "b"})  # only under the prefix the file names
+        resolver_from({"log.retention.hours": "1"}, ["tiered.bucket=b"])  # only under the prefix the file names
 
 
 # -- Kafka 4.x's limits --------------------------------------------------------------------------------------
@@ -268,12 +285,19 @@ def test_server_properties_is_read_as_it_is(caplog):
         config.delete_retention_ms,
     ) == (72 * 3_600_000, 10_737_418_240, 536_870_912, 0.3, 43_200_000)
     assert not [r for r in caplog.records if r.levelno >= logging.INFO]  # every name is Kafka 4.x's: no note
-    with pytest.raises(ConfigError, match="'log.retention.hour'.*did you mean 'log.retention.hours'"):
-        resolver_from(
-            parse_config_file(
-                (FIXTURES / "server.properties").read_text().replace("log.retention.hours=", "log.retention.hour=")
-            )
-        )
+
+
+def test_a_confluent_platform_server_properties_is_read_with_a_warning_per_unknown_name(caplog):
+    """Confluent Platform's brokers hold names Kafka does not define; Kafka's broker warns and starts."""
+    caplog.set_level(logging.WARNING, "kafkalog.config")
+    text = (FIXTURES / "server.properties").read_text() + (
+        "confluent.support.metrics.enable=false\nconfluent.balancer.enable=true\n"
+    )
+    config = resolver_from(parse_config_file(text), file="server.properties").for_topic("orders")
+    assert config.retention_ms == 72 * 3_600_000
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("in server.properties" in w and "ignored" in w for w in warnings)
+    assert "'confluent.support.metrics.enable'" in warnings[0]
 
 
 def test_describe_output_sets_the_described_topics_and_the_broker():
@@ -348,15 +372,20 @@ def test_describe_sections(text, expected):
             "not of groups",
         ),
         ("All configs for topic t are:\n  retention.ms=1\n", "line 2: expected `  name=value sensitive="),
-        (
-            SECTION.format(t="t", v=1, s="") + "  retention.minutes=1 sensitive=false synonyms={}\n",
-            "line 3, topic t.*did you mean 'retention.ms'",
-        ),
     ],
 )
 def test_describe_output_refused(text, message):
     with pytest.raises(ConfigError, match=message):
         resolver_from(parse_config_file(text, file="describe.txt"))
+
+
+def test_describe_output_of_a_confluent_topic_warns_of_its_unknown_names(caplog):
+    """A Confluent Platform cluster describes its topics with confluent.* names: warned of, skipped."""
+    caplog.set_level(logging.WARNING, "kafkalog.config")
+    text = SECTION.format(t="t", v=1, s="") + "  confluent.placement.constraints= sensitive=false synonyms={}\n"
+    assert parse_config_file(text, file="describe.txt") == {"topic.t.retention.ms": "1"}
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "describe.txt: unknown topic configuration 'confluent.placement.constraints' (line 3, topic t)" in warning
 
 
 def test_config_file_option_reads_both_forms(tmp_path):

@@ -27,7 +27,7 @@ def load_config(
         properties = parse_config_file(fs.read_bytes(path).decode("utf-8"), file=path)
     if topic_config_dir:
         properties.update(_topic_config_dir(topic_config_dir))
-    return resolver_from(properties, settings, topic_settings)
+    return resolver_from(properties, settings, topic_settings, file=config_file)
 
 
 def _topic_config_dir(path_or_uri: str) -> dict[str, str]:
