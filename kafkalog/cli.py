@@ -311,16 +311,18 @@ def _add_compact(commands, name: str, help_text: str) -> None:
 
 
 def _run_compact(args) -> int:
-    import time
+    from .operations.clock import stamp
+    from .operations.compact import compact, compacted_topics
 
-    from .operations.compact import compact
-
-    now = args.now if args.now is not None else int(time.time() * 1000)
     dry_run = args.command == "plan" or args.dry_run
     resolver = _resolver(args)
     output = None if dry_run else getattr(args, "output", None)
     log_dir = output or args.log_dir
-    spark = _session(args, background=True)  # the copy for --output is made while Spark starts
+    opened = _check_before_spark(args, resolver)
+    now = _now(args)
+    # the copy for --output is made while Spark starts; a pass without a compacted topic plans
+    # nothing and needs no Spark (compact says why)
+    spark = _session(args, background=True) if compacted_topics(opened, resolver, args.topics) else None
     result = compact(
         spark,
         args.log_dir,
@@ -334,7 +336,7 @@ def _run_compact(args) -> int:
     )
     partitions = result.plan.partitions()
     chosen = [p for p in partitions if p["chosen"]]
-    print(f"{len(chosen)} of {len(partitions)} compacted partitions chosen")
+    print(f"{len(chosen)} of {len(partitions)} compacted partitions chosen at now={stamp(now)}")
     if chosen:
         print(
             _table(
@@ -449,10 +451,12 @@ def _add_retain(commands) -> None:
 def _run_retain(args) -> int:
     from .operations.retain import retain
 
+    resolver = _resolver(args)
+    _check_before_spark(args, resolver)
     report = retain(
         args.log_dir,
-        config=_resolver(args),
-        now_ms=args.now,
+        config=resolver,
+        now_ms=_now(args),
         topics=args.topics,
         delete_records=args.delete_records,
         truncate_below_start=args.truncate_below_start,
@@ -473,8 +477,7 @@ def _session(args, background: bool = False):
     """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice.
     What can be checked without Spark is checked first, so that a typo costs no JVM start.
     `background`: a Future of a new one, started in a thread while the command goes on (`start_session`);
-    a session already running (a job's) is used as it is."""
-    _check_before_spark(args)
+    a session already running (a job's) is used as it is. `_check_before_spark` comes first."""
     from .spark.session import local_session, start_session
 
     start = start_session if background and _running_session() is None else local_session
@@ -491,13 +494,34 @@ def _running_session():
     return SparkSession.getActiveSession()
 
 
-def _check_before_spark(args) -> None:
-    """What the rewrite checks before it starts (storage/destination.py's preflight), before the JVM."""
+def _check_before_spark(args, resolver):
+    """What can be checked before the JVM starts, so that a mistake costs no Spark start: what the
+    rewrite checks before it starts (storage/destination.py's preflight), and that the topics
+    `--topic` and `--topic-config` name are there (a configuration file's: a warning). The opened
+    log directory."""
+    from .operations.files import check_topic_settings
     from .storage.destination import preflight
 
-    preflight(
+    opened = preflight(
         args.log_dir, getattr(args, "output", None), dry_run=args.command == "plan" or getattr(args, "dry_run", False)
     )
+    opened.check_topics(args.topics)
+    check_topic_settings(resolver, opened)
+    return opened
+
+
+def _now(args) -> int:
+    """`--now`, else the wall clock, which the run's rules then read: said on stderr as a date, before
+    anything is decided, since a wrong clock decides wrongly (retention deletes by it)."""
+    from .operations.clock import now_ms, stamp
+
+    now = now_ms(args.now)
+    if args.now is None:
+        print(
+            f"kafkalog {args.command}: now={stamp(now)}, the wall clock (--now EPOCH_MS sets another)",
+            file=sys.stderr,
+        )
+    return now
 
 
 def _add_purge(commands) -> None:
@@ -549,6 +573,9 @@ def _run_purge(args) -> int:
     from .operations.purge import load_secret, purge
 
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
+    resolver = _resolver(args)
+    _check_before_spark(args, resolver)
+    now = _now(args)
     spark = _session(args)
     result = purge(
         spark,
@@ -560,8 +587,8 @@ def _run_purge(args) -> int:
         tombstone=args.tombstone,
         ledger=args.ledger,
         secret=secret,
-        config=_resolver(args),
-        now=args.now,
+        config=resolver,
+        now=now,
         reason=args.reason,
         output=args.output,
         dry_run=args.dry_run,
@@ -596,13 +623,10 @@ def _add_txn_report(commands) -> None:
 
 
 def _run_txn_report(args) -> int:
-    import time
-
     from .operations.txn_report import txn_report
 
-    now = args.now if args.now is not None else int(time.time() * 1000)
     report = txn_report(
-        args.log_dir, now_ms=now, topics=args.topics, transaction_max_timeout_ms=args.transaction_max_timeout_ms
+        args.log_dir, now_ms=_now(args), topics=args.topics, transaction_max_timeout_ms=args.transaction_max_timeout_ms
     )
     print(json.dumps(report.to_dict(), indent=2) if args.json else _txn_tables(report))
     return EXIT_PROBLEMS if report.hanging else EXIT_OK
@@ -610,11 +634,13 @@ def _run_txn_report(args) -> int:
 
 def _txn_tables(report) -> str:
     """The partitions with transactions, then their open, aborted and empty transactions."""
+    from .operations.clock import stamp
+
     parts = [p for p in report.partitions if p.has_transactions]
     lines = [
         f"{len(parts)} partitions with transactions ({len(report.partitions) - len(parts)} without), "
         f"{len(report.hanging)} hanging (open, idle > {report.transaction_max_timeout_ms} ms at "
-        f"now={report.now_ms})"
+        f"now={stamp(report.now_ms)})"
     ]
     if parts:
         rows = [p.summary() for p in parts]

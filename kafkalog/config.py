@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, KafkaLogError
 
 log = logging.getLogger("kafkalog.config")
 
@@ -603,7 +603,7 @@ def unknown_name(name: str, where: str, candidates: Iterable[str], file: str | N
     )
 
 
-def warn_unknown(err: ConfigError) -> None:
+def warn_unknown(err: KafkaLogError) -> None:
     """A name a configuration file holds and Kafka does not define: ignored with a warning, as
     Kafka's broker logs "The configuration 'x' was supplied but isn't a known config" and starts."""
     log.warning("%s (ignored: in a file an unknown name is a warning, as in Kafka; typed with --config, an error)", err)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -104,3 +105,130 @@ def test_what_can_be_checked_without_spark_fails_before_the_jvm_starts(tmp_path,
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kafkalog compact: "), done.stderr
     assert seconds < 3, f"{seconds:.1f} s: did Spark start?"
+
+
+# -- nothing silent: a run that would do nothing says why --------------------------------------------------
+
+
+def _log_dir(root, *partitions):
+    """A log directory of empty partitions, each with one empty segment."""
+    for name in partitions:
+        (root / name).mkdir(parents=True)
+        (root / name / "00000000000000000000.log").write_bytes(b"")
+    return root
+
+
+@pytest.mark.parametrize("command", ["compact", "plan"])
+def test_no_compacted_topic_says_why_and_how_to_give_the_config_without_spark(tmp_path, command):
+    log = _log_dir(tmp_path / "log", "orders-0", "orders-1", "clicks-0")
+    done, seconds = _run_cli(command, str(log), "--now", "0")
+    assert done.returncode == 0, done.stderr
+    assert "0 of 0 compacted partitions chosen" in done.stdout
+    assert "nothing to compact in" in done.stderr and "none of its 2 topics has cleanup.policy=compact" in done.stderr
+    for option in ("--config-file", "--topic-config-dir", "--topic-config", "--config"):
+        assert option in done.stderr
+    assert "jdk.incubator" not in done.stderr and seconds < 3, f"{seconds:.1f} s: did Spark start?"
+
+
+def test_no_compacted_topic_with_output_still_writes_the_copy(tmp_path, caplog):
+    log = _log_dir(tmp_path / "log", "orders-0")
+    assert main(["compact", str(log), "--now", "0", "--output", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "orders-0" / "00000000000000000000.log").exists()
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"nothing to compact in {log}: topic orders does not have cleanup.policy=compact" in warning
+
+
+@pytest.mark.parametrize(
+    "command, extra",
+    [
+        ("compact", ["--dry-run"]),
+        ("compact", []),
+        ("plan", []),
+        ("retain", ["--dry-run"]),
+        ("retain", []),
+        ("purge", ["--dry-run", "--keys", "keys.txt"]),
+        ("txn-report", []),
+    ],
+)
+def test_a_partition_directory_as_log_dir_is_refused_naming_its_parent(tmp_path, capsys, command, extra):
+    partition = _log_dir(tmp_path / "log", "orders-0") / "orders-0"
+    before = sorted(p.name for p in partition.iterdir())
+    assert main([command, str(partition), "--now", "0", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"kafkalog {command}: {partition}: "), err
+    assert "directory of partition orders-0, not a log directory: pass its parent" in err[0]
+    assert sorted(p.name for p in partition.iterdir()) == before
+
+
+def test_validate_and_dump_still_take_a_partition_directory(capsys):
+    partition = REAL_FIXTURES / "broker-dirs" / "kafka-3.1.0" / "cities-0"
+    assert main(["validate", str(partition)]) == 0
+    assert main(["dump", str(partition)]) == 0
+    assert '"baseOffset"' in capsys.readouterr().out
+
+
+def test_a_log_dir_named_like_a_partition_is_still_a_log_dir(tmp_path, capsys):
+    """`kafka-logs-1` is a common log.dirs name: it holds partition directories, so it is one."""
+    log = _log_dir(tmp_path / "kafka-logs-1", "orders-0")
+    assert main(["retain", str(log), "--now", "0", "--dry-run"]) == 0
+
+
+@pytest.mark.parametrize("command", ["compact", "plan", "retain", "purge", "txn-report"])
+def test_a_topic_that_is_not_there_is_refused_with_the_closest(tmp_path, capsys, command):
+    log = _log_dir(tmp_path / "log", "orders-0", "clicks-0")
+    extra = ["--keys", "keys.txt", "--dry-run"] if command == "purge" else []
+    assert main([command, str(log), "--now", "0", "--topic", "ordres", *extra]) == 2
+    err = capsys.readouterr().err
+    assert "no partition of topic 'ordres' in this log directory; did you mean 'orders'?" in err
+
+
+def test_topic_config_for_a_topic_that_is_not_there_is_refused_when_typed_and_a_warning_in_a_file(
+    tmp_path, capsys, caplog
+):
+    log = _log_dir(tmp_path / "log", "orders-0", "clicks-0")
+    code = main(["retain", str(log), "--now", "0", "--dry-run", "--topic-config", "ordres:retention.ms=1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--topic-config ordres:...: no partition of topic 'ordres' in this log directory" in err
+    assert err.rstrip().endswith("did you mean 'orders'?")
+    topics = tmp_path / "topics"
+    topics.mkdir()
+    (topics / "ordres.properties").write_text("retention.ms=1\n")
+    (topics / "__consumer_offsets.properties").write_text("cleanup.policy=compact\n")  # a cluster's usual: not named
+    caplog.set_level("WARNING", "kafkalog")
+    assert main(["retain", str(log), "--now", "0", "--dry-run", "--topic-config-dir", str(topics)]) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "1 topic(s) with no partition" in warning and "'ordres' (did you mean 'orders'?)" in warning
+
+
+def test_a_confluent_server_properties_is_read_with_a_warning(tmp_path, capsys, caplog):
+    log = _log_dir(tmp_path / "log", "orders-0")
+    server = tmp_path / "server.properties"
+    server.write_text("log.retention.hours=1\nconfluent.support.metrics.enable=false\n")
+    caplog.set_level("WARNING", "kafkalog")
+    assert main(["retain", str(log), "--now", "0", "--dry-run", "--config-file", str(server)]) == 0
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "'confluent.support.metrics.enable'" in warning and str(server) in warning
+    assert main(["retain", str(log), "--now", "0", "--config", "confluent.support.metrics.enable=false"]) == 2
+    assert "defines no such topic or broker configuration" in capsys.readouterr().err
+
+
+# -- the clock ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["compact", "plan", "retain", "txn-report"])
+def test_the_wall_clock_is_said_as_a_date(tmp_path, capsys, command):
+    log = _log_dir(tmp_path / "log", "orders-0")
+    extra = ["--dry-run"] if command in ("compact", "retain") else []
+    assert main([command, str(log), *extra]) == 0
+    err = capsys.readouterr().err
+    date = r"20\d\d-\d\d-\d\dT\d\d:\d\d:\d\d\.\d\d\dZ"
+    assert re.search(rf"kafkalog {command}: now={date} \(\d{{13}}\), the wall clock", err)
+
+
+def test_compact_shows_its_now_as_a_date(tmp_path, capsys):
+    log = _log_dir(tmp_path / "log", "orders-0")
+    assert main(["plan", str(log), "--now", "1700000400332"]) == 0
+    captured = capsys.readouterr()
+    assert "chosen at now=2023-11-14T22:20:00.332Z (1700000400332)" in captured.out
+    assert "the wall clock" not in captured.err  # --now given: nothing read from the clock

@@ -138,6 +138,7 @@ def plan_compaction(
     replays (every batch of a partition without a snapshot) run on the driver, or with `spark` on
     its executors, packed into tasks by the bytes they read; the plan is the same."""
     opened = opened or LogDir.open(log_dir)
+    opened.check_topics(topics)
     checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     plan = CompactionPlan(opened.path, now, str(log_dir), opened.fs.is_local)
     with progress.phase("compact", "plan", total=len(opened.topic_partitions), unit="partition") as counted:
@@ -151,6 +152,32 @@ def plan_compaction(
                 plan.uncleanable[(part.topic, part.partition)] = err
             counted.advance()
     return plan
+
+
+def compacted_topics(opened: LogDir, resolver: ConfigResolver, topics=None) -> list[str]:
+    """The topics of `opened` a pass plans: those of `topics` (default: every one) whose
+    cleanup.policy contains compact; never KRaft's metadata log. Empty: the pass does nothing."""
+    return sorted(
+        t
+        for t in opened.topics
+        if (not topics or t in topics) and not is_kraft_metadata(t) and resolver.for_topic(t).compact
+    )
+
+
+def nothing_to_compact(name: str, opened: LogDir, topics=None) -> str:
+    """Why a pass over `opened` (called `name`) compacts nothing (no topic of `compacted_topics`),
+    and how to say which topics are compacted: without a configuration every topic has Kafka's
+    default cleanup.policy=delete."""
+    chosen = sorted(t for t in opened.topics if (not topics or t in topics) and not is_kraft_metadata(t))
+    if not chosen:
+        return f"nothing to compact in {name}: it holds no partition kafkalog compacts"
+    which = f"topic {chosen[0]} does not have" if len(chosen) == 1 else f"none of its {len(chosen)} topics has"
+    return (
+        f"nothing to compact in {name}: {which} cleanup.policy=compact in the configuration given "
+        "(Kafka's default is delete). Give the topics' configuration: --config-file server.properties "
+        "(or the output of kafka-configs.sh --describe --all), --topic-config-dir DIR, "
+        "--topic-config TOPIC:cleanup.policy=compact, or --config cleanup.policy=compact for every topic"
+    )
 
 
 def _compacted_partitions(plan: CompactionPlan, opened: LogDir, resolver: ConfigResolver, topics) -> list[tuple]:
@@ -270,6 +297,8 @@ def _compact(
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
     spark = started(spark)
     opened = LogDir.open(target.path)
+    if not compacted_topics(opened, resolver, topics):
+        log.warning("compact: %s", nothing_to_compact(target.source, opened, topics))
     if not dry_run:
         for tp in opened.topic_partitions:
             if resolver.for_topic(tp[0]).compact:

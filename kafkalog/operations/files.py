@@ -5,11 +5,22 @@ path or an object-store URI."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 
-from ..config import ConfigResolver, parse_config_file, parse_java_properties, resolver_from, topic_properties
+from ..config import (
+    ConfigResolver,
+    did_you_mean,
+    parse_config_file,
+    parse_java_properties,
+    resolver_from,
+    topic_properties,
+)
 from ..errors import ConfigError
 from ..storage.fs import LogFileSystem
+from ..storage.logdir import LogDir
+
+log = logging.getLogger("kafkalog")
 
 
 def load_config(
@@ -28,6 +39,37 @@ def load_config(
     if topic_config_dir:
         properties.update(_topic_config_dir(topic_config_dir))
     return resolver_from(properties, settings, topic_settings, file=config_file)
+
+
+def check_topic_settings(resolver: ConfigResolver, log_dir: LogDir) -> None:
+    """Settings for a topic `log_dir` does not hold change nothing. Typed ones (`--topic-config`,
+    the resolver's `typed_topics`) are an error: the user meant a topic here, likely misspelt.
+    A file's are a warning: a cluster's configuration names the topics of every broker, and a log
+    directory holds some (Kafka's internal topics, which a configuration often sets, are not named)."""
+    held = log_dir.topics
+    absent = sorted(set(resolver.per_topic) - held)
+    typed = [t for t in absent if t in resolver.typed_topics]
+    if typed:
+        raise ConfigError(
+            f"--topic-config {typed[0]}:...: no partition of topic {typed[0]!r} in this log directory"
+            + did_you_mean(typed[0], held),
+            file=log_dir.path,
+        )
+    named = [t for t in absent if not t.startswith("__")]
+    if named:
+        shown = ", ".join(_with_closest(t, held) for t in named[:5])
+        log.warning(
+            "the configuration sets %d topic(s) with no partition in %s, whose settings change nothing: %s%s",
+            len(named),
+            log_dir.path,
+            shown,
+            ", ..." if len(named) > 5 else "",
+        )
+
+
+def _with_closest(topic: str, held: set[str]) -> str:
+    hint = did_you_mean(topic, held)
+    return f"{topic!r} ({hint[2:]})" if hint else repr(topic)
 
 
 def _topic_config_dir(path_or_uri: str) -> dict[str, str]:

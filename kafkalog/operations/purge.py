@@ -67,7 +67,7 @@ from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, recover_partition
-from . import progress
+from . import clock, progress
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [
@@ -164,7 +164,7 @@ def purge(
     fingerprint secret (default: `load_secret()`, from KAFKALOG_PURGE_SECRET). `config`: topic
     configuration (cleanup.policy, delete.retention.ms, index.interval.bytes). `now`: the clock,
     epoch ms. `output`: purge a copy written there, `log_dir` untouched. `fault`: a swap test hook."""
-    now = int(time.time() * 1000) if now is None else int(now)
+    now = clock.now_ms(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
     if not dry_run and ledger is None:
@@ -291,6 +291,7 @@ def _scope(opened: LogDir, topics: Iterable[str] | None) -> list[tuple[str, int]
         raise ConfigError(
             f"purge refuses topic {refused[0]}: {KRAFT_METADATA_NOT_REWRITTEN}, nor does kafkalog rewrite it"
         )
+    opened.check_topics(wanted)
     return [tp for tp in opened.topic_partitions if tp[0] in wanted]
 
 

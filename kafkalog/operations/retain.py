@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import time
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -46,7 +46,7 @@ from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FIL
 from ..storage.partition import Partition
 from ..storage.remote_log import RemoteLogView, open_remote_log
 from ..storage.swap import FaultHook, no_fault
-from . import progress
+from . import clock, progress
 from .retain_partition import (
     MISSING_HW_LOG_END,
     MISSING_HW_LOG_START,
@@ -70,6 +70,8 @@ __all__ = [
     "MISSING_HW_LOG_START",
     "MISSING_HW_LOG_END",
 ]
+
+log = logging.getLogger("kafkalog")
 
 COMMITTED_COLUMNS = ("group", "topic", "partition", "offset")
 
@@ -128,7 +130,7 @@ def retain(
     return run_retention(
         log_dir,
         config_for=config_function(resolver),
-        now_ms=_now(now_ms),
+        now_ms=clock.now_ms(now_ms),
         topics=topics,
         delete_records=requests,
         truncate_below_start=truncate_below_start,
@@ -156,10 +158,6 @@ def _resolver(config) -> ConfigResolver:
     if isinstance(config, ConfigResolver):
         return config
     return resolver_from(settings=[f"{k}={v}" for k, v in dict(config).items()])
-
-
-def _now(now_ms: int | None) -> int:
-    return int(time.time() * 1000) if now_ms is None else int(now_ms)
 
 
 def group_filter(include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Callable[[str], bool]:
@@ -415,12 +413,17 @@ class RetentionReport:
             "partitions": [p.to_dict() for p in self.partitions],
         }
 
+    def all_data_deleted(self) -> list[str]:
+        """A line for each partition that keeps no record (PartitionPlan.deletes_all_data): a wrong
+        clock or setting shows here, in the summary of a dry run and before a run deletes."""
+        return [p.all_data_deleted_line(self.now_ms, self.dry_run) for p in self.partitions if p.deletes_all_data]
+
     def summary(self, max_partitions: int = 40) -> str:
         t = self.totals()
         mode = "dry run" if self.dry_run else (f"written to {self.output}" if self.output else "in place")
         lines = [
-            f"retain {self.log_dir} ({mode}, now={self.now_ms}): {t['partitionsChanged']} of {t['partitions']} "
-            f"partitions change, {t['segmentsDeleted']} segments ({t['bytesDeleted']} bytes) deleted"
+            f"retain {self.log_dir} ({mode}, now={clock.stamp(self.now_ms)}): {t['partitionsChanged']} of "
+            f"{t['partitions']} partitions change, {t['segmentsDeleted']} segments ({t['bytesDeleted']} bytes) deleted"
             + (f", {t['segmentsRolled']} rolled" if t["segmentsRolled"] else "")
             + (
                 f", {t['recordsTruncated']} records truncated below the log start offset"
@@ -428,6 +431,7 @@ class RetentionReport:
                 else ""
             )
         ]
+        lines += [f"WARNING: {line}" for line in self.all_data_deleted()]
         shown = [
             p
             for p in self.partitions
@@ -516,6 +520,8 @@ def run_retention(
             remote_storage=remote_storage,
         )
         report.log_dir, report.output = target.source, output
+        for line in [] if dry_run else report.all_data_deleted():  # a dry run's summary says it
+            log.warning("retain: %s", line)
         if not dry_run:
             for part, plan in progress.track(work, "retain", "apply", "partition"):
                 apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
@@ -538,6 +544,7 @@ def _plan(
     """Recover (unless a dry run) and plan every selected partition: the report, and the
     (partition, plan) pairs to apply."""
     wanted = None if topics is None else set(topics)
+    log_dir.check_topics(wanted)
     selected = {tp for tp in log_dir.topic_partitions if wanted is None or tp[0] in wanted}
     requests = dict(delete_records or {})
     report = RetentionReport(log_dir.path, None, dry_run, now_ms)

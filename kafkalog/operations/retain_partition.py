@@ -32,6 +32,7 @@ from ..config import TopicConfig
 from ..errors import KafkaLogError
 from ..rules.retention import (
     FORCED,
+    LOG_START_OFFSET_BREACH,
     CommittedOffsets,
     DeletedSegment,
     DeleteRecordsError,
@@ -69,6 +70,7 @@ from ..storage.rewrite import CLEANED, BatchPlan, rewrite_segments
 from ..storage.segment import LogSegment, SegmentMeta, locate
 from ..storage.swap import FaultHook, no_fault, recover_partition, replace_segments
 from ..topics import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC
+from .clock import stamp
 
 # Without a replication-offset-checkpoint entry: Kafka starts the high watermark at 0, clamped to
 # the log start offset (nothing can be deleted); "log-end" trusts the log end offset instead.
@@ -280,6 +282,30 @@ class PartitionPlan:
     @property
     def segments_change(self) -> bool:
         return bool(self.deleted or self.outcome.rolled_at is not None or self.truncation)
+
+    @property
+    def deletes_all_data(self) -> bool:
+        """Every segment that holds data goes (an empty one may be rolled): no record is left, and
+        no remote copy either (without tiered storage). What an operator must see before it happens."""
+        gone = {d.segment.base_offset for d in self.deleted}
+        return (
+            bool(gone) and self.remote is None and all(s.size == 0 for s in self.segments if s.base_offset not in gone)
+        )
+
+    def all_data_deleted_line(self, now_ms: int, dry_run: bool) -> str:
+        """`orders-0: every segment (3 segments, 1234 bytes) would be deleted by retention.ms=..., now=...`"""
+        causes = []
+        for reason in dict.fromkeys(d.reason for d in self.deleted):
+            causes.append(
+                f"the log start offset {self.new_log_start_offset}"
+                if reason == LOG_START_OFFSET_BREACH
+                else f"{reason}={self.config.get(reason)}"
+            )
+        return (
+            f"{self.topic}-{self.partition}: every segment ({len(self.deleted)} segments, "
+            f"{sum(d.segment.size for d in self.deleted)} bytes) {'would be' if dry_run else 'is'} deleted by "
+            f"{' and '.join(causes)}, now={stamp(now_ms)}"
+        )
 
     @property
     def changed(self) -> bool:

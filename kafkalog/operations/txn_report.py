@@ -188,6 +188,7 @@ def txn_report(
 ) -> TxnReport:
     """The transactions of every partition of `log_dir` (a path, URI or LogDir), or of `topics`."""
     log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(log_dir)
+    log.check_topics(topics)
     high_watermarks = log.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
     report = TxnReport(now_ms, transaction_max_timeout_ms)
     for part in log.partitions(set(topics) if topics else None):

@@ -6,16 +6,17 @@ import errno
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..config import did_you_mean
 from ..config import parse_java_properties as parse_properties  # the one reader of .properties files
 from ..errors import LogDirError
 from .checkpoint import format_offset_checkpoint, parse_offset_checkpoint
 from .fs import LogFileSystem
 from .meta_properties import META_PROPERTIES, MetaProperties, read_meta_properties
-from .naming import illegal_partition_dir_reason, parse_partition_dir_name
+from .naming import illegal_partition_dir_reason, parse_partition_dir_name, parse_segment_file_name
 from .partition import Partition
 
 LOCK_FILE = ".lock"
@@ -52,7 +53,8 @@ class LogDir:
         if not fs.is_dir(path):
             raise LogDirError("log directory does not exist or is not a directory", file=path)
         log_dir = cls(fs, path)
-        for entry in fs.list_dir(path):
+        entries = fs.list_dir(path)
+        for entry in entries:
             parsed = parse_partition_dir_name(entry.name) if entry.is_dir else None
             if parsed is None:
                 continue
@@ -61,6 +63,8 @@ class LogDir:
                 log_dir.illegal_dirs[entry.path] = reason
             else:
                 log_dir.partition_paths[parsed] = entry.path
+        if not log_dir.partition_paths and not log_dir.illegal_dirs:
+            _refuse_partition_dir(fs, path, entries)
         return log_dir
 
     def ensure_legal_partition_dirs(self) -> None:
@@ -84,6 +88,18 @@ class LogDir:
     @property
     def topic_partitions(self) -> list[TopicPartition]:
         return sorted(self.partition_paths)
+
+    @property
+    def topics(self) -> set[str]:
+        return {topic for topic, _ in self.partition_paths}
+
+    def check_topics(self, topics: Iterable[str] | None) -> None:
+        """Refuse a topic the caller chose (`--topic`) that has no partition here: a run would do
+        nothing for it. The error names the closest topic the log directory holds."""
+        missing = sorted(set(topics or ()) - self.topics)
+        if missing:
+            held = did_you_mean(missing[0], self.topics) if self.topics else "; it holds no partitions"
+            raise LogDirError(f"no partition of topic {missing[0]!r} in this log directory{held}", file=self.path)
 
     def partition(self, topic: str, partition: int) -> Partition:
         try:
@@ -275,3 +291,16 @@ def copy_log_dir(source: str, target: str) -> None:
             pafs.copy_files(
                 info.path, dst_fs.join(dst, relative), source_filesystem=src_fs.fs, destination_filesystem=dst_fs.fs
             )
+
+
+def _refuse_partition_dir(fs: LogFileSystem, path: str, entries) -> None:
+    """A partition directory (named `<topic>-<partition>`, holding segment files and no partition
+    directories) given where a log directory must be: every command would find no partition in it
+    and do nothing, so it is refused, saying what to pass instead."""
+    tp = parse_partition_dir_name(fs.name(path))
+    if tp is not None and any(not e.is_dir and parse_segment_file_name(e.name) for e in entries):
+        raise LogDirError(
+            f"this is the directory of partition {tp[0]}-{tp[1]}, not a log directory: pass its parent, "
+            "the log.dirs directory that holds it (with --topic to choose topics)",
+            file=path,
+        )

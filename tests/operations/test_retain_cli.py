@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -381,3 +382,37 @@ def test_an_interrupted_swap_is_recovered_first(copy, capsys):
     orders = next(p for p in report["partitions"] if p["topic"] == "orders" and p["partition"] == 0)
     assert orders["recovered"] == [f"deleted {first.name}.cleaned"]
     assert main(["validate", str(log_dir)]) == 0
+
+
+def test_a_partition_losing_every_segment_is_said_in_the_dry_run_and_before_the_run_deletes(copy, capsys, caplog):
+    log_dir, props = copy
+    args = ["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=1", "--now", str(NOW)]
+    before = snapshot(log_dir)
+    assert main([*args, "--topic", "orders", "--dry-run"]) == 0 and snapshot(log_dir) == before
+    out = capsys.readouterr().out
+    segments = len(list((log_dir / "orders-0").glob("*.log")))
+    size = sum(p.stat().st_size for p in (log_dir / "orders-0").glob("*.log"))
+    assert (
+        f"WARNING: orders-0: every segment ({segments} segments, {size} bytes) would be deleted by "
+        "retention.ms=1, now=2023-11-14T22:20:00.332Z (1700000400332)"
+    ) in out
+    assert "orders-1: every segment" in out and "clicks-0" not in out  # only the chosen topic's
+    caplog.set_level("INFO", "kafkalog")
+    assert main([*args, "--topic", "orders"]) == 0
+    messages = [r.getMessage() for r in caplog.records]
+    warned = next(i for i, m in enumerate(messages) if m.startswith("retain: orders-0: every segment"))
+    applying = next(i for i, m in enumerate(messages) if "retain apply: started" in m)
+    assert warned < applying and "is deleted by retention.ms=1" in messages[warned]
+    assert "WARNING: orders-0: every segment" in capsys.readouterr().out
+
+
+def test_only_the_partitions_that_keep_no_data_are_said_to_lose_everything(generated, capsys):
+    log_dir, props = generated
+    args = ["--config-file", str(props), "--config", "retention.ms=200000", "--now", str(NOW), "--dry-run"]
+    assert main(["retain", str(log_dir), *args]) == 0
+    out = capsys.readouterr().out
+    warned = set(re.findall(r"^WARNING: (\S+): every segment", out, re.M))
+    partial = set(re.findall(r"^  (\S+): log start \d+ -> \d+, (\d+) of (?!\2 )\d+ segments deleted", out, re.M))
+    everything = set(re.findall(r"^  (\S+): log start \d+ -> \d+, (\d+) of \2 segments deleted", out, re.M))
+    assert warned == {p for p, _ in everything} == {"legacy-v0-0", "legacy-v1-0"}  # their data is oldest
+    assert partial and not warned & {p for p, _ in partial}
