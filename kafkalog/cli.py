@@ -100,8 +100,12 @@ EXAMPLES = {
 def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool) -> None:
     """LOG_DIR, --topic, --now, and for the commands that rewrite segments --dry-run, --output and
     --report; --master for those that run on Spark."""
-    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
-    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    p.add_argument(
+        "log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI), not a partition directory"
+    )
+    p.add_argument(
+        "--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic of LOG_DIR (repeatable)"
+    )
     p.add_argument("--now", type=int, metavar="EPOCH_MS", help=f"{now_help} (default: the wall clock)")
     if rewrites:
         p.add_argument("--dry-run", action="store_true", help="plan and report only; write nothing")
@@ -144,7 +148,8 @@ def _add_config_options(p) -> None:
         "topic.<TOPIC>.<name> overrides one topic), or the output of kafka-configs.sh --describe "
         "[--all] for topics and brokers: a topic's section fixes that topic's settings to the "
         "values listed, broker sections and broker-level synonyms are broker settings. Any "
-        "name Kafka 4.x defines is accepted; unknown names are refused",
+        "name Kafka 4.x defines is accepted; an unknown name is a warning and ignored, as in Kafka "
+        "(with --config or --topic-config, an error)",
     )
     p.add_argument(
         "--topic-config-dir",
@@ -639,8 +644,8 @@ def _txn_tables(report) -> str:
     parts = [p for p in report.partitions if p.has_transactions]
     lines = [
         f"{len(parts)} partitions with transactions ({len(report.partitions) - len(parts)} without), "
-        f"{len(report.hanging)} hanging (open, idle > {report.transaction_max_timeout_ms} ms at "
-        f"now={stamp(report.now_ms)})"
+        f"{len(report.hanging)} hanging (open, idle > {report.transaction_max_timeout_ms} ms) at "
+        f"now={stamp(report.now_ms)}"
     ]
     if parts:
         rows = [p.summary() for p in parts]

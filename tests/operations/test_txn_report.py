@@ -189,7 +189,8 @@ def test_cli_table_json_and_exit_code(fs, tmp_path, capsys):
     assert main(["txn-report", str(tmp_path), "--now", now]) == 1
     out = capsys.readouterr().out
     assert out.splitlines()[0] == (
-        f"1 partitions with transactions (0 without), 1 hanging (open, idle > {TIMEOUT} ms at now={now})"
+        f"1 partitions with transactions (0 without), 1 hanging (open, idle > {TIMEOUT} ms) at "
+        f"now=2023-11-14T22:28:21.001Z ({now})"
     )
     assert "lastStableOffset  highWatermark  blockingProducerId" in out and "open transactions:" in out
     assert main(["txn-report", str(tmp_path), "--now", now, "--json", "--transaction-max-timeout-ms", "86400000"]) == 0
