@@ -480,9 +480,9 @@ def _run_retain(args) -> int:
 
 def _session(args, background: bool = False):
     """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice.
-    What can be checked without Spark is checked first, so that a typo costs no JVM start.
+    Its callers run `_check_before_spark` first, so that a typo costs no JVM start.
     `background`: a Future of a new one, started in a thread while the command goes on (`start_session`);
-    a session already running (a job's) is used as it is. `_check_before_spark` comes first."""
+    a session already running (a job's) is used as it is."""
     from .spark.session import local_session, start_session
 
     start = start_session if background and _running_session() is None else local_session
