@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 
 from . import __version__
-from .errors import KafkaLogError
+from .errors import ConfigError, KafkaLogError
 from .topics import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC, TRANSACTION_STATE_TOPIC
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_FAILED = 0, 1, 2
@@ -256,8 +256,24 @@ def _run_generate(args) -> int:
 
 def _add_dump(commands) -> None:
     p = commands.add_parser("dump", help="print batches (and records) as JSON Lines, like kafka-dump-log")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="log dir, partition dir, or segment/index/snapshot file")
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH", help="log dir, partition dir, or segment/index/snapshot/checkpoint file"
+    )
+    p.add_argument(
+        "--files",
+        action="append",
+        default=[],
+        metavar="PATH[,PATH...]",
+        help="more paths, comma-separated, as kafka-dump-log takes them",
+    )
     p.add_argument("--records", action="store_true", help="also one object per record")
+    for part in ("key", "value"):
+        p.add_argument(
+            f"--{part}-decoder",
+            choices=("base64", "string", "hex", "json"),
+            help=f"how a record's {part} is shown (default base64; kafka-dump-log's default is string; "
+            "implies --records)",
+        )
     for name, topic in (
         ("offsets", CONSUMER_OFFSETS_TOPIC),
         ("transaction-log", TRANSACTION_STATE_TOPIC),
@@ -283,8 +299,11 @@ def _add_dump(commands) -> None:
 def _run_dump(args) -> int:
     from .operations.dump import write_dump
 
+    paths = args.paths + [path for listed in args.files for path in listed.split(",") if path]
+    if not paths:
+        raise ConfigError("dump needs a PATH or --files PATH[,PATH...]")
     write_dump(
-        args.paths,
+        paths,
         sys.stdout,
         records=args.records,
         decoders=args.decoders,
@@ -292,6 +311,8 @@ def _run_dump(args) -> int:
         snapshots=args.snapshot,
         skip_record_metadata=args.skip_record_metadata,
         max_bytes=args.max_bytes,
+        key_decoder=args.key_decoder,
+        value_decoder=args.value_decoder,
     )
     return EXIT_OK
 

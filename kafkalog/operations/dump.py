@@ -2,13 +2,14 @@
 
 Field names follow Kafka's (baseOffset, lastOffset, producerId, isTransactional, ...); bytes are
 base64. Paths may be log directories, partition directories, single segment, index or snapshot
-files, KRaft snapshots (`<offset>-<epoch>.checkpoint`), `quorum-state`, or any file of record
-batches (its name not Kafka's: the offsets come from the batches). Decoders (`DECODERS`, as
-kafka-dump-log's --offsets-decoder, --transaction-log-decoder, --cluster-metadata-decoder and
---share-group-state-decoder) add a record's decoded key and value as its "payload"; in a log or
-partition directory each applies to its own topic, on a single file to every record. Control
-records always show their payload (a marker's version and coordinator epoch, KRaft's control
-records' fields).
+files, checkpoint files (offset checkpoints, leader-epoch-checkpoint, partition.metadata,
+meta.properties: one object per entry), KRaft snapshots (`<offset>-<epoch>.checkpoint`),
+`quorum-state`, or any file of record batches (its name not Kafka's: the offsets come from the
+batches). Decoders (`DECODERS`, as kafka-dump-log's --offsets-decoder, --transaction-log-decoder,
+--cluster-metadata-decoder and --share-group-state-decoder) add a record's decoded key and value as
+its "payload"; in a log or partition directory each applies to its own topic, on a single file to
+every record. Control records always show their payload (a marker's version and coordinator epoch,
+KRaft's control records' fields).
 
 `dump_paths` yields the objects; `write_dump` writes them as JSON lines (what `kafkalog dump`
 prints) without ever holding the whole base64 text of a large key or value: a record of N bytes
@@ -37,12 +38,16 @@ from ..codec.coordinator_records import (
 from ..codec.metadata_records import decode_kraft_control, decode_metadata_record
 from ..codec.remote_log_metadata import decode_remote_log_metadata
 from ..errors import KafkaLogError, LogDirError
-from ..storage.checkpoint import parse_leader_epoch_checkpoint
+from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
 from ..storage.fs import LogFileSystem
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.kraft import read_quorum_state
+from ..storage.meta_properties import META_PROPERTIES, read_meta_properties
 from ..storage.naming import (
     KRAFT_BOOTSTRAP_CHECKPOINT,
+    LEADER_EPOCH_CHECKPOINT,
+    OFFSET_CHECKPOINT_FILES,
+    PARTITION_METADATA,
     QUORUM_STATE,
     parse_kraft_snapshot_name,
     parse_partition_dir_name,
@@ -118,6 +123,33 @@ def _lazy_b64(data: bytes | None):
     return b64(data)
 
 
+def _string(data: bytes | None) -> str | None:
+    # Kafka's StringDecoder: `new String(bytes, UTF_8)`, which replaces malformed input with U+FFFD
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def _hex(data: bytes | None) -> str | None:
+    return None if data is None else data.hex()
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _json(data: bytes | None):
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise _NotJson(f"not JSON: {err}") from None
+
+
+# The decoders of --key-decoder and --value-decoder: how a key's or value's bytes become its JSON
+# value. "base64" is dump's default (any bytes, losslessly); "string" is kafka-dump-log's default.
+BYTES_DECODERS = {"base64": b64, "string": _string, "hex": _hex, "json": _json}
+
+
 def batch_json(batch, position: int) -> dict:
     """A batch's header as kafka-dump-log names its fields."""
     out = {
@@ -150,22 +182,23 @@ def _timestamp_type_name(ts_type: int) -> str:
     return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[ts_type]
 
 
-def record_json(record, batch, decoder=None, encode=b64, skip_metadata: bool = False) -> dict:
-    """A record's fields; `encode` turns bytes into their JSON value (base64 text by default).
-    `decoder` (one of DECODERS) adds the decoded "payload"; `skip_metadata` (--skip-record-metadata)
-    leaves out the timestamp, sizes and headers."""
-    if skip_metadata:
-        out = {"offset": record.offset, "key": encode(record.key), "value": encode(record.value)}
-    else:
-        out = {
-            "offset": record.offset,
-            "timestamp": record.timestamp,
-            "keySize": -1 if record.key is None else len(record.key),
-            "valueSize": -1 if record.value is None else len(record.value),
-            "key": encode(record.key),
-            "value": encode(record.value),
-            "headers": [{"key": k, "value": encode(v)} for k, v in record.headers],
-        }
+def record_json(
+    record, batch, decoder=None, encode=b64, skip_metadata: bool = False, key_encode=None, value_encode=None
+) -> dict:
+    """A record's fields; `encode` turns bytes into their JSON value (base64 text by default), and
+    `key_encode` and `value_encode` (BYTES_DECODERS) the key and the value when given; a key or value
+    they cannot decode stays base64, with the reason in "keyError" or "valueError". `decoder` (one
+    of DECODERS) adds the decoded "payload"; `skip_metadata` (--skip-record-metadata) leaves out the
+    timestamp, sizes and headers."""
+    out: dict = {"offset": record.offset}
+    if not skip_metadata:
+        out["timestamp"] = record.timestamp
+        out["keySize"] = -1 if record.key is None else len(record.key)
+        out["valueSize"] = -1 if record.value is None else len(record.value)
+    _put_bytes(out, "key", record.key, key_encode or encode)
+    _put_bytes(out, "value", record.value, value_encode or encode)
+    if not skip_metadata:
+        out["headers"] = [{"key": k, "value": encode(v)} for k, v in record.headers]
     if decoder is not None and not batch.is_control:
         try:
             payload = decoder(record)
@@ -174,6 +207,14 @@ def record_json(record, batch, decoder=None, encode=b64, skip_metadata: bool = F
         if payload is not None:
             out["payload"] = _plain(payload)
     return out
+
+
+def _put_bytes(out: dict, field: str, data: bytes | None, encode) -> None:
+    try:
+        out[field] = encode(data)
+    except _NotJson as err:  # shown, not fatal: one bad value must not end a dump
+        out[field] = b64(data)
+        out[field + "Error"] = str(err)
 
 
 def control_json(ctl, skip_metadata: bool = False) -> dict:
@@ -216,11 +257,15 @@ def dump_batches(
     context: dict | None = None,
     lazy: bool = False,
     skip_record_metadata: bool = False,
+    key_decoder: str = "base64",
+    value_decoder: str = "base64",
 ) -> Iterator[dict]:
     """One object per batch (and per record with `records`) of `reader` (a segment, a snapshot, any
     file of batches), then one for a truncated tail. With `lazy`, large keys and values are
-    Base64Bytes (for write_dump) instead of base64 text."""
+    Base64Bytes (for write_dump) instead of base64 text. `key_decoder` and `value_decoder` name
+    BYTES_DECODERS."""
     encode = _lazy_b64 if lazy else b64
+    key_encode, value_encode = (None if n == "base64" else BYTES_DECODERS[n] for n in (key_decoder, value_decoder))
     base = {"file": path, **(context or {})}
     for position, batch in reader:
         yield {"type": "batch", **base, **batch_json(batch, position)}
@@ -233,7 +278,11 @@ def dump_batches(
                     yield {"type": "control", **base, **control_json(ctl, skip_record_metadata)}
                 continue
             for record in batch.records():
-                yield {"type": "record", **base, **record_json(record, batch, decoder, encode, skip_record_metadata)}
+                yield {
+                    "type": "record",
+                    **base,
+                    **record_json(record, batch, decoder, encode, skip_record_metadata, key_encode, value_encode),
+                }
         except KafkaLogError as err:
             raise locate(err, path, position, batch) from None
     if reader.truncated_tail is not None:
@@ -269,8 +318,43 @@ def dump_index_file(fs: LogFileSystem, path: str, kind: str, base_offset: int) -
         for entry in ProducerSnapshot.from_bytes(data, base_offset, file=path).entries:
             yield {"type": "producerSnapshot", "file": path, **_camel(entry._asdict())}
     elif kind == ".leader_epoch_checkpoint":  # a remote segment's (tiered storage)
-        for epoch in parse_leader_epoch_checkpoint(data.decode("utf-8", "replace"), file=path):
-            yield {"type": "leaderEpoch", "file": path, "epoch": epoch.epoch, "startOffset": epoch.start_offset}
+        yield from _leader_epochs(data, path)
+
+
+def _leader_epochs(data: bytes, path: str) -> Iterator[dict]:
+    for epoch in parse_leader_epoch_checkpoint(data.decode("utf-8", "replace"), file=path):
+        yield {"type": "leaderEpoch", "file": path, "epoch": epoch.epoch, "startOffset": epoch.start_offset}
+
+
+def _offset_checkpoint(data: bytes, path: str) -> Iterator[dict]:
+    for (topic, partition), offset in parse_offset_checkpoint(data.decode("utf-8", "replace"), file=path).items():
+        yield {"type": "offsetCheckpoint", "file": path, "topic": topic, "partition": partition, "offset": offset}
+
+
+def _partition_metadata(data: bytes, path: str) -> Iterator[dict]:
+    metadata = parse_partition_metadata(data.decode("utf-8", "replace"), file=path)
+    yield {"type": "partitionMetadata", "file": path, "version": metadata.version, "topicId": metadata.topic_id}
+
+
+def _meta_properties(data: bytes, path: str) -> Iterator[dict]:
+    meta = read_meta_properties(data, file=path)
+    yield {
+        "type": "metaProperties",
+        "file": path,
+        "version": meta.version,
+        "nodeId": meta.node_id,
+        "clusterId": meta.cluster_id,
+        "directoryId": meta.directory_id,
+    }
+
+
+# The text files of a log or partition directory that dump decodes, by name: file bytes -> objects.
+TEXT_FILES = {
+    **dict.fromkeys(OFFSET_CHECKPOINT_FILES, _offset_checkpoint),
+    LEADER_EPOCH_CHECKPOINT: _leader_epochs,
+    PARTITION_METADATA: _partition_metadata,
+    META_PROPERTIES: _meta_properties,
+}
 
 
 def _camel(fields: dict) -> dict:
@@ -293,22 +377,32 @@ def dump_paths(
     lazy: bool = False,
     skip_record_metadata: bool = False,
     max_bytes: int | None = None,
+    key_decoder: str | None = None,
+    value_decoder: str | None = None,
 ) -> Iterator[dict]:
     """Dump log directories, partition directories or files, in order. `decoders`: names of DECODERS
     (`offsets_decoder` is "offsets"; any implies `records`); `lazy`: see dump_batches;
-    `skip_record_metadata` and `max_bytes`: kafka-dump-log's options of those names."""
+    `skip_record_metadata` and `max_bytes`: kafka-dump-log's options of those names; `key_decoder`
+    and `value_decoder`: names of BYTES_DECODERS (either, given, implies `records`, as in kafka-dump-log;
+    base64 when not given)."""
     unknown = sorted(set(decoders) - DECODERS.keys())
     if unknown:
         raise ValueError(f"unknown decoder(s) {unknown}; expected some of {sorted(DECODERS)}")
+    for name in (key_decoder, value_decoder):
+        if name is not None and name not in BYTES_DECODERS:
+            raise ValueError(f"unknown key or value decoder {name!r}; expected one of {sorted(BYTES_DECODERS)}")
+    decoded = key_decoder is not None or value_decoder is not None
     chosen = frozenset(decoders) | ({"offsets"} if offsets_decoder else set())
     options = _Options(
-        records or bool(chosen),  # as in kafka-dump-log, a decoder prints the records
+        records or bool(chosen) or decoded,  # as in kafka-dump-log, a decoder prints the records
         chosen,
         txn_index,
         snapshots,
         lazy,
         skip_record_metadata,
         max_bytes,
+        key_decoder or "base64",
+        value_decoder or "base64",
     )
     for path_or_uri in paths:
         fs, path = LogFileSystem.for_path(path_or_uri)
@@ -329,6 +423,8 @@ class _Options(NamedTuple):
     lazy: bool
     skip_record_metadata: bool
     max_bytes: int | None
+    key_decoder: str
+    value_decoder: str
 
     def decoder_for(self, topic: str | None):
         """The decoder of `topic`'s records (None: a single file, where any chosen decoder applies)."""
@@ -347,6 +443,8 @@ class _Options(NamedTuple):
             context=context,
             lazy=self.lazy,
             skip_record_metadata=self.skip_record_metadata,
+            key_decoder=self.key_decoder,
+            value_decoder=self.value_decoder,
         )
         if self.max_bytes is not None and reader.end == self.max_bytes:  # a batch cut by --max-bytes, not torn
             return (o for o in objs if o["type"] != "truncated")
@@ -479,6 +577,9 @@ def _dump_file(fs, info, options: _Options):
         return
     if info.name == QUORUM_STATE:
         yield from _dump_quorum_state(fs, info.path)
+        return
+    if info.name in TEXT_FILES:
+        yield from TEXT_FILES[info.name](fs.read_bytes(info.path), info.path)
         return
     if info.name == KRAFT_BOOTSTRAP_CHECKPOINT:  # kafka-dump-log: "KRaft bootstrap snapshot"
         yield {"type": "bootstrapSnapshot", "file": info.path}

@@ -3,13 +3,16 @@ the command line), control-record payloads, and files whose names are not Kafka'
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
 from kafka.record.memory_records import MemoryRecords
 
 from kafkalog.cli import main
+from kafkalog.codec.batch import build_batch
 from kafkalog.codec.control import build_end_txn_marker
+from kafkalog.codec.records import Record
 from kafkalog.operations.dump import dump_paths
 
 from ..conftest import REAL_FIXTURES
@@ -80,3 +83,70 @@ def test_a_markers_payload_shows_its_version_and_coordinator_epoch(tmp_path):
     (control,) = [o for o in dump_paths([str(log)], records=True) if o["type"] == "control"]
     assert control["controlType"] == "COMMIT" and control["coordinatorEpoch"] == 7
     assert control["payload"] == {"version": 0}
+
+
+def test_key_and_value_decoders_as_kafka_dump_logs(tmp_path, capsys):
+    records = [
+        Record(0, 10, b"k-0", b'{"id": 1, "name": "\xc3\xa9"}', ()),
+        Record(1, 11, b"\xff\xfe", b"not json", ((("h", b"\x00")),)),
+        Record(2, 12, None, None, ()),
+    ]
+    log = tmp_path / "t-0" / "00000000000000000000.log"
+    log.parent.mkdir()
+    log.write_bytes(build_batch(records))
+
+    def fields(*options):
+        return [
+            {k: o.get(k) for k in ("key", "value", "keyError", "valueError")}
+            for o in _run(capsys, str(log), *options)
+            if o["type"] == "record"
+        ]
+
+    # a decoder implies --records; base64 stays the default
+    assert fields("--value-decoder", "base64") == fields("--records")
+    assert fields("--records")[0]["value"] == base64.b64encode(records[0].value).decode()
+    hexed = fields("--key-decoder", "hex", "--value-decoder", "json")
+    assert [f["key"] for f in hexed] == ["6b2d30", "fffe", None]
+    assert hexed[0]["value"] == {"id": 1, "name": "é"} and hexed[2]["value"] is None
+    # a value that is not JSON stays base64 and says why, and the dump goes on
+    assert hexed[1]["value"] == base64.b64encode(b"not json").decode() and hexed[1]["valueError"].startswith("not JSON")
+    # string: UTF-8, malformed bytes replaced as Java's new String(bytes, UTF_8) does
+    strings = fields("--key-decoder", "string", "--value-decoder", "string")
+    assert [f["key"] for f in strings] == ["k-0", "\ufffd\ufffd", None]
+    assert (
+        strings[1]["value"] == "not json" and "valueError" not in _run(capsys, str(log), "--value-decoder", "string")[2]
+    )
+
+
+def test_files_takes_comma_lists_and_checkpoint_files_are_decoded(capsys):
+    log_dir = Path(__file__).resolve().parents[1] / "fixtures" / "kraft-4.3.1" / "log"
+    objs = _run(
+        capsys,
+        str(log_dir / "replication-offset-checkpoint"),
+        "--files",
+        f"{log_dir / 'meta.properties'},{log_dir / 'orders-0' / 'partition.metadata'}",
+        "--files",
+        str(log_dir / "orders-0" / "leader-epoch-checkpoint"),
+    )
+    assert [(o["type"], o.get("topic"), o.get("partition"), o.get("offset")) for o in objs[:2]] == [
+        ("offsetCheckpoint", "orders", 0, 0),
+        ("offsetCheckpoint", "orders", 1, 0),
+    ]
+    meta, metadata, epoch = objs[2:]
+    assert meta["type"] == "metaProperties" and (meta["version"], meta["nodeId"]) == (1, 1)
+    assert meta["clusterId"] == "C5I4OfapQnGBCJcjKe0-pA" and meta["directoryId"] == "CKCcG0CzPP3oP8f46qNcqQ"
+    assert (metadata["type"], metadata["version"], metadata["topicId"]) == (
+        "partitionMetadata",
+        0,
+        "WBvXqWGWSEWViPkqsHADUQ",
+    )
+    assert (epoch["type"], epoch["epoch"], epoch["startOffset"]) == ("leaderEpoch", 0, 0)
+    assert main(["dump"]) == 2 and "needs a PATH or --files" in capsys.readouterr().err
+
+
+def test_a_damaged_checkpoint_is_one_error_naming_the_file(tmp_path, capsys):
+    bad = tmp_path / "replication-offset-checkpoint"
+    bad.write_text("0\n2\norders 0 0\n")  # says 2 entries, holds 1
+    assert main(["dump", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0]
