@@ -99,6 +99,7 @@ class ValueDecoder:
         self.registry = registry if registry is not None else SchemaRegistry()
         self.descriptor_sets = dict(descriptor_sets or {})
         self._cache: dict[Any, Any] = {}
+        self.arrow_message: str | None = None
         self.reader: RegisteredSchema | None = None
         if fmt.kind in CONFLUENT_FORMATS:
             self.reader = self._reader_schema()
@@ -135,7 +136,9 @@ class ValueDecoder:
         if kind == "avro":
             return avro_type(self._avro_schema(self.reader.id))
         if kind == "protobuf":
-            return protobuf_type(self._reader_message())
+            reader = self._reader_message()
+            self.arrow_message = reader.full_name  # the one message type the column holds
+            return protobuf_type(reader)
         try:
             return json_schema_type(json.loads(self.reader.schema))
         except ValueError as err:
@@ -275,8 +278,13 @@ class ValueDecoder:
         key = ("class", schema_id, indexes)
         if key not in self._cache:
             self._cache[key] = message_factory.GetMessageClass(self._message(schema_id, indexes))
+        cls = self._cache[key]
+        if cls.DESCRIPTOR.full_name != self.arrow_message:
+            raise UndecodableValueError(
+                f"schema id {schema_id} message {cls.DESCRIPTOR.full_name}, the column holds {self.arrow_message}"
+            )
         try:
-            message = self._cache[key].FromString(data[start:])
+            message = cls.FromString(data[start:])
         except DecodeError as err:
             raise UndecodableValueError(f"Protobuf payload does not decode with schema id {schema_id}: {err}") from None
         return protobuf_value(message)
