@@ -1,4 +1,8 @@
-"""Schemas from files: a directory of schema files, and Protobuf schemas compiled to descriptors.
+"""Schemas from files: Schema Registry's `_schemas` partition in a log dir, a directory of schema
+files, and Protobuf schemas compiled to descriptors.
+
+`read_schemas_partition` replays the `_schemas` topic's one partition (the registry's
+kafkastore.topic, `_schemas` unless configured) as the registry does on start-up.
 
 A schema directory holds one file per schema id, named by the id that Confluent's wire format
 carries and by the schema's type: ``<id>.avsc`` (Avro), ``<id>.proto`` (Protobuf), ``<id>.json``
@@ -19,13 +23,30 @@ import subprocess
 import sys
 import tempfile
 
-from ..codec.schema_registry import RegisteredSchema, SchemaRegistry
+from ..codec.schema_registry import RegisteredSchema, SchemaRegistry, SchemasTopicReader
 from ..codec.value_format import PROTOBUF_FILE
 from ..errors import SchemaRegistryError
 from .fs import LogFileSystem
+from .logdir import LogDir
 
 SCHEMA_FILE_TYPES = {".avsc": "AVRO", ".proto": "PROTOBUF", ".json": "JSON"}
 _SCHEMA_FILE = re.compile(r"^(-?\d+)(\.avsc|\.proto|\.json)$")
+
+
+def read_schemas_partition(log_dir: str, topic: str = "_schemas") -> SchemaRegistry:
+    """The registry the `topic`-0 partition of `log_dir` holds; an error names the segment and offset."""
+    reader = SchemasTopicReader()
+    for path, batch in LogDir.open(log_dir).partition(topic, 0).batches():
+        if batch.is_control:
+            continue
+        if batch.is_transactional:  # Schema Registry writes with a plain producer: not its records
+            raise SchemaRegistryError("a transactional batch in the schemas topic", file=path, offset=batch.base_offset)
+        for record in batch.records():
+            try:
+                reader.apply(record.key, record.value)
+            except SchemaRegistryError as err:
+                raise err.located(file=path, offset=record.offset) from None
+    return reader.registry()
 
 
 def load_schema_dir(path: str) -> SchemaRegistry:

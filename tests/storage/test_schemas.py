@@ -48,3 +48,22 @@ def test_a_reference_name_cannot_leave_the_compile_directory():
     cyclic = read_schemas_topic([record("self", 3, [{"name": "self.proto", "subject": "self", "version": 1}])])
     with pytest.raises(SchemaRegistryError, match="references itself"):
         compile_protobuf(cyclic, cyclic.schema(3))
+
+
+def test_the_schemas_partition_of_a_log_dir_is_replayed_and_a_bad_record_is_located(tmp_path):
+    from kafkalog.codec.records import Record
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.log_writer import PartitionWriter
+    from kafkalog.storage.schemas import read_schemas_partition
+
+    key = json.dumps({"keytype": "SCHEMA", "subject": "s", "version": 1, "magic": 1}).encode()
+    value = json.dumps({"subject": "s", "version": 1, "id": 9, "schema": '"string"'}).encode()
+    fs = LogFileSystem.for_path(str(tmp_path))[0]
+    writer = PartitionWriter(fs, str(tmp_path), "_schemas", 0, segment_bytes=1 << 20, segment_ms=1 << 40, now_ms=1)
+    writer.append_records([Record(0, 1, key, value), Record(1, 1, b'{"keytype":"NOOP","magic":0}', None)])
+    writer.append_records([Record(2, 1, b"{broken", None)])
+    writer.close()
+    with pytest.raises(SchemaRegistryError) as raised:
+        read_schemas_partition(str(tmp_path))
+    assert raised.value.offset == 2 and raised.value.file.endswith("_schemas-0/00000000000000000000.log")
+    assert "key is not JSON" in raised.value.message
