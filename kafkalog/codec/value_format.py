@@ -211,7 +211,10 @@ class ValueDecoder:
         reader = None if schema_id == self.reader.id else self._avro_schema(self.reader.id)
         payload = io.BytesIO(data[confluent.HEADER_SIZE :])
         try:
-            value = fastavro.schemaless_reader(payload, writer, reader)
+            # a union of several records returns (name, record): conform puts it in its member
+            value = fastavro.schemaless_reader(
+                payload, writer, reader, return_record_name=True, return_record_name_override=True
+            )
         except EOFError:
             raise UndecodableValueError(f"the Avro payload ends inside a value of schema id {schema_id}") from None
         except (ValueError, TypeError, IndexError, KeyError, UnicodeDecodeError) as err:

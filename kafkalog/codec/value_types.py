@@ -34,6 +34,8 @@ from typing import Any
 import pyarrow as pa
 
 JSON_TEXT = pa.large_string()
+# the metadata key of an Avro union's member field that holds a record: the record's full name
+UNION_BRANCH = b"avro.record"
 UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -86,7 +88,14 @@ def avro_type(parsed: Any) -> pa.DataType:
             branches = [b for b in schema if b != "null"]
             if len(branches) == 1:
                 return convert(branches[0])
-            return nullable_struct([(f"member{i}", convert(b)) for i, b in enumerate(branches)])
+            # a record branch carries its name: the reader returns (name, record) for it
+            return pa.struct(
+                [
+                    pa.field(f"member{i}", convert(b), metadata={UNION_BRANCH: name} if name else None)
+                    for i, b in enumerate(branches)
+                    for name in [_record_name(b, definitions)]
+                ]
+            )
         logical, kind = schema.get("logicalType"), schema["type"]
         if logical == "decimal" and kind in ("bytes", "fixed"):
             precision, scale = schema["precision"], schema.get("scale", 0)
@@ -111,6 +120,13 @@ def avro_type(parsed: Any) -> pa.DataType:
         return result
 
     return convert(parsed)
+
+
+def _record_name(branch: Any, definitions: dict) -> str | None:
+    definition = definitions.get(branch, branch) if isinstance(branch, str) else branch
+    if isinstance(definition, dict) and definition.get("type") in ("record", "error"):
+        return definition["name"]
+    return None
 
 
 # -- Protobuf ---------------------------------------------------------------------------------------
@@ -380,8 +396,15 @@ def _is_union(t: pa.DataType) -> bool:
 
 
 def _conform_union(value: Any, t: pa.DataType, path: str) -> dict:
-    """An Avro union's value in the branch it fits first, the other members null (the branch a value
-    of Python type int, str, ... was written with is not kept by the Avro reader)."""
+    """An Avro union's value in its branch, the other members null. A record comes as (its name,
+    the record) from the reader and goes to the member of that name; any other value goes to the
+    first member it fits (the reader does not say which of int and long, say, it was written as)."""
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+        name, record = value
+        for f in t:
+            if f.metadata and f.metadata.get(UNION_BRANCH) == name.encode():
+                return {g.name: conform(record, f.type, f"{path}.{f.name}") if g.name == f.name else None for g in t}
+        raise DoesNotFit(f"{path}: the union has no record {name}")
     for i, f in enumerate(t):
         try:
             fitted = conform(value, f.type, f"{path}.member{i}")

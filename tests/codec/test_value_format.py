@@ -137,6 +137,18 @@ def test_avro_that_does_not_decode_says_why(avro_registry):
     assert decoder.decode(None) is None  # a tombstone is no error
 
 
+def test_an_avro_union_of_records_keeps_the_branch_each_record_was_written_as():
+    card = {"type": "record", "name": "Card", "fields": [{"name": "last4", "type": "string"}]}
+    iban = {"type": "record", "name": "Iban", "fields": [{"name": "last4", "type": "string"}]}
+    payment = {"type": "record", "name": "Payment", "fields": [{"name": "by", "type": [card, iban, "long"]}]}
+    registry = read_schemas_topic([registration("payments-value", 1, 1, json.dumps(payment))])
+    decoder = ValueDecoder(ValueFormat("avro", schema_id=1), registry)
+    # the two records have the same shape: only their names tell them apart
+    by_iban = frame(1, avro_bytes(payment, {"by": ("Iban", {"last4": "1234"})}))
+    assert decoder.decode(by_iban) == {"by": {"member0": None, "member1": {"last4": "1234"}, "member2": None}}
+    assert decoder.decode(frame(1, avro_bytes(payment, {"by": 7})))["by"]["member2"] == 7
+
+
 # -- Protobuf ---------------------------------------------------------------------------------------
 
 COMMON_PROTO = 'syntax = "proto3";\npackage common;\nmessage Money { string currency = 1; int64 units = 2; }\n'
