@@ -89,7 +89,9 @@ class SchemaRegistry:
         """The subject's newest version that is not deleted, as GET /subjects/S/versions/latest answers."""
         live = [v for (s, _), v in self.versions.items() if s == subject and not v.deleted]
         if not live:
-            raise SchemaRegistryError(f"subject {subject!r} has no live version in the registry")
+            raise SchemaRegistryError(
+                f"subject {subject!r} has no live version in the registry; give the reader schema by its id"
+            )
         return max(live, key=lambda v: v.version)
 
     def referenced(self, schema: RegisteredSchema) -> list[tuple[str, RegisteredSchema]]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..errors import KafkaLogError, UndecodableValueError
+from ..errors import KafkaLogError, SchemaRegistryError, UndecodableValueError
 from . import confluent
 from .schema_registry import RegisteredSchema, SchemaRegistry
 from .value_types import (
@@ -198,6 +198,8 @@ class ValueDecoder:
                 for _, ref in self.registry.referenced(schema):
                     fastavro.parse_schema(json.loads(ref.schema), named_schemas=named)
                 self._cache[key] = fastavro.parse_schema(json.loads(schema.schema), named_schemas=named)
+            except SchemaRegistryError as err:  # a reference that is not in the registry
+                raise UndecodableValueError(f"schema id {schema_id}: {err.message}") from None
             except (ValueError, TypeError, KeyError, fastavro.schema.SchemaParseException) as err:
                 raise UndecodableValueError(f"schema id {schema_id} is not an Avro schema: {err}") from None
         return self._cache[key]

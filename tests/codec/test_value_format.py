@@ -69,6 +69,8 @@ def avro_registry():
             registration("address", 1, 1, json.dumps(ADDRESS)),
             registration("orders-value", 1, 2, json.dumps(ORDER_V1), references=ADDRESS_REF),
             registration("orders-value", 2, 3, json.dumps(ORDER_V2), references=ADDRESS_REF),
+            # a writer schema whose reference was hard-deleted
+            registration("broken-value", 1, 4, '"string"', references=[{"name": "x", "subject": "gone", "version": 1}]),
             # v1 soft-deleted later: its id still decodes what was written with it
             registration("orders-value", 1, 2, json.dumps(ORDER_V1), deleted=True, references=ADDRESS_REF),
         ]
@@ -133,6 +135,8 @@ def test_avro_that_does_not_decode_says_why(avro_registry):
         decoder.decode(good + b"\x00")
     with pytest.raises(UndecodableValueError, match="schema id 99 is not in the registry"):
         decoder.decode(frame(99, b""))
+    with pytest.raises(UndecodableValueError, match="schema id 4: subject 'gone' has no version 1"):
+        decoder.decode(frame(4, b""))
     assert decoder.decode_or_error(b"\x07rest")[1] == "byte 0: magic byte 7, expected 0 (Confluent's wire format)"
     assert decoder.decode(None) is None  # a tombstone is no error
 
