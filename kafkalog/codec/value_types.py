@@ -29,6 +29,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -200,47 +201,74 @@ _PROTOBUF_SCALARS = _protobuf_scalars()
 def protobuf_value(message: Any) -> Any:
     """A decoded Protobuf message as Python values of `protobuf_type`'s shape: unset fields with
     presence (messages, `optional`, oneof members) are None, the others their default, as protobuf reads them."""
+    return _message_reader(message.DESCRIPTOR)(message)
+
+
+# by descriptor object: two schema ids may define different messages of one name
+_MESSAGE_READERS: dict[Any, Converter] = {}
+
+
+def _message_reader(descriptor: Any) -> Converter:
+    """`protobuf_value` for messages of `descriptor`, its fields' handling chosen once."""
+    found = _MESSAGE_READERS.get(descriptor)
+    if found is not None:
+        return found
+    if descriptor.full_name == TIMESTAMP_MESSAGE:
+        found = _timestamp_message
+    elif descriptor.full_name in _WRAPPERS:
+        found = _wrapped_value
+    else:
+        plan = [(field.name, _field_reader(field)) for field in descriptor.fields]
+
+        def found(message: Any) -> dict:
+            return {name: read(message) for name, read in plan}
+
+    _MESSAGE_READERS[descriptor] = found
+    return found
+
+
+def _timestamp_message(message: Any) -> dt.datetime:
+    return _EPOCH + dt.timedelta(seconds=message.seconds, microseconds=message.nanos // 1000)
+
+
+def _wrapped_value(message: Any) -> Any:
+    return message.value
+
+
+def _field_reader(field: Any) -> Converter:
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    descriptor = message.DESCRIPTOR
-    if descriptor.full_name == TIMESTAMP_MESSAGE:
-        return _EPOCH + dt.timedelta(seconds=message.seconds, microseconds=message.nanos // 1000)
-    if descriptor.full_name in _WRAPPERS:
-        return message.value
-    row: dict[str, Any] = {}
-    for field in descriptor.fields:
-        value = getattr(message, field.name)
-        if field.type == F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            if value_field.type == F.TYPE_MESSAGE:
-                row[field.name] = {k: protobuf_value(v) for k, v in value.items()}
-            elif value_field.type == F.TYPE_ENUM:
-                row[field.name] = {k: _enum_name(value_field, v) for k, v in value.items()}
-            else:
-                row[field.name] = dict(value)
-        elif _is_repeated(field):
-            row[field.name] = [_protobuf_single(field, v) for v in value]
-        elif field.has_presence and not message.HasField(field.name):
-            row[field.name] = None
-        else:
-            row[field.name] = _protobuf_single(field, value)
-    return row
+    name = field.name
+    if field.type == F.TYPE_MESSAGE and field.message_type.GetOptions().map_entry:
+        item = _single(field.message_type.fields_by_name["value"])
+        if item is None:
+            return lambda m: dict(getattr(m, name))
+        return lambda m: {k: item(v) for k, v in getattr(m, name).items()}
+    single = _single(field)
+    if _is_repeated(field):
+        if single is None:
+            return lambda m: list(getattr(m, name))
+        return lambda m: [single(v) for v in getattr(m, name)]
+    if field.has_presence:
+        convert = single or (lambda v: v)
+        return lambda m: convert(getattr(m, name)) if m.HasField(name) else None
+    if single is None:
+        return lambda m: getattr(m, name)
+    return lambda m: single(getattr(m, name))
 
 
-def _protobuf_single(field: Any, value: Any) -> Any:
+def _single(field: Any) -> Converter | None:
+    """How one value of `field` reads (None: as protobuf gives it)."""
     from google.protobuf.descriptor import FieldDescriptor as F
 
     if field.type in (F.TYPE_MESSAGE, F.TYPE_GROUP):
-        return protobuf_value(value)
+        sub = field.message_type
+        return lambda v: _message_reader(sub)(v)  # looked up when called: a message may contain itself
     if field.type == F.TYPE_ENUM:
-        return _enum_name(field, value)
-    return value
-
-
-def _enum_name(field: Any, number: int) -> str:
-    # an open enum keeps numbers it does not name; they stay readable as their number
-    known = field.enum_type.values_by_number.get(number)
-    return known.name if known is not None else str(number)
+        # an open enum keeps numbers it does not name; they stay readable as their number
+        names = {number: value.name for number, value in field.enum_type.values_by_number.items()}
+        return lambda v: names.get(v) or str(v)
+    return None
 
 
 # -- JSON Schema and JSON -------------------------------------------------------------------------
@@ -326,92 +354,213 @@ def settle(t: pa.DataType) -> pa.DataType:
 
 
 class DoesNotFit(ValueError):
-    """A decoded value that its column's type cannot hold; says where and why."""
+    """A decoded value that its column's type cannot hold: where (`path`, filled in on the way out of
+    nested types, so that a value that fits costs no path) and why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+        self.path: list[str] = []
+
+    def __str__(self) -> str:
+        return f"${''.join(self.path)}: {self.reason}"
 
 
-_INT_RANGES = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
+Converter = Callable[[Any], Any]
+_CONVERTERS: dict[pa.DataType, Converter] = {}
+_INT_BITS = {pa.int8(): 8, pa.int16(): 16, pa.int32(): 32, pa.int64(): 64}
 
 
-def conform(value: Any, t: pa.DataType, path: str = "$") -> Any:
+def conform(value: Any, t: pa.DataType) -> Any:
     """`value` as `pa.array([...], type=t)` takes it, or DoesNotFit naming the first place it does not.
     A struct reads the fields it has and leaves out others, as a reader schema does."""
-    if value is None:
-        return None
+    return converter(t)(value)
+
+
+def converter(t: pa.DataType) -> Converter:
+    """`conform` for values of `t`, its checks chosen once per type (decoding calls it per value)."""
+    found = _CONVERTERS.get(t)
+    if found is None:
+        found = _CONVERTERS[t] = _nullable(_converter(t))
+    return found
+
+
+def _nullable(convert: Converter) -> Converter:
+    return lambda value: None if value is None else convert(value)
+
+
+def _converter(t: pa.DataType) -> Converter:
     if t == JSON_TEXT:
-        return json.dumps(value, default=_json_default)
+        return lambda value: json.dumps(value, default=_json_default)
     if pa.types.is_string(t):
-        if isinstance(value, (str, uuid.UUID)):
-            return str(value)
-        raise DoesNotFit(f"{path}: expected a string, got {type(value).__name__}")
+        return _string
     if pa.types.is_binary(t):
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value)
-        raise DoesNotFit(f"{path}: expected bytes, got {type(value).__name__}")
+        return _binary
     if pa.types.is_boolean(t):
-        if isinstance(value, bool):
-            return value
-        raise DoesNotFit(f"{path}: expected a boolean, got {type(value).__name__}")
-    if t in _INT_RANGES:
-        bits = _INT_RANGES[t]
-        if isinstance(value, int) and not isinstance(value, bool) and -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        return _boolean
+    if t in _INT_BITS:
+        return _integer(_INT_BITS[t])
+    if pa.types.is_floating(t):
+        return _floating
+    if pa.types.is_decimal(t):
+        return _decimal
+    if pa.types.is_date(t):
+        return _date
+    if pa.types.is_timestamp(t):
+        return _timestamp
+    if pa.types.is_list(t):
+        return _list(converter(t.value_type))
+    if pa.types.is_map(t):
+        return _map(converter(t.key_type), converter(t.item_type))
+    if pa.types.is_struct(t):
+        return _union(t) if _is_union(t) else _struct([(f.name, converter(f.type)) for f in t])
+    raise ValueError(f"no conversion of decoded values to {t}")
+
+
+def _fail(expected: str, value: Any) -> DoesNotFit:
+    return DoesNotFit(f"expected {expected}, got {type(value).__name__}")
+
+
+def _string(value: Any) -> str:
+    if isinstance(value, (str, uuid.UUID)):
+        return str(value)
+    raise _fail("a string", value)
+
+
+def _binary(value: Any) -> bytes:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise _fail("bytes", value)
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _fail("a boolean", value)
+
+
+def _integer(bits: int) -> Converter:
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1)
+
+    def convert(value: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and low <= value < high:
             return value
         if isinstance(value, dt.time):  # Avro's time logical types, as microseconds of the day
             return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
-        raise DoesNotFit(f"{path}: expected a {bits}-bit integer, got {value!r:.40}")
-    if pa.types.is_floating(t):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise DoesNotFit(f"{path}: expected a number, got {type(value).__name__}")
-    if pa.types.is_decimal(t):
-        if isinstance(value, (int, decimal.Decimal)) and not isinstance(value, bool):
-            return decimal.Decimal(value)
-        raise DoesNotFit(f"{path}: expected a decimal, got {type(value).__name__}")
-    if pa.types.is_date(t):
-        if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-            return value
-        raise DoesNotFit(f"{path}: expected a date, got {type(value).__name__}")
-    if pa.types.is_timestamp(t):
-        if isinstance(value, dt.datetime):
-            return value
-        raise DoesNotFit(f"{path}: expected a timestamp, got {type(value).__name__}")
-    if pa.types.is_list(t):
-        if isinstance(value, (list, tuple)):
-            return [conform(v, t.value_type, f"{path}[{i}]") for i, v in enumerate(value)]
-        raise DoesNotFit(f"{path}: expected an array, got {type(value).__name__}")
-    if pa.types.is_map(t):
-        if isinstance(value, dict):
-            return [(conform(k, t.key_type, path), conform(v, t.item_type, f"{path}[{k!r}]")) for k, v in value.items()]
-        raise DoesNotFit(f"{path}: expected a map, got {type(value).__name__}")
-    if pa.types.is_struct(t):
-        if _is_union(t) and not (isinstance(value, dict) and value.keys() <= {f.name for f in t}):
-            return _conform_union(value, t, path)
-        if isinstance(value, dict):
-            return {f.name: conform(value.get(f.name), f.type, f"{path}.{f.name}") for f in t}
-        raise DoesNotFit(f"{path}: expected an object, got {type(value).__name__}")
-    raise DoesNotFit(f"{path}: no conversion to {t}")
+        raise DoesNotFit(f"expected a {bits}-bit integer, got {value!r:.40}")
+
+    return convert
+
+
+def _floating(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise _fail("a number", value)
+
+
+def _decimal(value: Any) -> decimal.Decimal:
+    if isinstance(value, (int, decimal.Decimal)) and not isinstance(value, bool):
+        return decimal.Decimal(value)
+    raise _fail("a decimal", value)
+
+
+def _date(value: Any) -> dt.date:
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value
+    raise _fail("a date", value)
+
+
+def _timestamp(value: Any) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        return value
+    raise _fail("a timestamp", value)
+
+
+def _list(item: Converter) -> Converter:
+    def convert(value: Any) -> list:
+        if not isinstance(value, (list, tuple)):
+            raise _fail("an array", value)
+        out = []
+        for i, v in enumerate(value):
+            try:
+                out.append(item(v))
+            except DoesNotFit as err:
+                err.path.insert(0, f"[{i}]")
+                raise
+        return out
+
+    return convert
+
+
+def _map(key: Converter, item: Converter) -> Converter:
+    def convert(value: Any) -> list:
+        if not isinstance(value, dict):
+            raise _fail("a map", value)
+        out = []
+        for k, v in value.items():
+            try:
+                out.append((key(k), item(v)))
+            except DoesNotFit as err:
+                err.path.insert(0, f"[{k!r}]")
+                raise
+        return out
+
+    return convert
+
+
+def _struct(fields: list[tuple[str, Converter]]) -> Converter:
+    def convert(value: Any) -> dict:
+        if not isinstance(value, dict):
+            raise _fail("an object", value)
+        out = {}
+        for name, field in fields:
+            try:
+                out[name] = field(value.get(name))
+            except DoesNotFit as err:
+                err.path.insert(0, f".{name}")
+                raise
+        return out
+
+    return convert
 
 
 def _is_union(t: pa.DataType) -> bool:
     return t.num_fields > 0 and [f.name for f in t] == [f"member{i}" for i in range(t.num_fields)]
 
 
-def _conform_union(value: Any, t: pa.DataType, path: str) -> dict:
+def _union(t: pa.DataType) -> Converter:
     """An Avro union's value in its branch, the other members null. A record comes as (its name,
     the record) from the reader and goes to the member of that name; any other value goes to the
-    first member it fits (the reader does not say which of int and long, say, it was written as)."""
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
-        name, record = value
-        for f in t:
-            if f.metadata and f.metadata.get(UNION_BRANCH) == name.encode():
-                return {g.name: conform(record, f.type, f"{path}.{f.name}") if g.name == f.name else None for g in t}
-        raise DoesNotFit(f"{path}: the union has no record {name}")
-    for i, f in enumerate(t):
-        try:
-            fitted = conform(value, f.type, f"{path}.member{i}")
-        except DoesNotFit:
-            continue
-        return {g.name: fitted if g.name == f.name else None for g in t}
-    raise DoesNotFit(f"{path}: fits no branch of the union {t}")
+    first member it fits (the reader does not say which of int and long, say, it was written as).
+    A struct whose fields merely are named so (a dict of those keys) is read as a struct."""
+    members = [(f.name, converter(f.type), (f.metadata or {}).get(UNION_BRANCH)) for f in t]
+    as_struct = _struct([(name, convert) for name, convert, _ in members])
+    names = [name for name, _, _ in members]
+
+    def only(member: str, value: Any) -> dict:
+        return {name: value if name == member else None for name in names}
+
+    def convert(value: Any) -> dict:
+        if isinstance(value, dict) and value.keys() <= set(names):
+            return as_struct(value)
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
+            record_name, record = value
+            for name, member, branch in members:
+                if branch == record_name.encode():
+                    try:
+                        return only(name, member(record))
+                    except DoesNotFit as err:
+                        err.path.insert(0, f".{name}")
+                        raise
+            raise DoesNotFit(f"the union has no record {record_name}")
+        for name, member, _ in members:
+            try:
+                return only(name, member(value))
+            except DoesNotFit:
+                continue
+        raise DoesNotFit(f"fits no branch of the union {t}")
+
+    return convert
 
 
 def _json_default(value: Any) -> Any:

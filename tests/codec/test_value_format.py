@@ -265,6 +265,31 @@ def test_a_protobuf_schema_protoc_refuses_makes_its_values_say_so():
         ValueDecoder(ValueFormat("protobuf", schema_id=5), registry, compiled)
 
 
+def test_a_type_that_contains_itself_is_json_text_below_its_first_level():
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}],
+    }
+    proto = 'syntax = "proto3";\nmessage Node { int32 v = 1; Node next = 2; }\n'
+    registry = read_schemas_topic(
+        [registration("avro", 1, 1, json.dumps(node)), registration("proto", 1, 2, proto, schemaType="PROTOBUF")]
+    )
+    avro = ValueDecoder(ValueFormat("avro", schema_id=1), registry)
+    assert avro.arrow_type == pa.struct([("v", pa.int32()), ("next", JSON_TEXT)])
+    value = avro.decode(frame(1, avro_bytes(node, {"v": 1, "next": {"v": 2, "next": None}})))
+    assert value == {"v": 1, "next": '{"v": 2, "next": null}'}
+    compiled = compile_protobuf_schemas(registry)
+    protobuf = ValueDecoder(ValueFormat("protobuf", schema_id=2), registry, compiled)
+    assert protobuf.arrow_type == pa.struct([("v", pa.int32()), ("next", JSON_TEXT)])
+    message = protobuf._message(2, (0,))
+    from google.protobuf import message_factory
+
+    cls = message_factory.GetMessageClass(message)
+    data = cls(v=1, next=cls(v=2)).SerializeToString()
+    assert protobuf.decode(frame(2, data, (0,))) == {"v": 1, "next": '{"v": 2, "next": null}'}
+
+
 # -- JSON Schema, JSON, strings ---------------------------------------------------------------------
 
 USER_JSON_SCHEMA = {
