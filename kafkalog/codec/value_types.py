@@ -8,8 +8,8 @@ Delta or Iceberg:
   other branch, nullable; any other union -> a struct of ``member0``, ``member1``, ... with the
   branch that was written set (Spark's `from_avro` names them so); enums -> strings; bytes and
   fixed -> binary; date, timestamp-millis/micros (UTC), local-timestamp-millis/micros and decimal
-  logical types -> date, timestamp and decimal; time-millis/micros -> microseconds of the day (int64,
-  Spark has no time type).
+  logical types -> date, timestamp and decimal (a string beyond 38 digits); time-millis/micros ->
+  microseconds of the day (int64, Spark has no time type); a record that contains itself -> JSON text there.
 * Protobuf (`protobuf_type`): messages -> structs, repeated -> lists, maps -> maps, enums -> their
   names, uint64 -> decimal(20, 0), google.protobuf.Timestamp -> timestamp, the wrapper types
   (StringValue, ...) -> their value, nullable; a message that contains itself -> JSON text there.
@@ -422,7 +422,8 @@ def _fail(expected: str, value: Any) -> DoesNotFit:
 
 
 def _string(value: Any) -> str:
-    if isinstance(value, (str, uuid.UUID)):
+    # a UUID (Avro's uuid), a Decimal (Avro's decimal wider than Arrow's 38 digits)
+    if isinstance(value, (str, uuid.UUID, decimal.Decimal)):
         return str(value)
     raise _fail("a string", value)
 

@@ -20,7 +20,7 @@ from kafkalog.codec.confluent import frame
 from kafkalog.codec.debezium import DELETE, UPSERT, debezium_change, debezium_row_type
 from kafkalog.codec.schema_registry import read_schemas_topic
 from kafkalog.codec.value_format import ValueDecoder, ValueFormat
-from kafkalog.codec.value_types import JSON_TEXT, infer_json_type, merge_types, settle
+from kafkalog.codec.value_types import JSON_TEXT, avro_type, conform, infer_json_type, merge_types, settle
 from kafkalog.errors import KafkaLogError, UndecodableValueError
 from kafkalog.storage.schemas import compile_protobuf_schemas
 
@@ -277,6 +277,8 @@ def test_a_type_that_contains_itself_is_json_text_below_its_first_level():
     )
     avro = ValueDecoder(ValueFormat("avro", schema_id=1), registry)
     assert avro.arrow_type == pa.struct([("v", pa.int32()), ("next", JSON_TEXT)])
+    wide = {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 1}
+    assert conform(decimal.Decimal("1.5"), avro_type(fastavro.parse_schema(wide))) == "1.5"
     value = avro.decode(frame(1, avro_bytes(node, {"v": 1, "next": {"v": 2, "next": None}})))
     assert value == {"v": 1, "next": '{"v": 2, "next": null}'}
     compiled = compile_protobuf_schemas(registry)
