@@ -1,6 +1,7 @@
 """Keys and values decoded by format, against real encoders: fastavro writes the Avro, classes that
 protoc generated (grpc_tools, --python_out) write the Protobuf, json writes the JSON; Confluent's
-frame around them as its serializers write it."""
+frame around them as its serializers write it. Confluent's own (Java) serializer is not used: it is
+published only on packages.confluent.io, which `mvn dependency:get` could not reach from here."""
 
 from __future__ import annotations
 
