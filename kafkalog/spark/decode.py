@@ -57,6 +57,9 @@ def decode_records(
     if key is None and value is None:
         raise KafkaLogError("neither a key nor a value format: decoding would change nothing")
     formats = {"key": key, "value": value}
+    missing = [column for column, fmt in formats.items() if fmt is not None and column not in df.columns]
+    if missing:
+        raise KafkaLogError(f"the DataFrame has no {' or '.join(missing)} column to decode (columns: {df.columns})")
     compiled = (
         compile_protobuf_schemas(registry)
         if registry is not None and any(f is not None and f.kind == "protobuf" for f in formats.values())

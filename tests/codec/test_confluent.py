@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkalog.codec.confluent import frame, read_message_indexes, read_schema_id
 from kafkalog.errors import KafkaLogError, UndecodableValueError
@@ -47,3 +49,15 @@ def test_broken_message_indexes_are_refused(tail, what):
     with pytest.raises(UndecodableValueError, match=what) as err:
         read_message_indexes(bytes([0, 0, 0, 0, 7]) + tail)
     assert isinstance(err.value, KafkaLogError)
+
+
+@given(
+    schema_id=st.integers(-(2**31), 2**31 - 1),
+    indexes=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=6),
+    payload=st.binary(max_size=16),
+)
+def test_any_frame_reads_back(schema_id, indexes, payload):
+    data = frame(schema_id, payload, tuple(indexes))
+    assert read_schema_id(data) == schema_id
+    read, start = read_message_indexes(data)
+    assert read == tuple(indexes) and data[start:] == payload
