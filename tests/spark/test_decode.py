@@ -13,7 +13,7 @@ import pytest
 from kafkalog.codec.confluent import frame
 from kafkalog.codec.records import Record
 from kafkalog.codec.value_format import ValueFormat
-from kafkalog.errors import UndecodableValueError
+from kafkalog.errors import KafkaLogError, UndecodableValueError
 from kafkalog.spark.errors import from_spark_error
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter
@@ -109,3 +109,9 @@ def test_json_inferred_and_debezium_envelopes(spark):
         ("delete", None, None),
         (None, None, "value: Debezium event with op 't': only c, r, u and d change one key's row"),
     ]
+    with pytest.raises(KafkaLogError, match="the DataFrame has no key column to decode"):
+        decode_records(df.drop("key"), key=ValueFormat("string"))
+    with pytest.raises(KafkaLogError, match="decoding would change nothing"):
+        decode_records(df)
+    with pytest.raises(KafkaLogError, match="on_error must be one of fail, dead-letter"):
+        decode_records(df, value=ValueFormat("binary"), on_error="skip")
