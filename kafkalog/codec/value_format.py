@@ -165,7 +165,7 @@ class ValueDecoder:
             confluent.read_schema_id(data)
             return conform(json.loads(data[confluent.HEADER_SIZE :]), self.arrow_type)
         except UnicodeDecodeError as err:
-            raise UndecodableValueError(f"not UTF-8: {err.reason} at byte {err.start}", position=err.start) from None
+            raise UndecodableValueError(f"not UTF-8: {err.reason}", position=err.start) from None
         except json.JSONDecodeError as err:
             raise UndecodableValueError(f"not JSON: {err.msg} at character {err.pos}") from None
         except DoesNotFit as err:

@@ -100,29 +100,35 @@ def _decode_batch(
     on_error: str,
     schema: pa.Schema,
 ) -> pa.RecordBatch:
-    decoded: dict[str, list] = {column: [] for column in decoders}
-    operations: list[str | None] = []
     errors: list[str | None] = [None] * batch.num_rows
-    columns = {column: batch.column(column).to_pylist() for column in decoders}
-    for row in range(batch.num_rows):
-        for column, decoder in decoders.items():
+    decoded: dict[str, pa.Array] = {}
+    operations: list[str | None] = []
+    for column, decoder in decoders.items():
+        with_envelope = column == "value" and envelope is not None
+        whole = None if with_envelope else _whole_column(decoder.format.kind, batch.column(column))
+        if whole is not None:
+            decoded[column] = whole
+            continue
+        values = []
+        for row, data in enumerate(batch.column(column).to_pylist()):
+            operation = None
             try:
-                result = decoder.decode(columns[column][row])
-                if column == "value" and envelope is not None:
+                result = decoder.decode(data)
+                if with_envelope:
                     operation, result = debezium_change(result)
-                    operations.append(operation)
             except UndecodableValueError as err:
                 if on_error == "fail":
                     raise _located(err, batch, row, column) from None
                 result = None
-                if column == "value" and envelope is not None:
-                    operations.append(None)
                 errors[row] = errors[row] or f"{column}: {err}"
-            decoded[column].append(result)
+            values.append(result)
+            if with_envelope:
+                operations.append(operation)
+        decoded[column] = pa.array(values, type=types[column])
     arrays = []
     for field in schema:
         if field.name in decoded:
-            array = pa.array(decoded[field.name], type=types[field.name])
+            array = decoded[field.name]
         elif field.name == OPERATION:
             array = pa.array(operations, type=pa.string())
         elif field.name == DECODE_ERROR:
@@ -131,6 +137,20 @@ def _decode_batch(
             array = batch.column(field.name)
         arrays.append(array.cast(field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _whole_column(kind: str, column: pa.Array) -> pa.Array | None:
+    """Raw bytes as they are, and UTF-8 strings by one Arrow cast (which checks the UTF-8), without a
+    Python value per row; None where that does not do (a string column with bad UTF-8 in it is then
+    decoded row by row, to say which rows)."""
+    if kind == "binary":
+        return column
+    if kind == "string":
+        try:
+            return column.cast(pa.string())
+        except pa.ArrowInvalid:
+            return None
+    return None
 
 
 def _located(err: UndecodableValueError, batch: pa.RecordBatch, row: int, column: str) -> UndecodableValueError:
