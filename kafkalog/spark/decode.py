@@ -92,6 +92,14 @@ def decode_records(
     return df.mapInArrow(decode_batches, schema)
 
 
+def json_format(spark, ddl: str) -> ValueFormat:
+    """Plain JSON objects read into the struct of a Spark DDL string of fields (``"id BIGINT, name
+    STRING"``), parsed by `spark` (a classic or a Connect session); other types: `ValueFormat`'s json_type."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return ValueFormat("json", json_type=to_arrow_type(spark.createDataFrame([], ddl).schema, timezone="UTC"))
+
+
 def _decode_batch(
     batch: pa.RecordBatch,
     decoders: dict[str, ValueDecoder],

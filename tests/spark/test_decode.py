@@ -80,7 +80,7 @@ def test_avro_values_with_schemas_from_the_log_dir_and_a_dead_letter_column(spar
 def test_json_inferred_and_debezium_envelopes(spark):
     from pyspark.sql import types as T
 
-    from kafkalog.spark.decode import decode_records
+    from kafkalog.spark.decode import decode_records, json_format
 
     events = [
         {"before": None, "after": {"id": 1, "name": "a"}, "op": "c"},
@@ -109,6 +109,9 @@ def test_json_inferred_and_debezium_envelopes(spark):
         ("delete", None, None),
         (None, None, "value: Debezium event with op 't': only c, r, u and d change one key's row"),
     ]
+    given = decode_records(df, value=json_format(spark, "after STRUCT<id: INT>, op STRING"), on_error="dead-letter")
+    assert given.schema["value"].dataType.simpleString() == "struct<after:struct<id:int>,op:string>"
+    assert given.orderBy("offset").first()["value"].asDict(recursive=True) == {"after": {"id": 1}, "op": "c"}
     with pytest.raises(KafkaLogError, match="the DataFrame has no key column to decode"):
         decode_records(df.drop("key"), key=ValueFormat("string"))
     with pytest.raises(KafkaLogError, match="decoding would change nothing"):
