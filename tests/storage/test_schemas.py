@@ -67,3 +67,19 @@ def test_the_schemas_partition_of_a_log_dir_is_replayed_and_a_bad_record_is_loca
         read_schemas_partition(str(tmp_path))
     assert raised.value.offset == 2 and raised.value.file.endswith("_schemas-0/00000000000000000000.log")
     assert "key is not JSON" in raised.value.message
+
+
+def test_a_transactional_batch_in_the_schemas_partition_is_refused(tmp_path):
+    from kafkalog.codec.records import Record
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.log_writer import PartitionWriter
+    from kafkalog.storage.schemas import read_schemas_partition
+
+    fs = LogFileSystem.for_path(str(tmp_path))[0]
+    writer = PartitionWriter(fs, str(tmp_path), "_schemas", 0, segment_bytes=1 << 20, segment_ms=1 << 40, now_ms=1)
+    noop = Record(0, 1, b'{"keytype":"NOOP","magic":0}', None)
+    writer.append_records([noop], producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True)
+    writer.close()
+    with pytest.raises(SchemaRegistryError, match="a transactional batch in the schemas topic") as raised:
+        read_schemas_partition(str(tmp_path))
+    assert raised.value.offset == 0
