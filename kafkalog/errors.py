@@ -91,3 +91,11 @@ class ConfigError(KafkaLogError):
 
 class LogDirError(KafkaLogError):
     """A log directory that cannot be used as asked (locked, interrupted swap, missing)."""
+
+
+class SchemaRegistryError(KafkaLogError):
+    """A Schema Registry record (`_schemas`), schema file or schema that cannot be read as registered."""
+
+
+class UndecodableValueError(KafkaLogError):
+    """A key or value that its declared format (Confluent's wire format, Avro, Protobuf, JSON) does not decode."""
