@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 EXAMPLES = {
     "generate": [
         "kafkalog generate sample --preset demo --config-out sample.properties",
-        "kafkalog generate small --preset small --seed 7",
+        "kafkalog generate small --preset small --seed 7 --manifest small.json",
     ],
     "dump": [
         "kafkalog dump sample/customers-0/00000000000000000000.log --records | head",
@@ -230,6 +230,11 @@ def _add_generate(commands) -> None:
         metavar="FILE",
         help="also write the topics' configurations as a properties file for --config-file",
     )
+    p.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="also write the whole manifest as JSON (every partition's offsets, every committed offset)",
+    )
     p.set_defaults(run=_run_generate)
 
 
@@ -245,7 +250,11 @@ def _run_generate(args) -> int:
         offsets_partitions=args.offsets_partitions,
         config_out=args.config_out,
     )
-    print(json.dumps(summary.to_json(), indent=2))
+    _write_report(args.manifest, summary.to_json())
+    print(summary.summary())
+    for path, what in ((args.config_out, "the topics' configurations, for --config-file"), (args.manifest, "manifest")):
+        if path:
+            print(f"{what}: {path}")
     return EXIT_OK
 
 

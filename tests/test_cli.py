@@ -104,3 +104,15 @@ def test_what_can_be_checked_without_spark_fails_before_the_jvm_starts(tmp_path,
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("kafkalog compact: "), done.stderr
     assert seconds < 3, f"{seconds:.1f} s: did Spark start?"
+
+
+def test_generate_prints_a_summary_and_writes_the_manifest_on_request(capsys, tmp_path):
+    log_dir, manifest = tmp_path / "log", tmp_path / "manifest.json"
+    assert main(["generate", str(log_dir), "--preset", "small", "--seed", "7", "--manifest", str(manifest)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) < 15  # a screen, not the manifest (some 900 lines of JSON for the demo preset)
+    assert lines[0].startswith(f"generated {log_dir} (seed 7): 7 topics, 11 partitions, 2,795 records in ")
+    assert "  customers: 1 partition, 400 records in 7 segments, cleanup.policy=compact" in lines
+    assert lines[-1] == f"manifest: {manifest}"
+    written = json.loads(manifest.read_text())
+    assert written["logDir"] == str(log_dir) and len(written["partitions"]) == 11
