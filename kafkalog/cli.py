@@ -250,7 +250,7 @@ def _run_generate(args) -> int:
         offsets_partitions=args.offsets_partitions,
         config_out=args.config_out,
     )
-    _write_report(args.manifest, summary.to_json())
+    _write_report(args.manifest, summary.to_dict())
     print(summary.summary())
     for path, what in ((args.config_out, "the topics' configurations, for --config-file"), (args.manifest, "manifest")):
         if path:
@@ -328,7 +328,6 @@ def _run_compact(args) -> int:
     dry_run = args.command == "plan" or args.dry_run
     resolver = _resolver(args)
     output = None if dry_run else getattr(args, "output", None)
-    log_dir = output or args.log_dir
     spark = _session(args, background=True)  # the copy for --output is made while Spark starts
     result = compact(
         spark,
@@ -366,17 +365,7 @@ def _run_compact(args) -> int:
         if rows:
             print()
             print(_table(rows, list(rows[0])))
-    _write_report(
-        args.report,
-        {
-            "now": now,
-            "dry_run": dry_run,
-            "log_dir": log_dir,
-            "partitions": partitions,
-            "records": result.report,
-            "segments": result.segments,
-        },
-    )
+    _write_report(args.report, result.to_dict())
     for (topic, partition), err in sorted(result.plan.uncleanable.items()):
         print(
             f"kafkalog {args.command}: {topic}-{partition} is uncleanable and was left as it is: {err}", file=sys.stderr

@@ -100,7 +100,7 @@ class GenerateSummary:
         return "\n".join(lines) + "\n"
 
     def summary(self) -> str:
-        """What was written, a line per topic, for the command line (`to_json` is the whole manifest)."""
+        """What was written, a line per topic, for the command line (`to_dict` is the whole manifest)."""
         topics: dict[str, list[tuple[int, int]]] = {}
         for tp, p in sorted(self.partitions.items()):
             topics.setdefault(tp.topic, []).append((self.records.get(tp, 0), len(p.segments)))
@@ -124,7 +124,7 @@ class GenerateSummary:
     def topic_ids(self) -> dict[str, str]:
         return {tp.topic: p.topic_id for tp, p in self.partitions.items()}
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "logDir": self.path,
             "seed": self.seed,
