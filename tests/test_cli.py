@@ -124,8 +124,8 @@ def test_a_spark_command_does_not_print_the_jdks_incubator_warning(tmp_path):
     stderr at every start; kafkalog starts the JVM with its stderr filtered (kafkalog/spark/context.py)."""
     assert main(["generate", str(tmp_path / "log"), "--preset", "small", "--seed", "7"]) == 0
     run = subprocess.run(
-        [sys.executable, "-m", "kafkalog", "compact", str(tmp_path / "log"), "--config", "cleanup.policy=compact",
-         "--now", "1700100000000", "--dry-run", "--quiet"],
+        [sys.executable, "-m", "kafkalog", "plan", str(tmp_path / "log"), "--config", "cleanup.policy=compact",
+         "--now", "1700100000000", "--quiet"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
