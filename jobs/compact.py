@@ -1,13 +1,1 @@
-"""`kafkalog compact` as a Spark application: one Kafka cleaning pass per chosen partition.
-
-    spark-submit [Spark options] jobs/compact.py LOG_DIR [the options of `kafkalog compact --help`]
-
-See jobs/README.md.
-"""
-
-import sys
-
-from kafkalog.job import main
-
-if __name__ == "__main__":
-    sys.exit(main("compact"))
+../kafkalog/jobs/compact.py

@@ -1,13 +1,1 @@
-"""`kafkalog retain` as a Spark application: Kafka's retention, deleteRecords, consumed retention.
-
-    spark-submit [Spark options] jobs/retain.py LOG_DIR [the options of `kafkalog retain --help`]
-
-See jobs/README.md.
-"""
-
-import sys
-
-from kafkalog.job import main
-
-if __name__ == "__main__":
-    sys.exit(main("retain"))
+../kafkalog/jobs/retain.py

@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 EXAMPLES = {
     "generate": [
         "kafkalog generate sample --preset demo --config-out sample.properties",
-        "kafkalog generate small --preset small --seed 7",
+        "kafkalog generate small --preset small --seed 7 --manifest small.json",
     ],
     "dump": [
         "kafkalog dump sample/customers-0/00000000000000000000.log --records | head",
@@ -235,6 +235,11 @@ def _add_generate(commands) -> None:
         metavar="FILE",
         help="also write the topics' configurations as a properties file for --config-file",
     )
+    p.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="also write the whole manifest as JSON (every partition's offsets, every committed offset)",
+    )
     p.set_defaults(run=_run_generate)
 
 
@@ -250,7 +255,11 @@ def _run_generate(args) -> int:
         offsets_partitions=args.offsets_partitions,
         config_out=args.config_out,
     )
-    print(json.dumps(summary.to_json(), indent=2))
+    _write_report(args.manifest, summary.to_dict())
+    print(summary.summary())
+    for path, what in ((args.config_out, "the topics' configurations, for --config-file"), (args.manifest, "manifest")):
+        if path:
+            print(f"{what}: {path}")
     return EXIT_OK
 
 
@@ -343,7 +352,6 @@ def _run_compact(args) -> int:
     dry_run = args.command == "plan" or args.dry_run
     resolver = _resolver(args)
     output = None if dry_run else getattr(args, "output", None)
-    log_dir = output or args.log_dir
     opened = _check_before_spark(args, resolver)
     now = _now(args)
     # the copy for --output is made while Spark starts; a pass without a compacted topic plans
@@ -385,17 +393,7 @@ def _run_compact(args) -> int:
         if rows:
             print()
             print(_table(rows, list(rows[0])))
-    _write_report(
-        args.report,
-        {
-            "now": now,
-            "dry_run": dry_run,
-            "log_dir": log_dir,
-            "partitions": partitions,
-            "records": result.report,
-            "segments": result.segments,
-        },
-    )
+    _write_report(args.report, result.to_dict())
     for (topic, partition), err in sorted(result.plan.uncleanable.items()):
         print(
             f"kafkalog {args.command}: {topic}-{partition} is uncleanable and was left as it is: {err}", file=sys.stderr

@@ -25,12 +25,12 @@ echo "== jobs and conf" >&2
 
 echo "== packed environment" >&2
 # What executors and the driver import besides kafkalog's own dependencies: pandas (applyInPandas) and
-# deltalake (committed offsets from a Delta table), with the versions of the `spark` extra.
+# deltalake (committed offsets from a Delta table), with the versions of the `spark` and `delta` extras.
 EXTRAS=$("$PYTHON" - <<'EOF'
 import tomllib
 with open("pyproject.toml", "rb") as f:
-    spark = tomllib.load(f)["project"]["optional-dependencies"]["spark"]
-print(" ".join(r for r in spark if r.startswith(("pandas", "deltalake"))))
+    extras = tomllib.load(f)["project"]["optional-dependencies"]
+print(" ".join(r for r in extras["spark"] + extras["delta"] if r.startswith(("pandas", "deltalake"))))
 EOF
 )
 if ! "$PYTHON" -m pip show -q venv-pack >/dev/null 2>&1; then

@@ -17,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # a file, no display
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import EngFormatter  # noqa: E402
 
 from kafkalog.operations.compact import compact  # noqa: E402
 from kafkalog.operations.files import load_config  # noqa: E402
@@ -50,7 +51,8 @@ def draw(before: dict, after: dict, path: Path) -> None:
         ax.set_yticks(list(ys), names)
         ax.set_title(what)
         ax.invert_yaxis()
-    axes[1].legend(loc="lower right")
+        ax.legend(loc="lower right")  # each its own: the small partitions' bars are short at the bottom
+    axes[1].xaxis.set_major_formatter(EngFormatter(unit="B"))  # 350 kB, not 350000
     fig.suptitle("kafkalog compact: one Kafka cleaning pass over the demo log directory, per compacted partition")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -232,3 +232,38 @@ def test_compact_shows_its_now_as_a_date(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "chosen at now=2023-11-14T22:20:00.332Z (1700000400332)" in captured.out
     assert "the wall clock" not in captured.err  # --now given: nothing read from the clock
+
+
+def test_generate_prints_a_summary_and_writes_the_manifest_on_request(capsys, tmp_path):
+    log_dir, manifest = tmp_path / "log", tmp_path / "manifest.json"
+    assert main(["generate", str(log_dir), "--preset", "small", "--seed", "7", "--manifest", str(manifest)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) < 15  # a screen, not the manifest (some 900 lines of JSON for the demo preset)
+    assert lines[0].startswith(f"generated {log_dir} (seed 7): 7 topics, 11 partitions, 2,795 records in ")
+    assert "  customers: 1 partition, 400 records in 7 segments, cleanup.policy=compact" in lines
+    assert lines[-1] == f"manifest: {manifest}"
+    written = json.loads(manifest.read_text())
+    assert written["logDir"] == str(log_dir) and len(written["partitions"]) == 11
+
+
+@pytest.mark.spark
+def test_a_spark_command_does_not_print_the_jdks_incubator_warning(tmp_path):
+    """Spark's launcher gives the driver JVM `--add-modules=jdk.incubator.vector`, and the JDK says so on
+    stderr at every start; kafkalog starts the JVM with its stderr filtered (kafkalog/spark/context.py)."""
+    assert main(["generate", str(tmp_path / "log"), "--preset", "small", "--seed", "7"]) == 0
+    run = subprocess.run(
+        [sys.executable, "-m", "kafkalog", "plan", str(tmp_path / "log"), "--config", "cleanup.policy=compact",
+         "--now", "1700100000000", "--quiet"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "incubator" not in run.stderr and "compacted partitions chosen" in run.stdout
+
+
+def test_the_jvms_stderr_passes_but_for_the_incubator_warning(capfd):
+    import io
+
+    from kafkalog.spark.context import _pass_stderr
+
+    _pass_stderr(io.BytesIO(b"WARNING: Using incubator modules: jdk.incubator.vector\nERROR Executor: lost\nlast"))
+    assert capfd.readouterr().err == "ERROR Executor: lost\nlast"

@@ -14,7 +14,7 @@ import pyspark
 import pytest
 
 from kafkalog import cli
-from kafkalog.job import job_arguments
+from kafkalog.jobs import job_arguments
 from kafkalog.operations.validate import validate_paths
 from kafkalog.spark.session import _LOG4J2, ALWAYS, LOCAL_DEFAULTS
 from kafkalog.storage.logdir import LogDir, parse_properties

@@ -15,7 +15,7 @@ LAYERS = (
     ("rules",),
     ("spark",),
     ("operations",),
-    ("cli", "job", "__main__"),
+    ("cli", "jobs", "__main__"),
 )
 
 

@@ -174,6 +174,51 @@ CHECKS = {
 }
 
 
+# -- what each plot must show ------------------------------------------------------------------------------
+
+# A first cell, added here: `plt.show()` also records, for each axes of the figures it shows, what a
+# reader sees (tick labels, legend, whether the legend lies over a bar), drawn as the notebook draws it.
+RECORD_PLOTS = """
+import matplotlib.pyplot as _plt
+
+_kafkalog_plots, _kafkalog_show = [], _plt.show
+
+
+def _kafkalog_record_and_show(*args, **kwargs):
+    for number in _plt.get_fignums():
+        figure = _plt.figure(number)
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        for ax in figure.axes:
+            legend = ax.get_legend()
+            box = legend.get_window_extent(renderer) if legend is not None else None
+            _kafkalog_plots.append({
+                "title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                "ticks": [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()],
+                "series": len(ax.get_legend_handles_labels()[1]),
+                "legend": legend is not None,
+                "covers": box is not None and any(box.overlaps(p.get_window_extent(renderer)) for p in ax.patches),
+            })
+    return _kafkalog_show(*args, **kwargs)
+
+
+_plt.show = _kafkalog_record_and_show
+"""
+PLAIN_NUMBER = re.compile(r"[-\u2212]?[\d.,]+(e[-+]?\d+)?")
+
+
+def check_plots(plots: list[dict]) -> None:
+    """Bytes carry their unit (kB, MB...), and every axes with several series has a legend of its own
+    that covers none of its bars."""
+    assert plots
+    for ax in plots:
+        if re.search("bytes|size", " ".join((ax["title"], ax["xlabel"], ax["ylabel"]))):
+            assert not [t for t in ax["ticks"] if PLAIN_NUMBER.fullmatch(t)], ax
+            assert any(t.endswith("B") for t in ax["ticks"]), ax
+        if ax["series"] > 1:
+            assert ax["legend"] and not ax["covers"], ax
+
+
 # -- running ------------------------------------------------------------------------------------------
 
 
@@ -206,8 +251,10 @@ def test_notebook_runs_top_to_bottom(path, kernel_specs, tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     nb = nbformat.read(path, as_version=4)
     probe, check = CHECKS.get(path.stem, (None, None))
+    nb.cells.insert(0, new_code_cell(RECORD_PLOTS))
     if probe:
         nb.cells.append(new_code_cell(f"import json\nprint(json.dumps({probe}, default=str))"))
+    nb.cells.append(new_code_cell("import json\nprint(json.dumps(_kafkalog_plots))"))
     workdir = tmp_path / "work"
     workdir.mkdir()
     km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=kernel_specs)
@@ -215,5 +262,6 @@ def test_notebook_runs_top_to_bottom(path, kernel_specs, tmp_path, monkeypatch):
     NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(workdir)}}).execute()
     assert (workdir / "sample-notebooks").is_dir()  # the sample went to the working directory
     if check:
-        facts = json.loads("".join(o.text for o in nb.cells[-1].outputs if o.get("name") == "stdout"))
+        facts = json.loads("".join(o.text for o in nb.cells[-2].outputs if o.get("name") == "stdout"))
         check(facts, nb, tmp_path)
+    check_plots(json.loads("".join(o.text for o in nb.cells[-1].outputs if o.get("name") == "stdout")))

@@ -298,7 +298,7 @@ def test_compact_logs_each_phase_with_the_plans_totals(spark, tmp_path, caplog_i
         segment
         for p in chosen
         for segment in (log_dir / f"{p['topic']}-{p['partition']}").glob("*.log")
-        if int(segment.stem) < p["first_uncleanable_offset"]
+        if int(segment.stem) < p["firstUncleanableOffset"]
     ]
     outputs = planned["segments"]
     shown = lines(caplog_info)
@@ -312,8 +312,8 @@ def test_compact_logs_each_phase_with_the_plans_totals(spark, tmp_path, caplog_i
     sources = 0  # the bytes of each output segment's source segments: the first at its base offset, the next ones
     for o in outputs:
         logs = sorted((log_dir / f"{o['topic']}-{o['partition']}").glob("*.log"))
-        first = [int(f.stem) for f in logs].index(o["base_offset"])
-        sources += sum(f.stat().st_size for f in logs[first : first + o["source_segments"]])
+        first = [int(f.stem) for f in logs].index(o["baseOffset"])
+        sources += sum(f.stat().st_size for f in logs[first : first + o["sourceSegments"]])
     assert started["compact rewrite"].endswith(f" {len(outputs)} segments, {progress._size(sources)}")
     done = [line for line in shown if ": done in " in line]
     assert len(done) == 4 and all(re.search(r": (\d+)/\1 (tasks|segments|partitions)", line) for line in done)

@@ -44,6 +44,7 @@ from ..storage.producer_state import replay_bytes, replay_partition
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, recover_partition
 from . import progress
+from .files import camel_keys
 
 log = logging.getLogger("kafkalog")
 
@@ -245,6 +246,22 @@ class CompactionResult:
     report: list[dict]  # per partition: records and bytes by reason
     segments: list[dict] = field(default_factory=list)  # per output segment: records and bytes in and out
     outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
+    log_dir: str = ""  # the log directory rewritten: the input, or --output
+    dry_run: bool = False
+
+    def to_dict(self) -> dict:
+        """The report (`kafkalog compact --report`): why each partition was or was not chosen, records
+        and bytes by reason per partition, and per output segment; keys in camelCase, as every report's."""
+        return camel_keys(
+            {
+                "now": self.plan.now,
+                "dry_run": self.dry_run,
+                "log_dir": self.log_dir,
+                "partitions": self.plan.partitions(),
+                "records": self.report,
+                "segments": self.segments,
+            }
+        )
 
 
 def compact(
@@ -268,7 +285,7 @@ def compact(
     kafkalog/storage/swap.py). `spark` may be a Future of the session (`spark.session.start_session`):
     the copy for `output` is made while Spark starts."""
     with destination(log_dir, output, dry_run=dry_run) as target:
-        return _compact(
+        result = _compact(
             spark,
             target,
             resolver,
@@ -279,6 +296,8 @@ def compact(
             fault=fault,
             legacy_as_v2=legacy_as_v2,
         )
+    result.log_dir, result.dry_run = (log_dir if dry_run else output or log_dir), dry_run
+    return result
 
 
 @raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files

@@ -85,6 +85,21 @@ def _topic_config_dir(path_or_uri: str) -> dict[str, str]:
     return properties
 
 
+def camel_keys(value):
+    """`value` with every dict key in camelCase (`dry_run` -> `dryRun`), lists and nested dicts included:
+    the key casing of every JSON report, as Kafka's tools and the DataFrames' columns name fields."""
+    if isinstance(value, dict):
+        return {_camel(k) if isinstance(k, str) else k: camel_keys(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [camel_keys(v) for v in value]
+    return value
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
 def write_report(path_or_uri: str, report: dict) -> None:
     """A command's report as JSON, local or in object storage."""
     fs, path = LogFileSystem.for_path(path_or_uri)

@@ -99,11 +99,32 @@ class GenerateSummary:
             lines += [f"topic.{topic}.{name}={value}" for name, value in config.items()]
         return "\n".join(lines) + "\n"
 
+    def summary(self) -> str:
+        """What was written, a line per topic, for the command line (`to_dict` is the whole manifest)."""
+        topics: dict[str, list[tuple[int, int]]] = {}
+        for tp, p in sorted(self.partitions.items()):
+            topics.setdefault(tp.topic, []).append((self.records.get(tp, 0), len(p.segments)))
+        records, segments = sum(self.records.values()), sum(len(p.segments) for p in self.partitions.values())
+        lines = [
+            f"generated {self.path} (seed {self.seed}): {len(topics)} topics, {len(self.partitions)} partitions, "
+            f"{records:,} records in {segments} segments, timestamps {_utc(self.start_ms)} to {_utc(self.end_ms)}"
+        ]
+        for topic, parts in topics.items():
+            policy = self.topic_configs.get(topic, {}).get("cleanup.policy", "")
+            lines.append(
+                f"  {topic}: {_count(len(parts), 'partition')}, {sum(r for r, _ in parts):,} records in "
+                f"{sum(s for _, s in parts)} segments" + (f", cleanup.policy={policy}" if policy else "")
+            )
+        if self.commits:
+            groups = len({group for group, _, _ in self.commits})
+            lines.append(f"  __consumer_offsets: {len(self.commits)} committed offsets of {_count(groups, 'group')}")
+        return "\n".join(lines)
+
     @property
     def topic_ids(self) -> dict[str, str]:
         return {tp.topic: p.topic_id for tp, p in self.partitions.items()}
 
-    def to_json(self) -> dict:
+    def to_dict(self) -> dict:
         return {
             "logDir": self.path,
             "seed": self.seed,
@@ -600,6 +621,14 @@ def _leader_epoch_at(partition: WrittenPartition, offset: int) -> int:
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _utc(ms: int) -> str:
+    return f"{datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _java_date(ms: int) -> str:

@@ -68,6 +68,7 @@ from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, recover_partition
 from . import clock, progress
+from .files import camel_keys
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [
@@ -124,16 +125,19 @@ class PurgeResult:
         return text
 
     def to_dict(self) -> dict:
-        return {
-            "run_id": self.run_id,
-            "now": self.now,
-            "dry_run": self.dry_run,
-            "log_dir": self.log_dir,
-            "ledger_rows": self.ledger_rows,
-            "partitions": self.partitions,
-            "segments": [o.to_dict() for o in self.outputs],
-            "tiered_topics": self.tiered_topics,
-        }
+        """The report (`kafkalog purge --report`), keys in camelCase as every report's."""
+        return camel_keys(
+            {
+                "run_id": self.run_id,
+                "now": self.now,
+                "dry_run": self.dry_run,
+                "log_dir": self.log_dir,
+                "ledger_rows": self.ledger_rows,
+                "partitions": self.partitions,
+                "segments": [o.to_dict() for o in self.outputs],
+                "tiered_topics": self.tiered_topics,
+            }
+        )
 
 
 @raises_kafkalog_errors

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 
 from ..errors import KafkaLogError
+from ..storage.fs import pyarrow_uri
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)
@@ -293,7 +294,7 @@ class Findings:
 
 def _common_root(paths: list[str]) -> str:
     """The directory the validated paths share, to print file names relative to it."""
-    local = [os.path.abspath(p) for p in paths if "://" not in p]
+    local = [os.path.abspath(p) for p in map(pyarrow_uri, paths) if "://" not in p]  # dbfs:/x is local
     if not local or len(local) != len(paths):
         return ""
     root = os.path.commonpath(local)

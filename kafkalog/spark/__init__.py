@@ -18,15 +18,25 @@ from .views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, read_task
 
 
 def register(spark) -> None:
-    """Register the `kafkalog` data source format in `spark` (`local_session` does this)."""
+    """Register the `kafkalog` data source format in `spark` (`local_session` does this). A session kafkalog
+    did not start needs it before `format("kafkalog")`: a Spark Connect session (Databricks serverless and
+    shared clusters) fails with DATA_SOURCE_NOT_FOUND without it."""
     from .datasource import register as _register
 
     _register(spark)
 
 
+def read_log(spark, path: str, **options):
+    """The records of the log dir (or partition directory, or segment) at `path`: the DataFrame
+    `spark.read.format("kafkalog").options(**options).load(path)` gives, with the format registered first."""
+    register(spark)
+    return spark.read.format("kafkalog").options(**options).load(path)
+
+
 __all__ = [
     "local_session",
     "register",
+    "read_log",
     "segment_inventory",
     "list_segments",
     "IOStats",

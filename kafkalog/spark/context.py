@@ -7,6 +7,15 @@ kafkalog's plans are DataFrames either way; what only a classic session offers i
 
 from __future__ import annotations
 
+import os
+import subprocess
+import threading
+
+# The JDK prints this line on stderr when its JVM resolves an incubator module, and Spark's launcher
+# gives every driver `--add-modules=jdk.incubator.vector` (org.apache.spark.launcher.JavaModuleOptions):
+# no Spark or JVM option turns the line off, so the JVM kafkalog starts passes its stderr through a filter.
+INCUBATOR_WARNING = b"WARNING: Using incubator modules: "
+
 
 def spark_context(spark):
     """The SparkContext of a classic session; None for a Spark Connect session, which has none."""
@@ -31,3 +40,29 @@ def default_parallelism(spark) -> int:
         (last,) = spark.range(0, 1 << 20).select(F.spark_partition_id().alias("p")).agg(F.max("p")).first()
         _CONNECT_PARALLELISM[spark.session_id] = int(last) + 1
     return _CONNECT_PARALLELISM[spark.session_id]
+
+
+def launch_jvm(settings: dict) -> None:
+    """Start the JVM a new classic session will use, as pyspark would (spark-submit with `settings` as
+    `--conf`), but with its stderr copied to this process's without the JDK's incubator-module warning.
+    Nothing to do where pyspark has a JVM already, or where spark-submit started this process."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(target=_pass_stderr, args=(gateway.proc.stderr,), name="kafkalog-jvm-stderr", daemon=True).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def _pass_stderr(stream) -> None:
+    """Copy the JVM's stderr (Spark's errors, Ivy's messages, Python workers' tracebacks) to file
+    descriptor 2, where the JVM would have written it, but for the incubator warning."""
+    for line in iter(stream.readline, b""):
+        if not line.startswith(INCUBATOR_WARNING):
+            try:
+                os.write(2, line)
+            except OSError:  # stderr closed: keep draining, or the JVM would block on a full pipe
+                pass

@@ -10,7 +10,7 @@ import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import ConfigError
-from .context import spark_context
+from .context import launch_jvm, spark_context
 
 # Applied only when kafkalog starts Spark itself in local mode.
 LOCAL_DEFAULTS = {
@@ -194,7 +194,7 @@ def local_session(
         except DeltaUnavailable as err:
             unavailable = str(err)
     try:
-        spark = _build(settings)
+        spark = _build(settings, jvm=not remote)
     except Exception as err:
         if settings == without_delta:
             raise
@@ -204,7 +204,7 @@ def local_session(
             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; Ivy's and Spark's "
             f"messages are on stderr)"
         )
-        spark = _build(without_delta)
+        spark = _build(without_delta, jvm=not remote)
     if delta and remote and not delta_configured(spark):
         unavailable = f"the Spark Connect server {remote} was not started with delta-spark ({DELTA_EXTENSION})"
     if unavailable is not None:
@@ -217,9 +217,12 @@ def local_session(
     return spark
 
 
-def _build(settings: dict):
+def _build(settings: dict, *, jvm: bool):
+    """A session with `settings`; `jvm`: a classic one, whose JVM kafkalog starts where none runs yet."""
     from pyspark.sql import SparkSession
 
+    if jvm:
+        launch_jvm(settings)
     builder = SparkSession.builder  # a new Builder each time
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -1,5 +1,10 @@
 """One filesystem for local paths and object-store URIs (file://, s3://, gs://, hdfs://), on pyarrow.fs.
 
+Also the names other tools give the same places: Hadoop's `s3a://` is S3 (`s3://`), Databricks'
+`dbfs:/path` is its FUSE mount `/dbfs/path` on the driver and every node, and Azure's `abfs://` and
+`abfss://` (`container@account.dfs.core.windows.net/path`) go through pyarrow's AzureFileSystem where
+the installed pyarrow has it (it reads the account's credentials from the environment).
+
 Paths inside a `LogFileSystem` are strings in that filesystem's own form ('/data/kafka' locally,
 'bucket/kafka' on S3). Renames are atomic on local disks and HDFS; on object stores a rename is a
 copy and a delete, which is why the swap protocol is recoverable at every step rather than relying
@@ -16,6 +21,27 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import LogDirError
+
+AZURE_SCHEMES = ("abfs", "abfss")
+
+
+def pyarrow_uri(path_or_uri: str) -> str:
+    """`path_or_uri` as pyarrow.fs names it: `s3a://` as `s3://`, `dbfs:/x` as the local `/dbfs/x`; a URI
+    pyarrow cannot open here is refused with what to use instead."""
+    scheme, sep, rest = path_or_uri.partition(":")
+    scheme = scheme.lower()
+    if scheme == "dbfs" and sep:
+        return "/dbfs/" + rest.lstrip("/")  # dbfs:/x and dbfs:///x: Databricks' FUSE mount
+    if scheme == "s3a" and rest.startswith("//"):
+        return "s3:" + rest
+    if scheme in AZURE_SCHEMES and rest.startswith("//") and not hasattr(pafs, "AzureFileSystem"):
+        raise LogDirError(
+            f"cannot open {path_or_uri}: this pyarrow ({pa.__version__}) has no AzureFileSystem; install "
+            "pyarrow 16 or newer with Azure support, or give the container's mount path "
+            "(a Databricks volume, /dbfs/mnt/..., or blobfuse2)",
+            file=path_or_uri,
+        )
+    return path_or_uri
 
 
 class FileEntry(NamedTuple):
@@ -36,13 +62,14 @@ class LogFileSystem:
     @classmethod
     def for_path(cls, path_or_uri: str) -> tuple[LogFileSystem, str]:
         """The filesystem of a local path or URI, and the path inside it."""
-        text = os.fspath(path_or_uri)
+        given = os.fspath(path_or_uri)
+        text = pyarrow_uri(given)
         if "://" not in text:
             return cls(pafs.LocalFileSystem()), os.path.abspath(text)
         try:
             fs, path = pafs.FileSystem.from_uri(text)
         except (ValueError, OSError, pa.ArrowException) as err:
-            raise LogDirError(f"cannot open {text}: {err}", file=text) from None
+            raise LogDirError(f"cannot open {given}: {err}", file=given) from None
         return cls(fs), path.rstrip("/")
 
     @staticmethod

@@ -93,7 +93,7 @@ def test_the_same_seed_gives_identical_files_and_mtimes(small, small_again):
     assert sorted(first) == sorted(second)
     for name in first:
         assert first[name] == second[name], name
-    assert small[1].to_json() | {"logDir": None} == small_again[1].to_json() | {"logDir": None}
+    assert small[1].to_dict() | {"logDir": None} == small_again[1].to_dict() | {"logDir": None}
 
 
 def test_a_different_seed_gives_different_data(small, small_seed_2):
@@ -344,7 +344,7 @@ def test_summary_and_broker_files_match_the_partitions(small, partitions):
     assert props == {"version": "0", "broker.id": "0", "cluster.id": summary.cluster_id}
     assert len(summary.cluster_id) == 22
     assert sum(1 for tp in summary.partitions if tp.topic == CONSUMER_OFFSETS_TOPIC) == 3
-    assert summary.to_json()["partitions"][0]["topic"] == CONSUMER_OFFSETS_TOPIC
+    assert summary.to_dict()["partitions"][0]["topic"] == CONSUMER_OFFSETS_TOPIC
 
 
 # -- an independent reader: kafka-python ---------------------------------------------------------------------
@@ -450,7 +450,7 @@ def test_command_line_options(tmp_path):
         records=20,
         offsets_partitions=2,
         config_out=str(tmp_path / "topics.properties"),
-    ).to_json()
+    ).to_dict()
     resolver = resolver_from(parse_properties((tmp_path / "topics.properties").read_text()))
     assert resolver.for_topic("customers").compact and not resolver.for_topic("orders").compact
     assert resolver.for_topic("clicks").message_timestamp_type == "LogAppendTime"
@@ -478,7 +478,7 @@ def test_a_spec_file_and_hanging_transactions(tmp_path):
     )
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec.to_dict()))
-    result = generate_log_dir(str(tmp_path / "out"), spec_file=str(path)).to_json()
+    result = generate_log_dir(str(tmp_path / "out"), spec_file=str(path)).to_dict()
     txn = next(p for p in result["partitions"] if p["topic"] == "txn")
     assert txn["lastStableOffset"] == 0 < txn["highWatermark"] == 60  # both transactions still open
 

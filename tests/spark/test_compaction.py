@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from kafkalog.codec.records import Record
@@ -106,7 +107,6 @@ def _files(root):
 
 
 def test_cli_compact_output_leaves_input_untouched_and_plan_writes_nothing(spark, tmp_path, small_log, capsys):
-    import json
 
     from kafkalog.cli import main
 
@@ -163,6 +163,19 @@ def test_every_format_compacts_to_the_latest_record_per_key_as_kafka_python_read
         expected = [r for r in before if r[0] >= state.upper_bound or latest.get(r[1]) == r[0]]
         assert _kafka_python_records(out, state.topic, state.partition) == expected, (state.topic, state.partition)
     assert validate_paths([out], index_interval_bytes=256).exit_code == 0
+    report = json.loads(json.dumps(result.to_dict()))  # the report compact --report writes: JSON as it is
+    assert (report["now"], report["dryRun"], report["logDir"]) == (T0, False, out)
+    assert [p["firstDirtyOffset"] for p in report["partitions"]] == [
+        p["first_dirty_offset"] for p in result.plan.partitions()
+    ]
+    assert [r["abortedTransaction"] for r in report["records"]] == [r["aborted_transaction"] for r in result.report]
+    assert not [key for key in _keys(report) if "_" in key]  # one casing: camelCase, as every report's
+
+
+def _keys(value) -> set:
+    if isinstance(value, dict):
+        return set(value).union(*map(_keys, value.values()))
+    return set().union(*map(_keys, value)) if isinstance(value, list) else set()
 
 
 def test_legacy_batches_written_as_v2_as_kafka_4_does(spark, tmp_path, small_log):

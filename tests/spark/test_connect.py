@@ -67,7 +67,24 @@ def client(log_dir: str, config: str, work: str) -> None:
     metrics = ScanMetrics()
     narrow_scan(spark, log_dir, topics=["orders"], partitions=[1], metrics=metrics).count()
     summary = {"scanned": sorted(metrics.executor.files(".log")), "delta_unavailable": delta_unavailable(spark)}
+    summary["fresh"] = _fresh_session(log_dir)
     (out / "summary.json").write_text(json.dumps(summary))
+
+
+def _fresh_session(log_dir: str) -> dict:
+    """A new session on the same server, as Databricks gives a notebook (no local_session, no register):
+    what `format("kafkalog")` says there, then what `kafkalog.read` reads."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    import kafkalog
+
+    fresh = ConnectSession.builder.remote(os.environ["SPARK_REMOTE"]).create()
+    try:
+        fresh.read.format("kafkalog").load(log_dir).count()
+        unregistered = "read"
+    except Exception as err:  # Spark's AnalysisException, through the Connect client
+        unregistered = str(err)
+    return {"unregistered": unregistered, "records": kafkalog.read(fresh, log_dir).count()}
 
 
 def _purge_options(resolver, out: Path) -> dict:
@@ -244,6 +261,12 @@ def test_data_source_scans_and_committed_offsets_on_spark_connect_equal_a_classi
     narrow_scan(spark, str(small_log.path), topics=["orders"], partitions=[1], metrics=metrics).count()
     scanned = json.loads((connect / "summary.json").read_text())["scanned"]
     assert scanned and scanned == sorted(metrics.executor.files(".log"))
+
+
+def test_kafkalog_read_registers_the_format_in_a_fresh_spark_connect_session(spark, connect, small_log):
+    fresh = json.loads((connect / "summary.json").read_text())["fresh"]
+    assert "DATA_SOURCE_NOT_FOUND" in fresh["unregistered"]  # why the README says to register first
+    assert fresh["records"] == spark.read.format("kafkalog").load(str(small_log.path)).count() > 0
 
 
 def test_validate_frame_on_spark_connect_is_a_classic_sessions(spark, connect, small_log):

@@ -261,7 +261,7 @@ def test_dry_run_reports_per_partition_and_writes_nothing(spark, purged, small_l
     assert files(root) == before and not (tmp_path / "ledger").exists()
     dry = json.loads((tmp_path / "report.json").read_text())
     counts = ("topic", "partition", "removed", "tombstoned", "redacted", "batches", "segments", "keys")
-    assert dry["dry_run"] and [{c: p[c] for c in counts} for p in dry["partitions"]] == [
+    assert dry["dryRun"] and [{c: p[c] for c in counts} for p in dry["partitions"]] == [
         {c: p[c] for c in counts} for p in purged.result.partitions
     ]
 

@@ -1,6 +1,11 @@
-"""What the spark-submit jobs of `jobs/` share: each runs one `kafkalog` command in a Spark application.
+"""The spark-submit jobs: each runs one `kafkalog` command in a Spark application.
 
-    spark-submit jobs/compact.py LOG_DIR [the options of `kafkalog compact`]
+    spark-submit "$(python -m kafkalog.jobs --path compact)" LOG_DIR [the options of `kafkalog compact`]
+    python -m kafkalog.jobs compact LOG_DIR [...]     the same job in this Python (local Spark, or SPARK_REMOTE's)
+    python -m kafkalog.jobs --conf-dir               the configuration templates' directory, to copy
+
+The job files are this package's `compact.py`, `retain.py`, `validate.py` and `purge.py` (the repository's
+`jobs/*.py` link to them); spark-submit needs a file, which `--path` names wherever the wheel was installed.
 
 A job takes exactly the command line's arguments. When they name no `--config-file` (or no
 `--topic-config-dir`) and $KAFKALOG_CONF_DIR is set, the job uses `$KAFKALOG_CONF_DIR/kafkalog.properties`
@@ -19,8 +24,10 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from . import cli
+from .. import cli
 
+JOBS = ("compact", "retain", "validate", "purge")
+CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")  # kafkalog/conf
 CONF_DIR_ENV = "KAFKALOG_CONF_DIR"
 CONF_DEFAULTS = (
     ("--config-file", "config_file", "kafkalog.properties"),
@@ -37,7 +44,7 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection chatter is not the job's news
     log.setLevel(logging.INFO)  # where and how the job ran, also with --quiet (which quiets the command's progress)
     argv = job_arguments(command, sys.argv[1:] if argv is None else argv, os.environ)
-    from .spark.session import local_session
+    from ..spark.session import local_session
 
     started = time.monotonic()
     spark = None
@@ -77,3 +84,10 @@ def job_arguments(command: str, argv: Sequence[str], environ: Mapping[str, str])
         if hasattr(given, dest) and getattr(given, dest) is None and os.path.exists(path):
             defaults += [option, path]
     return defaults + list(argv)
+
+
+def job_path(command: str) -> str:
+    """The file spark-submit runs for `command`: this package's `<command>.py`, wherever it is installed."""
+    if command not in JOBS:
+        raise ValueError(f"no job {command!r}: the jobs are {', '.join(JOBS)}")
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{command}.py")
