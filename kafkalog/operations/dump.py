@@ -59,6 +59,7 @@ from ..storage.segment import SegmentReader, locate
 from ..storage.snapshot import ProducerSnapshot
 from ..storage.txnindex import TransactionIndex
 from ..topics import CONSUMER_OFFSETS_TOPIC, KRAFT_METADATA_TOPIC, REMOTE_LOG_METADATA_TOPIC
+from .files import camel_keys
 
 
 def _coordinator_decoder(family: RecordFamily):
@@ -316,7 +317,7 @@ def dump_index_file(fs: LogFileSystem, path: str, kind: str, base_offset: int) -
             }
     elif kind == ".snapshot":
         for entry in ProducerSnapshot.from_bytes(data, base_offset, file=path).entries:
-            yield {"type": "producerSnapshot", "file": path, **_camel(entry._asdict())}
+            yield {"type": "producerSnapshot", "file": path, **camel_keys(entry._asdict())}
     elif kind == ".leader_epoch_checkpoint":  # a remote segment's (tiered storage)
         yield from _leader_epochs(data, path)
 
@@ -355,15 +356,6 @@ TEXT_FILES = {
     PARTITION_METADATA: _partition_metadata,
     META_PROPERTIES: _meta_properties,
 }
-
-
-def _camel(fields: dict) -> dict:
-    return {_camel_name(k): v for k, v in fields.items()}
-
-
-def _camel_name(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
 
 
 def dump_paths(
