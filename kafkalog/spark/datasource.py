@@ -20,14 +20,16 @@ It returns the records view (Spark's Kafka source schema plus kafkalog's batch f
 
 Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN) and ``offset`` (=, <, <=, >, >=;
 ``IN`` prunes by its smallest and largest value and stays with Spark) prune segments before any is
-opened, exactly as the options do; the two combine. Pushdown needs
-``spark.sql.python.filterPushdown.enabled``, which `register` turns on. It is on by default only
-where Spark keeps pushed state per scan: Spark 4.3.0 stores the read planned during pushdown on the
-data source instance that a DataFrame and every DataFrame derived from it share, so after
-``df.filter("partition = 1")`` runs, ``df`` itself would read only partition 1. `register` detects
-that and leaves pushdown off unless ``pushdown=true`` is given (then load a fresh DataFrame for
-each filtered query). Options always prune, whatever the Spark version. A Spark Connect client cannot
-make that check (it has no JVM gateway): there pushdown is on only with ``pushdown=true``.
+opened, exactly as the options do; the two combine, and ``explain("formatted")`` lists the pushed
+ones (Spark's ``PushedFilters``; the Python data source API has no description of its own). Pushdown
+needs ``spark.sql.python.filterPushdown.enabled``, which `register` turns on, and a Spark that keeps
+pushed state per scan. Spark 4.1 to 4.3 do not: they store the read planned during pushdown on the
+data source instance that a DataFrame and every DataFrame derived from it share, and a later query
+with no filter to push reuses it, so after ``df.filter("partition = 1").count()`` the query
+``df.count()`` would read only partition 1. Nothing in Python can prevent that (no Python code runs
+when that later query is planned), so there `register` leaves pushdown off and refuses
+``pushdown=true``; so does a Spark Connect client, which cannot check its server (it has no JVM
+gateway). Options always prune, whatever the Spark version.
 
 `partitions()` returns one InputPartition per task of `plan_scan`: a work unit (a segment or a byte
 range of a large one) or, with ``packUnits``, several small ones. `read()` yields Arrow record batches.
@@ -213,19 +215,35 @@ class KafkaLogDataSource(DataSource):
         return NAME
 
     def schema(self):
+        self.pushdown()  # a refused option fails load(), not the first query
         return spark_schema(SCHEMAS[view_of(self.options)])
 
     def reader(self, schema):
         view = view_of(self.options)
-        pushdown = _bool(self.options, "pushdown", self.pushdown_default)
-        return (KafkaLogPushdownReader if pushdown else KafkaLogReader)(self.options, view)
+        return (KafkaLogPushdownReader if self.pushdown() else KafkaLogReader)(self.options, view)
+
+    def pushdown(self) -> bool:
+        return _bool(self.options, "pushdown", self.pushdown_default)
 
 
 class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
-    """The `kafkalog` data source where Spark shares pushed-down state between scans: pushdown
-    only on request (`pushdown=true`)."""
+    """The `kafkalog` data source where Spark shares pushed-down state between scans, or where
+    kafkalog cannot tell: no pushdown, and `pushdown=true` refused (it would give wrong answers)."""
 
     pushdown_default = False
+
+    def pushdown(self) -> bool:
+        if _bool(self.options, "pushdown", False):
+            raise ConfigError(PUSHDOWN_REFUSED)
+        return False
+
+
+PUSHDOWN_REFUSED = (
+    "option pushdown=true is refused: this Spark keeps the read planned for a filtered query on the data source "
+    "that every query of the same load() shares (Spark 4.1 to 4.3), or kafkalog cannot check it (a Spark Connect "
+    "client), so a later query of that DataFrame could read only what an earlier filter selected; filter with the "
+    "options topics, partitions, startingOffset and endingOffset instead"
+)
 
 
 def pushdown_is_scan_scoped(spark) -> bool:
