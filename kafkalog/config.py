@@ -576,6 +576,13 @@ def remote_log_prefixes(broker: Mapping[str, str] = {}) -> tuple[str, ...]:
     )
 
 
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """ "; did you mean 'X'?" for the candidate closest to `name` (letter case aside), or ""."""
+    by_lower = {candidate.lower(): candidate for candidate in candidates}
+    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
 def unknown_name(name: str, where: str, candidates: Iterable[str], file: str | None = None) -> ConfigError:
     """The error for a name Kafka does not define, with the closest known name."""
     close = difflib.get_close_matches(name, sorted(candidates), n=1)

@@ -1,7 +1,8 @@
 """`spark.read.format("kafkalog").load(LOG_DIR)`: a Spark 4 Python data source over a log directory.
 
 It returns the records view (Spark's Kafka source schema plus kafkalog's batch fields, see
-`kafkalog.spark.views.RECORDS_SCHEMA`). Options (all optional):
+`kafkalog.spark.views.RECORDS_SCHEMA`). Options (all optional; names are case-insensitive, as
+Spark's are, and an unknown name fails ``load()`` with the closest known one):
 
 ====================  ===================================================================================
 ``topics``            comma-separated topic names
@@ -53,6 +54,7 @@ from ..errors import ConfigError
 from .context import spark_context
 from .scan import spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
+from .source_options import checked
 from .views import SCHEMAS, read_task
 
 NAME = "kafkalog"
@@ -61,7 +63,7 @@ _VIEWS = {"records": "records", "narrow": "narrow", "keys": "narrow", "batches":
 
 
 def _bool(options, name: str, default: bool) -> bool:
-    value = options.get(name)
+    value = options.get(name.lower())
     if value is None:
         return default
     text = str(value).strip().lower()
@@ -71,7 +73,7 @@ def _bool(options, name: str, default: bool) -> bool:
 
 
 def _int(options, name: str) -> int | None:
-    value = options.get(name)
+    value = options.get(name.lower())
     if value is None or str(value).strip() == "":
         return None
     try:
@@ -81,7 +83,7 @@ def _int(options, name: str) -> int | None:
 
 
 def _list(options, name: str, kind=str):
-    value = options.get(name)
+    value = options.get(name.lower())
     if value is None:
         return None
     items = [item.strip() for item in str(value).split(",") if item.strip()]
@@ -129,7 +131,7 @@ class KafkaLogReader(DataSourceReader):
         self.min_partitions = _int(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
         self.pack = _bool(options, "packUnits", True)
         self.verify_crc = _bool(options, "verifyCrc", True)
-        self.remote_storage = options.get("remoteStorageDir")
+        self.remote_storage = options.get("remotestoragedir")
 
     def partitions(self):
         plan = plan_scan(
@@ -210,20 +212,24 @@ class KafkaLogDataSource(DataSource):
 
     pushdown_default = True
 
+    def __init__(self, options):
+        super().__init__(options)
+        self.checked = checked(options)  # a bad option fails load(), not the first query
+        self.pushdown()
+
     @classmethod
     def name(cls) -> str:
         return NAME
 
     def schema(self):
-        self.pushdown()  # a refused option fails load(), not the first query
-        return spark_schema(SCHEMAS[view_of(self.options)])
+        return spark_schema(SCHEMAS[view_of(self.checked)])
 
     def reader(self, schema):
-        view = view_of(self.options)
-        return (KafkaLogPushdownReader if self.pushdown() else KafkaLogReader)(self.options, view)
+        view = view_of(self.checked)
+        return (KafkaLogPushdownReader if self.pushdown() else KafkaLogReader)(self.checked, view)
 
     def pushdown(self) -> bool:
-        return _bool(self.options, "pushdown", self.pushdown_default)
+        return _bool(self.checked, "pushdown", self.pushdown_default)
 
 
 class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
@@ -233,7 +239,7 @@ class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
     pushdown_default = False
 
     def pushdown(self) -> bool:
-        if _bool(self.options, "pushdown", False):
+        if _bool(self.checked, "pushdown", False):
             raise ConfigError(PUSHDOWN_REFUSED)
         return False
 

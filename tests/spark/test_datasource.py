@@ -65,3 +65,12 @@ def test_pushdown_never_changes_an_answer(spark, small_log):
             spark.read.format("kafkalog").option("pushdown", "true").load(root)
         df = spark.read.format("kafkalog").load(root)
     assert (df.count(), df.filter("partition = 1").count(), df.count()) == (everything, in_partition_1, everything)
+
+
+def test_an_unknown_option_fails_load_with_the_closest_name(spark, small_log):
+    reader = spark.read.format("kafkalog").option("startingOfset", 5)
+    with pytest.raises(Exception, match=r"unknown option 'startingofset'.*did you mean 'startingOffset'"):
+        reader.load(str(small_log.path))
+    # names are case-insensitive, as Spark's are
+    df = spark.read.format("kafkalog").option("TOPICS", "orders").option("PARTITIONS", "1").load(str(small_log.path))
+    assert df.select("topic", "partition").distinct().collect() == [("orders", 1)]
