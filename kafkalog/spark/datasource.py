@@ -2,7 +2,40 @@
 
 It returns the records view (Spark's Kafka source schema plus kafkalog's batch fields, see
 `kafkalog.spark.views.RECORDS_SCHEMA`). Options (all optional; names are case-insensitive, as
-Spark's are, and an unknown name fails ``load()`` with the closest known one):
+Spark's are, and an unknown name fails ``load()`` with the closest known one). Spark's Kafka source
+options keep Spark's names and meanings:
+
+======================================  =============================================================================
+``subscribe``                           comma-separated topic names (kafkalog's ``topics`` is the same)
+``subscribePattern``                    topics whose whole name matches the pattern (Python's ``re``: Java's regex
+                                        syntax for the common cases; possessive quantifiers and ``\\p{...}`` differ)
+``assign``                              JSON ``{"topic": [0, 1]}``: these partitions only
+``startingOffsets``                     ``earliest`` (default) or JSON ``{"topic": {"0": 23, "1": -2}}`` (-2:
+                                        earliest), every selected partition named, as Spark requires
+``endingOffsets``                       ``latest`` (default) or JSON as above, exclusive (-1: latest)
+``startingTimestamp``,                  epoch ms, for every partition or per partition (JSON as above): reading starts
+``startingOffsetsByTimestamp``          at the first offset whose record's timestamp is at least it (Kafka's
+                                        offsetsForTimes, through each segment's time index); none is an error, or
+                                        with ``startingOffsetsByTimestampStrategy=latest`` the partition's end
+``endingTimestamp``,                    the same, where reading stops (exclusive); none: the partition's end
+``endingOffsetsByTimestamp``
+``includeHeaders``                      ``false``: no ``headers`` column (kafkalog's default is ``true``, Spark's
+                                        ``false``)
+``kafka.isolation.level``               ``read_committed``: no control record and no record of an aborted
+                                        transaction (each segment's ``.txnindex``), and nothing from the last
+                                        stable offset on (producer state: snapshot and replay, as a broker loads it)
+``failOnDataLoss``                      ``false`` only: kafkalog reads the offsets the log dir holds
+``minPartitions``                       lower the task size so that at least this many tasks exist where the data
+                                        allows (4)
+======================================  =============================================================================
+
+At most one of ``topics``, ``subscribe``, ``subscribePattern`` and ``assign`` (none: every topic),
+and at most one option for where reading starts and one for where it ends. A topic or partition
+the options name that the log dir does not hold is an error naming the closest topic (Spark's
+source reads nothing for a missing topic; offline, a typo is the likelier cause). Options that mean
+nothing for files are accepted with a warning: the streaming ones (``maxOffsetsPerTrigger``...,
+which Spark's batch source ignores too), ``maxRecordsPerPartition``, ``groupIdPrefix``, the consumer's
+polling and fetching, and every other ``kafka.*`` (``kafka.bootstrap.servers``...). kafkalog's own:
 
 ====================  ===================================================================================
 ``topics``            comma-separated topic names
@@ -10,14 +43,20 @@ Spark's are, and an unknown name fails ``load()`` with the closest known one):
 ``startingOffset``    first offset to read, inclusive (every selected partition)
 ``endingOffset``      offset to stop before, exclusive (every selected partition)
 ``view``              ``records`` (default), ``narrow`` (the compaction view) or ``batches`` (one row per batch)
-``maxBytesPerTask``  bytes per task, and the size above which a segment is cut at index entries (64 MiB)
-``minPartitions``     lower the task size so that at least this many tasks exist where the data allows (4)
+``maxBytesPerTask``   bytes per task, and the size above which a segment is cut at index entries (64 MiB)
 ``packUnits``         ``true`` (default) packs small segments into one task; ``false``: one partition per work unit
 ``verifyCrc``         ``true`` (default) checks each batch's CRC before decoding it
 ``pushdown``          take filters on topic, partition and offset from the query (default: see below)
 ``remoteStorageDir``  tiered storage: a LocalTieredStorage directory (on the log dir's filesystem) whose
                       remote segments are read before each partition's local ones, each offset once
 ====================  ===================================================================================
+
+Offsets and timestamps are resolved when a query is planned (`source_options.Selection.resolve`),
+from the log dir as it is then; segments outside the resolved offsets are never opened. Spark's
+Kafka source never returns control records; kafkalog's records view does (``isControl``), except
+with ``read_committed``. Column pruning is not possible: Spark 4's Python data source API tells a
+reader no query's columns, so every record is decoded whole (``includeHeaders=false`` only drops
+the column).
 
 Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN) and ``offset`` (=, <, <=, >, >=;
 ``IN`` prunes by its smallest and largest value and stays with Spark) prune segments before any is
@@ -54,7 +93,7 @@ from ..errors import ConfigError
 from .context import spark_context
 from .scan import spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
-from .source_options import checked
+from .source_options import Selection, _int, _true, checked
 from .views import SCHEMAS, read_task
 
 NAME = "kafkalog"
@@ -62,42 +101,26 @@ DEFAULT_MIN_PARTITIONS = 4
 _VIEWS = {"records": "records", "narrow": "narrow", "keys": "narrow", "batches": "batches"}
 
 
-def _bool(options, name: str, default: bool) -> bool:
-    value = options.get(name.lower())
-    if value is None:
-        return default
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"option {name} must be true or false, not {value!r}")
-    return text == "true"
-
-
-def _int(options, name: str) -> int | None:
-    value = options.get(name.lower())
-    if value is None or str(value).strip() == "":
-        return None
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ConfigError(f"option {name} must be an integer, not {value!r}") from None
-
-
-def _list(options, name: str, kind=str):
-    value = options.get(name.lower())
-    if value is None:
-        return None
-    items = [item.strip() for item in str(value).split(",") if item.strip()]
-    try:
-        return frozenset(kind(item) for item in items)
-    except ValueError:
-        raise ConfigError(f"option {name} must be a comma-separated list, not {value!r}") from None
-
-
 def view_of(options) -> str:
     view = str(options.get("view", "records")).strip().lower()
     if view not in _VIEWS:
         raise ConfigError(f"option view must be one of {sorted(_VIEWS)}, not {view!r}")
+    if "includeheaders" in options and _VIEWS[view] != "records":
+        raise ConfigError(f"option includeHeaders applies to the records view, not to view={view}")
     return _VIEWS[view]
+
+
+def include_headers(options) -> bool:
+    """Whether the records view has its headers column: kafkalog's default is true (Spark's false)."""
+    return _true(options, "includeHeaders", True)
+
+
+def schema_of(options):
+    """The Spark schema of the (checked) options' view."""
+    schema = SCHEMAS[view_of(options)]
+    if schema is SCHEMAS["records"] and not include_headers(options):
+        schema = schema.remove(schema.get_field_index("headers"))
+    return spark_schema(schema)
 
 
 class KafkaLogPartition(InputPartition):
@@ -121,16 +144,13 @@ class KafkaLogReader(DataSourceReader):
             raise ConfigError('the kafkalog data source needs a log directory: .load("LOG_DIR")')
         self.root = str(path)
         self.view = view
-        self.flt = ScanFilter(
-            topics=_list(options, "topics"),
-            partitions=_list(options, "partitions", int),
-            start_offset=_int(options, "startingOffset"),
-            end_offset=_int(options, "endingOffset"),
-        )
+        self.selection = Selection.of(options)
+        self.flt = self.selection.listing_filter()
+        self.headers = include_headers(options)
         self.max_bytes = _int(options, "maxBytesPerTask") or DEFAULT_MAX_BYTES_PER_TASK
         self.min_partitions = _int(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
-        self.pack = _bool(options, "packUnits", True)
-        self.verify_crc = _bool(options, "verifyCrc", True)
+        self.pack = _true(options, "packUnits", True)
+        self.verify_crc = _true(options, "verifyCrc", True)
         self.remote_storage = options.get("remotestoragedir")
 
     def partitions(self):
@@ -141,14 +161,17 @@ class KafkaLogReader(DataSourceReader):
             min_tasks=self.min_partitions,
             pack=self.pack,
             remote_storage=self.remote_storage,
+            resolve=self.selection.resolve,
         )
-        return [KafkaLogPartition(i, task, self.flt) for i, task in enumerate(plan.tasks)]
+        return [KafkaLogPartition(i, task, plan.flt) for i, task in enumerate(plan.tasks)]
 
     def read(self, partition):
         units = getattr(partition, "units", None)
         if not units:  # Spark reads one empty partition when there is nothing to read
             return iter(())
-        return read_task(self.root, units, self.view, partition.flt, verify_crc=self.verify_crc)
+        batches = read_task(self.root, units, self.view, partition.flt, verify_crc=self.verify_crc)
+        # Spark's Kafka source without includeHeaders has no headers column; the codec decodes them anyway
+        return batches if self.headers else (batch.drop_columns(["headers"]) for batch in batches)
 
 
 class KafkaLogPushdownReader(KafkaLogReader):
@@ -222,14 +245,14 @@ class KafkaLogDataSource(DataSource):
         return NAME
 
     def schema(self):
-        return spark_schema(SCHEMAS[view_of(self.checked)])
+        return schema_of(self.checked)
 
     def reader(self, schema):
         view = view_of(self.checked)
         return (KafkaLogPushdownReader if self.pushdown() else KafkaLogReader)(self.checked, view)
 
     def pushdown(self) -> bool:
-        return _bool(self.checked, "pushdown", self.pushdown_default)
+        return _true(self.checked, "pushdown", self.pushdown_default)
 
 
 class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
@@ -239,7 +262,7 @@ class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
     pushdown_default = False
 
     def pushdown(self) -> bool:
-        if _bool(self.checked, "pushdown", False):
+        if _true(self.checked, "pushdown", False):
             raise ConfigError(PUSHDOWN_REFUSED)
         return False
 

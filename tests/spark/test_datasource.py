@@ -74,3 +74,24 @@ def test_an_unknown_option_fails_load_with_the_closest_name(spark, small_log):
     # names are case-insensitive, as Spark's are
     df = spark.read.format("kafkalog").option("TOPICS", "orders").option("PARTITIONS", "1").load(str(small_log.path))
     assert df.select("topic", "partition").distinct().collect() == [("orders", 1)]
+
+
+def test_spark_kafka_source_options(spark, small_log):
+    """Spark's Kafka source options through format("kafkalog"): the layers agree (the options
+    themselves are tested below Spark, tests/spark/test_source_options.py)."""
+    root = str(small_log.path)
+    df = (
+        spark.read.format("kafkalog")
+        .option("subscribe", "orders")
+        .option("startingOffsets", '{"orders": {"0": 10, "1": -2}}')
+        .option("endingOffsets", '{"orders": {"0": 20, "1": 5}}')
+        .option("includeHeaders", "false")
+        .load(root)
+    )
+    assert df.columns[:7] == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    assert "headers" not in df.columns
+    assert sorted(df.select("partition", "offset").collect()) == [(0, o) for o in range(10, 20)] + [
+        (1, o) for o in range(5)
+    ]
+    with pytest.raises(Exception, match=r"option topics names topic 'nosuch', which the log dir does not hold"):
+        spark.read.format("kafkalog").option("topics", "nosuch").load(root).count()
