@@ -54,9 +54,9 @@ polling and fetching, and every other ``kafka.*`` (``kafka.bootstrap.servers``..
 Offsets and timestamps are resolved when a query is planned (`source_options.Selection.resolve`),
 from the log dir as it is then; segments outside the resolved offsets are never opened. Spark's
 Kafka source never returns control records; kafkalog's records view does (``isControl``), except
-with ``read_committed``. Column pruning is not possible: Spark 4's Python data source API tells a
-reader no query's columns, so every record is decoded whole (``includeHeaders=false`` only drops
-the column).
+with ``read_committed``. ``readStream`` is refused: kafkalog reads in batch only. Column pruning is
+not possible: Spark 4's Python data source API tells a reader no query's columns, so every record is
+decoded whole (``includeHeaders=false`` only drops the column).
 
 Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN) and ``offset`` (=, <, <=, >, >=;
 ``IN`` prunes by its smallest and largest value and stays with Spark) prune segments before any is
@@ -254,6 +254,12 @@ class KafkaLogDataSource(DataSource):
     def pushdown(self) -> bool:
         return _true(self.checked, "pushdown", self.pushdown_default)
 
+    def streamReader(self, schema):
+        raise ConfigError(BATCH_ONLY)
+
+    def simpleStreamReader(self, schema):
+        raise ConfigError(BATCH_ONLY)
+
 
 class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
     """The `kafkalog` data source where Spark shares pushed-down state between scans, or where
@@ -267,6 +273,10 @@ class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
         return False
 
 
+BATCH_ONLY = (
+    'the kafkalog data source reads a log dir in batch only: use spark.read.format("kafkalog"), not readStream; '
+    "to read what a growing log dir added, start a batch at the offsets the last one ended at (startingOffsets)"
+)
 PUSHDOWN_REFUSED = (
     "option pushdown=true is refused: this Spark keeps the read planned for a filtered query on the data source "
     "that every query of the same load() shares (Spark 4.1 to 4.3), or kafkalog cannot check it (a Spark Connect "

@@ -95,3 +95,13 @@ def test_spark_kafka_source_options(spark, small_log):
     ]
     with pytest.raises(Exception, match=r"option topics names topic 'nosuch', which the log dir does not hold"):
         spark.read.format("kafkalog").option("topics", "nosuch").load(root).count()
+
+
+def test_read_stream_is_refused_as_batch_only(spark, small_log, tmp_path):
+    stream = spark.readStream.format("kafkalog").load(str(small_log.path))
+    query = None
+    with pytest.raises(Exception, match="reads a log dir in batch only"):
+        query = stream.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
+        query.processAllAvailable()
+    if query is not None:
+        query.stop()
