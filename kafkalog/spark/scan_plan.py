@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 from ..storage.index import OffsetPosition
@@ -88,11 +89,10 @@ class ScanFilter:
         if not self.offset_ranges and not self.aborted:
             return self
         start, end = self.start_offset, self.end_offset
-        for key, low, high in self.offset_ranges:
-            if key == (topic, partition):
-                start = low if start is None else start if low is None else max(start, low)
-                end = high if end is None else end if high is None else min(end, high)
-        aborted = tuple(txn for key, txns in self.aborted if key == (topic, partition) for txn in txns)
+        for low, high in self._by_partition[0].get((topic, partition), ()):
+            start = low if start is None else start if low is None else max(start, low)
+            end = high if end is None else end if high is None else min(end, high)
+        aborted = tuple(self._by_partition[1].get((topic, partition), ()))
         return ScanFilter(
             self.topics,
             self.partitions,
@@ -103,6 +103,17 @@ class ScanFilter:
             self.committed_only,
             (((topic, partition), aborted),),
         )
+
+    @cached_property
+    def _by_partition(self) -> tuple[dict, dict]:
+        """`offset_ranges` and `aborted` by partition: (low, high) bounds and aborted transactions."""
+        ranges: dict = {}
+        aborted: dict = {}
+        for key, low, high in self.offset_ranges:
+            ranges.setdefault(key, []).append((low, high))
+        for key, txns in self.aborted:
+            aborted.setdefault(key, []).extend(txns)
+        return ranges, aborted
 
     @property
     def aborted_txns(self) -> tuple:
