@@ -93,7 +93,7 @@ from ..errors import ConfigError
 from .context import spark_context
 from .scan import spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
-from .source_options import Selection, _int, _true, checked
+from .source_options import Selection, bool_option, checked, int_option
 from .views import SCHEMAS, read_task
 
 NAME = "kafkalog"
@@ -112,7 +112,7 @@ def view_of(options) -> str:
 
 def include_headers(options) -> bool:
     """Whether the records view has its headers column: kafkalog's default is true (Spark's false)."""
-    return _true(options, "includeHeaders", True)
+    return bool_option(options, "includeHeaders", True)
 
 
 def schema_of(options):
@@ -147,10 +147,10 @@ class KafkaLogReader(DataSourceReader):
         self.selection = Selection.of(options)
         self.flt = self.selection.listing_filter()
         self.headers = include_headers(options)
-        self.max_bytes = _int(options, "maxBytesPerTask") or DEFAULT_MAX_BYTES_PER_TASK
-        self.min_partitions = _int(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
-        self.pack = _true(options, "packUnits", True)
-        self.verify_crc = _true(options, "verifyCrc", True)
+        self.max_bytes = int_option(options, "maxBytesPerTask") or DEFAULT_MAX_BYTES_PER_TASK
+        self.min_partitions = int_option(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
+        self.pack = bool_option(options, "packUnits", True)
+        self.verify_crc = bool_option(options, "verifyCrc", True)
         self.remote_storage = options.get("remotestoragedir")
 
     def partitions(self):
@@ -237,7 +237,9 @@ class KafkaLogDataSource(DataSource):
 
     def __init__(self, options):
         super().__init__(options)
-        self.checked = checked(options)  # a bad option fails load(), not the first query
+        # a bad option fails load(), not the first query (the log dir is read when a query is planned)
+        self.checked = checked(options)
+        Selection.of(self.checked)
         self.pushdown()
 
     @classmethod
@@ -252,7 +254,7 @@ class KafkaLogDataSource(DataSource):
         return (KafkaLogPushdownReader if self.pushdown() else KafkaLogReader)(self.checked, view)
 
     def pushdown(self) -> bool:
-        return _true(self.checked, "pushdown", self.pushdown_default)
+        return bool_option(self.checked, "pushdown", self.pushdown_default)
 
     def streamReader(self, schema):
         raise ConfigError(BATCH_ONLY)
@@ -268,7 +270,7 @@ class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
     pushdown_default = False
 
     def pushdown(self) -> bool:
-        if _true(self.checked, "pushdown", False):
+        if bool_option(self.checked, "pushdown", False):
             raise ConfigError(PUSHDOWN_REFUSED)
         return False
 

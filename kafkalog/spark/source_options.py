@@ -114,7 +114,7 @@ def _partition_values(options: Mapping[str, str], name: str) -> dict[tuple[str, 
         ) from None
 
 
-def _int(options: Mapping[str, str], name: str) -> int | None:
+def int_option(options: Mapping[str, str], name: str) -> int | None:
     value = options.get(name.lower())
     if value is None or value.strip() == "":
         return None
@@ -129,7 +129,7 @@ def _names(options: Mapping[str, str], name: str) -> frozenset[str] | None:
     return None if value is None else frozenset(item.strip() for item in value.split(",") if item.strip())
 
 
-def _true(options: Mapping[str, str], name: str, default: bool) -> bool:
+def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name.lower())
     if value is None:
         return default
@@ -166,9 +166,12 @@ def _bound(options: Mapping[str, str], end: bool) -> Bound:
     if name is None:
         return Bound(LATEST_KIND if end else EARLIEST_KIND)
     if name == f"{which}Offset":
-        return Bound("offset", _int(options, name), name)
+        return Bound("offset", int_option(options, name), name)
     if name == f"{which}Timestamp":
-        return Bound("timestamp", _int(options, name), name)
+        timestamp = int_option(options, name)
+        if timestamp is None:
+            raise ConfigError(f"option {name} must be a timestamp in epoch milliseconds")
+        return Bound("timestamp", timestamp, name)
     if name == f"{which}OffsetsByTimestamp":
         return Bound("timestamps", _partition_values(options, name), name)
     text = options[name.lower()].strip()
@@ -178,6 +181,8 @@ def _bound(options: Mapping[str, str], end: bool) -> Bound:
             raise ConfigError(f"option {name}={text} is not allowed in a batch read (as in Spark)")
         return Bound(kind, None, name)
     offsets = _partition_values(options, name)
+    if any(offset < EARLIEST for offset in offsets.values()):
+        raise ConfigError(f"option {name} gives a negative offset other than -2 (earliest) and -1 (latest)")
     refused = EARLIEST if end else LATEST
     if refused in offsets.values():
         meaning = "earliest" if end else "latest"
@@ -233,7 +238,7 @@ class Selection:
                 raise ConfigError(
                     f"option partitions must be a comma-separated list, not {options['partitions']!r}"
                 ) from None
-        if _true(options, "failOnDataLoss", False):
+        if bool_option(options, "failOnDataLoss", False):
             raise ConfigError(
                 "option failOnDataLoss=true cannot apply: kafkalog reads the offsets the log dir holds, as Spark does "
                 "with failOnDataLoss=false; drop the option"

@@ -95,6 +95,8 @@ def test_spark_kafka_source_options(spark, small_log):
     ]
     with pytest.raises(Exception, match=r"option topics names topic 'nosuch', which the log dir does not hold"):
         spark.read.format("kafkalog").option("topics", "nosuch").load(root).count()
+    with pytest.raises(Exception, match=r"options topics and subscribe both give the topics to read"):
+        spark.read.format("kafkalog").option("topics", "orders").option("subscribe", "orders").load(root)
 
 
 def test_read_stream_is_refused_as_batch_only(spark, small_log, tmp_path):

@@ -79,6 +79,8 @@ def test_topics_subscribe_pattern_and_assign_select_what_spark_selects(small_log
         ({"startingOffsets": "{oops"}, r'startingOffsets must be JSON \{"topic": \{"0": value\}\}'),
         ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 3}}'}, r"gives no value for partition orders-1"),
         ({"startingOffset": "3", "startingOffsets": "earliest"}, r"startingOffset and startingOffsets both give"),
+        ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": -3, "1": 0}}'}, r"negative offset other than"),
+        ({"startingTimestamp": ""}, r"startingTimestamp must be a timestamp in epoch milliseconds"),
         ({"failOnDataLoss": "true"}, r"failOnDataLoss=true cannot apply"),
         ({"kafka.isolation.level": "serializable"}, r"must be read_uncommitted or read_committed"),
     ],
