@@ -271,14 +271,8 @@ class LogSegment:
         whose record's timestamp is at least `timestamp` (None: no such record here). The time index
         gives the offset to start from, the offset index its byte; only the batches from there are read."""
         data = self.read(".timeindex")
+        # a preallocated zero tail reads as entries at the base offset: they only make the search start earlier
         index = TimeIndex.from_bytes(data or b"", self.base_offset, file=self.path(".timeindex"))
-        # timestamps only grow in a time index: it ends where they stop (a preallocated zero tail)
-        entries = index.entries
-        index.entries = entries[
-            : next(
-                (i for i in range(1, len(entries)) if entries[i].timestamp <= entries[i - 1].timestamp), len(entries)
-            )
-        ]
         from_offset = max(index.lookup(timestamp).offset, starting_offset)
         at = bisect_right(self.offset_index_entries, from_offset, key=lambda entry: entry.offset)
         position = self.offset_index_entries[at - 1].position if at else 0
