@@ -54,9 +54,9 @@ polling and fetching, and every other ``kafka.*`` (``kafka.bootstrap.servers``..
 Offsets and timestamps are resolved when a query is planned (`source_options.Selection.resolve`),
 from the log dir as it is then; segments outside the resolved offsets are never opened. Spark's
 Kafka source never returns control records; kafkalog's records view does (``isControl``), except
-with ``read_committed``. ``readStream`` is refused: kafkalog reads in batch only. Column pruning is
-not possible: Spark 4's Python data source API tells a reader no query's columns, so every record is
-decoded whole (``includeHeaders=false`` only drops the column).
+with ``read_committed``. Column pruning is not possible: Spark 4's Python data source API tells a
+reader no query's columns, so every record is decoded whole (``includeHeaders=false`` only drops the
+column).
 
 Filters in the query on ``topic`` (=, IN), ``partition`` (=, IN) and ``offset`` (=, <, <=, >, >=;
 ``IN`` prunes by its smallest and largest value and stays with Spark) prune segments before any is
@@ -71,6 +71,13 @@ when that later query is planned), so there `register` leaves pushdown off and r
 ``pushdown=true``; so does a Spark Connect client, which cannot check its server (it has no JVM
 gateway). Options always prune, whatever the Spark version.
 
+``spark.readStream.format("kafkalog")`` reads a log dir that grows, in micro-batches whose offsets are
+Kafka's, in the form of Spark's Kafka source's (``{"topic": {"0": next offset}}``): each micro-batch
+lists the log dir again and reads every partition up to its end (with ``read_committed``, its last
+stable offset). ``startingOffsets`` (and the timestamp options) say where a new query starts, as in
+Spark, but the default is ``earliest`` (Spark's streaming default is ``latest``); ending options are
+refused, as Spark refuses them in a stream; a partition that appears is read from its first offset.
+
 `partitions()` returns one InputPartition per task of `plan_scan`: a work unit (a segment or a byte
 range of a large one) or, with ``packUnits``, several small ones. `read()` yields Arrow record batches.
 """
@@ -80,6 +87,7 @@ from __future__ import annotations
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     GreaterThan,
     GreaterThanOrEqual,
@@ -91,9 +99,10 @@ from pyspark.sql.datasource import (
 
 from ..errors import ConfigError
 from .context import spark_context
+from .inventory import open_log_dir
 from .scan import spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
-from .source_options import Selection, bool_option, checked, int_option
+from .source_options import LATEST, LATEST_KIND, Selection, bool_option, checked, int_option, log_end_offset
 from .views import SCHEMAS, read_task
 
 NAME = "kafkalog"
@@ -138,13 +147,13 @@ class KafkaLogPartition(InputPartition):
 class KafkaLogReader(DataSourceReader):
     """Plans on the driver (metadata only) and decodes each partition's units on an executor."""
 
-    def __init__(self, options, view: str):
+    def __init__(self, options, view: str, streaming: bool = False):
         path = options.get("path")
         if not path:
             raise ConfigError('the kafkalog data source needs a log directory: .load("LOG_DIR")')
         self.root = str(path)
         self.view = view
-        self.selection = Selection.of(options)
+        self.selection = Selection.of(options, streaming)
         self.flt = self.selection.listing_filter()
         self.headers = include_headers(options)
         self.max_bytes = int_option(options, "maxBytesPerTask") or DEFAULT_MAX_BYTES_PER_TASK
@@ -172,6 +181,72 @@ class KafkaLogReader(DataSourceReader):
         batches = read_task(self.root, units, self.view, partition.flt, verify_crc=self.verify_crc)
         # Spark's Kafka source without includeHeaders has no headers column; the codec decodes them anyway
         return batches if self.headers else (batch.drop_columns(["headers"]) for batch in batches)
+
+
+class KafkaLogStreamReader(DataSourceStreamReader):
+    """`readStream` over a log dir that grows: micro-batches between offsets that are Kafka's, in the
+    form of Spark's Kafka source's, {"topic": {"partition": the next offset to read}}. The log dir is
+    listed anew for each micro-batch; a partition that appears is read from its first offset."""
+
+    def __init__(self, options, view: str):
+        self.batch = KafkaLogReader(options, view, streaming=True)  # the settings and `read`
+
+    def initialOffset(self) -> dict:
+        selection, opened = self.batch.selection, open_log_dir(self.batch.root)
+        flt = selection.resolve(opened)
+        offsets: dict = {}
+        for topic, number in sorted(flt.topic_partitions or ()):
+            segments = opened.partition(topic, number).segments
+            starting = selection.starting
+            given: dict = starting.value if starting.kind == "offsets" else {}  # type: ignore[assignment]
+            if starting.kind == LATEST_KIND or given.get((topic, number)) == LATEST:
+                offset = log_end_offset(segments)
+            else:
+                start = flt.for_partition(topic, number).start_offset
+                offset = start if start is not None else segments[0].base_offset if segments else 0
+            offsets.setdefault(topic, {})[str(number)] = offset
+        return offsets
+
+    def latestOffset(self, start=None, limit=None) -> dict:
+        # Spark 4.2 passes the start and a read limit (admission control), 4.1 neither: all that is there
+        selection, opened = self.batch.selection, open_log_dir(self.batch.root)
+        flt = selection.resolve(opened)
+        offsets: dict = {}
+        for topic, number in sorted(flt.topic_partitions or ()):
+            end = log_end_offset(opened.partition(topic, number).segments)
+            if selection.read_committed:
+                end = min(end, flt.for_partition(topic, number).end_offset or end)  # the last stable offset
+            offsets.setdefault(topic, {})[str(number)] = end
+        return offsets
+
+    def partitions(self, start: dict, end: dict):
+        ranges = tuple(
+            ((topic, int(number)), start.get(topic, {}).get(number), offset)
+            for topic, numbers in end.items()
+            for number, offset in numbers.items()
+            if start.get(topic, {}).get(number) != offset
+        )
+        if not ranges:
+            return []
+        flt = ScanFilter(topic_partitions=frozenset(key for key, _, _ in ranges), offset_ranges=ranges)
+        if self.batch.selection.read_committed:
+            committed = self.batch.selection.resolve(open_log_dir(self.batch.root))
+            flt = ScanFilter(flt.topics, None, None, None, flt.topic_partitions, ranges, True, committed.aborted)
+        plan = plan_scan(
+            self.batch.root,
+            flt,
+            max_bytes_per_task=self.batch.max_bytes,
+            min_tasks=self.batch.min_partitions,
+            pack=self.batch.pack,
+            remote_storage=self.batch.remote_storage,
+        )
+        return [KafkaLogPartition(i, task, plan.flt) for i, task in enumerate(plan.tasks)]
+
+    def read(self, partition):
+        return self.batch.read(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to acknowledge: the log dir is only read."""
 
 
 class KafkaLogPushdownReader(KafkaLogReader):
@@ -239,7 +314,7 @@ class KafkaLogDataSource(DataSource):
         super().__init__(options)
         # a bad option fails load(), not the first query (the log dir is read when a query is planned)
         self.checked = checked(options)
-        Selection.of(self.checked)
+        Selection.of(self.checked, streaming=None)
         self.pushdown()
 
     @classmethod
@@ -257,10 +332,7 @@ class KafkaLogDataSource(DataSource):
         return bool_option(self.checked, "pushdown", self.pushdown_default)
 
     def streamReader(self, schema):
-        raise ConfigError(BATCH_ONLY)
-
-    def simpleStreamReader(self, schema):
-        raise ConfigError(BATCH_ONLY)
+        return KafkaLogStreamReader(self.checked, view_of(self.checked))
 
 
 class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
@@ -275,10 +347,6 @@ class KafkaLogDataSourceWithoutPushdown(KafkaLogDataSource):
         return False
 
 
-BATCH_ONLY = (
-    'the kafkalog data source reads a log dir in batch only: use spark.read.format("kafkalog"), not readStream; '
-    "to read what a growing log dir added, start a batch at the offsets the last one ended at (startingOffsets)"
-)
 PUSHDOWN_REFUSED = (
     "option pushdown=true is refused: this Spark keeps the read planned for a filtered query on the data source "
     "that every query of the same load() shares (Spark 4.1 to 4.3), or kafkalog cannot check it (a Spark Connect "

@@ -56,10 +56,11 @@ SPARK_KAFKA_OPTIONS = (
     "kafka.isolation.level",
 )
 # Spark's Kafka source options that mean nothing here: accepted, with a warning that says why
+_ALL_THERE_IS = "a micro-batch of kafkalog's stream reads all there is (a batch read ignores it, as Spark's)"
 IGNORED = {
-    "maxOffsetsPerTrigger": "a streaming option (Spark's batch source ignores it too)",
-    "minOffsetsPerTrigger": "a streaming option (Spark's batch source ignores it too)",
-    "maxTriggerDelay": "a streaming option (Spark's batch source ignores it too)",
+    "maxOffsetsPerTrigger": _ALL_THERE_IS,
+    "minOffsetsPerTrigger": _ALL_THERE_IS,
+    "maxTriggerDelay": _ALL_THERE_IS,
     "maxRecordsPerPartition": "kafkalog cuts tasks by bytes: see maxBytesPerTask",
     "groupIdPrefix": "no consumer group reads a log dir",
     "kafkaConsumer.pollTimeoutMs": "nothing is polled from a log dir",
@@ -156,7 +157,8 @@ class Bound:
     option: str = ""
 
 
-def _bound(options: Mapping[str, str], end: bool) -> Bound:
+def _bound(options: Mapping[str, str], end: bool, streaming: bool | None) -> Bound:
+    """Where reading starts or ends; `streaming` None: either read (the checks of `load()`)."""
     which = "ending" if end else "starting"
     name = _one_of(
         options,
@@ -165,6 +167,8 @@ def _bound(options: Mapping[str, str], end: bool) -> Bound:
     )
     if name is None:
         return Bound(LATEST_KIND if end else EARLIEST_KIND)
+    if end and streaming:
+        raise ConfigError(f"option {name} is not allowed in a streaming read (as in Spark)")
     if name == f"{which}Offset":
         return Bound("offset", int_option(options, name), name)
     if name == f"{which}Timestamp":
@@ -177,14 +181,14 @@ def _bound(options: Mapping[str, str], end: bool) -> Bound:
     text = options[name.lower()].strip()
     if text.lower() in (EARLIEST_KIND, LATEST_KIND):
         kind = text.lower()
-        if kind == (EARLIEST_KIND if end else LATEST_KIND):
+        if kind == EARLIEST_KIND and end or kind == LATEST_KIND and not end and streaming is False:
             raise ConfigError(f"option {name}={text} is not allowed in a batch read (as in Spark)")
         return Bound(kind, None, name)
     offsets = _partition_values(options, name)
     if any(offset < EARLIEST for offset in offsets.values()):
         raise ConfigError(f"option {name} gives a negative offset other than -2 (earliest) and -1 (latest)")
     refused = EARLIEST if end else LATEST
-    if refused in offsets.values():
+    if refused in offsets.values() and (end or streaming is False):
         meaning = "earliest" if end else "latest"
         raise ConfigError(f"option {name} gives {refused} ({meaning}): not allowed in a batch read (as in Spark)")
     return Bound("offsets", offsets, name)
@@ -208,8 +212,9 @@ class Selection:
     read_committed: bool = False
 
     @classmethod
-    def of(cls, options: Mapping[str, str]) -> Selection:
-        """The selection the (checked) options make; errors name the option."""
+    def of(cls, options: Mapping[str, str], streaming: bool | None = False) -> Selection:
+        """The selection the (checked) options make for a batch or a streaming read (None: either,
+        the checks of `load()`); errors name the option."""
         topic_option = _one_of(options, ["topics", "subscribe", "subscribePattern", "assign"], "the topics to read")
         topics = pattern = assigned = None
         if topic_option in ("topics", "subscribe"):
@@ -257,8 +262,8 @@ class Selection:
             assigned,
             partitions,
             topic_option or "topics",
-            _bound(options, end=False),
-            _bound(options, end=True),
+            _bound(options, False, streaming),
+            _bound(options, True, streaming),
             strategy == "latest",
             isolation == "read_committed",
         )

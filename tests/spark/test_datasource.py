@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from chispa import assert_df_equality
 
@@ -99,11 +101,21 @@ def test_spark_kafka_source_options(spark, small_log):
         spark.read.format("kafkalog").option("topics", "orders").option("subscribe", "orders").load(root)
 
 
-def test_read_stream_is_refused_as_batch_only(spark, small_log, tmp_path):
-    stream = spark.readStream.format("kafkalog").load(str(small_log.path))
-    query = None
-    with pytest.raises(Exception, match="reads a log dir in batch only"):
-        query = stream.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start()
+def test_read_stream_reads_between_kafka_offsets(spark, small_log, tmp_path):
+    """readStream through Spark (the micro-batches of a growing log dir are tested below Spark)."""
+    root = str(small_log.path)
+    stream = spark.readStream.format("kafkalog").option("subscribe", "orders").load(root)
+    query = (
+        stream.writeStream.format("memory")
+        .queryName("kafkalog_stream")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
         query.processAllAvailable()
-    if query is not None:
+        batch = spark.read.format("kafkalog").option("subscribe", "orders").load(root)
+        assert_df_equality(spark.table("kafkalog_stream").orderBy(*ORDER), batch.orderBy(*ORDER))
+        ends = json.loads(query.lastProgress["sources"][0]["endOffset"])
+        assert ends == {"orders": {str(p): n for p, n in batch.groupBy("partition").count().collect()}}
+    finally:
         query.stop()

@@ -45,7 +45,7 @@ def test_option_names_are_case_insensitive_and_an_unknown_one_names_the_closest(
 def test_options_that_mean_nothing_offline_are_accepted_with_a_warning():
     with pytest.warns(UserWarning, match="kafka.bootstrap.servers is ignored: no Kafka client reads a log dir"):
         checked({"kafka.bootstrap.servers": "broker:9092"})
-    with pytest.warns(UserWarning, match="maxOffsetsPerTrigger is ignored: a streaming option"):
+    with pytest.warns(UserWarning, match="maxOffsetsPerTrigger is ignored: a micro-batch of kafkalog.s stream"):
         checked({"maxOffsetsPerTrigger": "100"})
 
 
@@ -178,3 +178,46 @@ def test_include_headers_false_has_no_headers_column(small_log):
     assert table.num_rows and "headers" not in table.column_names
     with pytest.raises(ConfigError, match="includeHeaders applies to the records view"):
         schema_of(checked({"view": "batches", "includeHeaders": "true"}))
+
+
+def copy_growing(source, target, topic_partition: str, segments: int):
+    """`source` with only the first `segments` segments of `topic_partition` (the other partitions whole)."""
+    import shutil
+
+    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(topic_partition))
+    part = target / topic_partition
+    part.mkdir(exist_ok=True)
+    bases = sorted({f.name.split(".")[0] for f in (source / topic_partition).iterdir() if f.name[0].isdigit()})
+    for f in (source / topic_partition).iterdir():
+        if not f.name[0].isdigit() or f.name.split(".")[0] in bases[:segments]:
+            shutil.copy2(f, part / f.name)
+
+
+def test_a_stream_reads_what_a_growing_log_dir_adds_between_kafka_offsets(small_log, everything, tmp_path):
+    from kafkalog.spark.datasource import KafkaLogStreamReader
+
+    log = tmp_path / "log"
+    copy_growing(small_log.path, log, "orders-0", 2)
+    stream = KafkaLogStreamReader(checked({"path": str(log), "subscribe": "orders"}), "records")
+
+    def micro_batch(start, end) -> list[tuple]:
+        batches = [b for p in stream.partitions(start, end) for b in stream.read(p)]
+        return rows(pa.Table.from_batches(batches), "partition", "offset") if batches else []
+
+    start = stream.initialOffset()
+    assert start == {"orders": {"0": 0, "1": 0}}
+    first = stream.latestOffset(start, None)
+    seen = micro_batch(start, first)
+    assert stream.partitions(first, first) == []
+    copy_growing(small_log.path, log, "orders-0", 99)  # the rest of orders-0 arrives
+    second = stream.latestOffset(first, None)
+    assert second["orders"]["1"] == first["orders"]["1"] and first["orders"]["0"] < second["orders"]["0"]
+    added = micro_batch(first, second)
+    assert added and min(o for _, o in added) == first["orders"]["0"]
+    assert sorted(seen + added) == [r[1:] for r in rows(everything, "topic", "partition", "offset") if r[0] == "orders"]
+    with pytest.raises(ConfigError, match="endingOffsets is not allowed in a streaming read"):
+        KafkaLogStreamReader(checked({"path": str(log), "endingOffsets": "latest"}), "records")
+    latest = KafkaLogStreamReader(
+        checked({"path": str(log), "subscribe": "orders", "startingOffsets": "latest"}), "records"
+    )
+    assert latest.initialOffset() == second
