@@ -214,8 +214,9 @@ class KafkaLogStreamReader(DataSourceStreamReader):
         offsets: dict = {}
         for topic, number in sorted(flt.topic_partitions or ()):
             end = log_end_offset(opened.partition(topic, number).segments)
-            if selection.read_committed:
-                end = min(end, flt.for_partition(topic, number).end_offset or end)  # the last stable offset
+            stable = flt.for_partition(topic, number).end_offset  # with read_committed, the last stable offset
+            if selection.read_committed and stable is not None:
+                end = min(end, stable)
             offsets.setdefault(topic, {})[str(number)] = end
         return offsets
 
@@ -231,7 +232,12 @@ class KafkaLogStreamReader(DataSourceStreamReader):
         flt = ScanFilter(topic_partitions=frozenset(key for key, _, _ in ranges), offset_ranges=ranges)
         if self.batch.selection.read_committed:
             committed = self.batch.selection.resolve(open_log_dir(self.batch.root))
-            flt = ScanFilter(flt.topics, None, None, None, flt.topic_partitions, ranges, True, committed.aborted)
+            flt = ScanFilter(
+                topic_partitions=flt.topic_partitions,
+                offset_ranges=ranges,
+                committed_only=True,
+                aborted=committed.aborted,
+            )
         plan = plan_scan(
             self.batch.root,
             flt,

@@ -221,3 +221,16 @@ def test_a_stream_reads_what_a_growing_log_dir_adds_between_kafka_offsets(small_
         checked({"path": str(log), "subscribe": "orders", "startingOffsets": "latest"}), "records"
     )
     assert latest.initialOffset() == second
+
+
+def test_a_read_committed_stream_reads_what_a_read_committed_batch_reads(small_log):
+    from kafkalog.spark.datasource import KafkaLogStreamReader
+
+    options = {"subscribe": "payments", "kafka.isolation.level": "read_committed"}
+    stream = KafkaLogStreamReader(checked({"path": str(small_log.path), **options}), "records")
+    start = stream.initialOffset()
+    end = stream.latestOffset(start, None)
+    batches = [b for p in stream.partitions(start, end) for b in stream.read(p)]
+    assert rows(pa.Table.from_batches(batches), "partition", "offset") == rows(
+        read(small_log, **options), "partition", "offset"
+    )
