@@ -84,6 +84,8 @@ range of a large one) or, with ``packUnits``, several small ones. `read()` yield
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -102,7 +104,17 @@ from .context import spark_context
 from .inventory import open_log_dir
 from .scan import spark_schema
 from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
-from .source_options import LATEST, LATEST_KIND, Selection, bool_option, checked, int_option, log_end_offset
+from .source_options import (
+    EARLIEST_KIND,
+    LATEST,
+    LATEST_KIND,
+    Bound,
+    Selection,
+    bool_option,
+    checked,
+    int_option,
+    log_end_offset,
+)
 from .views import SCHEMAS, read_task
 
 NAME = "kafkalog"
@@ -190,6 +202,9 @@ class KafkaLogStreamReader(DataSourceStreamReader):
 
     def __init__(self, options, view: str):
         self.batch = KafkaLogReader(options, view, streaming=True)  # the settings and `read`
+        # where a micro-batch ends: the partitions and, with read_committed, the last stable offsets
+        # (a start by timestamp matters to the first offsets only)
+        self.ends = replace(self.batch.selection, starting=Bound(EARLIEST_KIND))
 
     def initialOffset(self) -> dict:
         selection, opened = self.batch.selection, open_log_dir(self.batch.root)
@@ -209,13 +224,13 @@ class KafkaLogStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start=None, limit=None) -> dict:
         # Spark 4.2 passes the start and a read limit (admission control), 4.1 neither: all that is there
-        selection, opened = self.batch.selection, open_log_dir(self.batch.root)
-        flt = selection.resolve(opened)
+        opened = open_log_dir(self.batch.root)
+        flt = self.ends.resolve(opened)
         offsets: dict = {}
         for topic, number in sorted(flt.topic_partitions or ()):
             end = log_end_offset(opened.partition(topic, number).segments)
             stable = flt.for_partition(topic, number).end_offset  # with read_committed, the last stable offset
-            if selection.read_committed and stable is not None:
+            if self.ends.read_committed and stable is not None:
                 end = min(end, stable)
             offsets.setdefault(topic, {})[str(number)] = end
         return offsets
@@ -230,8 +245,8 @@ class KafkaLogStreamReader(DataSourceStreamReader):
         if not ranges:
             return []
         flt = ScanFilter(topic_partitions=frozenset(key for key, _, _ in ranges), offset_ranges=ranges)
-        if self.batch.selection.read_committed:
-            committed = self.batch.selection.resolve(open_log_dir(self.batch.root))
+        if self.ends.read_committed:
+            committed = self.ends.resolve(open_log_dir(self.batch.root))
             flt = ScanFilter(
                 topic_partitions=flt.topic_partitions,
                 offset_ranges=ranges,
