@@ -219,6 +219,8 @@ class Selection:
         topics = pattern = assigned = None
         if topic_option in ("topics", "subscribe"):
             topics = _names(options, topic_option)
+            if not topics:
+                raise ConfigError(f"option {topic_option} names no topic")
         elif topic_option == "subscribePattern":
             pattern = options["subscribepattern"]
             try:
@@ -243,6 +245,8 @@ class Selection:
                 raise ConfigError(
                     f"option partitions must be a comma-separated list, not {options['partitions']!r}"
                 ) from None
+            if not partitions:
+                raise ConfigError("option partitions names no partition")
         if bool_option(options, "failOnDataLoss", False):
             raise ConfigError(
                 "option failOnDataLoss=true cannot apply: kafkalog reads the offsets the log dir holds, as Spark does "

@@ -68,6 +68,8 @@ def test_topics_subscribe_pattern_and_assign_select_what_spark_selects(small_log
     "options, message",
     [
         ({"topics": "nosuch"}, r"option topics names topic 'nosuch', which the log dir does not hold"),
+        ({"subscribe": " , "}, r"option subscribe names no topic"),
+        ({"partitions": ""}, r"option partitions names no partition"),
         ({"subscribe": "ordres"}, r"option subscribe names topic 'ordres'.*did you mean 'orders'\?"),
         ({"assign": '{"orders": [7]}'}, r"option assign names partition orders-7, which the log dir does not hold"),
         ({"subscribePattern": "nosuch.*"}, r"matches no topic of the log dir \(__consumer_offsets, clicks"),
