@@ -585,9 +585,11 @@ def remote_log_prefixes(broker: Mapping[str, str] = {}) -> tuple[str, ...]:
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """`; did you mean 'x'?` with the known name closest to `name` (a configuration's, a topic's), or ""."""
-    close = difflib.get_close_matches(name, sorted(candidates), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    """`; did you mean 'x'?` with the known name closest to `name` (a configuration's, a topic's, an
+    option's; letter case aside), or ""."""
+    by_lower = {candidate.lower(): candidate for candidate in candidates}
+    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
 class UnknownTopicConfig(ConfigError):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 from ..storage.index import OffsetPosition
+from ..storage.logdir import LogDir
 from ..storage.remote_log import RemoteStorage, with_remote_segments
 from ..storage.segment import LogSegment
 from .inventory import IOStats, list_segments, log_dir_uri, open_log_dir
@@ -31,13 +33,23 @@ SEEK_MIN_BYTES = 1024 * 1024  # an offset range seeks with the index only in seg
 
 @dataclass(frozen=True)
 class ScanFilter:
-    """Which records to read: topics and partition numbers (None: all) and offsets in
-    [start_offset, end_offset) (None: unbounded)."""
+    """Which records to read: topics and partition numbers (None: all), (topic, partition) pairs
+    (None: all) and offsets in [start_offset, end_offset) (None: unbounded).
+
+    `offset_ranges` narrow the offsets of single partitions further: entries ((topic, partition),
+    start, end), bounds None where unbounded. With `committed_only` (a read_committed consumer's
+    view), control records and the records of the aborted transactions in `aborted` (entries
+    ((topic, partition), ((producer id, first offset, last offset), ...))) are left out.
+    `for_partition` gives the plain filter of one partition."""
 
     topics: frozenset | None = None
     partitions: frozenset | None = None
     start_offset: int | None = None
     end_offset: int | None = None
+    topic_partitions: frozenset | None = None
+    offset_ranges: tuple = ()
+    committed_only: bool = False
+    aborted: tuple = ()
 
     @classmethod
     def of(cls, topics=None, partitions=None, start_offset=None, end_offset=None) -> ScanFilter:
@@ -66,7 +78,47 @@ class ScanFilter:
             meet(self.partitions, other.partitions),
             bound(self.start_offset, other.start_offset, max),
             bound(self.end_offset, other.end_offset, min),
+            meet(self.topic_partitions, other.topic_partitions),
+            self.offset_ranges + other.offset_ranges,
+            self.committed_only or other.committed_only,
+            self.aborted + other.aborted,
         )
+
+    def for_partition(self, topic: str, partition: int) -> ScanFilter:
+        """The filter of one partition: its own offset range and aborted transactions folded in."""
+        if not self.offset_ranges and not self.aborted:
+            return self
+        start, end = self.start_offset, self.end_offset
+        for low, high in self._by_partition[0].get((topic, partition), ()):
+            start = low if start is None else start if low is None else max(start, low)
+            end = high if end is None else end if high is None else min(end, high)
+        aborted = tuple(self._by_partition[1].get((topic, partition), ()))
+        return ScanFilter(
+            self.topics,
+            self.partitions,
+            start,
+            end,
+            self.topic_partitions,
+            (),
+            self.committed_only,
+            (((topic, partition), aborted),),
+        )
+
+    @cached_property
+    def _by_partition(self) -> tuple[dict, dict]:
+        """`offset_ranges` and `aborted` by partition: (low, high) bounds and aborted transactions."""
+        ranges: dict = {}
+        aborted: dict = {}
+        for key, low, high in self.offset_ranges:
+            ranges.setdefault(key, []).append((low, high))
+        for key, txns in self.aborted:
+            aborted.setdefault(key, []).extend(txns)
+        return ranges, aborted
+
+    @property
+    def aborted_txns(self) -> tuple:
+        """(producer id, first offset, last offset) of every aborted transaction of the filter's partitions."""
+        return tuple(txn for _, txns in self.aborted for txn in txns)
 
     @property
     def has_offsets(self) -> bool:
@@ -78,11 +130,14 @@ class ScanFilter:
             (self.start_offset is not None and self.end_offset is not None and self.start_offset >= self.end_offset)
             or self.topics == frozenset()
             or self.partitions == frozenset()
+            or self.topic_partitions == frozenset()
         )
 
     def accepts_partition(self, topic: str, partition: int) -> bool:
-        return (self.topics is None or topic in self.topics) and (
-            self.partitions is None or partition in self.partitions
+        return (
+            (self.topics is None or topic in self.topics)
+            and (self.partitions is None or partition in self.partitions)
+            and (self.topic_partitions is None or (topic, partition) in self.topic_partitions)
         )
 
     def overlaps(self, low: int | None, high: int | None) -> bool:
@@ -150,7 +205,9 @@ def prune_segments(segments: Iterable[LogSegment], flt: ScanFilter) -> list[LogS
     return [
         s
         for s in segments
-        if s.size > 0 and flt.accepts_partition(s.topic, s.partition) and flt.overlaps(*s.offset_bounds)
+        if s.size > 0
+        and flt.accepts_partition(s.topic, s.partition)
+        and flt.for_partition(s.topic, s.partition).overlaps(*s.offset_bounds)
     ]
 
 
@@ -230,7 +287,9 @@ def plan_units(
     """Work units for the pruned segments: whole segments, or index-cut ranges of segments larger
     than `unit_bytes`; with an offset range, index ranges wholly outside it are dropped."""
     units = []
-    for seg in prune_segments(segments, flt):
+    whole = flt
+    for seg in prune_segments(segments, whole):
+        flt = whole.for_partition(seg.topic, seg.partition)
         seeks = flt.has_offsets and seg.size >= seek_min_bytes
         index_path = seg.files[".index"].path if ".index" in seg.files else None
         entries = read_index(seg) if (seg.size > unit_bytes or seeks) and index_path else []
@@ -310,6 +369,7 @@ def plan_scan(
     pack: bool = True,
     stats: IOStats | None = None,
     remote_storage: str | None = None,
+    resolve: Callable[[LogDir], ScanFilter] | None = None,
 ) -> ScanPlan:
     """Plan a scan on the driver: list, prune, cut and pack. No `.log` is read, except the batch
     headers at the tail of an active segment when a start offset may lie past its end.
@@ -321,18 +381,22 @@ def plan_scan(
     `min_tasks` lowers the target so that at least that many tasks exist where the data allows.
     `open_cost` is what opening a unit's file costs, in bytes: by default a request's worth on an
     object store (DEFAULT_OPEN_COST), next to nothing on a local disk (SMALL_OPEN_COST).
-    Without `pack`, every work unit is its own task.
+    Without `pack`, every work unit is its own task. `resolve` narrows `flt` with what only the
+    opened log dir can tell (the data source's options: which topics a pattern names, offsets of
+    timestamps, transactions).
     """
     opened = open_log_dir(log_dir, stats)
+    if resolve is not None:
+        flt = flt.and_(resolve(opened))
     segments = list_segments(opened, flt.topics, flt.partitions)
     if remote_storage is not None:
         segments = with_remote_segments(opened, segments, RemoteStorage.open(remote_storage))
-    if flt.start_offset is not None:
-        for s in segments:
-            if s.is_active and s.base_offset < flt.start_offset and s.size > 0:
-                # No next base offset bounds it: reading its last offset (the batches after the last
-                # offset-index entry) tells whether it is needed, through `offset_bounds`.
-                s.last_offset()
+    for s in segments:
+        start = flt.for_partition(s.topic, s.partition).start_offset
+        if start is not None and s.is_active and s.base_offset < start and s.size > 0:
+            # No next base offset bounds it: reading its last offset (the batches after the last
+            # offset-index entry) tells whether it is needed, through `offset_bounds`.
+            s.last_offset()
     return plan_segments(
         log_dir_uri(log_dir),
         segments,

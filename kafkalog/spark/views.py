@@ -518,6 +518,7 @@ def read_unit(
     `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
     """
     builder = BUILDERS[view](unit)
+    flt = flt.for_partition(unit.topic, unit.partition)
     try:
         yield from _read_unit(unit, fs, builder, view, flt, verify_crc, batch_rows)
     except Exception:
@@ -616,8 +617,26 @@ class _Decoding:
         ) from err
 
 
+def _committed_mask(batch: pa.RecordBatch, view: str, aborted: Sequence[tuple[int, int, int]]) -> pa.Array:
+    """What a read_committed consumer sees: no control record, and no record of an aborted
+    transaction (a transactional batch of its producer within its offsets, as `.txnindex` lists them)."""
+    offset = batch.column("baseOffset" if view == "batches" else "offset")
+    producer = batch.column("producerId")
+    dropped = batch.column("isControl")
+    transactional = batch.column("isTransactional")
+    for producer_id, first, last in aborted:
+        txn = pc.and_(
+            pc.equal(producer, producer_id), pc.and_(pc.greater_equal(offset, first), pc.less_equal(offset, last))
+        )
+        dropped = pc.or_(dropped, pc.and_(transactional, txn))
+    return pc.invert(dropped)
+
+
 def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBatch:
     mask = _offset_mask(batch, view, flt) if flt.has_offsets else None
+    if flt.committed_only:
+        committed = _committed_mask(batch, view, flt.aborted_txns)
+        mask = committed if mask is None else pc.and_(mask, committed)
     return batch if mask is None else batch.filter(mask)
 
 

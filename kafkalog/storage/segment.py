@@ -7,6 +7,7 @@ memory. Positions handed out are positions in the `.log` file.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -264,6 +265,23 @@ class LogSegment:
                 offset_range=(self.base_offset, self.next_base_offset),
             )
         )
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> int | None:
+        """Kafka's LogSegment.findOffsetByTimestamp: the first offset at or above `starting_offset`
+        whose record's timestamp is at least `timestamp` (None: no such record here). The time index
+        gives the offset to start from, the offset index its byte; only the batches from there are read."""
+        data = self.read(".timeindex")
+        # a preallocated zero tail reads as entries at the base offset: they only make the search start earlier
+        index = TimeIndex.from_bytes(data or b"", self.base_offset, file=self.path(".timeindex"))
+        from_offset = max(index.lookup(timestamp).offset, starting_offset)
+        at = bisect_right(self.offset_index_entries, from_offset, key=lambda entry: entry.offset)
+        position = self.offset_index_entries[at - 1].position if at else 0
+        for _, batch in self.batches(position):
+            if batch.max_timestamp >= timestamp and batch.last_offset >= starting_offset:
+                for record in batch.records():
+                    if record.timestamp >= timestamp and record.offset >= starting_offset:
+                        return record.offset
+        return None
 
     def batch_summaries(self) -> Iterator[BatchSummary]:
         """What the index builder needs of each batch, with file positions."""

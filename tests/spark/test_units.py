@@ -312,8 +312,9 @@ def test_pushed_filters_become_scan_filters():
 
     from kafkalog.errors import ConfigError
     from kafkalog.spark.datasource import KafkaLogPushdownReader
+    from kafkalog.spark.source_options import checked
 
-    reader = KafkaLogPushdownReader({"path": "/x", "topics": "a,b", "startingOffset": "3"}, "records")
+    reader = KafkaLogPushdownReader(checked({"path": "/x", "topics": "a,b", "startingOffset": "3"}), "records")
     filters = [
         EqualTo(("topic",), "a"),
         In(("partition",), (1, 2)),
@@ -329,4 +330,4 @@ def test_pushed_filters_become_scan_filters():
     batches = KafkaLogPushdownReader({"path": "/x"}, "batches")
     assert list(batches.pushFilters([GreaterThan(("offset",), 9)])) and batches.flt == ScanFilter()
     with pytest.raises(ConfigError):
-        KafkaLogPushdownReader({"path": "/x", "startingOffset": "soon"}, "records")
+        KafkaLogPushdownReader(checked({"path": "/x", "startingOffset": "soon"}), "records")
