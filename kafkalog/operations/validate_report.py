@@ -287,8 +287,10 @@ class Findings:
     def add_error(
         self, check: str, severity: str, err: KafkaLogError, file: str | None = None, prefix: str = ""
     ) -> None:
-        """A finding from a KafkaLogError: its message (after `prefix`), file, position and offset."""
-        self.add(check, severity, prefix + err.message, err.file or file, err.position, err.offset)
+        """A finding from a KafkaLogError: its message (after `prefix`, and the line of a text file's
+        error), file, position and offset."""
+        line = f"line {err.line}: " if err.line is not None else ""
+        self.add(check, severity, prefix + line + err.message, err.file or file, err.position, err.offset)
 
 
 def _common_root(paths: list[str]) -> str:
