@@ -235,6 +235,14 @@ def _try_locks(fd: int, path: str, kind: int, *, keep: bool) -> None:
             lock(fd, fcntl.LOCK_UN)
 
 
+def _copy_regular(fs: LogFileSystem, source: str, target: str) -> None:
+    """shutil.copy2 of a regular file; another kind of file is refused as every read refuses it."""
+    import shutil
+
+    fs.ensure_regular_file(source)
+    shutil.copy2(source, target)
+
+
 def copy_log_dir(source: str, target: str) -> None:
     """Copy a whole log directory to `target`, which must not exist yet: the `--output` of the
     rewriting commands. The broker's `.lock` stays behind. Local copies keep file modification
@@ -257,7 +265,7 @@ def copy_log_dir(source: str, target: str) -> None:
                 src,
                 dst,
                 ignore=shutil.ignore_patterns(LOCK_FILE),
-                copy_function=lambda a, b: copies.append(pool.submit(shutil.copy2, a, b)),
+                copy_function=lambda a, b: copies.append(pool.submit(_copy_regular, src_fs, a, b)),
             )
         for copy in copies:
             copy.result()
