@@ -109,3 +109,107 @@ def test_an_output_copy_refuses_a_fifo_and_leaves_nothing(small, tmp_path):
     with pytest.raises(LogDirError, match="a FIFO"), destination(str(log), str(out)):
         pass
     assert not out.exists() and not (tmp_path / ("out" + STAGING_SUFFIX)).exists()
+
+
+# -- a partition directory that is a symbolic link ---------------------------------------------------
+
+
+def _tree(path):
+    """Every file under `path` with its bytes: to show a directory was not changed."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def linked(small, tmp_path):
+    """A log dir whose customers-0 is a symbolic link to a directory outside it."""
+    log = _copy(small, tmp_path)
+    outside = tmp_path / "elsewhere" / "customers-0"
+    outside.parent.mkdir()
+    (log / "customers-0").rename(outside)
+    (log / "customers-0").symlink_to(outside)
+    return log, outside
+
+
+def test_the_log_dir_lists_each_linked_partition_dir_with_its_target(linked):
+    from kafkalog.storage.logdir import LogDir
+
+    log, outside = linked
+    opened = LogDir.open(str(log))
+    assert opened.linked_dirs == {str(log / "customers-0"): str(outside)}
+    assert ("customers", 0) in opened.partition_paths  # still read, as Kafka reads it
+    with pytest.raises(LogDirError) as caught:
+        opened.ensure_no_linked_partition_dirs()
+    assert caught.value.file == str(log / "customers-0") and str(outside) in caught.value.message
+
+
+@pytest.mark.parametrize("command", ["compact", "retain", "purge"])
+def test_an_in_place_run_refuses_a_linked_partition_dir_in_one_line(linked, tmp_path, command):
+    """Refused before anything is read or written (and before Spark starts): exit 2, one line naming
+    the link and its target, and the directory it leads to is unchanged."""
+    log, outside = linked
+    before = _tree(outside)
+    extra = {
+        "compact": ["--config", "cleanup.policy=compact", "--force"],
+        "retain": ["--config", "retention.ms=1"],
+        "purge": ["--keys", tmp_path / "keys.txt", "--ledger", tmp_path / "ledger"],
+    }[command]
+    (tmp_path / "keys.txt").write_text("k\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkalog", command, str(log), "--now", "1700100000000", *map(str, extra)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KAFKALOG_PURGE_SECRET": "a secret of sixteen bytes or more"},
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"kafkalog {command}: {log / 'customers-0'}: "), lines
+    assert f"symbolic link to {outside}" in lines[0] and "--follow-symlinks" in lines[0]
+    assert _tree(outside) == before
+
+
+def test_dry_runs_outputs_and_follow_symlinks_name_the_link_in_a_warning(linked, tmp_path, caplog):
+    from kafkalog.storage.destination import destination
+
+    log, outside = linked
+    cases = [
+        ({"output": None, "dry_run": True}, "an in-place run refuses it without --follow-symlinks"),
+        (
+            {"output": None, "dry_run": True, "follow_symlinks": True},
+            "an in-place run would rewrite there (--follow-symlinks)",
+        ),
+        ({"output": str(tmp_path / "out")}, "read through it: --output copies what it leads to"),
+        ({"output": None, "follow_symlinks": True}, "rewritten there (--follow-symlinks)"),
+    ]
+    for options, consequence in cases:
+        caplog.clear()
+        with destination(str(log), **options):
+            pass
+        assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+            f"partition directory {log / 'customers-0'} is a symbolic link to {outside}: {consequence}"
+        ]
+    out = tmp_path / "out" / "customers-0"
+    assert not out.is_symlink() and _tree(out) == _tree(outside)  # the copy holds what the link leads to
+
+
+def test_retain_follows_a_linked_partition_dir_when_told(linked):
+    from kafkalog.operations.retain import retain
+
+    log, outside = linked
+    before = _tree(outside)
+    with pytest.raises(LogDirError, match="symbolic link"):
+        retain(str(log), config={"retention.ms": "1"}, now_ms=1700100000000)
+    assert _tree(outside) == before
+    report = retain(str(log), config={"retention.ms": "1"}, now_ms=1700100000000, follow_symlinks=True)
+    assert report.summary() and _tree(outside) != before
+    assert (log / "customers-0").is_symlink()
+
+
+@pytest.mark.parametrize("command", ["compact", "retain", "purge"])
+def test_the_cli_and_the_jobs_take_follow_symlinks(command):
+    from kafkalog.cli import build_parser
+    from kafkalog.job import job_arguments
+
+    extra = ["--keys", "k.txt"] if command == "purge" else []
+    assert build_parser().parse_args([command, "logs", *extra, "--follow-symlinks"]).follow_symlinks
+    assert job_arguments(command, ["logs", *extra, "--follow-symlinks"], {}) == ["logs", *extra, "--follow-symlinks"]
