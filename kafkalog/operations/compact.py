@@ -168,6 +168,7 @@ def _compacted_partitions(plan: CompactionPlan, opened: LogDir, resolver: Config
             continue
         try:
             part = opened.partition(topic, partition)
+            part.ensure_well_named()
             part.ensure_settled()
         except KafkaLogError as err:
             plan.uncleanable[(topic, partition)] = err
@@ -272,7 +273,8 @@ def _compact(
     opened = LogDir.open(target.path)
     if not dry_run:
         for tp in opened.topic_partitions:
-            if resolver.for_topic(tp[0]).compact:
+            # a partition with misnamed files is not recovered: the plan makes it uncleanable
+            if resolver.for_topic(tp[0]).compact and not opened.partition(*tp).misnamed:
                 recover_partition(opened.fs, opened.partition_paths[tp])
     plan = plan_compaction(target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark)
     decision = _decide_cleanable(spark, plan, target)

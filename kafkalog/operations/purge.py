@@ -273,6 +273,8 @@ def _open(log_dir: str, topics, dry_run: bool) -> tuple[LogDir, list]:
     run, which writes nothing, refuses them)."""
     opened = LogDir.open(log_dir)
     scope = _scope(opened, topics)
+    for tp in scope:  # before an interrupted swap is recovered by names it cannot trust
+        opened.partition(*tp).ensure_well_named()
     if not dry_run:
         for tp in scope:
             recover_partition(opened.fs, opened.partition_paths[tp])

@@ -565,6 +565,7 @@ def _plan(
         if is_kraft_metadata(tp[0]):  # reported, never retained
             report.partitions.append(_skipped(tp, part, configs[tp[0]], KRAFT_METADATA_NOT_REWRITTEN))
             continue
+        part.ensure_well_named()  # before an interrupted swap is recovered by names it cannot trust
         recovered = []
         if part.in_flight or part.orphan_indexes:
             if dry_run:

@@ -124,6 +124,8 @@ Partition and log directory files:
                            below the log start (info: deleted on load)
   ``kraft.quorum_state``   a `quorum-state` that is not the JSON object Kafka writes
   ``partition.leftover``   `.cleaned` / `.swap` / `.deleted` files: an interrupted swap or delete
+  ``partition.file_name``  a segment, index or snapshot file whose offset is not written in 20 digits
+                           (two files may then claim one base offset)
   ``partition.orphan_index``  index files without a `.log` (Kafka deletes them on load)
   ``partition.empty``      (info) a partition directory without any `.log`
   ``logdir.not_a_log_dir`` a directory with neither partition directories nor Kafka's files

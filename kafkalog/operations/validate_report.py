@@ -64,6 +64,7 @@ CHECKS = (
     "leader_epoch.batches",
     "partition_metadata.parse",
     "partition.leftover",
+    "partition.file_name",
     "partition.orphan_index",
     "partition.empty",
     "partition.illegal_name",

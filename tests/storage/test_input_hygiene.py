@@ -213,3 +213,64 @@ def test_the_cli_and_the_jobs_take_follow_symlinks(command):
     extra = ["--keys", "k.txt"] if command == "purge" else []
     assert build_parser().parse_args([command, "logs", *extra, "--follow-symlinks"]).follow_symlinks
     assert job_arguments(command, ["logs", *extra, "--follow-symlinks"], {}) == ["logs", *extra, "--follow-symlinks"]
+
+
+# -- segment file names that are not Kafka's ---------------------------------------------------------
+
+
+def _misname(log, kind):
+    """customers-0 with a second .log at base offset 123 under a 19-digit name ("clash"), or its
+    segment 123's files renamed to names without the padding ("short")."""
+    part = log / "customers-0"
+    if kind == "clash":
+        (part / "0000000000000000123.log").write_bytes((part / "00000000000000000123.log").read_bytes())
+        return part / "0000000000000000123.log"
+    for suffix in (".log", ".index", ".timeindex", ".snapshot"):
+        (part / f"00000000000000000123{suffix}").rename(part / f"123{suffix}")
+    return part / "123.index"
+
+
+def test_a_partition_lists_the_files_whose_offset_is_not_written_in_20_digits(small, tmp_path):
+    from kafkalog.storage.logdir import LogDir
+
+    log = _copy(small, tmp_path)
+    clash = _misname(log, "clash")
+    part = LogDir.open(str(log)).partition("customers", 0)
+    reason = "its base offset is written in 19 digits, not 20; 00000000000000000123.log names the same base offset"
+    assert part.misnamed == {str(clash): reason}
+    with pytest.raises(LogDirError, match="not a segment file name Kafka writes") as caught:
+        part.ensure_well_named()
+    assert caught.value.file == str(clash)
+    assert LogDir.open(str(small)).partition("customers", 0).misnamed == {}
+
+
+@pytest.mark.parametrize("kind", ["clash", "short"])
+@pytest.mark.parametrize("command", ["validate", "compact", "retain", "purge"])
+def test_a_partition_with_misnamed_files_is_damaged(small, tmp_path, kind, command):
+    """validate: an ERROR; compact: uncleanable; retain and purge: refused (the CLI exits 2). Below
+    Spark: the compaction plan, retain, and purge's opening of the partitions it will rewrite."""
+    from kafkalog.config import ConfigResolver
+    from kafkalog.operations.compact import plan_compaction
+    from kafkalog.operations.purge import _open
+    from kafkalog.operations.retain import retain
+    from kafkalog.operations.validate import validate_paths
+
+    log = _copy(small, tmp_path)
+    bad = _misname(log, kind)
+    before = _tree(log)
+    if command == "validate":
+        report = validate_paths([str(log)])
+        found = [p for p in report.findings if p.check == "partition.file_name"]
+        assert found and found[0].severity == "error" and found[0].file.endswith(bad.name)
+    elif command == "compact":
+        resolver = ConfigResolver(topics_default={"cleanup.policy": "compact"})
+        plan = plan_compaction(str(log), resolver, 1700100000000, force=True)
+        assert set(plan.uncleanable) == {("customers", 0)}
+        assert "not a segment file name Kafka writes" in str(plan.uncleanable[("customers", 0)])
+    else:
+        with pytest.raises(LogDirError, match="not a segment file name Kafka writes"):
+            if command == "retain":
+                retain(str(log), config={"retention.ms": "1"}, now_ms=1700100000000)
+            else:
+                _open(str(log), None, dry_run=False)
+    assert _tree(log) == before
