@@ -46,6 +46,7 @@ Batches (every batch of every `.log`):
   ``batch.records``        records do not decode (deep): bad varints, record count, sizes, decompression,
                            record offsets not strictly increasing inside [baseOffset, lastOffset]
   ``batch.control``        a control batch's record does not parse (key/value of the marker)
+  ``batch.control_flags``  a control batch without the transactional flag outside __cluster_metadata
   ``segment.truncated_tail`` bytes after the last whole batch (invisible to Kafka's readers; recovery
                            truncates them)
   ``segment.zero_tail``    zero bytes after the last batch (a preallocated segment never trimmed)

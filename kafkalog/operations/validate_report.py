@@ -28,6 +28,7 @@ CHECKS = (
     "batch.header",
     "batch.records",
     "batch.control",
+    "batch.control_flags",
     "segment.truncated_tail",
     "segment.zero_tail",
     "offsets.order",

@@ -274,3 +274,75 @@ def test_a_partition_with_misnamed_files_is_damaged(small, tmp_path, kind, comma
             else:
                 _open(str(log), None, dry_run=False)
     assert _tree(log) == before
+
+
+# -- a control batch without the transactional flag ------------------------------------------------
+
+T0 = 1_700_000_000_000
+
+
+def write_control_flag_log(root, *, topic="t", control_key=b"key-3", transactional=False):
+    """One partition: six data batches, a control batch whose first record has `control_key` (the
+    control flag set on what could be a data batch, the CRC computed over it), six more, and a
+    rolled active segment. Returns the control batch's offset."""
+    from kafkalog.codec.batch import build_batch
+    from kafkalog.codec.control import END_TXN_MARKER_VALUE
+    from kafkalog.codec.records import Record
+    from kafkalog.storage.log_writer import PartitionWriter
+
+    fs, path = LogFileSystem.for_path(str(root))
+    writer = PartitionWriter(fs, path, topic, 0)
+    offset = 0
+
+    def data(value: str) -> None:
+        nonlocal offset
+        record = Record(offset, T0 + offset, f"key-{offset % 3}".encode(), f"{value}-{offset}".encode())
+        writer.append(build_batch([record], base_offset=offset, partition_leader_epoch=0))
+        offset += 1
+
+    for _ in range(6):
+        data("old")
+    control = offset
+    producer = {"producer_id": 7, "producer_epoch": 0} if transactional else {}
+    record = Record(offset, T0 + offset, control_key, END_TXN_MARKER_VALUE.pack(0, 0))
+    writer.append(
+        build_batch(
+            [record],
+            base_offset=offset,
+            partition_leader_epoch=0,
+            is_control=True,
+            is_transactional=transactional,
+            **producer,
+        )
+    )
+    offset += 1
+    for _ in range(6):
+        data("new")
+    writer.roll()
+    data("active")
+    writer.close()
+    return control
+
+
+COMMIT_KEY = b"\x00\x00\x00\x01"  # version 0, COMMIT
+
+
+@pytest.mark.parametrize("control_key, name", [(b"key-3", "UNKNOWN"), (COMMIT_KEY, "COMMIT")])
+def test_validate_reports_a_control_batch_without_the_transactional_flag(tmp_path, control_key, name):
+    from kafkalog.operations.validate import validate_paths
+
+    control = write_control_flag_log(tmp_path / "logs", control_key=control_key)
+    report = validate_paths([str(tmp_path / "logs")])
+    found = [p for p in report.findings if p.check == "batch.control_flags"]
+    assert [(p.severity, p.offset) for p in found] == [("error", control)]
+    assert f"a control batch ({name}) without the transactional flag" in found[0].message
+    assert report.exit_code == 1
+
+
+@pytest.mark.parametrize("topic, transactional", [("__cluster_metadata", False), ("t", True)], ids=["kraft", "marker"])
+def test_validate_accepts_krafts_control_batches_and_transaction_markers(tmp_path, topic, transactional):
+    from kafkalog.operations.validate import validate_paths
+
+    write_control_flag_log(tmp_path / "logs", topic=topic, control_key=COMMIT_KEY, transactional=transactional)
+    report = validate_paths([str(tmp_path / "logs")])
+    assert not [p for p in report.findings if p.check == "batch.control_flags"]
