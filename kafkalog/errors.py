@@ -82,7 +82,8 @@ class UnsupportedFormatError(KafkaLogError):
 
 
 class DecompressionLimitError(KafkaLogError):
-    """A compressed payload expands past the configured output limit."""
+    """A batch holds more than kafkalog decodes at once: a compressed payload that expands past the
+    decompression limit, or more records than MAX_RECORDS_PER_BATCH (kafkalog/codec/batch.py)."""
 
 
 class CorruptIndexError(KafkaLogError):
