@@ -279,7 +279,7 @@ class LegacyBatch(AbstractBatch):
             raise located from None
 
     def _inner_messages(self, data) -> list[_Message]:
-        messages = []
+        messages: list[_Message] = []
         pos = 0
         try:
             # Kafka's inner reader ends quietly when fewer than 12 bytes or a partial entry remain.
