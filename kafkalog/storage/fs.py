@@ -66,6 +66,13 @@ class LogFileSystem:
     def is_dir(self, path: str) -> bool:
         return self.fs.get_file_info(path).type == pafs.FileType.Directory
 
+    def link_target(self, path: str) -> str | None:
+        """Where the symbolic link at `path` leads in the end (its real path), or None when `path`
+        is not a link (object stores have none)."""
+        if self.is_local and os.path.islink(path):
+            return os.path.realpath(path)
+        return None
+
     def list_dir(self, path: str) -> list[FileEntry]:
         """The entries of a directory, sorted by name."""
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=False))
