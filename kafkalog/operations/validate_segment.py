@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, control_record
 from ..codec.legacy import LegacyBatch
-from ..errors import CrcMismatchError, KafkaLogError
+from ..errors import CrcMismatchError, KafkaLogError, LogDirError
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder
 from ..storage.naming import is_kraft_metadata, partition_of_file
 from ..storage.segment import CHUNK_SIZE, LogSegment, locate
@@ -94,6 +94,8 @@ class _SegmentWalk:
         try:
             for pos, batch in reader:
                 self._batch(pos, batch)
+        except LogDirError as err:  # the file itself cannot be read (not a regular file): not a batch's fault
+            self.findings.add_error("io.read", ERROR, err, self.path)
         except KafkaLogError as err:
             self._walk_stopped(err.located(file=self.path))
         self._truncated_tail(reader.truncated_tail)
