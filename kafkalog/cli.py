@@ -116,6 +116,12 @@ def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool) -> No
             "untouched (default: in place, with Kafka's swap protocol)",
         )
         p.add_argument("--report", metavar="FILE", help="also write the report as JSON")
+        p.add_argument(
+            "--follow-symlinks",
+            action="store_true",
+            help="in place, rewrite a partition directory that is a symbolic link where it leads, as a "
+            "broker would (default: refuse the run; --dry-run and plan name such links)",
+        )
     if spark:
         p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
         p.add_argument(
@@ -367,6 +373,7 @@ def _run_compact(args) -> int:
         dry_run=dry_run,
         output=output,
         legacy_as_v2=args.legacy_as_v2,
+        follow_symlinks=getattr(args, "follow_symlinks", False),
     )
     partitions = result.plan.partitions()
     chosen = [p for p in partitions if p["chosen"]]
@@ -491,6 +498,7 @@ def _run_retain(args) -> int:
         dry_run=args.dry_run,
         missing_high_watermark=args.missing_high_watermark,
         remote_storage=args.remote_storage_dir,
+        follow_symlinks=args.follow_symlinks,
     )
     _write_report(args.report, report.to_dict())
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
@@ -527,7 +535,10 @@ def _check_before_spark(args, resolver):
     from .storage.destination import preflight
 
     opened = preflight(
-        args.log_dir, getattr(args, "output", None), dry_run=args.command == "plan" or getattr(args, "dry_run", False)
+        args.log_dir,
+        getattr(args, "output", None),
+        dry_run=args.command == "plan" or getattr(args, "dry_run", False),
+        follow_symlinks=getattr(args, "follow_symlinks", False),
     )
     opened.check_topics(args.topics)
     check_topic_settings(resolver, opened)
@@ -616,6 +627,7 @@ def _run_purge(args) -> int:
         reason=args.reason,
         output=args.output,
         dry_run=args.dry_run,
+        follow_symlinks=args.follow_symlinks,
     )
     print(result.summary())
     if result.partitions:

@@ -1,4 +1,6 @@
 """The errors kafkalog raises: each names the file, the byte position and what was expected.
+Errors in a file of records name the record offset too; errors in a text file (a checkpoint), whose
+lines are what a reader counts, name the line instead.
 
 The codec is sans-IO and only knows positions inside the buffer it was given; the storage layer
 re-raises with the file name and the buffer's position in the file (`KafkaLogError.located`).
@@ -13,13 +15,20 @@ class KafkaLogError(Exception):
     """Base of every error kafkalog raises on bad input or a refused operation."""
 
     def __init__(
-        self, message: str, *, file: str | None = None, position: int | None = None, offset: int | None = None
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+        line: int | None = None,
     ):
         super().__init__(message)
         self.message = message
         self.file = file
         self.position = position
         self.offset = offset
+        self.line = line  # 1-based, in text files
 
     def located(self, file: str | None = None, base_position: int = 0, offset: int | None = None) -> KafkaLogError:
         """A copy that names `file` (and `offset`, where it names none) and whose position is
@@ -37,6 +46,8 @@ class KafkaLogError(Exception):
         where = []
         if self.file is not None:
             where.append(str(self.file))
+        if self.line is not None:
+            where.append(f"line {self.line}")
         if self.position is not None:
             where.append(f"byte {self.position}")
         if self.offset is not None:
@@ -49,6 +60,7 @@ class KafkaLogError(Exception):
             "file": self.file,
             "position": self.position,
             "offset": self.offset,
+            "line": self.line,
             "message": self.message,
         }
 
@@ -70,7 +82,8 @@ class UnsupportedFormatError(KafkaLogError):
 
 
 class DecompressionLimitError(KafkaLogError):
-    """A compressed payload expands past the configured output limit."""
+    """A batch holds more than kafkalog decodes at once: a compressed payload that expands past the
+    decompression limit, or more records than MAX_RECORDS_PER_BATCH (kafkalog/codec/batch.py)."""
 
 
 class CorruptIndexError(KafkaLogError):

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import crc32c
 
-from ..errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError
-from .compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
+from ..errors import CorruptBatchError, CrcMismatchError, DecompressionLimitError, KafkaLogError, TruncatedDataError
+from .compression import DEFAULT_DECOMPRESSION_LIMIT, MAX_RECORDS_PER_BATCH, Codec, compress, decompress
 from .decode import decode_section
 from .records import Record, decode_record, encode_record
 
@@ -26,6 +26,10 @@ RECORD_BATCH_OVERHEAD = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21  # the CRC covers [21, end of batch)
+RECORDS_COUNT_OFFSET = 57
+# The smallest v2 record: length, attributes, timestampDelta, offsetDelta, keyLength, valueLength and
+# headerCount, one byte each (a null key and value, no headers).
+MIN_RECORD_SIZE = 7
 MAGIC = 2
 
 COMPRESSION_MASK = 0x07
@@ -255,6 +259,7 @@ class RecordBatch(AbstractBatch):
             section = memoryview(self.buf)[start : start + size]
         else:
             section = self.records_section(limit)
+            self.check_count_fits(count, len(section))
             # all records at once (numpy); None for small batches and whatever only the scalar path can tell
             out = decode_section(section, count, base_offset, base_timestamp, log_append_time)
             if out is not None:
@@ -276,11 +281,34 @@ class RecordBatch(AbstractBatch):
         return out
 
     def _checked_count(self) -> int:
+        """The record count, refused before anything is decoded when it is negative or beyond
+        MAX_RECORDS_PER_BATCH (whose comment says why)."""
         if self.records_count < 0:
             raise CorruptBatchError(
-                f"invalid record count {self.records_count}", position=self.position + 57, offset=self.base_offset
+                f"invalid record count {self.records_count}",
+                position=self.position + RECORDS_COUNT_OFFSET,
+                offset=self.base_offset,
+            )
+        if self.records_count > MAX_RECORDS_PER_BATCH:
+            raise DecompressionLimitError(
+                f"the batch declares {self.records_count} records; kafkalog decodes at most "
+                f"{MAX_RECORDS_PER_BATCH} records of one batch (docs/semantics.md)",
+                position=self.position + RECORDS_COUNT_OFFSET,
+                offset=self.base_offset,
             )
         return self.records_count
+
+    def check_count_fits(self, count: int, section_size: int) -> None:
+        """A count the records section cannot hold (MIN_RECORD_SIZE bytes a record) is refused
+        before the records are decoded, rather than found short after the last one."""
+        if count * MIN_RECORD_SIZE > section_size:
+            where = "" if self.codec == Codec.NONE else " decompressed"
+            raise CorruptBatchError(
+                f"the batch declares {count} records, but its {section_size}{where} bytes of records hold at "
+                f"most {section_size // MIN_RECORD_SIZE}",
+                position=self.position + RECORDS_COUNT_OFFSET,
+                offset=self.base_offset,
+            )
 
     def _record_error(self, err: Exception, pos: int) -> CorruptBatchError:
         where = "" if self.codec == Codec.NONE else " of the decompressed records"

@@ -32,6 +32,17 @@ class Codec(enum.IntEnum):
 
 DEFAULT_DECOMPRESSION_LIMIT = 256 * 1024 * 1024
 
+# The records of one batch that kafkalog decodes at once (v2 batches and legacy wrappers alike). Kafka
+# reads a batch's records lazily, one at a time (DefaultRecordBatch.RecordIterator checks only that
+# the int32 count is not negative), so a broker has no cap but the bytes. kafkalog decodes a batch
+# whole (a list of records, or numpy columns), at some 0.5 KB and 7 µs a record on the driver: a
+# 35 MB gzip batch of 25 million null records (7 bytes each: well under the decompression limit)
+# took `validate` and `dump --records` past 300 s and 1.3 GB. So a batch is refused beyond 2^20
+# records (about 0.5 GB and 7 s to validate, 20 s to dump), as one is beyond the decompression
+# limit. Producers write far fewer: a batch is at most message.max.bytes (1 MiB by default)
+# compressed, and producers fill batch.size (16 KiB by default) before sending.
+MAX_RECORDS_PER_BATCH = 1 << 20
+
 _INT32 = struct.Struct(">i")
 _UINT32_LE = struct.Struct("<I")
 

@@ -14,11 +14,18 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ..errors import CorruptBatchError, CrcMismatchError, KafkaLogError, TruncatedDataError, UnsupportedFormatError
+from ..errors import (
+    CorruptBatchError,
+    CrcMismatchError,
+    DecompressionLimitError,
+    KafkaLogError,
+    TruncatedDataError,
+    UnsupportedFormatError,
+)
 
 # shared with v2: the log overhead (offset and size), the attributes' low bits, "no timestamp"
 from .batch import COMPRESSION_MASK, LOG_OVERHEAD, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, AbstractBatch, TimestampType
-from .compression import DEFAULT_DECOMPRESSION_LIMIT, Codec, compress, decompress
+from .compression import DEFAULT_DECOMPRESSION_LIMIT, MAX_RECORDS_PER_BATCH, Codec, compress, decompress
 from .records import Record
 
 # offset, messageSize, crc, magic: what a reader needs to tell v0/v1 from v2 (HEADER_SIZE_UP_TO_MAGIC)
@@ -272,7 +279,7 @@ class LegacyBatch(AbstractBatch):
             raise located from None
 
     def _inner_messages(self, data) -> list[_Message]:
-        messages = []
+        messages: list[_Message] = []
         pos = 0
         try:
             # Kafka's inner reader ends quietly when fewer than 12 bytes or a partial entry remain.
@@ -285,6 +292,13 @@ class LegacyBatch(AbstractBatch):
                 end = pos + LOG_OVERHEAD + size
                 if end > len(data):
                     break
+                if len(messages) == MAX_RECORDS_PER_BATCH:
+                    raise DecompressionLimitError(
+                        f"the wrapper holds more than {MAX_RECORDS_PER_BATCH} inner messages; kafkalog decodes "
+                        "at most that many records of one batch (docs/semantics.md)",
+                        position=self.position,
+                        offset=self.last_offset,
+                    )
                 messages.append(self._inner_message(data, pos, end, offset, size))
                 pos = end
         except CorruptBatchError as err:

@@ -176,6 +176,7 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT, 
         return 0
     if section is None:
         section = batch.records_section(limit)
+    batch.check_count_fits(count, len(section))
     log_append_time = batch.log_append_time
     columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time)
     if columns is not None:

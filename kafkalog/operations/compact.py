@@ -196,6 +196,7 @@ def _compacted_partitions(plan: CompactionPlan, opened: LogDir, resolver: Config
             continue
         try:
             part = opened.partition(topic, partition)
+            part.ensure_well_named()
             part.ensure_settled()
         except KafkaLogError as err:
             plan.uncleanable[(topic, partition)] = err
@@ -276,15 +277,17 @@ def compact(
     output: str | None = None,
     fault: FaultHook | None = None,
     legacy_as_v2: bool = False,
+    follow_symlinks: bool = False,
 ) -> CompactionResult:
     """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
     or into `output`, a complete copy of `log_dir` that leaves it untouched. A partition that cannot
     be read whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its
     error, and the others are cleaned. `legacy_as_v2` writes every legacy (v0/v1) batch of the cleaned
-    segments as v2, as Kafka 4.x's cleaner does. `fault` is a test hook called at each commit step (see
-    kafkalog/storage/swap.py). `spark` may be a Future of the session (`spark.session.start_session`):
-    the copy for `output` is made while Spark starts."""
-    with destination(log_dir, output, dry_run=dry_run) as target:
+    segments as v2, as Kafka 4.x's cleaner does. In place, a partition directory that is a symbolic link
+    is refused unless `follow_symlinks` (then the directory it leads to is rewritten). `fault` is a
+    test hook called at each commit step (see kafkalog/storage/swap.py). `spark` may be a Future of
+    the session (`spark.session.start_session`): the copy for `output` is made while Spark starts."""
+    with destination(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks) as target:
         result = _compact(
             spark,
             target,
@@ -320,7 +323,8 @@ def _compact(
         log.warning("compact: %s", nothing_to_compact(target.source, opened, topics))
     if not dry_run:
         for tp in opened.topic_partitions:
-            if resolver.for_topic(tp[0]).compact:
+            # a partition with misnamed files is not recovered: the plan makes it uncleanable
+            if resolver.for_topic(tp[0]).compact and not opened.partition(*tp).misnamed:
                 recover_partition(opened.fs, opened.partition_paths[tp])
     plan = plan_compaction(target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark)
     decision = _decide_cleanable(spark, plan, target)

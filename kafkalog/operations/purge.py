@@ -158,6 +158,7 @@ def purge(
     output: str | None = None,
     dry_run: bool = False,
     fault: FaultHook | None = None,
+    follow_symlinks: bool = False,
 ) -> PurgeResult:
     """Remove every record of `keys` (a DataFrame with a `key` column, a list of bytes or written
     forms, or the path of a key file or table, see `keys_frame`) and, with `where`, every record
@@ -167,7 +168,9 @@ def purge(
     `ledger`: the Delta table of purged records (required unless `dry_run`); `secret`: the key
     fingerprint secret (default: `load_secret()`, from KAFKALOG_PURGE_SECRET). `config`: topic
     configuration (cleanup.policy, delete.retention.ms, index.interval.bytes). `now`: the clock,
-    epoch ms. `output`: purge a copy written there, `log_dir` untouched. `fault`: a swap test hook."""
+    epoch ms. `output`: purge a copy written there, `log_dir` untouched. `follow_symlinks`: in place,
+    rewrite a partition directory that is a symbolic link where it leads (refused otherwise).
+    `fault`: a swap test hook."""
     now = clock.now_ms(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
@@ -177,7 +180,7 @@ def purge(
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
     if where:  # and so does a bad expression: checked against the records view's columns
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
-    with destination(log_dir, output, dry_run=dry_run) as target:
+    with destination(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks) as target:
         result = _purge(
             spark,
             target.path,
@@ -277,6 +280,8 @@ def _open(log_dir: str, topics, dry_run: bool) -> tuple[LogDir, list]:
     run, which writes nothing, refuses them)."""
     opened = LogDir.open(log_dir)
     scope = _scope(opened, topics)
+    for tp in scope:  # before an interrupted swap is recovered by names it cannot trust
+        opened.partition(*tp).ensure_well_named()
     if not dry_run:
         for tp in scope:
             recover_partition(opened.fs, opened.partition_paths[tp])

@@ -96,6 +96,7 @@ def retain(
     missing_high_watermark: str = MISSING_HW_LOG_START,
     remote_storage: str | None = None,
     fault: FaultHook | None = None,
+    follow_symlinks: bool = False,
 ) -> RetentionReport:
     """Apply retention to the log directory `log_dir` (a path or URI) and return the report.
 
@@ -106,7 +107,8 @@ def retain(
     {(group, topic, partition): offset}; default: the log dir's own `__consumer_offsets`, read only
     when a topic has consumed retention enabled. `include_groups`/`exclude_groups`: group name
     patterns (fnmatch). `output`: write a new log directory there, the input untouched; else in
-    place (refused while a broker holds the directory's lock). `dry_run`: plan and report only.
+    place (refused while a broker holds the directory's lock, and where a partition directory is a
+    symbolic link unless `follow_symlinks`). `dry_run`: plan and report only.
     `missing_high_watermark`: "log-start" (Kafka: without a replication-offset-checkpoint entry
     nothing can be deleted) or "log-end" (trust the log end offset). `remote_storage`: a
     LocalTieredStorage directory holding the remote segments of topics with tiered storage, which
@@ -139,6 +141,7 @@ def retain(
         dry_run=dry_run,
         missing_high_watermark=missing_high_watermark,
         remote_storage=remote_storage,
+        follow_symlinks=follow_symlinks,
         **({"fault": fault} if fault is not None else {}),
     )
 
@@ -496,6 +499,7 @@ def run_retention(
     missing_high_watermark: str = MISSING_HW_LOG_START,
     remote_storage: str | None = None,
     fault: FaultHook = no_fault,
+    follow_symlinks: bool = False,
 ) -> RetentionReport:
     """Retention over a log directory: plan every selected partition, then apply in place, or in a
     complete copy at `output` (the input untouched), or (`dry_run`) only report.
@@ -505,7 +509,7 @@ def run_retention(
     has consumed retention enabled). Interrupted swaps are recovered first. Every partition is
     planned before any is changed, so unreadable input changes nothing (storage/destination.py: the
     broker's lock, and an output that appears under its name only when whole)."""
-    with destination(log_dir_path, output, dry_run=dry_run) as target:
+    with destination(log_dir_path, output, dry_run=dry_run, follow_symlinks=follow_symlinks) as target:
         log_dir = LogDir.open(target.path)
         report, work = _plan(
             log_dir,
@@ -572,6 +576,7 @@ def _plan(
         if is_kraft_metadata(tp[0]):  # reported, never retained
             report.partitions.append(_skipped(tp, part, configs[tp[0]], KRAFT_METADATA_NOT_REWRITTEN))
             continue
+        part.ensure_well_named()  # before an interrupted swap is recovered by names it cannot trust
         recovered = []
         if part.in_flight or part.orphan_indexes:
             if dry_run:

@@ -46,6 +46,7 @@ Batches (every batch of every `.log`):
   ``batch.records``        records do not decode (deep): bad varints, record count, sizes, decompression,
                            record offsets not strictly increasing inside [baseOffset, lastOffset]
   ``batch.control``        a control batch's record does not parse (key/value of the marker)
+  ``batch.control_flags``  a control batch without the transactional flag outside __cluster_metadata
   ``segment.truncated_tail`` bytes after the last whole batch (invisible to Kafka's readers; recovery
                            truncates them)
   ``segment.zero_tail``    zero bytes after the last batch (a preallocated segment never trimmed)
@@ -124,6 +125,8 @@ Partition and log directory files:
                            below the log start (info: deleted on load)
   ``kraft.quorum_state``   a `quorum-state` that is not the JSON object Kafka writes
   ``partition.leftover``   `.cleaned` / `.swap` / `.deleted` files: an interrupted swap or delete
+  ``partition.file_name``  a segment, index or snapshot file whose offset is not written in 20 digits
+                           (two files may then claim one base offset)
   ``partition.orphan_index``  index files without a `.log` (Kafka deletes them on load)
   ``partition.empty``      (info) a partition directory without any `.log`
   ``logdir.not_a_log_dir`` a directory with neither partition directories nor Kafka's files

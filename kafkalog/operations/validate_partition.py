@@ -163,6 +163,14 @@ class PartitionChecks:
         return None
 
     def _check_listing(self, part: Partition, path: str) -> None:
+        for file, reason in sorted(part.misnamed.items()):
+            self.findings.add(
+                "partition.file_name",
+                ERROR,
+                f"not a segment file name Kafka writes: {reason}; a broker opens a segment's files by "
+                "their 20-digit names, and kafkalog does not rewrite this partition",
+                file,
+            )
         for entry in part.in_flight:
             self.findings.add(
                 "partition.leftover",

@@ -29,6 +29,7 @@ CHECKS = (
     "batch.header",
     "batch.records",
     "batch.control",
+    "batch.control_flags",
     "segment.truncated_tail",
     "segment.zero_tail",
     "offsets.order",
@@ -65,6 +66,7 @@ CHECKS = (
     "leader_epoch.batches",
     "partition_metadata.parse",
     "partition.leftover",
+    "partition.file_name",
     "partition.orphan_index",
     "partition.empty",
     "partition.illegal_name",
@@ -288,8 +290,10 @@ class Findings:
     def add_error(
         self, check: str, severity: str, err: KafkaLogError, file: str | None = None, prefix: str = ""
     ) -> None:
-        """A finding from a KafkaLogError: its message (after `prefix`), file, position and offset."""
-        self.add(check, severity, prefix + err.message, err.file or file, err.position, err.offset)
+        """A finding from a KafkaLogError: its message (after `prefix`, and the line of a text file's
+        error), file, position and offset."""
+        line = f"line {err.line}: " if err.line is not None else ""
+        self.add(check, severity, prefix + line + err.message, err.file or file, err.position, err.offset)
 
 
 def _common_root(paths: list[str]) -> str:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, control_record
 from ..codec.legacy import LegacyBatch
-from ..errors import CrcMismatchError, KafkaLogError
+from ..errors import CrcMismatchError, KafkaLogError, LogDirError
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder
+from ..storage.naming import is_kraft_metadata, partition_of_file
 from ..storage.segment import CHUNK_SIZE, LogSegment, locate
 from .validate_index import (
     OffsetIndexCheck,
@@ -93,6 +94,8 @@ class _SegmentWalk:
         try:
             for pos, batch in reader:
                 self._batch(pos, batch)
+        except LogDirError as err:  # the file itself cannot be read (not a regular file): not a batch's fault
+            self.findings.add_error("io.read", ERROR, err, self.path)
         except KafkaLogError as err:
             self._walk_stopped(err.located(file=self.path))
         self._truncated_tail(reader.truncated_tail)
@@ -118,6 +121,8 @@ class _SegmentWalk:
         if self.checks.deep and decoded:
             self._check_records(batch, pos, first_offset, last)
         ctl = self._control_record(batch, pos) if is_v2 and batch.is_control else None
+        if ctl is not None and not batch.is_transactional:
+            self._check_control_flags(batch, pos, ctl)
         self._replay(pos, batch, first_offset, last, ctl)
         self.state.last_offset = last if self.state.last_offset is None else max(self.state.last_offset, last)
         self.state.last_file = self.path
@@ -280,6 +285,32 @@ class _SegmentWalk:
                 "batch.control", ERROR, locate(err, self.path, pos, batch), prefix="control record does not parse: "
             )
             return None
+
+    def _check_control_flags(self, batch: RecordBatch, pos: int, ctl) -> None:
+        """A control batch without the transactional flag: Kafka writes those only in KRaft's
+        `__cluster_metadata` (its LogValidator refuses every control batch from a client, and the
+        transaction coordinator's markers are transactional). What Kafka's cleaner does with one
+        (CleanedTransactionMetadata.onControlBatchRead, which kafkalog's compaction follows): it
+        reads the first record's type whatever the flag says, so a COMMIT or ABORT is taken as a
+        marker of the batch's producer id, and any other type is kept as it is."""
+        parent = partition_of_file(self.path)
+        topic = self.seg.topic or (parent.topic if parent is not None else None)
+        if topic is None or is_kraft_metadata(topic):  # KRaft's control records are not transactional
+            return
+        if ctl.type in (ControlType.ABORT, ControlType.COMMIT):
+            fate = f"as producer {batch.producer_id}'s {ctl.type.name} marker (removed once it ends no transaction)"
+        else:
+            fate = "as a control batch of its type, kept in every pass"
+        self.findings.add(
+            "batch.control_flags",
+            ERROR,
+            f"a control batch ({ctl.type.name}) without the transactional flag: outside __cluster_metadata "
+            f"Kafka writes control batches only as transaction markers; its cleaner treats this one {fate}, "
+            "and so does kafkalog compact",
+            self.path,
+            pos,
+            batch.base_offset,
+        )
 
     def _replay(self, pos: int, batch, first_offset: int, last: int, ctl) -> None:
         """Producer state, snapshots reached, leader epochs, and the transaction index at a marker."""

@@ -77,7 +77,7 @@ def _java_integer(text: str, bits: int) -> int | None:
 
 
 def _error(line: _Line, message: str, file: str | None) -> CorruptCheckpointError:
-    return CorruptCheckpointError(f"line {line.number}: {message}", file=file, position=line.position)
+    return CorruptCheckpointError(message, file=file, position=line.position, line=line.number)
 
 
 def _malformed(line: _Line, expected: str, file: str | None) -> CorruptCheckpointError:
@@ -251,7 +251,7 @@ def parse_partition_metadata(text: str, file: str | None = None) -> PartitionMet
     lines = _lines(text)
     if not lines:
         raise CorruptCheckpointError(
-            "empty file; expected 'version: 0' and 'topic_id: <id>' lines", file=file, position=0
+            "empty file; expected 'version: 0' and 'topic_id: <id>' lines", file=file, position=0, line=1
         )
     fields = _split(_METADATA_SEPARATOR, lines[0].text)
     version = _java_integer(fields[1], 32) if len(fields) == 2 else None
@@ -261,7 +261,10 @@ def parse_partition_metadata(text: str, file: str | None = None) -> PartitionMet
         raise _error(lines[0], f"unrecognised version {version}, expected {PARTITION_METADATA_VERSION}", file)
     if len(lines) < 2:
         raise CorruptCheckpointError(
-            "line 2: missing; expected 'topic_id: <id>'", file=file, position=len(text.encode("utf-8", "surrogatepass"))
+            "missing; expected 'topic_id: <id>'",
+            file=file,
+            position=len(text.encode("utf-8", "surrogatepass")),
+            line=2,
         )
     fields = _split(_METADATA_SEPARATOR, lines[1].text)
     raw = _topic_id_bytes(fields[1]) if len(fields) == 2 else None

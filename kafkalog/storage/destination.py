@@ -9,6 +9,7 @@ raised while working on a staged copy of the input name the input's file, not th
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ from .fs import LogFileSystem
 from .logdir import LogDir, copy_log_dir
 
 STAGING_SUFFIX = ".kafkalog-incomplete"
+
+log = logging.getLogger("kafkalog")
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,12 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
     return fs, path
 
 
-def preflight(log_dir: str, output: str | None, *, dry_run: bool = False) -> LogDir:
+def preflight(log_dir: str, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False) -> LogDir:
     """What a rewrite checks before it starts, without writing anything (also what the CLI checks
     before Spark starts): the log directory holds only partition directories Kafka could have made;
     an `output` is allowed (check_output); an in-place rewrite's directory is not locked by another
-    process. Returns the opened log directory."""
+    process, and has no partition directory that is a symbolic link unless `follow_symlinks`.
+    Returns the opened log directory."""
     opened = LogDir.open(log_dir)
     opened.ensure_legal_partition_dirs()
     if not dry_run and output is not None:
@@ -77,20 +81,34 @@ def preflight(log_dir: str, output: str | None, *, dry_run: bool = False) -> Log
             file=log_dir,
         )
     elif not dry_run:
+        if not follow_symlinks:
+            opened.ensure_no_linked_partition_dirs()
         opened.ensure_unlocked()
     return opened
 
 
 @contextmanager
-def destination(log_dir: str, output: str | None, *, dry_run: bool = False) -> Iterator[Destination]:
+def destination(
+    log_dir: str, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False
+) -> Iterator[Destination]:
     """The directory to rewrite, for the length of the block, once `preflight` passes. In place
     (`output` None): the log directory, under its `.lock` for the whole block (LogDir.locked: refused while a broker or
     another kafkalog run holds it, and a broker started meanwhile cannot open it). With `output`:
     a staging directory, filled with a copy of the input, renamed to `output` when the block ends
     normally and removed when it raises. A dry run
-    writes nothing: the input itself."""
+    writes nothing: the input itself. A partition directory that is a symbolic link (which only a
+    dry run, an `output` or `follow_symlinks` lets through) is named in a warning: where the run
+    reads, or writes, through it."""
     source = _uri(log_dir, LogFileSystem.for_path(log_dir)[1])
-    opened = preflight(log_dir, output, dry_run=dry_run)
+    opened = preflight(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
+    if output is not None and not dry_run:
+        consequence = "read through it: --output copies what it leads to"
+    elif not follow_symlinks:
+        consequence = "an in-place run refuses it without --follow-symlinks"
+    else:
+        consequence = f"{'an in-place run would rewrite' if dry_run else 'rewritten'} there (--follow-symlinks)"
+    for note in opened.linked_dir_notes():
+        log.warning("%s: %s", note, consequence)
     if dry_run:
         yield Destination(source, source)
         return

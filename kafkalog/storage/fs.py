@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -92,21 +93,44 @@ class LogFileSystem:
     def is_dir(self, path: str) -> bool:
         return self.fs.get_file_info(path).type == pafs.FileType.Directory
 
+    def link_target(self, path: str) -> str | None:
+        """Where the symbolic link at `path` leads in the end (its real path), or None when `path`
+        is not a link (object stores have none)."""
+        if self.is_local and os.path.islink(path):
+            return os.path.realpath(path)
+        return None
+
     def list_dir(self, path: str) -> list[FileEntry]:
         """The entries of a directory, sorted by name."""
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=False))
         return sorted((_entry(i) for i in infos), key=lambda e: e.name)
 
     def read_bytes(self, path: str) -> bytes:
-        with self.fs.open_input_file(path) as f:
+        with self.open_input(path) as f:
             return f.read()
 
     def read_range(self, path: str, start: int, length: int) -> bytes:
-        with self.fs.open_input_file(path) as f:
+        with self.open_input(path) as f:
             return f.read_at(length, start)
 
     def open_input(self, path: str):
+        """Every read of kafkalog's opens its file here, and only a regular file is opened."""
+        self.ensure_regular_file(path)
         return self.fs.open_input_file(path)
+
+    def ensure_regular_file(self, path: str) -> None:
+        """LogDirError unless `path` is a regular file (or a link to one), or does not exist (the open
+        says so). Opening a FIFO blocks until a writer comes, reading a device may never end:
+        a log directory holds neither, so one is refused before it is opened. Object stores hold only
+        files."""
+        if not self.is_local:
+            return
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return
+        if not stat.S_ISREG(mode):
+            raise LogDirError(f"{_file_kind(mode)}, not a regular file: kafkalog reads only regular files", file=path)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         with self.fs.open_output_stream(path) as f:
@@ -153,6 +177,17 @@ class LogFileSystem:
 def _entry(info: pafs.FileInfo) -> FileEntry:
     mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
     return FileEntry(info.base_name, info.path, info.size or 0, mtime, info.type == pafs.FileType.Directory)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def _fsync(path: str) -> None:

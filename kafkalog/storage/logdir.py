@@ -40,12 +40,18 @@ class LogDir:
     a partition number with leading zeros -- is not one of `partition_paths`, so reading the other
     partitions works as before. It is listed in `illegal_dirs` (path -> reason), which
     `ensure_legal_partition_dirs` turns into a refusal for the commands that rewrite the directory;
-    `kafkalog validate` reports it."""
+    `kafkalog validate` reports it.
+
+    A partition directory that is a symbolic link is read through it, as Kafka reads it, and is
+    listed in `linked_dirs` (link -> the directory it leads to): an in-place rewrite would change
+    that directory, wherever it lies, so `ensure_no_linked_partition_dirs` refuses one unless the
+    caller follows links on purpose."""
 
     fs: LogFileSystem
     path: str
     partition_paths: dict[TopicPartition, str] = field(default_factory=dict)
     illegal_dirs: dict[str, str] = field(default_factory=dict)
+    linked_dirs: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def open(cls, path_or_uri: str) -> LogDir:
@@ -63,6 +69,9 @@ class LogDir:
                 log_dir.illegal_dirs[entry.path] = reason
             else:
                 log_dir.partition_paths[parsed] = entry.path
+                target = fs.link_target(entry.path)
+                if target is not None:
+                    log_dir.linked_dirs[entry.path] = target
         if not log_dir.partition_paths and not log_dir.illegal_dirs:
             _refuse_partition_dir(fs, path, entries)
         return log_dir
@@ -83,6 +92,27 @@ class LogDir:
             f"not a partition directory Kafka could have made: {reason}{others}. kafkalog does not "
             "rewrite a log directory holding one; rename it or move it out first",
             file=path,
+        )
+
+    def linked_dir_notes(self) -> list[str]:
+        """One line per partition directory that is a symbolic link, naming the link and its target."""
+        links = sorted(self.linked_dirs.items())
+        return [f"partition directory {link} is a symbolic link to {target}" for link, target in links]
+
+    def ensure_no_linked_partition_dirs(self) -> None:
+        """Refuse an in-place rewrite of a log directory with a partition directory that is a
+        symbolic link (see the class docstring); the LogDirError names the first link and its
+        target, and counts the others."""
+        if not self.linked_dirs:
+            return
+        link, target = min(self.linked_dirs.items())
+        more = len(self.linked_dirs) - 1
+        others = f" ({more} more such link{'s' if more > 1 else ''}; `kafkalog plan` lists them)" if more else ""
+        raise LogDirError(
+            f"the partition directory is a symbolic link to {target}{others}, which an in-place run "
+            "would rewrite there; pass --follow-symlinks to do so (a broker follows such links too), "
+            "or write the result with --output",
+            file=link,
         )
 
     @property
@@ -251,6 +281,14 @@ def _try_locks(fd: int, path: str, kind: int, *, keep: bool) -> None:
             lock(fd, fcntl.LOCK_UN)
 
 
+def _copy_regular(fs: LogFileSystem, source: str, target: str) -> None:
+    """shutil.copy2 of a regular file; another kind of file is refused as every read refuses it."""
+    import shutil
+
+    fs.ensure_regular_file(source)
+    shutil.copy2(source, target)
+
+
 def copy_log_dir(source: str, target: str) -> None:
     """Copy a whole log directory to `target`, which must not exist yet: the `--output` of the
     rewriting commands. The broker's `.lock` stays behind. Local copies keep file modification
@@ -273,7 +311,7 @@ def copy_log_dir(source: str, target: str) -> None:
                 src,
                 dst,
                 ignore=shutil.ignore_patterns(LOCK_FILE),
-                copy_function=lambda a, b: copies.append(pool.submit(shutil.copy2, a, b)),
+                copy_function=lambda a, b: copies.append(pool.submit(_copy_regular, src_fs, a, b)),
             )
         for copy in copies:
             copy.result()

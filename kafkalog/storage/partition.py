@@ -8,6 +8,7 @@ from ..errors import LogDirError
 from .fs import FileEntry, LogFileSystem
 from .naming import (
     LEADER_EPOCH_CHECKPOINT,
+    OFFSET_DIGITS,
     PARTITION_METADATA,
     QUORUM_STATE,
     parse_kraft_snapshot_name,
@@ -31,6 +32,7 @@ class Partition:
     orphan_indexes: list[FileEntry] = field(default_factory=list)  # index files without a .log
     files: dict[str, FileEntry] = field(default_factory=dict)  # leader-epoch-checkpoint, partition.metadata
     kraft_snapshots: dict[tuple[int, int], FileEntry] = field(default_factory=dict)  # (end offset, epoch)
+    misnamed: dict[str, str] = field(default_factory=dict)  # path -> why its name is not Kafka's
 
     @classmethod
     def open(cls, fs: LogFileSystem, path: str, entries: list[FileEntry] | None = None) -> Partition:
@@ -43,7 +45,9 @@ class Partition:
         part = cls(fs, path, parsed[0], parsed[1])
         segments: dict[int, LogSegment] = {}
         indexes: list[tuple[int, FileEntry, str]] = []
-        for entry in fs.list_dir(path) if entries is None else entries:
+        entries = fs.list_dir(path) if entries is None else entries
+        part.misnamed = _misnamed(entries)
+        for entry in entries:
             if entry.is_dir:
                 continue
             if entry.name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, QUORUM_STATE):
@@ -76,6 +80,23 @@ class Partition:
         for segment, following in zip(part.segments, part.segments[1:]):
             segment.next_base_offset = following.base_offset
         return part
+
+    def ensure_well_named(self) -> None:
+        """Refuse a partition with a segment, index or snapshot file whose base offset is not written
+        in Kafka's 20 digits (`94.log`, or `0000000000000000094.log` beside `00000000000000000094.log`):
+        two files may then claim one base offset, and a broker, which opens a segment's files by
+        their 20-digit names, would not read what the name says. The commands that rewrite a
+        partition call this before anything else (before an interrupted swap is recovered)."""
+        if not self.misnamed:
+            return
+        path, reason = min(self.misnamed.items())
+        more = len(self.misnamed) - 1
+        others = f" ({more} more such file{'s' if more > 1 else ''}; `kafkalog validate` lists them)" if more else ""
+        raise LogDirError(
+            f"not a segment file name Kafka writes: {reason}{others}. kafkalog does not rewrite a "
+            "partition whose file names it cannot trust; rename or remove the file",
+            file=path,
+        )
 
     def ensure_settled(self) -> None:
         """Refuse a partition that a rewrite left half swapped: its live files may not be the log."""
@@ -113,3 +134,18 @@ class Partition:
     def read_file(self, name: str) -> bytes | None:
         entry = self.files.get(name)
         return None if entry is None else self.fs.read_bytes(entry.path)
+
+
+def _misnamed(entries: list[FileEntry]) -> dict[str, str]:
+    """The segment, index and snapshot files (in flight or not) whose name is not the one Kafka
+    gives their base offset, with the reason; Kafka's parser reads any decimal offset."""
+    names = {entry.name for entry in entries if not entry.is_dir}
+    misnamed = {}
+    for entry in entries:
+        parsed = None if entry.is_dir else parse_segment_file_name(entry.name)
+        if parsed is None or entry.name == str(parsed):
+            continue
+        digits = len(entry.name) - len(parsed.kind) - len(parsed.state or "")
+        clash = f"; {parsed} names the same base offset" if str(parsed) in names else ""
+        misnamed[entry.path] = f"its base offset is written in {digits} digits, not {OFFSET_DIGITS}{clash}"
+    return misnamed
