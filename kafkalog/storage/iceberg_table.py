@@ -150,9 +150,9 @@ def write(path: str, data: pa.Table, summary: dict[str, str], *, append: bool = 
     summary carries `summary`."""
     cat = catalog(path)
     if not cat.table_exists():
-        table = cat.create_table(IDENTIFIER, data.schema)
-    else:
-        table = cat.load_table()
+        cat.create_table(IDENTIFIER, data.schema).append(data, snapshot_properties=summary)
+        return
+    table = cat.load_table()
     if append:
         table.append(data, snapshot_properties=summary)
     else:
@@ -166,11 +166,14 @@ def merge(path: str, changes: pa.Table, on: tuple[str, ...], summary: dict[str, 
     """Apply `changes` (one row per `on` identity; a null value deletes it) to the table at `path`
     in one commit: the table rewritten with the changed rows replaced (pyiceberg's upsert cannot
     delete, and its delete filters take no binary literals), its summary carrying `summary`."""
+    import numpy as np
     import pyarrow.compute as pc
 
     table = catalog(path).load_table()
     current = table.scan().to_arrow()
-    changed = changes.select(list(on))
-    untouched = current.join(changed, list(on), join_type="left anti") if current.num_rows else current
+    # the rows no change touches, by their numbers (a join cannot carry the headers' nested type)
+    numbered = current.select(list(on)).append_column("_row", pa.array(np.arange(current.num_rows)))
+    kept = numbered.join(changes.select(list(on)), list(on), join_type="left anti")["_row"]
+    untouched = current.take(pa.array(np.sort(kept.to_numpy())))
     live = changes.filter(pc.is_valid(changes["value"])).select(current.schema.names).cast(current.schema)
     table.overwrite(pa.concat_tables([untouched.select(current.schema.names), live]), snapshot_properties=summary)
