@@ -109,3 +109,18 @@ def test_an_unknown_topic_and_both_as_of_points_are_refused(topic):
         partition_ranges(root, "nope")
     with pytest.raises(ConfigError, match="not both"):
         partition_ranges(root, TOPIC, as_of_offset=3, as_of_time=T0)
+
+
+def test_leftovers_of_a_finished_swap_are_read_past_and_a_half_done_swap_is_refused(topic, tmp_path):
+    import shutil
+
+    from kafkalog.errors import LogDirError
+
+    root = tmp_path / "copy"
+    shutil.copytree(topic[0], root)
+    part = root / f"{TOPIC}-1"
+    (part / "00000000000000000000.log.deleted").write_bytes(b"old segment")  # as a broker's cleaner leaves it
+    assert partition_ranges(str(root), TOPIC) == partition_ranges(topic[0], TOPIC)
+    (part / "00000000000000000000.log.swap").write_bytes(b"")
+    with pytest.raises(LogDirError, match="interrupted rewrite"):
+        partition_ranges(str(root), TOPIC)
