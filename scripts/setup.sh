@@ -29,5 +29,5 @@ fi
 # PYTHONWARNINGS reaches the build backend: setuptools' notice about editable installs is not news
 PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[spark,connect,test]' -c scripts/constraints.txt 2>&1 \
   | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import kafkalog, pyspark, kafka, aiokafka, pyspark.sql.connect.session' \
+.venv/bin/python -c 'import kafkalog, pyspark, kafka, aiokafka, pyiceberg, pyspark.sql.connect.session' \
   || { echo "setup: installation failed" >&2; exit 1; }
