@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..spark.tables import FORMATS, merge_latest, read_note, write_table
+from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
 from ..spark.topic_table import PartitionRange, committed_records, decode_columns, latest_per_key
 from ..storage.logdir import LogDir
 from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
@@ -237,7 +237,8 @@ def export(
     """Write the table of `topic` (see `topic_table`) to `output` as `format`, in one commit that notes
     the offsets it holds. With `incremental`, a table an earlier export wrote gets only the records
     past its note: upserts and deletes in one MERGE (`latest`), or appended (`changelog`); a run with
-    nothing new commits nothing."""
+    nothing new commits nothing. There JSON keys and values are parsed with the table's schema where
+    none is given (a field new since the table was written is not added: export it again whole)."""
     _check(mode, format)
     if incremental and format == "parquet":
         raise ConfigError("parquet holds one-off snapshots: --incremental needs --format delta or iceberg")
@@ -263,6 +264,13 @@ def export(
         return result
     since = _since(ranges, note, topic, mode)
     result.ranges = since
+    # JSON without a given schema is parsed with the table's, not one inferred from the new records
+    # alone, so that the MERGE or append meets the columns the table has
+    held = table_schema(output, format)
+    if key_format == "json" and key_schema is None:
+        key_schema = held["key"].dataType
+    if value_format == "json" and value_schema is None:
+        value_schema = held["value"].dataType
     if not any(r.end > r.start for r in since):
         return result  # nothing new: no commit
     changes = decoded(_rows(spark, log_dir, topic, since, mode, tombstones=True))

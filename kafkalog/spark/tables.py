@@ -59,6 +59,21 @@ def _parse(text) -> dict | None:
     return value.get(NOTE_KEY) if isinstance(value, dict) else None
 
 
+def table_schema(path: str, fmt: str):
+    """The Spark schema (StructType) of the table at `path`."""
+    from pyspark.sql.types import StructType
+
+    if fmt == "iceberg":
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        from ..storage.iceberg_table import catalog
+
+        return from_arrow_schema(catalog(path).load_table().schema().as_arrow())
+    from deltalake import DeltaTable
+
+    return StructType.fromJson(json.loads(DeltaTable(path).schema().to_json()))  # Delta stores Spark's schema JSON
+
+
 def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = False) -> None:
     """`df` as the whole table at `path` (a new version of it), or appended to it, in one commit with
     `note`. Parquet is written once: an existing directory is refused."""

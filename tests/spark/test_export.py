@@ -146,3 +146,17 @@ def test_the_command_line_writes_a_parquet_snapshot_and_refuses_to_overwrite_it(
     assert got == model_rows(consumer_reads(records, fates, as_of={0: 33}))
     assert main([*args, "--incremental"]) == 2
     assert "--incremental needs --format delta or iceberg" in capsys.readouterr().err
+
+
+def test_incremental_json_parses_new_records_with_the_tables_schema(spark, topic, tmp_path):
+    root, records, fates = topic
+    out = str(tmp_path / "json")
+    options = {"key_format": "string", "value_format": "json", "incremental": True}
+    export(spark, root, TOPIC, out, as_of_offset=25, value_schema="n int", **options)
+    # no schema: the table's, not the one inferred from the new records (which has a field more)
+    export(spark, root, TOPIC, out, **options)
+    table = spark.read.format("delta").load(out)
+    assert table.schema["value"].dataType.simpleString() == "struct<n:int>"
+    got = {(r["partition"], r["key"]): r["value"]["n"] for r in table.collect()}
+    want = model_rows(consumer_reads(records, fates))
+    assert got == {(p, k.decode()): json.loads(v)["n"] for (p, k), (_, v) in want.items()}
