@@ -245,7 +245,10 @@ def export(
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     ends = {r.partition: r.end for r in ranges}
     result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental)
-    note = read_note(spark, output, format) if incremental else None
+    # a table that is there but no export wrote is refused, also when it would be overwritten
+    note = read_note(spark, output, format) if format != "parquet" else None
+    if not incremental:
+        note = None  # the whole table again, as a new version of it
 
     def decoded(rows):
         return decode_columns(

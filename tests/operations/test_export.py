@@ -124,3 +124,17 @@ def test_leftovers_of_a_finished_swap_are_read_past_and_a_half_done_swap_is_refu
     (part / "00000000000000000000.log.swap").write_bytes(b"")
     with pytest.raises(LogDirError, match="interrupted rewrite"):
         partition_ranges(str(root), TOPIC)
+
+
+def test_a_table_no_export_wrote_is_never_overwritten(topic, tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from kafkalog.operations.export import export
+
+    foreign = str(tmp_path / "theirs")
+    write_deltalake(foreign, pa.table({"id": [1, 2]}))
+    for incremental in (False, True):
+        with pytest.raises(ConfigError, match="no kafkalog export wrote"):
+            export(None, topic[0], TOPIC, foreign, incremental=incremental)  # refused before any Spark work
+    assert DeltaTable(foreign).version() == 0
