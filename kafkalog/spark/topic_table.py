@@ -29,8 +29,6 @@ from .views import RECORDS_SCHEMA, read_task
 # The table's columns: Spark's Kafka source's, in its order and types.
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 TABLE_SCHEMA = pa.schema([RECORDS_SCHEMA.field(c) for c in COLUMNS])
-# What the executors read beyond the table's columns: the batch fields the transaction tracker needs.
-_TRACKED = ("producerId", "producerEpoch", "isTransactional", "isControl", "baseOffset", "segmentBaseOffset")
 FORMATS = ("binary", "string", "json")
 
 
