@@ -1,6 +1,6 @@
-"""Writing a topic's table: Delta (through delta-spark where the session has it, else the `deltalake`
-package, as the purge ledger does), Iceberg (the `pyiceberg` package: storage/iceberg_table.py) and
-Parquet, each commit carrying a note of what it holds (`note`: the export's offsets, a JSON object).
+"""Writing a topic's table from Spark: Delta through delta-spark where the session has it, else, as
+every other format, through storage/tables.py (the `deltalake` and `pyiceberg` packages, on the
+driver), each commit carrying a note of what it holds (`note`: the export's offsets, a JSON object).
 
 The note is committed in the same commit as the data (a Delta commit's `userMetadata`, an Iceberg
 snapshot's summary): a table and the offsets it holds can never disagree. A run that stops before its
@@ -15,48 +15,43 @@ import json
 import uuid
 
 from ..errors import ConfigError
+from ..storage import tables
+from ..storage.tables import NOTE_KEY
 from .session import delta_configured
 
 FORMATS = ("delta", "iceberg", "parquet")
-NOTE_KEY = "kafkalogExport"  # the note's key in Delta's userMetadata object and Iceberg's snapshot summary
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def _text(note: dict, fmt: str) -> str:
+    """A note as its commit holds it: Delta's userMetadata is an object naming it, Iceberg's summary
+    entry is named already."""
+    return json.dumps({NOTE_KEY: note} if fmt == "delta" else note)
+
+
+def _parse(text: str, fmt: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if fmt == "delta":
+        value = value.get(NOTE_KEY) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else None
 
 
 def read_note(spark, path: str, fmt: str) -> dict | None:
     """The note of the latest commit of the table at `path` that carries one; None when there is no
     table. A table without any note was not written by an export: refused."""
-    note: dict | None | bool
-    if fmt == "delta":
-        note = _delta_note(path)
-    elif fmt == "iceberg":
-        from ..storage.iceberg_table import read_note as iceberg_note
-
-        note = iceberg_note(path, NOTE_KEY)
-    else:
+    if fmt not in ("delta", "iceberg"):
         raise ConfigError(f"--incremental needs a table format with commits (delta or iceberg), not {fmt}")
-    if isinstance(note, bool):
-        raise ConfigError(f"{path} is a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
-    return note
-
-
-def _delta_note(path: str) -> dict | None | bool:
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(path):
+    texts = tables.notes(path, fmt)
+    if texts is None:
         return None
-    for commit in DeltaTable(path).history():  # newest first
-        note = _parse(commit.get("userMetadata"))
+    for text in texts:
+        note = _parse(text, fmt)
         if note is not None:
             return note
-    return False
-
-
-def _parse(text) -> dict | None:
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    return value.get(NOTE_KEY) if isinstance(value, dict) else None
+    raise ConfigError(f"{path} is a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
 
 
 def table_schema(path: str, fmt: str):
@@ -66,12 +61,8 @@ def table_schema(path: str, fmt: str):
     if fmt == "iceberg":
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        from ..storage.iceberg_table import catalog
-
-        return from_arrow_schema(catalog(path).load_table().schema().as_arrow())
-    from deltalake import DeltaTable
-
-    return StructType.fromJson(json.loads(DeltaTable(path).schema().to_json()))  # Delta stores Spark's schema JSON
+        return from_arrow_schema(tables.iceberg_schema(path))
+    return StructType.fromJson(tables.delta_schema(path))
 
 
 def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = False) -> None:
@@ -82,58 +73,26 @@ def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = Fa
             raise ConfigError("parquet holds one-off snapshots: --incremental needs delta or iceberg")
         df.write.format("parquet").mode("errorifexists").save(path)
         return
-    if fmt == "iceberg":
-        from ..storage.iceberg_table import write as iceberg_write
-
-        iceberg_write(path, df.toArrow(), {NOTE_KEY: json.dumps(note)}, append=append)
-        return
-    metadata = json.dumps({NOTE_KEY: note})
-    mode = "append" if append else "overwrite"
-    if delta_configured(spark):
-        writer = df.write.format("delta").mode(mode).option("userMetadata", metadata)
+    if fmt == "delta" and delta_configured(spark):
+        writer = (
+            df.write.format("delta").mode("append" if append else "overwrite").option("userMetadata", _text(note, fmt))
+        )
         (writer if append else writer.option("overwriteSchema", "true")).save(path)
         return
-    from deltalake import CommitProperties, write_deltalake
-
-    commit = CommitProperties(custom_metadata={"userMetadata": metadata})
-    if append:
-        write_deltalake(path, df.toArrow(), mode="append", commit_properties=commit)
-    else:
-        write_deltalake(path, df.toArrow(), mode="overwrite", schema_mode="overwrite", commit_properties=commit)
+    tables.write_table(path, df.toArrow(), fmt, append=append, note=_text(note, fmt))
 
 
 def merge_latest(spark, changes, path: str, fmt: str, note: dict) -> None:
     """One commit applying `changes` (the last record per (partition, key) since the table's note; a
     null value deletes the key) to the table at `path`, with `note`: a MERGE on (partition, key)."""
-    if fmt == "iceberg":
-        from ..storage.iceberg_table import merge as iceberg_merge
-
-        iceberg_merge(path, changes.toArrow(), ("partition", "key"), {NOTE_KEY: json.dumps(note)})
-        return
-    metadata = json.dumps({NOTE_KEY: note})
-    if not delta_configured(spark):
-        from deltalake import CommitProperties, DeltaTable
-
-        (
-            DeltaTable(path)
-            .merge(
-                changes.toArrow(),
-                "t.partition = s.partition AND t.key = s.key",
-                source_alias="s",
-                target_alias="t",
-                commit_properties=CommitProperties(custom_metadata={"userMetadata": metadata}),
-            )
-            .when_matched_delete("s.value IS NULL")
-            .when_matched_update_all()
-            .when_not_matched_insert_all("s.value IS NOT NULL")
-            .execute()
-        )
+    if not (fmt == "delta" and delta_configured(spark)):
+        tables.merge_table(path, changes.toArrow(), ("partition", "key"), fmt, note=_text(note, fmt))
         return
     view = f"kafkalog_export_{uuid.uuid4().hex}"
     changes.createOrReplaceTempView(view)
     table = "delta.`" + path.replace("`", "``") + "`"
     previous = spark.conf.get(USER_METADATA_CONF, None)
-    spark.conf.set(USER_METADATA_CONF, metadata)  # the MERGE's commit carries it
+    spark.conf.set(USER_METADATA_CONF, _text(note, fmt))  # the MERGE's commit carries it
     try:
         spark.sql(
             f"MERGE INTO {table} AS t USING {view} AS s ON t.partition = s.partition AND t.key = s.key "

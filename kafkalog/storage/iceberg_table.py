@@ -128,21 +128,14 @@ def catalog(path: str):
     return _catalog_class()(_local(path))
 
 
-def read_note(path: str, key: str) -> dict | None | bool:
-    """The JSON note under `key` in the summary of the newest snapshot that has one; None without a
-    table, False for a table without any note."""
-    import json
-
+def notes(path: str, key: str) -> list[str] | None:
+    """The summary entries `key` of the table's snapshots, newest first; None without a table."""
     cat = catalog(path)
     if not cat.table_exists():
         return None
-    table = cat.load_table()
-    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.sequence_number, reverse=True)
-    for snapshot in snapshots:
-        text = snapshot.summary.additional_properties.get(key) if snapshot.summary else None
-        if text is not None:
-            return json.loads(text)
-    return False
+    snapshots = sorted(cat.load_table().metadata.snapshots, key=lambda s: s.sequence_number, reverse=True)
+    found = [s.summary.additional_properties.get(key) if s.summary else None for s in snapshots]
+    return [text for text in found if text is not None]
 
 
 def write(path: str, data: pa.Table, summary: dict[str, str], *, append: bool = False) -> None:
