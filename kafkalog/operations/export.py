@@ -34,6 +34,7 @@ from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHE
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
+from ..storage.tables import DELETED
 
 MODES = ("latest", "changelog")
 LATEST_OFFSET = -1  # in an as-of offset, as in Spark's endingOffsets: the partition's end
@@ -276,10 +277,16 @@ def export(
         value_schema = held["value"].dataType
     if not any(r.end > r.start for r in since):
         return result  # nothing new: no commit
-    changes = decoded(_rows(spark, log_dir, topic, since, mode, tombstones=True))
+    changes = _rows(spark, log_dir, topic, since, mode, tombstones=True)
     if mode == "changelog":
-        write_table(spark, changes, output, format, _note(topic, mode, ends), append=True)
-    else:
-        merge_latest(spark, changes, output, format, _note(topic, mode, ends))
+        write_table(spark, decoded(changes), output, format, _note(topic, mode, ends), append=True)
+    else:  # a tombstone is told before decoding: a decoded value is null also for the JSON text `null`
+        merge_latest(
+            spark,
+            decoded(changes.withColumn(DELETED, changes["value"].isNull())),
+            output,
+            format,
+            _note(topic, mode, ends),
+        )
     result.committed = True
     return result

@@ -16,7 +16,7 @@ import uuid
 
 from ..errors import ConfigError
 from ..storage import tables
-from ..storage.tables import NOTE_KEY
+from ..storage.tables import DELETED, NOTE_KEY
 from .session import delta_configured
 
 FORMATS = ("delta", "iceberg", "parquet")
@@ -83,8 +83,8 @@ def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = Fa
 
 
 def merge_latest(spark, changes, path: str, fmt: str, note: dict) -> None:
-    """One commit applying `changes` (the last record per (partition, key) since the table's note; a
-    null value deletes the key) to the table at `path`, with `note`: a MERGE on (partition, key)."""
+    """One commit applying `changes` (the last record per (partition, key) since the table's note, with
+    `DELETED` true for a tombstone) to the table at `path`, with `note`: a MERGE on (partition, key)."""
     if not (fmt == "delta" and delta_configured(spark)):
         tables.merge_table(path, changes.toArrow(), ("partition", "key"), fmt, note=_text(note, fmt))
         return
@@ -93,12 +93,14 @@ def merge_latest(spark, changes, path: str, fmt: str, note: dict) -> None:
     table = "delta.`" + path.replace("`", "``") + "`"
     previous = spark.conf.get(USER_METADATA_CONF, None)
     spark.conf.set(USER_METADATA_CONF, _text(note, fmt))  # the MERGE's commit carries it
+    columns = [f"`{c}`" for c in changes.columns if c != DELETED]
     try:
         spark.sql(
             f"MERGE INTO {table} AS t USING {view} AS s ON t.partition = s.partition AND t.key = s.key "
-            "WHEN MATCHED AND s.value IS NULL THEN DELETE "
-            "WHEN MATCHED THEN UPDATE SET * "
-            "WHEN NOT MATCHED AND s.value IS NOT NULL THEN INSERT *"
+            f"WHEN MATCHED AND s.`{DELETED}` THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
+            f"WHEN NOT MATCHED AND NOT s.`{DELETED}` THEN INSERT ({', '.join(columns)}) "
+            f"VALUES ({', '.join(f's.{c}' for c in columns)})"
         ).collect()
     finally:
         if previous is None:

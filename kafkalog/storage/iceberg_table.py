@@ -155,8 +155,8 @@ def write(path: str, data: pa.Table, summary: dict[str, str], *, append: bool = 
             txn.overwrite(data, snapshot_properties=summary)
 
 
-def merge(path: str, changes: pa.Table, on: tuple[str, ...], summary: dict[str, str]) -> None:
-    """Apply `changes` (one row per `on` identity; a null value deletes it) to the table at `path`
+def merge(path: str, changes: pa.Table, on: tuple[str, ...], deleted: str, summary: dict[str, str]) -> None:
+    """Apply `changes` (one row per `on` identity; true in column `deleted` deletes it) to the table at `path`
     in one commit: the table rewritten with the changed rows replaced (pyiceberg's upsert cannot
     delete, and its delete filters take no binary literals), its summary carrying `summary`."""
     import numpy as np
@@ -168,5 +168,5 @@ def merge(path: str, changes: pa.Table, on: tuple[str, ...], summary: dict[str, 
     numbered = current.select(list(on)).append_column("_row", pa.array(np.arange(current.num_rows)))
     kept = numbered.join(changes.select(list(on)), list(on), join_type="left anti")["_row"]
     untouched = current.take(pa.array(np.sort(kept.to_numpy())))
-    live = changes.filter(pc.is_valid(changes["value"])).select(current.schema.names).cast(current.schema)
+    live = changes.filter(pc.invert(changes[deleted])).select(current.schema.names).cast(current.schema)
     table.overwrite(pa.concat_tables([untouched.select(current.schema.names), live]), snapshot_properties=summary)

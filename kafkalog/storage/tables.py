@@ -18,6 +18,9 @@ from .fs import LogFileSystem
 
 FORMATS = ("delta", "iceberg", "parquet", "csv", "json")
 NOTE_KEY = "kafkalogExport"  # in Delta's userMetadata object and in Iceberg's snapshot summary
+# A merge's change rows say with this column whether they delete their row (a tombstone): not a null
+# value, which a decoded value can be (the JSON text `null`) while its record is no tombstone.
+DELETED = "_kafkalogDeleted"
 _SUFFIXES = {
     ".csv": "csv",
     ".json": "json",
@@ -139,24 +142,26 @@ def write_table(
 
 
 def merge_table(path_or_uri: str, changes: pa.Table, on: tuple[str, ...], fmt: str, *, note: str | None = None) -> None:
-    """Apply `changes` (one row per `on` identity: a null `value` deletes the row, another replaces or
-    inserts it) to the Delta or Iceberg table at `path_or_uri` in one commit carrying `note`."""
+    """Apply `changes` (one row per `on` identity; `DELETED` true deletes the row, false replaces or
+    inserts it, without that column) to the Delta or Iceberg table at `path_or_uri` in one commit
+    carrying `note`."""
     if fmt == "iceberg":
         from .iceberg_table import merge
 
-        merge(path_or_uri, changes, on, {NOTE_KEY: note} if note is not None else {})
+        merge(path_or_uri, changes, on, DELETED, {NOTE_KEY: note} if note is not None else {})
         return
     _needs("deltalake", "a Delta table", path_or_uri)
     from deltalake import CommitProperties, DeltaTable
 
     commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
-    match = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
+    match = " AND ".join(f't."{c}" = s."{c}"' for c in on)
+    values = {c: f's."{c}"' for c in changes.column_names if c != DELETED}
     (
         DeltaTable(path_or_uri)
         .merge(changes, match, source_alias="s", target_alias="t", commit_properties=commit)
-        .when_matched_delete("s.value IS NULL")
-        .when_matched_update_all()
-        .when_not_matched_insert_all("s.value IS NOT NULL")
+        .when_matched_delete(f's."{DELETED}"')
+        .when_matched_update(values)
+        .when_not_matched_insert(values, f'NOT s."{DELETED}"')
         .execute()
     )
 

@@ -34,12 +34,18 @@ def test_notes_are_the_commits_newest_first_and_merges_replace_and_delete(tmp_pa
     write_table(path, ROWS.slice(0, 1), fmt, note="one")
     write_table(path, ROWS.slice(1, 1), fmt, append=True, note="two")
     assert tables.notes(path, fmt) == ["two", "one"]
+    # g is deleted; h's value becomes null without being deleted (a decoded JSON `null`); k is new
     changes = pa.table(
-        {"group": ["g", "h", "k"], "partition": pa.array([0, 1, 2], pa.int32()), "value": [None, b"b", b"c"]}
+        {
+            "group": ["g", "h", "k"],
+            "partition": pa.array([0, 1, 2], pa.int32()),
+            "value": [None, None, b"c"],
+            tables.DELETED: [True, False, False],
+        }
     )
     tables.merge_table(path, changes, ("group", "partition"), fmt, note="three")
     assert sorted(read_table(path, fmt).to_pylist(), key=str) == sorted(
-        [{"group": "h", "partition": 1, "value": b"b"}, {"group": "k", "partition": 2, "value": b"c"}], key=str
+        [{"group": "h", "partition": 1, "value": None}, {"group": "k", "partition": 2, "value": b"c"}], key=str
     )
     assert tables.notes(path, fmt)[0] == "three"
 
