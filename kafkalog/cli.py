@@ -694,9 +694,10 @@ def _add_export(commands) -> None:
 
 
 def _run_export(args) -> int:
-    from .operations.export import export
+    from .operations.export import export, topic_log_dir
     from .spark.session import local_session
 
+    topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)

@@ -88,16 +88,22 @@ def as_of_offsets(value, partitions: list[int], topic: str) -> dict[int, int]:
     return offsets
 
 
+def topic_log_dir(log_dir, topic: str) -> LogDir:
+    """The log directory, refused when it holds no partition of `topic` (a listing, no Spark)."""
+    log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(str(log_dir))
+    if not any(t == topic for t, _ in log.topic_partitions):
+        raise ConfigError(f"no partition of topic {topic!r} here", file=log.path)
+    return log
+
+
 def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int | None = None) -> list[PartitionRange]:
     """What a read_committed consumer reads of each partition of `topic` up to the as-of point: from
     the log start offset to the least of the as-of point and the last stable offset, with the
     partition's aborted transactions (metadata only, on the driver)."""
     if as_of_offset is not None and as_of_time is not None:
         raise ConfigError("give an as-of offset or an as-of time, not both")
-    log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(str(log_dir))
+    log = topic_log_dir(log_dir, topic)
     parts = list(log.partitions({topic}))
-    if not parts:
-        raise ConfigError(f"no partition of topic {topic!r} in {log.path}", file=log.path)
     high_watermarks = log.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
     log_starts = log.read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
     cuts = as_of_offsets(as_of_offset, [p.partition for p in parts], topic) if as_of_offset is not None else {}

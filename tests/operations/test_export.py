@@ -138,3 +138,20 @@ def test_a_table_no_export_wrote_is_never_overwritten(topic, tmp_path):
         with pytest.raises(ConfigError, match="no kafkalog export wrote"):
             export(None, topic[0], TOPIC, foreign, incremental=incremental)  # refused before any Spark work
     assert DeltaTable(foreign).version() == 0
+
+
+def test_the_command_refuses_an_unknown_topic_before_spark_starts(topic):
+    import subprocess
+    import sys
+    import time
+
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkalog", "export", topic[0], "--topic", "nope", "--output", "/tmp/never"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and time.perf_counter() - start < 5, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == f"kafkalog export: {topic[0]}: no partition of topic 'nope' here"
