@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retain(commands)
     _add_purge(commands)
     _add_txn_report(commands)
+    _add_export(commands)
     for name, sub in commands.choices.items():
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
         sub.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
@@ -94,6 +95,11 @@ EXAMPLES = {
         "kafkalog purge sample --keys keys.parquet --ledger /audit/purges --secret-file secret --output purged",
     ],
     "txn-report": ["kafkalog txn-report sample --now 1700100000000", "kafkalog txn-report /var/lib/kafka/data --json"],
+    "export": [
+        "kafkalog export sample --topic customers --output customers.delta --value-format json",
+        "kafkalog export sample --topic customers --output before-deploy --format parquet --as-of-time 1700050000000",
+        "kafkalog export /var/lib/kafka/data --topic orders --output /lake/orders --incremental",
+    ],
 }
 
 
@@ -686,3 +692,94 @@ def _txn_tables(report) -> str:
         if txns:
             lines += ["", f"{kind} transactions:", _table(txns, list(txns[0]))]
     return "\n".join(lines)
+
+
+# -- export: a topic as a table ------------------------------------------------------------------------
+
+
+def _add_export(commands) -> None:
+    from .operations.export import MODES
+    from .spark.tables import FORMATS
+    from .spark.topic_table import FORMATS as VALUE_FORMATS
+
+    p = commands.add_parser(
+        "export",
+        help="a topic as a table (the latest value per key, or the committed changelog), as of an offset "
+        "or a time, into Delta, Iceberg or Parquet; kept up to date with --incremental",
+    )
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--topic", required=True, help="the topic")
+    p.add_argument("--output", required=True, metavar="PATH", help="the table's path")
+    p.add_argument("--format", choices=FORMATS, default="delta", help="the table format (default: %(default)s)")
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="latest",
+        help="latest: the last value per (partition, key), tombstones deleting it; changelog: every committed "
+        "record, in offset order per partition (default: %(default)s)",
+    )
+    as_of = p.add_mutually_exclusive_group()
+    as_of.add_argument(
+        "--as-of-offset",
+        metavar="N|JSON",
+        help="stop before this offset (exclusive, as Spark's endingOffsets): one offset for every partition, "
+        'or JSON {"0": 120, "1": -1} (-1: the partition\'s end)',
+    )
+    as_of.add_argument(
+        "--as-of-time",
+        type=int,
+        metavar="EPOCH_MS",
+        help="stop at the first offset whose timestamp is at or past this, as offsetsForTimes answers",
+    )
+    p.add_argument(
+        "--incremental",
+        action="store_true",
+        help="apply only the records past the offsets the table holds (a MERGE, or an append in changelog mode)",
+    )
+    for side in ("key", "value"):
+        p.add_argument(
+            f"--{side}-format",
+            choices=VALUE_FORMATS,
+            default="binary",
+            help=f"how to decode the {side} (default: %(default)s)",
+        )
+        p.add_argument(
+            f"--{side}-schema",
+            metavar="DDL",
+            help=f"the {side}'s schema for --{side}-format json, as Spark DDL (default: inferred from the data)",
+        )
+    p.add_argument("--report", metavar="FILE", help="also write what the run did as JSON")
+    p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+    p.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr")
+    _add_quiet(p)
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args) -> int:
+    from .operations.export import export, topic_log_dir
+    from .spark.session import local_session
+
+    topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
+    as_of_offset = args.as_of_offset
+    if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
+        as_of_offset = int(as_of_offset)
+    spark = local_session(master=args.master or "local[2]", verbose=args.verbose, delta=args.format == "delta")
+    result = export(
+        spark,
+        args.log_dir,
+        args.topic,
+        args.output,
+        format=args.format,
+        mode=args.mode,
+        as_of_offset=as_of_offset,
+        as_of_time=args.as_of_time,
+        incremental=args.incremental,
+        key_format=args.key_format,
+        value_format=args.value_format,
+        key_schema=args.key_schema,
+        value_schema=args.value_schema,
+    )
+    report = result.to_dict()
+    print(json.dumps(report))
+    _write_report(args.report, report)
+    return EXIT_OK

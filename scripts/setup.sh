@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up kafkalog on a fresh machine: Java 17+ for Spark, a virtual environment in .venv, and the
-# package with the extras the tests use (spark, connect, notebooks, formats, test: pyproject.toml says what each
+# package with the extras the tests use (spark, connect, notebooks, formats, iceberg, test: pyproject.toml says what each
 # holds). Safe to run again: it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
 # PYTHONWARNINGS reaches the build backend: setuptools' notice about editable installs is not news
 # pyspark: the newest release of the range the package declares (the `spark` extra), which the tests run
-PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[spark,connect,notebooks,formats,test]' 2>&1 \
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q -e '.[spark,connect,notebooks,formats,iceberg,test]' 2>&1 \
   | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import kafkalog, pyspark, kafka, aiokafka, pyspark.sql.connect.session, matplotlib, fastavro, grpc_tools.protoc' \
+.venv/bin/python -c 'import kafkalog, pyspark, kafka, aiokafka, pyspark.sql.connect.session, matplotlib, fastavro, grpc_tools.protoc, pyiceberg' \
   || { echo "setup: installation failed" >&2; exit 1; }

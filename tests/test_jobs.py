@@ -236,3 +236,18 @@ def test_purge_job_removes_the_keys_and_writes_the_ledger(generated, tmp_path):
 def _keys_of(log_dir, topic) -> set:
     part = LogDir.open(str(log_dir)).partition(topic, 0)
     return {r.key for seg in part.segments for _, b in seg.batches() for r in b.records() if r.key is not None}
+
+
+@pytest.mark.spark
+def test_export_job_writes_the_topics_table(generated, tmp_path):
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "customers.parquet"
+    run = spark_submit(
+        "export", str(generated / "log"), "--topic", "customers", "--output", str(out), "--format", "parquet"
+    )
+    assert run.returncode == 0, run.stdout
+    assert "kafkalog export: exit code 0 (done) after" in run.stdout
+    rows = pq.read_table(out).to_pylist()
+    keys = {(r["partition"], r["key"]) for r in rows}
+    assert rows and len(keys) == len(rows) and all(r["value"] is not None for r in rows)

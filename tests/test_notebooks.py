@@ -136,6 +136,12 @@ def check_consumed_retention(facts: dict, nb, tmp_path: Path) -> None:
 
 
 # notebook -> (a Python expression the notebook's kernel prints as JSON, the check of it)
+def check_topic_as_table(facts: dict, nb, tmp_path: Path) -> None:
+    assert facts["committed"] and facts["delta_rows"] == facts["table_rows"] > 0
+    assert facts["log_rows"] > facts["table_rows"]  # superseded records and tombstones are no rows
+    assert 0 < facts["then_rows"] and facts["then_max_ms"] < facts["as_of"] and facts["changed"] > 0
+
+
 CHECKS = {
     "01-explore-a-log": (
         "{'seed': SEED, 'per_topic': per_topic.to_dict('records'),"
@@ -170,6 +176,12 @@ CHECKS = {
         " 'unread_lost': len(unread_lost), 'validation_ok': validation.ok,"
         " 'validation_errors': len(validation.errors)}",
         check_consumed_retention,
+    ),
+    "05-topic-as-table": (
+        "{'log_rows': log_rows, 'table_rows': table_rows, 'delta_rows': delta_rows, 'then_rows': then_rows,"
+        " 'as_of': AS_OF, 'then_max_ms': then_max_ms, 'changed': changed.count(), 'log_dir': LOG_DIR,"
+        " 'committed': result.committed}",
+        check_topic_as_table,
     ),
 }
 

@@ -46,6 +46,7 @@ from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FIL
 from ..storage.partition import Partition
 from ..storage.remote_log import RemoteLogView, open_remote_log
 from ..storage.swap import FaultHook, no_fault
+from ..storage.tables import TableError, detect_format, read_table
 from . import clock, progress
 from .retain_partition import (
     MISSING_HW_LOG_END,
@@ -255,23 +256,17 @@ def load_committed_offsets(path_or_uri: str) -> CommittedOffsets:
     fs, path = LogFileSystem.for_path(path_or_uri)
     if not fs.exists(path):
         raise KafkaLogError("no such file or directory", file=path)
-    lower = path.lower()
-    if fs.is_dir(path):
-        if fs.exists(fs.join(path, "_delta_log")):
-            rows = _delta_rows(path_or_uri)
-        else:
-            rows = _parquet_rows(fs, path)
-    elif lower.endswith(".csv"):
-        rows = _csv_rows(fs, path)
-    elif lower.endswith((".json", ".jsonl", ".ndjson")):
-        rows = _json_rows(fs.read_bytes(path).decode("utf-8"), path)
-    elif lower.endswith((".parquet", ".pq")):
-        rows = _parquet_rows(fs, path)
-    else:
+    try:
+        fmt = detect_format(path_or_uri)
+    except TableError:
         raise KafkaLogError(
             "committed offsets: expected a .csv, .json, .jsonl or .parquet file, a Parquet directory or a Delta table",
             file=path,
-        )
+        ) from None
+    if fmt == "json":  # a list of objects, or an object holding one, as well as JSON Lines
+        rows = _json_rows(fs.read_bytes(path).decode("utf-8"), path)
+    else:
+        rows = read_table(path_or_uri, fmt).to_pylist()
     return CommittedOffsets(_offsets_from_rows(rows, path), path_or_uri)
 
 
@@ -294,14 +289,6 @@ def _offsets_from_rows(rows: Iterable[Mapping], path: str) -> dict[tuple[str, st
     return out
 
 
-def _csv_rows(fs: LogFileSystem, path: str) -> list[dict]:
-    import csv
-    import io
-
-    text = fs.read_bytes(path).decode("utf-8-sig")
-    return list(csv.DictReader(io.StringIO(text)))
-
-
 def _json_rows(text: str, path: str) -> list[dict]:
     stripped = text.strip()
     try:
@@ -316,23 +303,6 @@ def _json_rows(text: str, path: str) -> list[dict]:
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise KafkaLogError("expected a list of {group, topic, partition, offset} objects", file=path)
     return data
-
-
-def _parquet_rows(fs: LogFileSystem, path: str) -> list[dict]:
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path, filesystem=fs.fs)
-    return table.to_pylist()
-
-
-def _delta_rows(uri: str) -> list[dict]:
-    try:
-        from deltalake import DeltaTable
-    except ImportError:
-        raise KafkaLogError(
-            "reading a Delta table needs the deltalake package (pip install 'kafkalog[spark]')", file=uri
-        ) from None
-    return DeltaTable(uri).to_pyarrow_table().to_pylist()
 
 
 # -- the report and the run over a log directory -------------------------------------------------------

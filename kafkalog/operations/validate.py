@@ -178,6 +178,7 @@ from ..storage.producer_state import ProducerStateManager
 from ..storage.remote_log import RemoteStorage
 from ..storage.segment import CHUNK_SIZE, LogSegment
 from ..storage.snapshot import ProducerSnapshot
+from ..storage.tables import write_table
 from . import progress
 from .validate_index import check_index_file, check_txn_index_file
 from .validate_kraft import check_kraft_file
@@ -266,22 +267,7 @@ def write_findings(report: ValidationReport, path_or_uri: str, table_format: str
     earlier runs' findings)."""
     if table_format not in ("parquet", "delta"):
         raise ValueError(f"table_format must be 'parquet' or 'delta', not {table_format!r}")
-    table = report.findings_table()
-    try:
-        if table_format == "delta":
-            from deltalake import write_deltalake
-
-            write_deltalake(path_or_uri, table, mode="overwrite")
-        else:
-            import pyarrow.parquet as pq
-
-            pq.write_table(table, path_or_uri)
-    except ImportError:
-        raise KafkaLogError(
-            "a Delta table needs the deltalake package (pip install 'kafkalog[spark]')", file=path_or_uri
-        ) from None
-    except Exception as err:  # pyarrow's and deltalake's own errors (storage, schema): name the table
-        raise KafkaLogError(f"cannot write the findings: {type(err).__name__}: {err}", file=path_or_uri) from err
+    write_table(path_or_uri, report.findings_table(), table_format, what="the findings")
 
 
 def _listing(fs: LogFileSystem, partition_path: str) -> list[FileEntry] | None:

@@ -5,7 +5,7 @@ with lower-case names); a name kafkalog does not know is an error that names the
 
 Spark's Kafka source options keep Spark's names and meanings (`Selection`): one of ``subscribe``,
 ``subscribePattern`` and ``assign``; ``startingOffsets`` / ``endingOffsets``; the timestamp options,
-resolved as Kafka's offsetsForTimes (`offset_for_time`); ``includeHeaders``;
+resolved as Kafka's offsetsForTimes (`storage.offsets_for_times`); ``includeHeaders``;
 ``kafka.isolation.level``. Options that mean nothing for files are accepted with a warning
 (`IGNORED`); those whose meaning kafkalog cannot give are errors.
 """
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..config import did_you_mean
 from ..errors import ConfigError
 from ..storage.logdir import LogDir
+from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
 from ..storage.segment import LogSegment
 from .scan_plan import ScanFilter
@@ -374,7 +375,7 @@ class Selection:
             value = bound.value
         if bound.kind == "offsets":
             return None if value in (EARLIEST, LATEST) else value
-        found = offset_for_time(segments, value)
+        found = offset_for_timestamp(segments, value, log_start_offset=segments[0].base_offset if segments else 0)
         if found is not None:
             return found
         if end:
@@ -393,21 +394,6 @@ def _some(names: Sequence[str], most: int = 5) -> str:
 
 
 # -- offsets from files ------------------------------------------------------------------------------
-
-
-def offset_for_time(segments: Sequence[LogSegment], timestamp: int) -> int | None:
-    """Kafka's offsetsForTimes for one partition: the first offset whose record's timestamp is at
-    least `timestamp` (None: none is). As Kafka's Log.fetchOffsetByTimestamp: the first segment
-    whose largest timestamp reaches it, searched through its time index."""
-    if not segments:
-        return None
-    log_start = segments[0].base_offset
-    for segment in segments:
-        if segment.size and segment.largest_timestamp() >= timestamp:
-            found = segment.find_offset_by_timestamp(timestamp, log_start)
-            if found is not None:
-                return found
-    return None
 
 
 def log_end_offset(segments: Sequence[LogSegment]) -> int:

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from ..errors import KafkaLogError
 from .fs import LogFileSystem
+from .tables import TableError, read_table, write_table
 
 SECRET_ENV = "KAFKALOG_PURGE_SECRET"
 MIN_SECRET_BYTES = 16  # half of HMAC-SHA256's output, the least RFC 2104 recommends
@@ -188,19 +189,17 @@ def write_records(ledger: str, rows: pa.Table) -> int:
 
 def write_run(ledger: str, run: Mapping) -> None:
     """Append one row (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to the ledger."""
-    DeltaTable, write_deltalake = _deltalake(ledger)
     try:
-        write_deltalake(runs_path(ledger), run_table(run), mode="append")
-    except Exception as err:
-        raise LedgerError(f"cannot write the run table: {type(err).__name__}: {err}", file=runs_path(ledger)) from err
+        write_table(runs_path(ledger), run_table(run), "delta", append=True, what="the run table")
+    except TableError as err:
+        raise LedgerError(err.message, file=err.file) from err
 
 
 def find(ledger: str, key: bytes, secret: bytes) -> list[dict]:
     """The ledger rows of `key`: where its records were, and what became of them."""
-    DeltaTable, _ = _deltalake(ledger)
     import pyarrow.compute as pc
 
-    table = DeltaTable(ledger).to_pyarrow_table()
+    table = read_table(ledger, "delta")
     return table.filter(pc.equal(table.column("key_fingerprint"), fingerprint(secret, key))).to_pylist()
 
 

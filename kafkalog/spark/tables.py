@@ -1,0 +1,110 @@
+"""Writing a topic's table from Spark: Delta through delta-spark where the session has it, else, as
+every other format, through storage/tables.py (the `deltalake` and `pyiceberg` packages, on the
+driver), each commit carrying a note of what it holds (`note`: the export's offsets, a JSON object).
+
+The note is committed in the same commit as the data (a Delta commit's `userMetadata`, an Iceberg
+snapshot's summary): a table and the offsets it holds can never disagree. A run that stops before its
+commit leaves the previous version, and its note, as they were; the next run starts from that note
+and redoes the work once. Delta's idempotent-write identifiers (txnAppId/txnVersion) would guard the
+same thing with a second record; one note in the data's own commit needs no second record.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from ..errors import ConfigError
+from ..storage import tables
+from ..storage.tables import DELETED, NOTE_KEY
+from .session import delta_configured
+
+FORMATS = ("delta", "iceberg", "parquet")
+USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+def _text(note: dict, fmt: str) -> str:
+    """A note as its commit holds it: Delta's userMetadata is an object naming it, Iceberg's summary
+    entry is named already."""
+    return json.dumps({NOTE_KEY: note} if fmt == "delta" else note)
+
+
+def _parse(text: str, fmt: str) -> dict | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if fmt == "delta":
+        value = value.get(NOTE_KEY) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def read_note(spark, path: str, fmt: str) -> dict | None:
+    """The note of the latest commit of the table at `path` that carries one; None when there is no
+    table. A table without any note was not written by an export: refused."""
+    if fmt not in ("delta", "iceberg"):
+        raise ConfigError(f"--incremental needs a table format with commits (delta or iceberg), not {fmt}")
+    texts = tables.notes(path, fmt)
+    if texts is None:
+        return None
+    for text in texts:
+        note = _parse(text, fmt)
+        if note is not None:
+            return note
+    raise ConfigError(f"{path} is a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
+
+
+def table_schema(path: str, fmt: str):
+    """The Spark schema (StructType) of the table at `path`."""
+    from pyspark.sql.types import StructType
+
+    if fmt == "iceberg":
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(tables.iceberg_schema(path))
+    return StructType.fromJson(tables.delta_schema(path))
+
+
+def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = False) -> None:
+    """`df` as the whole table at `path` (a new version of it), or appended to it, in one commit with
+    `note`. Parquet is written once: an existing directory is refused."""
+    if fmt == "parquet":
+        if append:
+            raise ConfigError("parquet holds one-off snapshots: --incremental needs delta or iceberg")
+        df.write.format("parquet").mode("errorifexists").save(path)
+        return
+    if fmt == "delta" and delta_configured(spark):
+        writer = (
+            df.write.format("delta").mode("append" if append else "overwrite").option("userMetadata", _text(note, fmt))
+        )
+        (writer if append else writer.option("overwriteSchema", "true")).save(path)
+        return
+    tables.write_table(path, df.toArrow(), fmt, append=append, note=_text(note, fmt))
+
+
+def merge_latest(spark, changes, path: str, fmt: str, note: dict) -> None:
+    """One commit applying `changes` (the last record per (partition, key) since the table's note, with
+    `DELETED` true for a tombstone) to the table at `path`, with `note`: a MERGE on (partition, key)."""
+    if not (fmt == "delta" and delta_configured(spark)):
+        tables.merge_table(path, changes.toArrow(), ("partition", "key"), fmt, note=_text(note, fmt))
+        return
+    view = f"kafkalog_export_{uuid.uuid4().hex}"
+    changes.createOrReplaceTempView(view)
+    table = "delta.`" + path.replace("`", "``") + "`"
+    previous = spark.conf.get(USER_METADATA_CONF, None)
+    spark.conf.set(USER_METADATA_CONF, _text(note, fmt))  # the MERGE's commit carries it
+    columns = [f"`{c}`" for c in changes.columns if c != DELETED]
+    try:
+        spark.sql(
+            f"MERGE INTO {table} AS t USING {view} AS s ON t.partition = s.partition AND t.key = s.key "
+            f"WHEN MATCHED AND s.`{DELETED}` THEN DELETE "
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
+            f"WHEN NOT MATCHED AND NOT s.`{DELETED}` THEN INSERT ({', '.join(columns)}) "
+            f"VALUES ({', '.join(f's.{c}' for c in columns)})"
+        ).collect()
+    finally:
+        if previous is None:
+            spark.conf.unset(USER_METADATA_CONF)
+        else:
+            spark.conf.set(USER_METADATA_CONF, previous)
+        spark.catalog.dropTempView(view)

@@ -1,0 +1,164 @@
+"""A topic as a table: what a read_committed consumer sees of it, as a DataFrame.
+
+`committed_records`: every data record of the topic that a consumer with isolation.level=read_committed
+reads between each partition's log start offset and its end (`PartitionRange`): control records never
+appear, and records of aborted transactions are dropped on the executors by Kafka's transaction
+tracker (`CleanedTransactionMetadata`, the one the cleaner uses), seeded as a fetch response seeds a
+consumer, with the partition's aborted transactions (`.txnindex`) that end at or past the first batch
+read. `latest_per_key`: the last of those records per (partition, key), a window over the scan.
+`decode_columns`: key and value as raw bytes, UTF-8 strings or JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..codec.control import parse_control_type
+from ..errors import ConfigError
+from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
+from ..storage.txnindex import AbortedTxn
+from .scan import default_min_tasks, spark_schema
+from .scan_plan import ScanFilter, plan_scan
+from .tasks import task_frame
+from .views import RECORDS_SCHEMA, read_task
+
+# The table's columns: Spark's Kafka source's, in its order and types.
+COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
+TABLE_SCHEMA = pa.schema([RECORDS_SCHEMA.field(c) for c in COLUMNS])
+FORMATS = ("binary", "string", "json")
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    """What a read_committed consumer reads of one partition: offsets in [start, end) (end exclusive,
+    as Spark's endingOffsets), and the partition's aborted transactions."""
+
+    partition: int
+    start: int
+    end: int
+    aborted: tuple[AbortedTxn, ...] = ()
+
+
+def committed_rows(
+    batch: pa.RecordBatch, bounds: PartitionRange, trackers: dict[int, CleanedTransactionMetadata]
+) -> pa.RecordBatch:
+    """The rows of one Arrow batch of the records view (one partition's, one segment's, whole record
+    batches in offset order) that a read_committed consumer returns: data records in [start, end)
+    that no aborted transaction holds. `trackers` holds the transaction tracker of each segment
+    read so far (by its base offset), carried from one Arrow batch of the segment to the next."""
+    if not batch.num_rows:
+        return batch
+    base = batch["baseOffset"].to_numpy()
+    runs = np.flatnonzero(np.concatenate([[True], base[1:] != base[:-1]]))
+    segment = int(batch["segmentBaseOffset"][0].as_py())
+    tracker = trackers.get(segment)
+    if tracker is None:
+        tracker = trackers[segment] = CleanedTransactionMetadata()
+        # as a fetch from the first batch read returns them: the aborted transactions not ended before it
+        tracker.add_aborted([t for t in bounds.aborted if t.last_offset >= int(base[0])])
+    offsets = batch["offset"].to_numpy()
+    ends = np.append(runs[1:], len(base))
+    pid, epoch = batch["producerId"].to_numpy(), batch["producerEpoch"].to_numpy()
+    transactional = batch["isTransactional"].to_numpy(zero_copy_only=False)
+    control = batch["isControl"].to_numpy(zero_copy_only=False)
+    keys = batch["key"]
+    aborted = np.zeros(len(runs), bool)
+    for i, (first, end) in enumerate(zip(runs.tolist(), ends.tolist())):
+        meta = BatchMeta(
+            int(base[first]),
+            int(offsets[end - 1]),
+            int(pid[first]),
+            int(epoch[first]),
+            bool(transactional[first]),
+            bool(control[first]),
+            parse_control_type(keys[first].as_py())[1] if control[first] else None,
+        )
+        if meta.is_control:
+            tracker.on_control_batch_read(meta)
+        else:
+            aborted[i] = tracker.on_batch_read(meta)
+    keep = ~np.repeat(aborted, ends - runs) & ~control & (offsets >= bounds.start) & (offsets < bounds.end)
+    return batch.filter(pa.array(keep))
+
+
+def committed_batches(
+    batches: Iterable[pa.RecordBatch], ranges: Mapping[int, PartitionRange]
+) -> Iterator[pa.RecordBatch]:
+    """`committed_rows` over a scan task's Arrow batches (each of one work unit, in order)."""
+    trackers: dict[int, dict[int, CleanedTransactionMetadata]] = {}
+    for batch in batches:
+        partition = batch["partition"][0].as_py()
+        kept = committed_rows(batch, ranges[partition], trackers.setdefault(partition, {}))
+        if kept.num_rows:
+            yield kept.select(list(COLUMNS))
+
+
+def committed_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], *, verify_crc: bool = True):
+    """The records of `topic` a read_committed consumer reads in each partition's range, in offset
+    order per partition (each scan task reads its partitions' work units in order), with the
+    columns of Spark's Kafka source (`COLUMNS`)."""
+    wanted = {r.partition: r for r in ranges if r.end > r.start}
+    schema = spark_schema(TABLE_SCHEMA)
+    if not wanted:
+        return spark.createDataFrame([], schema)
+    flt = ScanFilter.of(topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
+    plan = plan_scan(log_dir, flt, min_tasks=default_min_tasks(spark))
+    if not plan.tasks:
+        return spark.createDataFrame([], schema)
+    root, tasks = plan.root, plan.tasks
+
+    def task(i: int):
+        yield from committed_batches(read_task(root, tasks[i], "records", flt, verify_crc=verify_crc), wanted)
+
+    return task_frame(spark, len(tasks), task, schema)
+
+
+def latest_per_key(records):
+    """Per (partition, key), its last record (a tombstone where the key was deleted last): the latest
+    offset per key, a window over the records. Records without a key have no place in a table of
+    keys and are left out. A key is a row of each partition it appears in (docs/semantics.md)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_key = Window.partitionBy(F.xxhash64("key"), "partition", "key")
+    keyed = records.where(F.col("key").isNotNull())
+    latest = keyed.withColumn("_latest", F.max("offset").over(by_key))
+    return latest.where(F.col("offset") == F.col("_latest")).drop("_latest")
+
+
+def decode_columns(df, *, key_format: str = "binary", value_format: str = "binary", key_schema=None, value_schema=None):
+    """`df` with its key and value decoded: `binary` leaves the bytes, `string` reads UTF-8, `json`
+    parses with Spark's `from_json`, with `*_schema` (a DDL string or StructType) or the schema Spark
+    infers from the column's values (one more pass over them). A null stays null (a tombstone)."""
+    for column, fmt, schema in (("key", key_format, key_schema), ("value", value_format, value_schema)):
+        df = _decoded(df, column, fmt, schema)
+    return df
+
+
+def _decoded(df, column: str, fmt: str, schema):
+    from pyspark.sql import functions as F
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"{column} format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if schema is not None and fmt != "json":
+        raise ConfigError(
+            f"a {column} schema is for the json format, not {fmt!r}: drop it or use --{column}-format json"
+        )
+    if fmt == "binary":
+        return df
+    text = F.col(column).cast("string")
+    if fmt == "string":
+        return df.withColumn(column, text)
+    if schema is None:
+        schema = infer_json_schema(df.select(text.alias(column)).where(F.col(column).isNotNull()))
+    return df.withColumn(column, F.from_json(text, schema, {"mode": "FAILFAST"}))
+
+
+def infer_json_schema(texts):
+    """The schema Spark's JSON reader infers from a one-column DataFrame of JSON texts."""
+    spark = texts.sparkSession
+    return spark.read.json(texts.rdd.map(lambda row: row[0])).schema

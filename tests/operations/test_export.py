@@ -1,0 +1,159 @@
+"""The export's logic below Spark: what a read_committed consumer reads of each partition (the
+executors' filter run here in-process, against the independent model of tests/export_scenario.py),
+the as-of points (offsets, Spark's endingOffsets JSON, offsetsForTimes), the last stable offset."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkalog.errors import ConfigError
+from kafkalog.operations.export import as_of_offsets, partition_ranges
+from kafkalog.spark.scan_plan import ScanFilter, plan_scan
+from kafkalog.spark.topic_table import committed_batches
+from kafkalog.spark.views import read_task
+from kafkalog.storage.logdir import LogDir
+from kafkalog.storage.offsets_for_times import offset_for_timestamp
+from tests.export_scenario import T0, TOPIC, consumer_reads, write_topic
+
+
+@pytest.fixture(scope="module")
+def topic(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("export"))
+    records, fates = write_topic(root)
+    return root, records, fates
+
+
+def read_committed(root: str, ranges) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """The executors' filter over every work unit, one task per unit, here in-process."""
+    wanted = {r.partition: r for r in ranges}
+    flt = ScanFilter.of(TOPIC)
+    plan = plan_scan(root, flt, max_bytes_per_task=512)  # many small tasks: trackers start mid-partition
+    assert len(plan.tasks) > 4
+    rows = []
+    for task in plan.tasks:
+        for batch in committed_batches(read_task(root, task, "records", flt), wanted):
+            rows += zip(
+                batch["partition"].to_pylist(),
+                batch["offset"].to_pylist(),
+                batch["key"].to_pylist(),
+                batch["value"].to_pylist(),
+            )
+    return sorted(rows)
+
+
+def expected(read) -> list:
+    return [(r.partition, r.offset, r.key, r.value) for r in read]
+
+
+def test_read_committed_matches_the_model(topic):
+    root, records, fates = topic
+    ranges = partition_ranges(root, TOPIC)
+    assert any("abort" == f for f in fates.values()) and len(read_committed(root, ranges)) > 100
+    assert read_committed(root, ranges) == expected(consumer_reads(records, fates))
+
+
+def test_the_open_transaction_holds_the_last_stable_offset(topic):
+    root, records, fates = topic
+    held = min(r.offset for r in records if r.partition == 0 and r.txn and r.txn[0] == 9)
+    ends = {r.partition: r.end for r in partition_ranges(root, TOPIC)}
+    assert ends[0] == held  # records after it, plain ones too, are not yet visible
+    assert any(r.partition == 0 and r.offset > held and r.txn is None for r in records)
+    assert ends[1] == LogDir.open(root).partition(TOPIC, 1).segments[-1].last_offset() + 1
+
+
+@pytest.mark.parametrize("as_of", [40, {"0": 17, "1": -1}, '{"orders": {"0": 60, "1": 5}}'])
+def test_as_of_offset_is_exclusive(topic, as_of):
+    root, records, fates = topic
+    ranges = partition_ranges(root, TOPIC, as_of_offset=as_of)
+    cut = as_of_offsets(as_of, [0, 1], TOPIC)
+    model = consumer_reads(records, fates, as_of={p: o for p, o in cut.items() if o >= 0})
+    assert read_committed(root, ranges) == expected(model)
+    assert max(r.offset for r in model if r.partition == 0) < (cut[0] if cut[0] >= 0 else 1 << 62)
+
+
+def test_as_of_offsets_are_refused_when_incomplete_or_unknown():
+    with pytest.raises(ConfigError, match=r"leave out partitions \[1\]"):
+        as_of_offsets({"0": 5}, [0, 1], TOPIC)
+    with pytest.raises(ConfigError, match=r"partitions \[7\]"):
+        as_of_offsets({"0": 5, "1": 5, "7": 1}, [0, 1], TOPIC)
+    with pytest.raises(ConfigError, match="expected an offset or a JSON object"):
+        as_of_offsets("yesterday", [0], TOPIC)
+
+
+def test_offset_for_timestamp_is_the_first_record_at_or_past_it(topic):
+    root, records, _ = topic
+    part = LogDir.open(root).partition(TOPIC, 1)
+    mine = sorted((r for r in records if r.partition == 1), key=lambda r: r.offset)
+    for target in (T0, mine[37].timestamp, mine[37].timestamp - 1, mine[-1].timestamp):
+        want = min(r.offset for r in mine if r.timestamp >= target)
+        # control markers carry timestamps too: the first record of any kind at or past the target
+        assert offset_for_timestamp(part.segments, target) <= want
+        assert offset_for_timestamp(part.segments, target) >= max(
+            (r.offset for r in mine if r.timestamp < target), default=-1
+        )
+    assert offset_for_timestamp(part.segments, mine[-1].timestamp + 10_000) is None
+
+
+def test_as_of_time_cuts_where_offsets_for_times_answers(topic):
+    root, records, fates = topic
+    t = T0 + 1000 * 50  # step 50 of partition 0
+    ranges = partition_ranges(root, TOPIC, as_of_time=t)
+    cuts = {p: offset_for_timestamp(LogDir.open(root).partition(TOPIC, p).segments, t) for p in (0, 1)}
+    assert cuts[1] == 0  # every record of partition 1 is later
+    model = consumer_reads(records, fates, as_of={p: o for p, o in cuts.items() if o is not None})
+    assert read_committed(root, ranges) == expected(model)
+    assert all(r.timestamp < t for r in model)
+
+
+def test_an_unknown_topic_and_both_as_of_points_are_refused(topic):
+    root, _, _ = topic
+    with pytest.raises(ConfigError, match="no partition of topic 'nope'"):
+        partition_ranges(root, "nope")
+    with pytest.raises(ConfigError, match="not both"):
+        partition_ranges(root, TOPIC, as_of_offset=3, as_of_time=T0)
+
+
+def test_leftovers_of_a_finished_swap_are_read_past_and_a_half_done_swap_is_refused(topic, tmp_path):
+    import shutil
+
+    from kafkalog.errors import LogDirError
+
+    root = tmp_path / "copy"
+    shutil.copytree(topic[0], root)
+    part = root / f"{TOPIC}-1"
+    (part / "00000000000000000000.log.deleted").write_bytes(b"old segment")  # as a broker's cleaner leaves it
+    assert partition_ranges(str(root), TOPIC) == partition_ranges(topic[0], TOPIC)
+    (part / "00000000000000000000.log.swap").write_bytes(b"")
+    with pytest.raises(LogDirError, match="interrupted rewrite"):
+        partition_ranges(str(root), TOPIC)
+
+
+def test_a_table_no_export_wrote_is_never_overwritten(topic, tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+
+    from kafkalog.operations.export import export
+
+    foreign = str(tmp_path / "theirs")
+    write_deltalake(foreign, pa.table({"id": [1, 2]}))
+    for incremental in (False, True):
+        with pytest.raises(ConfigError, match="no kafkalog export wrote"):
+            export(None, topic[0], TOPIC, foreign, incremental=incremental)  # refused before any Spark work
+    assert DeltaTable(foreign).version() == 0
+
+
+def test_the_command_refuses_an_unknown_topic_before_spark_starts(topic):
+    import subprocess
+    import sys
+    import time
+
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkalog", "export", topic[0], "--topic", "nope", "--output", "/tmp/never"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and time.perf_counter() - start < 5, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line == f"kafkalog export: {topic[0]}: no partition of topic 'nope' here"

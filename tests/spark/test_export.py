@@ -1,0 +1,162 @@
+"""The export on Spark, against the independent model of tests/export_scenario.py: the latest value
+per (partition, key) and the changelog as of now, an offset and a time; Delta (delta-spark, and the
+deltalake package) and Iceberg (pyiceberg) tables kept up to date with --incremental, a run
+interrupted inside its commit, and reruns that commit nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kafkalog.operations.export import export, topic_table
+from kafkalog.storage.logdir import LogDir
+from kafkalog.storage.offsets_for_times import offset_for_timestamp
+from tests.export_scenario import T0, TOPIC, consumer_reads, latest, write_topic
+
+
+@pytest.fixture(scope="module")
+def topic(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("export"))
+    records, fates = write_topic(root)
+    return root, records, fates
+
+
+def rows_of(df) -> dict:
+    return {(r["partition"], bytes(r["key"])): (r["offset"], bytes(r["value"])) for r in df.collect()}
+
+
+def model_rows(read) -> dict:
+    return {k: (r.offset, r.value) for k, r in latest(read).items()}
+
+
+def test_latest_changelog_and_as_of(spark, topic):
+    root, records, fates = topic
+    table = topic_table(spark, root, TOPIC)
+    assert table.columns == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
+    assert rows_of(table) == model_rows(consumer_reads(records, fates))
+
+    changelog = topic_table(spark, root, TOPIC, mode="changelog").select("partition", "offset").collect()
+    assert [tuple(r) for r in changelog] == [(r.partition, r.offset) for r in consumer_reads(records, fates)]
+
+    as_of = {0: 55, 1: 30}
+    assert rows_of(topic_table(spark, root, TOPIC, as_of_offset=json.dumps(as_of))) == model_rows(
+        consumer_reads(records, fates, as_of=as_of)
+    )
+    t = T0 + 1000 * 40
+    cuts = {p: offset_for_timestamp(LogDir.open(root).partition(TOPIC, p).segments, t) for p in (0, 1)}
+    assert rows_of(topic_table(spark, root, TOPIC, as_of_time=t)) == model_rows(
+        consumer_reads(records, fates, as_of={p: c for p, c in cuts.items() if c is not None})
+    )
+
+    decoded = topic_table(
+        spark, root, TOPIC, key_format="string", value_format="json", value_schema="n int, tag string"
+    )
+    got = {(r["partition"], r["key"]): r["value"]["n"] for r in decoded.collect()}
+    assert got == {
+        (p, k.decode()): json.loads(v)["n"] for (p, k), (_, v) in model_rows(consumer_reads(records, fates)).items()
+    }
+
+
+def delta_rows(path: str) -> dict:
+    from deltalake import DeltaTable
+
+    t = DeltaTable(path).to_pyarrow_table().to_pylist()
+    return {(r["partition"], r["key"]): (r["offset"], r["value"]) for r in t}
+
+
+def delta_version(path: str) -> int:
+    from deltalake import DeltaTable
+
+    return DeltaTable(path).version()
+
+
+def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeypatch):
+    root, records, fates = topic
+    out = str(tmp_path / "table")
+    first = export(spark, root, TOPIC, out, as_of_offset=40, incremental=True)
+    assert first.committed and delta_rows(out) == model_rows(consumer_reads(records, fates, as_of={0: 40, 1: 40}))
+    version = delta_version(out)
+
+    # a run that fails inside its MERGE (a task of its source raises): the table stays as it was
+    from kafkalog.operations import export as export_module
+
+    real = export_module.latest_per_key
+
+    def failing(records_df):
+        def boom(batches):
+            for _ in batches:
+                raise RuntimeError("killed inside the commit")
+            yield from ()
+
+        latest_df = real(records_df)
+        return latest_df.mapInArrow(boom, latest_df.schema)
+
+    monkeypatch.setattr(export_module, "latest_per_key", failing)
+    with pytest.raises(Exception, match="killed inside the commit"):
+        export(spark, root, TOPIC, out, incremental=True)
+    monkeypatch.setattr(export_module, "latest_per_key", real)
+    assert delta_version(out) == version
+    assert delta_rows(out) == model_rows(consumer_reads(records, fates, as_of={0: 40, 1: 40}))
+
+    second = export(spark, root, TOPIC, out, incremental=True)
+    assert second.committed and {r.partition: r.start for r in second.ranges} == {0: 40, 1: 40}
+    assert delta_rows(out) == model_rows(consumer_reads(records, fates))
+    assert delta_version(out) == version + 1  # one commit: upserts and deletes in one MERGE
+    assert spark.read.format("delta").load(out).count() == len(latest(consumer_reads(records, fates)))
+
+    third = export(spark, root, TOPIC, out, incremental=True)
+    assert not third.committed and delta_version(out) == version + 1
+
+
+def test_incremental_changelog_and_iceberg(spark, topic, tmp_path):
+    from pyiceberg.table import StaticTable
+
+    root, records, fates = topic
+    out = str(tmp_path / "ice")
+    export(spark, root, TOPIC, out, format="iceberg", as_of_offset=25, incremental=True)
+    export(spark, root, TOPIC, out, format="iceberg", incremental=True)
+    table = StaticTable.from_metadata(out).scan().to_arrow().to_pylist()
+    assert {(r["partition"], r["key"]): (r["offset"], r["value"]) for r in table} == model_rows(
+        consumer_reads(records, fates)
+    )
+    snapshots = StaticTable.from_metadata(out).metadata.snapshots
+    assert not export(spark, root, TOPIC, out, format="iceberg", incremental=True).committed
+    assert len(StaticTable.from_metadata(out).metadata.snapshots) == len(snapshots)
+
+    log = str(tmp_path / "changelog")
+    export(spark, root, TOPIC, log, mode="changelog", as_of_offset=30, incremental=True)
+    export(spark, root, TOPIC, log, mode="changelog", incremental=True)
+    got = sorted((r["partition"], r["offset"]) for r in spark.read.format("delta").load(log).collect())
+    assert got == [(r.partition, r.offset) for r in consumer_reads(records, fates)]
+
+
+def test_the_command_line_writes_a_parquet_snapshot_and_refuses_to_overwrite_it(spark, topic, tmp_path, capsys):
+    from kafkalog.cli import main
+
+    root, records, fates = topic
+    out = str(tmp_path / "snapshot")
+    args = ["export", root, "--topic", TOPIC, "--output", out, "--format", "parquet"]
+    assert main([*args, "--as-of-offset", '{"0": 33, "1": -1}', "--value-format", "string"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["endOffsets"]["0"] == 33 and report["committed"]
+    got = {
+        (r["partition"], bytes(r["key"])): (r["offset"], r["value"].encode()) for r in spark.read.parquet(out).collect()
+    }
+    assert got == model_rows(consumer_reads(records, fates, as_of={0: 33}))
+    assert main([*args, "--incremental"]) == 2
+    assert "--incremental needs --format delta or iceberg" in capsys.readouterr().err
+
+
+def test_incremental_json_parses_new_records_with_the_tables_schema(spark, topic, tmp_path):
+    root, records, fates = topic
+    out = str(tmp_path / "json")
+    options = {"key_format": "string", "value_format": "json", "incremental": True}
+    export(spark, root, TOPIC, out, as_of_offset=25, value_schema="n int", **options)
+    # no schema: the table's, not the one inferred from the new records (which has a field more)
+    export(spark, root, TOPIC, out, **options)
+    table = spark.read.format("delta").load(out)
+    assert table.schema["value"].dataType.simpleString() == "struct<n:int>"
+    got = {(r["partition"], r["key"]): r["value"]["n"] for r in table.collect()}
+    want = model_rows(consumer_reads(records, fates))
+    assert got == {(p, k.decode()): json.loads(v)["n"] for (p, k), (_, v) in want.items()}
