@@ -27,38 +27,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
+from ..rules.partition_state import partition_state
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
 from ..spark.topic_table import PartitionRange, committed_records, decode_columns, latest_per_key
 from ..storage.logdir import LogDir
 from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..storage.offsets_for_times import offset_for_timestamp
-from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
 from ..storage.tables import DELETED
 
 MODES = ("latest", "changelog")
 LATEST_OFFSET = -1  # in an as-of offset, as in Spark's endingOffsets: the partition's end
-
-
-@dataclass(frozen=True)
-class ReadCommittedEnd:
-    """Where a read_committed consumer stops in a partition today: the last stable offset."""
-
-    log_start_offset: int
-    last_stable_offset: int
-
-
-def read_committed_end(
-    part: Partition, checkpointed_high_watermark: int | None, log_start_offset: int
-) -> ReadCommittedEnd:
-    """The partition's log start offset and last stable offset, as the broker that owned the log dir
-    computes them on loading it: its producer state replayed (`replay_partition`), the high watermark
-    from the checkpoint (never past the log end), and the first offset of the oldest open transaction."""
-    manager, log_end = replay_partition(part)
-    high_watermark = log_end if checkpointed_high_watermark is None else min(checkpointed_high_watermark, log_end)
-    unstable = manager.first_unstable_offset()
-    start = max(log_start_offset, part.segments[0].base_offset if part.segments else 0)
-    return ReadCommittedEnd(start, high_watermark if unstable is None else min(unstable, high_watermark))
 
 
 def as_of_offsets(value, partitions: list[int], topic: str) -> dict[int, int]:
@@ -115,7 +94,13 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
             # of the log: Kafka's loader deletes them, and reading the live files is reading the log.
             part.ensure_settled()
         tp = (part.topic, part.partition)
-        end = read_committed_end(part, high_watermarks.get(tp), log_starts.get(tp, 0))
+        # what a broker loading the log dir computes: the last stable offset of its producer state
+        end = partition_state(
+            part,
+            replay_partition,
+            log_start_checkpoint=log_starts.get(tp),
+            high_watermark_checkpoint=high_watermarks.get(tp),
+        )
         stop = end.last_stable_offset
         cut = cuts.get(part.partition, LATEST_OFFSET)
         if as_of_time is not None:

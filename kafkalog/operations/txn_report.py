@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ..codec.batch import RecordBatch
 from ..codec.control import ControlType, control_record
 from ..errors import CorruptSnapshotError
+from ..rules.partition_state import partition_state
 from ..storage.logdir import LogDir
 from ..storage.naming import REPLICATION_OFFSET_CHECKPOINT
 from ..storage.partition import Partition
@@ -207,12 +208,11 @@ def partition_txn_report(
     now_ms: int,
     transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
 ) -> PartitionTxnReport:
-    manager, log_end = replay_partition(part)
-    if checkpointed_high_watermark is None:
-        high_watermark, source = log_end, "logEnd"
-    else:  # a checkpoint ahead of the log (data lost since) cannot make unwritten offsets stable
-        high_watermark, source = min(checkpointed_high_watermark, log_end), "checkpoint"
-    report = PartitionTxnReport(part.topic, part.partition, log_end, high_watermark, source)
+    # a checkpoint ahead of the log (data lost since) cannot make unwritten offsets stable
+    state = partition_state(part, replay_partition, high_watermark_checkpoint=checkpointed_high_watermark)
+    manager = state.producers
+    source = "checkpoint" if state.high_watermark_checkpointed else "logEnd"
+    report = PartitionTxnReport(part.topic, part.partition, state.log_end_offset, state.high_watermark, source)
     for pid, first in sorted(manager.open_transactions().items(), key=lambda item: item[1]):
         state = manager.producers[pid]
         age = now_ms - state.last_timestamp

@@ -17,6 +17,7 @@ from ..codec.control import ControlType
 from ..codec.filter import BatchRetention
 from ..storage.segment import SegmentMeta
 from ..storage.txnindex import AbortedTxn
+from .partition_state import partition_state
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -288,12 +289,20 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
 
     tp = (part.topic, part.partition)
     infos = [seg.meta(with_last_offset=False) for seg in part.segments]
-    manager, log_end = (replay or replay_partition)(part)
-    manager.remove_expired(now, config.producer_id_expiration_ms)
-    log_start = max(checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp, 0), infos[0].base_offset)
-    high_watermark = min(checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp, log_end), log_end)
-    unstable = manager.first_unstable_offset()
-    lso = high_watermark if unstable is None else min(unstable, high_watermark)
+    loaded = partition_state(
+        part,
+        replay or replay_partition,
+        log_start_checkpoint=checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp),
+        high_watermark_checkpoint=checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp),
+    )
+    manager = loaded.producers
+    manager.remove_expired(now, config.producer_id_expiration_ms)  # expiry spares open transactions: the LSO holds
+    log_start, log_end, high_watermark, lso = (
+        loaded.log_start_offset,
+        loaded.log_end_offset,
+        loaded.high_watermark,
+        loaded.last_stable_offset,
+    )
     checkpoint = checkpoints.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp)
     rng = cleanable_offsets(
         infos,

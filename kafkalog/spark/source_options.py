@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 from ..config import did_you_mean
 from ..errors import ConfigError
+from ..rules.partition_state import partition_state
 from ..storage.logdir import LogDir
+from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
 from ..storage.segment import LogSegment
@@ -298,13 +300,22 @@ class Selection:
         the aborted transactions and last stable offset of read_committed."""
         pairs = self.topic_partitions(opened.topic_partitions)
         ranges, aborted = [], []
+        checkpoints = {
+            name: opened.read_checkpoint(name) if self.read_committed else {}
+            for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
+        }
         for topic, number in pairs:
             part = opened.partition(topic, number) if self.needs_partitions else None
             segments = part.segments if part is not None else []
             start = self._offset(self.starting, (topic, number), segments, end=False)
             end = self._offset(self.ending, (topic, number), segments, end=True)
             if part is not None and self.read_committed:
-                stable = last_stable_offset(part)
+                stable = partition_state(
+                    part,
+                    replay_partition,
+                    log_start_checkpoint=checkpoints[LOG_START_OFFSET_CHECKPOINT].get((topic, number)),
+                    high_watermark_checkpoint=checkpoints[REPLICATION_OFFSET_CHECKPOINT].get((topic, number)),
+                ).last_stable_offset
                 end = stable if end is None else min(end, stable)
                 txns = tuple(
                     (t.producer_id, t.first_offset, t.last_offset) for s in part.segments for t in s.aborted_txns()
@@ -403,11 +414,3 @@ def log_end_offset(segments: Sequence[LogSegment]) -> int:
         if last is not None:
             return last + 1
     return segments[-1].base_offset if segments else 0
-
-
-def last_stable_offset(part) -> int:
-    """What a read_committed consumer reads up to: the first offset of the oldest open transaction
-    (from the producer state a broker would load: snapshot and replay), else the log end offset."""
-    manager, log_end = replay_partition(part)
-    unstable = manager.first_unstable_offset()
-    return log_end if unstable is None else unstable
