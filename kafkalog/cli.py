@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_purge(commands)
     _add_txn_report(commands)
     _add_export(commands)
+    _add_listings(commands)
     for name, sub in commands.choices.items():
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
         sub.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
@@ -95,6 +96,16 @@ EXAMPLES = {
         "kafkalog purge sample --keys keys.parquet --ledger /audit/purges --secret-file secret --output purged",
     ],
     "txn-report": ["kafkalog txn-report sample --now 1700100000000", "kafkalog txn-report /var/lib/kafka/data --json"],
+    "log-dirs": [
+        "kafkalog log-dirs /var/lib/kafka/data-1 /var/lib/kafka/data-2",
+        "kafkalog log-dirs sample --topic orders",
+    ],
+    "get-offsets": [
+        "kafkalog get-offsets sample",
+        "kafkalog get-offsets sample --topic 'orders|payments' --time earliest",
+        "kafkalog get-offsets sample --topic customers --partitions 0 --time 1700050000000",
+    ],
+    "configs": ["kafkalog configs sample --config-file sample.properties --topic customers"],
     "export": [
         "kafkalog export sample --topic customers --output customers.delta --value-format json",
         "kafkalog export sample --topic customers --output before-deploy --format parquet --as-of-time 1700050000000",
@@ -782,4 +793,68 @@ def _run_export(args) -> int:
     report = result.to_dict()
     print(json.dumps(report))
     _write_report(args.report, report)
+    return EXIT_OK
+
+
+def _add_listings(commands) -> None:
+    """kafka-log-dirs --describe, kafka-get-offsets and kafka-configs --describe --all, of log dirs."""
+    p = commands.add_parser("log-dirs", help="each log dir's partitions and their sizes, as kafka-log-dirs --describe")
+    p.add_argument("log_dirs", nargs="+", metavar="LOG_DIR", help="log.dirs directories (of one or more brokers)")
+    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    p.set_defaults(run=_run_log_dirs)
+
+    p = commands.add_parser("get-offsets", help="each partition's offset at a time, as kafka-get-offsets")
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--topic", metavar="REGEX", help="the topics whose name the regular expression matches whole")
+    p.add_argument("--partitions", metavar="P,P...", help="only these partition numbers (comma-separated)")
+    p.add_argument(
+        "--time",
+        default="latest",
+        help="latest (-1: the high watermark, default), earliest (-2), max-timestamp (-3), earliest-local (-4), "
+        "latest-tiered (-5), or a timestamp in epoch ms (the first offset at or past it)",
+    )
+    _add_config_options(p)
+    p.set_defaults(run=_run_get_offsets)
+
+    p = commands.add_parser("configs", help="each topic's configuration as kafkalog resolves it, and its source")
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic (repeatable)")
+    p.add_argument("--json", action="store_true", help="as JSON: {topic: [{name, value, source}]}")
+    _add_config_options(p)
+    p.set_defaults(run=_run_configs)
+
+
+def _run_log_dirs(args) -> int:
+    from .operations.listings import log_dirs
+
+    print(json.dumps(log_dirs(args.log_dirs, args.topics)))
+    return EXIT_OK
+
+
+def _run_get_offsets(args) -> int:
+    from .operations.listings import get_offsets, parse_time
+
+    try:
+        partitions = None if args.partitions is None else [int(p) for p in args.partitions.split(",") if p.strip()]
+    except ValueError:
+        raise ConfigError(f"--partitions {args.partitions!r}: expected partition numbers, comma-separated") from None
+    found = get_offsets(
+        args.log_dir, parse_time(args.time), topic_pattern=args.topic, partitions=partitions, config=_resolver(args)
+    )
+    for offset in found:
+        print(offset.line())
+    return EXIT_OK
+
+
+def _run_configs(args) -> int:
+    from .operations.listings import describe_configs
+
+    described = describe_configs(args.log_dir, _resolver(args), args.topics)
+    if args.json:
+        print(json.dumps(described, indent=2))
+        return EXIT_OK
+    for topic, settings in described.items():
+        print(f"All configs for topic {topic} are:")
+        for s in settings:
+            print(f"  {s['name']}={s['value']} source={s['source']}")
     return EXIT_OK
