@@ -73,6 +73,14 @@ def bad_compression(data: bytearray, batches) -> bytearray:
     return data
 
 
+def lowered_wrapper_offset(data: bytearray, batches) -> bytearray:
+    """A v1 wrapper's offset (its last message's; outside the CRC) lowered by one: its messages now
+    begin at the previous wrapper's last offset, which only decompressing them shows."""
+    pos = batches[1][0]
+    struct.pack_into(">q", data, pos, struct.unpack_from(">q", data, pos)[0] - 1)
+    return data
+
+
 MUTATIONS = {  # name -> (damage, the topic it damages)
     "torn_tail": (torn_tail, "plain"),
     "huge_length": (huge_length, "plain"),
@@ -80,12 +88,17 @@ MUTATIONS = {  # name -> (damage, the topic it damages)
     "bad_record_count": (bad_record_count, "plain"),
     "bad_varint": (bad_varint, "plain"),
     "bad_compression": (bad_compression, "packed"),
+    "lowered_wrapper_offset": (lowered_wrapper_offset, "legacy"),
 }
+# what retention decodes: only the batch that straddles the new log start offset. A lowered wrapper
+# is CRC-valid, and retention drops or copies it whole, as it copies any CRC-valid batch.
+RETAIN_MUTATIONS = sorted(set(MUTATIONS) - {"lowered_wrapper_offset"})
 
 
 @pytest.fixture(scope="module")
 def clean_log(tmp_path_factory) -> Path:
-    """Two compacted topics with five segments each: `plain` uncompressed, `packed` lz4."""
+    """Three compacted topics with five segments or more each: `plain` uncompressed, `packed` lz4,
+    `legacy` gzip v1 wrappers of two to six messages."""
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 
     path = tmp_path_factory.mktemp("bad-input") / "clean"
@@ -101,11 +114,12 @@ def clean_log(tmp_path_factory) -> Path:
                     keys=40,
                     value_bytes=(20, 60),
                     codec=codec,
+                    magic=magic,
                     batch_records=(2, 6),
                     cleanup_policy="compact",
                     segment_bytes=4096,
                 )
-                for name, codec in (("plain", "none"), ("packed", "lz4"))
+                for name, codec, magic in (("plain", "none", 2), ("packed", "lz4", 2), ("legacy", "gzip", 1))
             ],
         ),
     )
@@ -212,7 +226,7 @@ def test_purge_stops_whole_on_a_batch_it_cannot_read(spark, clean_log, tmp_path,
 
 
 @pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
-@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+@pytest.mark.parametrize("mutation", RETAIN_MUTATIONS)
 def test_retain_stops_on_a_batch_it_must_read(clean_log, tmp_path, capsys, mutation, output):
     """Deleting records up to an offset inside the damaged batch, with --truncate-below-start,
     decodes that batch and copies the rest of its segment: damage stops the run before anything
