@@ -91,3 +91,8 @@ class ConfigError(KafkaLogError):
 
 class LogDirError(KafkaLogError):
     """A log directory that cannot be used as asked (locked, interrupted swap, missing)."""
+
+
+class FileAccessError(KafkaLogError):
+    """The system refused to write, rename or delete a file: a full disk or quota, a read-only
+    filesystem, a file or directory without write permission, an immutable file."""

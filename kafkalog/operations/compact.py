@@ -289,7 +289,7 @@ def _compact(
         log.info("compact: rewriting %d output segments on executors", len(outputs))
         rewritten = progress.totals(outputs, lambda o: o.nbytes)
         with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):
-            written = _write(spark, opened, plan.root, outputs, batch_plans(outcomes))
+            written = write_outputs(spark, plan.root, outputs, batch_plans(outcomes), fault)
     finally:
         for df in (outcomes, decided):
             df.unpersist()
@@ -325,16 +325,6 @@ def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
             if found is None or not plan.mark_uncleanable(target.relocate(found)):
                 raise
     return None
-
-
-def _write(spark, opened: LogDir, plan_root: str, outputs: list[OutputSegment], plans) -> list[OutputStats]:
-    """Step 5; a failure leaves no `.cleaned` file behind (recovery deletes them)."""
-    try:
-        return write_outputs(spark, plan_root, outputs, plans)
-    except BaseException:
-        for tp in sorted({(o.topic, o.partition) for o in outputs}):
-            recover_partition(opened.fs, opened.partition_paths[tp])
-        raise
 
 
 def _fault(hook: FaultHook | None, step: str) -> None:

@@ -163,7 +163,8 @@ def purge(
     `ledger`: the Delta table of purged records (required unless `dry_run`); `secret`: the key
     fingerprint secret (default: `load_secret()`, from KAFKALOG_PURGE_SECRET). `config`: topic
     configuration (cleanup.policy, delete.retention.ms, index.interval.bytes). `now`: the clock,
-    epoch ms. `output`: purge a copy written there, `log_dir` untouched. `fault`: a swap test hook."""
+    epoch ms. `output`: purge a copy written there, `log_dir` untouched. `fault`: a test hook called
+    in each rewrite task and at each swap step (spark/rewrite.py, storage/swap.py)."""
     now = int(time.time() * 1000) if now is None else int(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
@@ -233,7 +234,7 @@ def _purge(
         outputs = _output_segments(opened, decided, resolver, now)
         output_totals = progress.totals(outputs, lambda o: o.nbytes)
         with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
-            stats = write_outputs(spark, log_dir, outputs, batch_plans(decided))
+            stats = write_outputs(spark, log_dir, outputs, batch_plans(decided), fault)
         with progress.phase("purge", "ledger", feed=task_feed(spark)):
             rows = write_ledger_records(
                 spark,

@@ -7,6 +7,8 @@ the kinds of damage a hostile run found compaction silently compacting over."""
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 from pathlib import Path
 
@@ -257,6 +259,63 @@ def test_retain_stops_on_a_batch_it_must_read(clean_log, tmp_path, capsys, mutat
     _assert_names(_error_line(capsys, "retain"), "retain", damaged)
     assert _snapshot(root) == before
     assert not out.exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+# -- a rewrite task that fails, whatever the reason -------------------------------------------------
+
+
+def _failing_rewrite(kind: str, partition_dir: str):
+    """A fault hook that fails the rewrite tasks of one partition's outputs (the others write theirs,
+    which the failed run must remove too): a bug (RuntimeError) or a full disk (OSError ENOSPC)."""
+
+    def fault(step: str, path: str) -> None:
+        if step == "rewrite" and f"/{partition_dir}/" in path:
+            if kind == "ENOSPC":
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+            raise RuntimeError("injected into the rewrite")
+
+    return fault
+
+
+def _purge_args(root: Path, tmp_path: Path) -> list[str]:
+    keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
+    keys.write_text("".join(f"key-{k:06d}\n" for k in range(0, 40, 3)))  # in every segment of every topic
+    secret.write_bytes(b"0123456789abcdef0123456789abcdef")
+    ledger = str(tmp_path / "ledger")
+    return ["purge", str(root), "--keys", str(keys), "--ledger", ledger, "--secret-file", str(secret)]
+
+
+@pytest.mark.parametrize("kind", ["RuntimeError", "ENOSPC"])
+@pytest.mark.parametrize("command", ["purge", "compact"])
+def test_a_failing_rewrite_task_leaves_the_input_as_it_was(
+    spark, clean_log, tmp_path, capsys, monkeypatch, command, kind
+):
+    """Whatever fails a rewrite task, the run stops whole: every staged file of every partition is
+    removed, one line names a file, exit 2, the input byte for byte as it was."""
+    import functools
+    import shutil
+
+    import kafkalog.operations.compact
+    import kafkalog.operations.purge
+
+    module = kafkalog.operations.purge if command == "purge" else kafkalog.operations.compact
+    monkeypatch.setattr(
+        module, command, functools.partial(getattr(module, command), fault=_failing_rewrite(kind, "packed-0"))
+    )
+    root = tmp_path / "in"
+    shutil.copytree(clean_log, root)
+    before = _snapshot(root)
+    if command == "purge":
+        args = _purge_args(root, tmp_path)
+    else:
+        args = ["compact", str(root), "--config", "cleanup.policy=compact", "--force"]
+    code = main([*args, "--now", str(T0)])
+    line = _error_line(capsys, command)
+    assert code == 2, line
+    assert line.startswith(f"kafkalog {command}: {root}/packed-0/"), line
+    assert ("No space left on device (ENOSPC)" if kind == "ENOSPC" else "RuntimeError: injected") in line, line
+    assert _snapshot(root) == before
+    assert not (tmp_path / "ledger").exists()
 
 
 # -- property: any damage to a small log, through the whole compaction pass ------------------------
