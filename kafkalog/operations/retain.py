@@ -52,6 +52,7 @@ from .retain_partition import (
     MISSING_HW_LOG_START,
     PartitionPlan,
     apply_in_place,
+    ensure_changeable,
     plan_partition,
     read_committed_offsets,
     recover,
@@ -517,6 +518,8 @@ def run_retention(
         )
         report.log_dir, report.output = target.source, output
         if not dry_run:
+            for part, plan in work:  # a file that cannot be changed stops the run before any partition changes
+                ensure_changeable(part, plan, log_dir)
             for part, plan in progress.track(work, "retain", "apply", "partition"):
                 apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
         return report

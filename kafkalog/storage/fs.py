@@ -118,10 +118,29 @@ class LogFileSystem:
         self.fsync(path)
 
     def write_atomic(self, path: str, data: bytes) -> None:
-        """Write `path.tmp`, then rename it over `path`: what Kafka does for checkpoint files."""
+        """Write `path.tmp`, then rename it over `path`: what Kafka does for checkpoint files. A
+        failure leaves `path` as it was, and no `path.tmp`."""
         tmp = path + ".tmp"
-        self.write_bytes(tmp, data)
-        self.rename(tmp, path)
+        try:
+            self.write_bytes(tmp, data)
+            self.rename(tmp, path)
+        except BaseException:
+            if self.exists(tmp):
+                self.fs.delete_file(tmp)
+            raise
+
+    def ensure_writable(self, path: str) -> None:
+        """Refuse, with a FileAccessError naming it, a file or directory the system will not let
+        kafkalog replace, rename or delete: on a read-only filesystem, without write permission, or
+        immutable (`chattr +i`; Kafka opens its own files for writing too). Local disks only: an
+        object store tells only when written to."""
+        if not self.is_local or os.access(path, os.W_OK):
+            return
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            why = f"{os.strerror(errno.EROFS)} (EROFS)"
+        else:
+            why = "not writable (no write permission, or an immutable file: EACCES, EPERM)"
+        raise FileAccessError(f"cannot change it: {why}; nothing was changed", file=path)
 
     @_writes("create")
     def open_output(self, path: str):
