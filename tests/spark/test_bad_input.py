@@ -372,17 +372,10 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-@settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spark, tiny_log, tmp_path_factory, data):
-    """Damage anywhere in a non-active segment (bytes overwritten, with or without a matching CRC, or
-    the file cut short): compaction either leaves the partition uncleanable, byte for byte as it was,
-    with an error naming a file of it, a byte and an offset; or it reads the damaged log whole, and
-    then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
+def _damaged_tiny_log(tiny_log: Path, tmp_path_factory, data) -> Path:
+    """A copy of the tiny log with damage anywhere in a non-active segment, as hypothesis draws it:
+    bytes overwritten, with or without a matching CRC, or the file cut short."""
     import shutil
-
-    from kafkalog.config import resolver_from
-    from kafkalog.operations.compact import compact
 
     root = tmp_path_factory.mktemp("damage") / "log"
     shutil.copytree(tiny_log, root)
@@ -401,12 +394,40 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
             if pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
                 _recrc(raw, pos, size)
     target.write_bytes(bytes(raw))
+    return root
+
+
+def _readable_records(root: Path) -> dict | None:
+    """`_records` of the tiny log's partition, or None where kafkalog's reader refuses it."""
+    try:
+        return _records(root / "t-0")
+    except KafkaLogError:
+        return None
+
+
+def _assert_failed_whole(err: KafkaLogError, root: Path, before: dict) -> None:
+    """A run that failed: one error naming a file, and the input byte for byte as it was (so no
+    staged `.cleaned`, `.swap`, `.deleted` or `.tmp` file is left in it)."""
+    assert err.file, str(err)
+    assert "\n" not in str(err)
+    assert _snapshot(root) == before
+
+
+@settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spark, tiny_log, tmp_path_factory, data):
+    """Damage anywhere in a non-active segment (bytes overwritten, with or without a matching CRC, or
+    the file cut short): compaction either leaves the partition uncleanable, byte for byte as it was,
+    with an error naming a file of it, a byte and an offset; or it reads the damaged log whole, and
+    then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
+
+    from kafkalog.config import resolver_from
+    from kafkalog.operations.compact import compact
+
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data)
     before = _snapshot(root)
     active_base = int(sorted((root / "t-0").glob("*.log"))[-1].stem)
-    try:
-        source = _records(root / "t-0")
-    except KafkaLogError:
-        source = None
+    source = _readable_records(root)
     result = compact(spark, str(root), resolver_from(settings=["cleanup.policy=compact"]), now=T0, force=True)
     err = result.plan.uncleanable.get(("t", 0))
     if err is not None:
@@ -427,3 +448,54 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
         assert kept.get(offset) == source[offset], f"the latest record of {key!r} (offset {offset}) was lost"
     assert all(source.get(o) == r for o, r in kept.items()), "a record that was not in the input appeared"
     assert all(latest[r[0]] == o for o, r in kept.items() if o < active_base)
+
+
+PURGED_KEYS = [b"key-000001", b"key-000004"]
+
+
+@settings(
+    max_examples=max(1, _examples() // 2), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_purge_over_any_damage_fails_whole_or_removes_exactly_the_keys(spark, tiny_log, tmp_path_factory, data):
+    """The same damage through an in-place purge: it either fails with one error naming a file, the
+    input byte for byte as it was and no ledger written; or it read the damaged log whole, and then
+    exactly the records of the purged keys are gone."""
+    from kafkalog.operations.purge import purge
+
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data)
+    before, source = _snapshot(root), _readable_records(root)
+    ledger = root.parent / "ledger"
+    try:
+        purge(spark, str(root), PURGED_KEYS, ledger=str(ledger), secret=b"s" * 32, now=T0)
+    except KafkaLogError as err:
+        _assert_failed_whole(err, root, before)
+        assert not ledger.exists()
+        return
+    assert source is not None, "purge read a log that kafkalog's reader refuses"
+    assert _records(root / "t-0") == {o: r for o, r in source.items() if r[0] not in PURGED_KEYS}
+
+
+@settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_retention_over_any_damage_fails_whole_or_keeps_the_log_above_its_start(tiny_log, tmp_path_factory, data):
+    """The same damage through an in-place retain that deletes records up to an offset drawn
+    anywhere in the log and truncates below it (what decodes the segment holding it): it either
+    fails with one error naming a file and the input byte for byte as it was; or every record
+    readable at or above the new log start offset is as it was."""
+    from kafkalog.operations.retain import retain
+
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data)
+    before, source = _snapshot(root), _readable_records(root)
+    start = data.draw(st.integers(0, 130), label="delete records up to")
+    try:
+        report = retain(str(root), now_ms=T0, delete_records={("t", 0): start}, truncate_below_start=True)
+    except KafkaLogError as err:
+        _assert_failed_whole(err, root, before)
+        return
+    (partition,) = report.partitions
+    if source is not None:  # a segment retention does not read may stay damaged; a readable log stays readable
+        new_start = partition.new_log_start_offset
+        assert {o: r for o, r in _records(root / "t-0").items() if o >= new_start} == {
+            o: r for o, r in source.items() if o >= new_start
+        }
