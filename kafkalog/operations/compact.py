@@ -25,7 +25,7 @@ from ..rules.cleaner import LogToClean, group_segments_by_size, log_to_clean
 from ..spark.compaction import REASONS, batch_plans, decide, segment_summaries
 from ..spark.errors import from_spark_error, raises_kafkalog_errors, worker_error
 from ..spark.progress import task_feed
-from ..spark.rewrite import OutputSegment, OutputStats, swap_in, write_outputs
+from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, swap_in, write_outputs
 from ..spark.scan import pack_tasks
 from ..spark.session import started
 from ..spark.tasks import run_tasks
@@ -286,6 +286,7 @@ def _compact(
         counts = [r for r in summaries if sum(r[k] for k in REASONS)]
         if dry_run:
             return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
+        ensure_replaceable(opened, outputs)
         log.info("compact: rewriting %d output segments on executors", len(outputs))
         rewritten = progress.totals(outputs, lambda o: o.nbytes)
         with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):

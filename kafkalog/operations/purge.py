@@ -57,7 +57,7 @@ from ..spark.errors import raises_kafkalog_errors
 from ..spark.ledger import write_ledger_records, write_ledger_run
 from ..spark.progress import task_feed
 from ..spark.purge import Decider, batch_plans, keys_frame, partition_report, where_filter
-from ..spark.rewrite import OutputSegment, swap_in, write_outputs
+from ..spark.rewrite import OutputSegment, ensure_replaceable, swap_in, write_outputs
 from ..spark.scan import spark_schema
 from ..spark.views import RECORDS_SCHEMA
 from ..storage.destination import destination
@@ -232,6 +232,7 @@ def _purge(
         if dry_run:
             return PurgeResult(run_id, now, dry_run, named, report, tiered_topics=tiered)
         outputs = _output_segments(opened, decided, resolver, now)
+        ensure_replaceable(opened, outputs)
         output_totals = progress.totals(outputs, lambda o: o.nbytes)
         with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
             stats = write_outputs(spark, log_dir, outputs, batch_plans(decided), fault)

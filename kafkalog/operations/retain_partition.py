@@ -633,8 +633,7 @@ def ensure_changeable(part: Partition, plan: PartitionPlan, log_dir: LogDir) -> 
     if plan.epochs_changed:
         paths.append(fs.join(part.path, LEADER_EPOCH_CHECKPOINT))
     for path in paths:
-        if fs.exists(path):
-            fs.ensure_writable(path)
+        fs.ensure_writable(path)
 
 
 def apply_in_place(

@@ -30,7 +30,7 @@ from ..storage.logdir import LogDir
 from ..storage.naming import segment_file_name
 from ..storage.partition import Partition
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged, rewrite_segments
-from ..storage.swap import FaultHook, replace_in_partitions
+from ..storage.swap import SEGMENT_KINDS, FaultHook, replace_in_partitions
 from ..storage.txnindex import AbortedTxn
 from .errors import from_spark_error, worker_error
 
@@ -314,6 +314,19 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
         rewritten,
         stats.horizons_set,
     )
+
+
+def ensure_replaceable(opened: LogDir, outputs: Sequence[OutputSegment]) -> None:
+    """Before anything is staged: refuse (FileAccessError, naming it) a directory the outputs are
+    staged in, or a file their swap renames or deletes, that the system will not let change (a
+    read-only filesystem, no permission, an immutable file), rather than fail half way through a swap."""
+    fs = opened.fs
+    for o in outputs:
+        path = opened.partition_paths[o.topic, o.partition]
+        fs.ensure_writable(path)
+        for base in o.bases:
+            for kind in (*SEGMENT_KINDS, ".snapshot"):
+                fs.ensure_writable(fs.join(path, segment_file_name(base, kind)))
 
 
 def swap_in(opened: LogDir, outputs: Sequence[OutputSegment], fault: FaultHook | None = None) -> None:

@@ -134,7 +134,7 @@ class LogFileSystem:
         kafkalog replace, rename or delete: on a read-only filesystem, without write permission, or
         immutable (`chattr +i`; Kafka opens its own files for writing too). Local disks only: an
         object store tells only when written to."""
-        if not self.is_local or os.access(path, os.W_OK):
+        if not self.is_local or os.access(path, os.W_OK) or not os.path.lexists(path):
             return
         if os.statvfs(path).f_flag & os.ST_RDONLY:
             why = f"{os.strerror(errno.EROFS)} (EROFS)"

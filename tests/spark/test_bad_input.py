@@ -318,6 +318,30 @@ def test_a_failing_rewrite_task_leaves_the_input_as_it_was(
     assert not (tmp_path / "ledger").exists()
 
 
+@pytest.mark.parametrize("command", ["purge", "compact"])
+def test_an_immutable_segment_stops_the_run_before_anything_is_staged(
+    spark, clean_log, tmp_path, capsys, monkeypatch, command
+):
+    """A segment the swap would rename but cannot (immutable, as `os.access` reports it even to
+    root): one line naming it, exit 2, nothing staged or swapped (a swap would stop half way)."""
+    import shutil
+
+    root = tmp_path / "in"
+    shutil.copytree(clean_log, root)
+    immutable = str(sorted((root / "packed-0").glob("*.log"))[0])
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: path != immutable and real_access(path, mode, **kw))
+    before = _snapshot(root)
+    if command == "purge":
+        args = _purge_args(root, tmp_path)
+    else:
+        args = ["compact", str(root), "--config", "cleanup.policy=compact", "--force"]
+    assert main([*args, "--now", str(T0)]) == 2
+    line = _error_line(capsys, command)
+    assert line.startswith(f"kafkalog {command}: {immutable}: cannot change it: ") and "immutable" in line, line
+    assert _snapshot(root) == before
+
+
 # -- property: any damage to a small log, through the whole compaction pass ------------------------
 
 
