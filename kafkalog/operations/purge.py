@@ -57,7 +57,7 @@ from ..spark.errors import raises_kafkalog_errors
 from ..spark.ledger import write_ledger_records, write_ledger_run
 from ..spark.progress import task_feed
 from ..spark.purge import Decider, batch_plans, keys_frame, partition_report, where_filter
-from ..spark.rewrite import OutputSegment, ensure_replaceable, swap_in, write_outputs
+from ..spark.rewrite import OutputSegment, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import spark_schema
 from ..spark.views import RECORDS_SCHEMA
 from ..storage.destination import destination
@@ -237,15 +237,19 @@ def _purge(
         with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
             stats = write_outputs(spark, log_dir, outputs, batch_plans(decided), fault)
         with progress.phase("purge", "ledger", feed=task_feed(spark)):
-            rows = write_ledger_records(
-                spark,
-                ledger,
-                decided.where(decided.action.isNotNull()),
-                secret=secret,
-                run_id=run_id,
-                purged_at_ms=now,
-                log_dir=named,
-            )
+            try:
+                rows = write_ledger_records(
+                    spark,
+                    ledger,
+                    decided.where(decided.action.isNotNull()),
+                    secret=secret,
+                    run_id=run_id,
+                    purged_at_ms=now,
+                    log_dir=named,
+                )
+            except BaseException:  # nothing is swapped in: the staged segments go
+                remove_outputs(log_dir, outputs)
+                raise
         with progress.phase("purge", "swap", **output_totals):
             swap_in(opened, outputs, fault)
     finally:

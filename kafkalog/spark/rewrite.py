@@ -167,16 +167,18 @@ def write_outputs(
     written = blobs.unionByName(every_output).repartitionById(len(tasks), "task").mapInArrow(run, _STATS_DDL)
     try:
         rows = written.collect()
-        failed = next((row.error for row in rows if row.error is not None), None)
-        if failed is not None:
-            raise from_spark_error(failed) or KafkaLogError(failed)
-    except BaseException as err:
-        _remove_outputs(log_dir, outputs)
-        if isinstance(err, KafkaLogError) or not isinstance(err, Exception):
+    except BaseException as err:  # a task that died (or a job stopped) rather than returned its error
+        remove_outputs(log_dir, outputs)
+        if not isinstance(err, Exception):
             raise
-        found = from_spark_error(err)  # a task that died rather than returned its error
-        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise found or KafkaLogError(f"a rewrite task failed, nothing was swapped in: {first_line}") from err
+        first_line = next(iter(str(err).strip().splitlines()), type(err).__name__)
+        raise from_spark_error(err) or KafkaLogError(f"a rewrite task failed: {first_line}") from err
+    failed = next((row.error for row in rows if row.error is not None), None)
+    if failed is not None:
+        remove_outputs(log_dir, outputs)
+        error = from_spark_error(failed)
+        assert error is not None  # `worker_error`'s text always names one
+        raise error
     return [OutputStats(**{k: v for k, v in row.asDict().items() if k != "error"}) for row in rows]
 
 
@@ -195,8 +197,9 @@ def _rewrite_error(err: Exception, log_dir: str, output: OutputSegment) -> Kafka
     return KafkaLogError(f"rewriting the segment failed: {type(err).__name__}: {text}", file=source)
 
 
-def _remove_outputs(log_dir: str, outputs: Sequence[OutputSegment]) -> None:
-    """Delete every file the rewrite tasks staged. A file that cannot be deleted stays for the
+def remove_outputs(log_dir: str, outputs: Sequence[OutputSegment]) -> None:
+    """Delete every file the rewrite tasks staged (what a step between the rewrite and the swap
+    calls when it fails too). A file that cannot be deleted stays for the
     next run, whose recovery deletes `.cleaned` files first; the error that failed the step is
     the one raised."""
     from .views import filesystem_and_path

@@ -318,6 +318,28 @@ def test_a_failing_rewrite_task_leaves_the_input_as_it_was(
     assert not (tmp_path / "ledger").exists()
 
 
+def test_a_failing_ledger_write_leaves_the_input_as_it_was(spark, clean_log, tmp_path, capsys, monkeypatch):
+    """The ledger is written between the rewrite and the swap: when it cannot be, the staged
+    segments go too."""
+    import shutil
+
+    import kafkalog.operations.purge as module
+    from kafkalog.errors import FileAccessError
+
+    ledger = tmp_path / "ledger"
+
+    def full_disk(*args, **kwargs):
+        raise FileAccessError("cannot write: No space left on device (ENOSPC)", file=str(ledger))
+
+    monkeypatch.setattr(module, "write_ledger_records", full_disk)
+    root = tmp_path / "in"
+    shutil.copytree(clean_log, root)
+    before = _snapshot(root)
+    assert main([*_purge_args(root, tmp_path), "--now", str(T0)]) == 2
+    assert _error_line(capsys, "purge") == f"kafkalog purge: {ledger}: cannot write: No space left on device (ENOSPC)"
+    assert _snapshot(root) == before
+
+
 @pytest.mark.parametrize("command", ["purge", "compact"])
 def test_an_immutable_segment_stops_the_run_before_anything_is_staged(
     spark, clean_log, tmp_path, capsys, monkeypatch, command
