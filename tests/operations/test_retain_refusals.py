@@ -158,3 +158,25 @@ def test_a_full_disk_at_the_commit_point_leaves_the_segments_as_they_were(tmp_pa
     assert {k for k in after if k.endswith(".snapshot")} <= {k for k in before if k.endswith(".snapshot")}
     _no_leftovers(root)
     assert_valid(root)
+
+
+def test_a_full_disk_while_copying_for_output_names_the_file_and_leaves_no_output(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    root = _log(tmp_path)
+    out = tmp_path / "out"
+    real_copy = shutil.copy2
+
+    def copy2(src, dst, **kwargs):
+        if str(dst).endswith(".log"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), src, None, dst)  # as shutil raises it
+        return real_copy(src, dst, **kwargs)
+
+    monkeypatch.setattr(shutil, "copy2", copy2)
+    before = tree(root)
+    assert main(["retain", root, "--config", "retention.ms=10000", "--now", str(NOW), "--output", str(out)]) == 2
+    line = _error_line(capsys)
+    assert line.startswith(f"kafkalog retain: {out}.kafkalog-incomplete{os.sep}{TOPIC}-"), line  # the file written
+    assert line.endswith(".log: cannot write: No space left on device (ENOSPC)"), line
+    assert not out.exists() and not list(tmp_path.glob("out.*"))
+    assert tree(root) == before
