@@ -136,36 +136,44 @@ def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPla
     nothing is below it (a second run finds nothing)."""
     plan = TruncationPlan(segment.base_offset, log_start_offset, {})
     for position, batch in segment.batches():
-        if batch.base_offset >= log_start_offset:
-            break
-        v2_producer = batch.has_producer_id
-        if batch.last_offset < log_start_offset:
-            if batch.is_control or (v2_producer and batch.records_count == 0):
-                continue  # a marker, or already an empty producer batch: no record data
-            count = batch.records_count
-            if v2_producer:
-                every = frozenset(range(batch.base_offset, batch.last_offset + 1))
-                plan.plans[(segment.base_offset, position)] = BatchPlan(BatchRetention.RETAIN_EMPTY, every)
-                plan.batches_emptied += 1
-            else:
-                plan.plans[(segment.base_offset, position)] = BatchPlan(BatchRetention.DELETE)
-                plan.batches_dropped += 1
-            plan.records_removed += count
-            continue
-        # straddles the log start offset: keep the records at or above it
-        if batch.is_control:
-            continue
-        try:  # the one batch decoded here: its damage stops the run, named in the file
-            batch.verify()
-            below = frozenset(r.offset for r in batch.records() if r.offset < log_start_offset)
+        try:  # what is decoded here (a legacy wrapper's first offset, the straddling batch) is named in the file
+            if not _plan_batch(plan, segment.base_offset, position, batch, log_start_offset):
+                break
         except KafkaLogError as err:
             raise locate(err, segment.log_path, position, batch) from None
-        if below:
-            retention = BatchRetention.RETAIN_EMPTY if v2_producer else BatchRetention.DELETE_EMPTY
-            plan.plans[(segment.base_offset, position)] = BatchPlan(retention, below)
-            plan.batches_reencoded += 1
-            plan.records_removed += len(below)
     return plan if plan.plans else None
+
+
+def _plan_batch(plan: TruncationPlan, base: int, position: int, batch, log_start_offset: int) -> bool:
+    """Add the plan of one batch of the segment at `base` to `plan`; False at the first batch at or
+    above `log_start_offset` (nothing from there on is truncated)."""
+    if batch.base_offset >= log_start_offset:
+        return False
+    v2_producer = batch.has_producer_id
+    if batch.last_offset < log_start_offset:
+        if batch.is_control or (v2_producer and batch.records_count == 0):
+            return True  # a marker, or already an empty producer batch: no record data
+        count = batch.records_count
+        if v2_producer:
+            every = frozenset(range(batch.base_offset, batch.last_offset + 1))
+            plan.plans[(base, position)] = BatchPlan(BatchRetention.RETAIN_EMPTY, every)
+            plan.batches_emptied += 1
+        else:
+            plan.plans[(base, position)] = BatchPlan(BatchRetention.DELETE)
+            plan.batches_dropped += 1
+        plan.records_removed += count
+        return True
+    # straddles the log start offset: keep the records at or above it
+    if batch.is_control:
+        return True
+    batch.verify()  # the one batch decoded whole here: its damage stops the run
+    below = frozenset(r.offset for r in batch.records() if r.offset < log_start_offset)
+    if below:
+        retention = BatchRetention.RETAIN_EMPTY if v2_producer else BatchRetention.DELETE_EMPTY
+        plan.plans[(base, position)] = BatchPlan(retention, below)
+        plan.batches_reencoded += 1
+        plan.records_removed += len(below)
+    return True
 
 
 @dataclass

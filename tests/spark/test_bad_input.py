@@ -401,7 +401,18 @@ def tiny_log(tmp_path_factory) -> Path:
                     batch_records=(1, 5),
                     cleanup_policy="compact",
                     segment_bytes=1500,
-                )
+                ),
+                TopicSpec(  # v1 wrappers of two to five messages: their offsets are outside the CRC
+                    "v1",
+                    records=120,
+                    keys=15,
+                    value_bytes=(8, 24),
+                    codec="gzip",
+                    magic=1,
+                    batch_records=(2, 5),
+                    cleanup_policy="compact",
+                    segment_bytes=1000,
+                ),
             ],
         ),
     )
@@ -418,35 +429,38 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
-def _damaged_tiny_log(tiny_log: Path, tmp_path_factory, data) -> Path:
-    """A copy of the tiny log with damage anywhere in a non-active segment, as hypothesis draws it:
-    bytes overwritten, with or without a matching CRC, or the file cut short."""
+def _damaged_tiny_log(tiny_log: Path, tmp_path_factory, data, partition: str = "t-0") -> Path:
+    """A copy of the tiny log with damage anywhere in a non-active segment of `partition`, as
+    hypothesis draws it: bytes overwritten, with or without a matching CRC (v2), the file cut short,
+    or a batch's offset (outside the CRC) lowered by one."""
     import shutil
 
     root = tmp_path_factory.mktemp("damage") / "log"
     shutil.copytree(tiny_log, root)
-    segments = sorted((root / "t-0").glob("*.log"))[:-1]  # not the active one
+    segments = sorted((root / partition).glob("*.log"))[:-1]  # not the active one
     target = data.draw(st.sampled_from(segments), label="segment")
     raw = bytearray(target.read_bytes())
     batches = _batches(bytes(raw))
-    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut"]), label="kind")
+    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut", "lowered offset"]), label="kind")
     at = data.draw(st.integers(0, len(raw) - 1), label="byte")
+    pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
     if kind == "cut":
         raw = raw[:at]
+    elif kind == "lowered offset":
+        struct.pack_into(">q", raw, pos, struct.unpack_from(">q", raw, pos)[0] - 1)
     else:
         raw[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
-        if kind == "overwrite+crc":
-            pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
-            if pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
-                _recrc(raw, pos, size)
+        v2 = raw[pos + 16] == 2  # the magic byte, where both formats keep it
+        if kind == "overwrite+crc" and v2 and pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
+            _recrc(raw, pos, size)
     target.write_bytes(bytes(raw))
     return root
 
 
-def _readable_records(root: Path) -> dict | None:
-    """`_records` of the tiny log's partition, or None where kafkalog's reader refuses it."""
+def _readable_records(root: Path, partition: str = "t-0") -> dict | None:
+    """`_records` of a partition of the tiny log, or None where kafkalog's reader refuses it."""
     try:
-        return _records(root / "t-0")
+        return _records(root / partition)
     except KafkaLogError:
         return None
 
@@ -509,8 +523,9 @@ def test_purge_over_any_damage_fails_whole_or_removes_exactly_the_keys(spark, ti
     exactly the records of the purged keys are gone."""
     from kafkalog.operations.purge import purge
 
-    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data)
-    before, source = _snapshot(root), _readable_records(root)
+    partition = data.draw(st.sampled_from(["t-0", "v1-0"]), label="partition")
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data, partition)
+    before, source = _snapshot(root), _readable_records(root, partition)
     ledger = root.parent / "ledger"
     try:
         purge(spark, str(root), PURGED_KEYS, ledger=str(ledger), secret=b"s" * 32, now=T0)
@@ -519,7 +534,11 @@ def test_purge_over_any_damage_fails_whole_or_removes_exactly_the_keys(spark, ti
         assert not ledger.exists()
         return
     assert source is not None, "purge read a log that kafkalog's reader refuses"
-    assert _records(root / "t-0") == {o: r for o, r in source.items() if r[0] not in PURGED_KEYS}
+    kept = {o: r for o, r in source.items() if r[0] not in PURGED_KEYS}
+    last = max(source)
+    if partition == "v1-0" and source[last][0] in PURGED_KEYS:  # a legacy partition's last record stays, redacted
+        kept[last] = (None, None)
+    assert _records(root / partition) == kept
 
 
 @settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -531,17 +550,18 @@ def test_retention_over_any_damage_fails_whole_or_keeps_the_log_above_its_start(
     readable at or above the new log start offset is as it was."""
     from kafkalog.operations.retain import retain
 
-    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data)
-    before, source = _snapshot(root), _readable_records(root)
+    partition = data.draw(st.sampled_from(["t-0", "v1-0"]), label="partition")
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data, partition)
+    before, source = _snapshot(root), _readable_records(root, partition)
     start = data.draw(st.integers(0, 130), label="delete records up to")
     try:
-        report = retain(str(root), now_ms=T0, delete_records={("t", 0): start}, truncate_below_start=True)
+        report = retain(str(root), now_ms=T0, delete_records={(partition[:-2], 0): start}, truncate_below_start=True)
     except KafkaLogError as err:
         _assert_failed_whole(err, root, before)
         return
-    (partition,) = report.partitions
+    (retained,) = [p for p in report.partitions if f"{p.topic}-{p.partition}" == partition]
     if source is not None:  # a segment retention does not read may stay damaged; a readable log stays readable
-        new_start = partition.new_log_start_offset
-        assert {o: r for o, r in _records(root / "t-0").items() if o >= new_start} == {
+        new_start = retained.new_log_start_offset
+        assert {o: r for o, r in _records(root / partition).items() if o >= new_start} == {
             o: r for o, r in source.items() if o >= new_start
         }
