@@ -488,7 +488,8 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
     before = _snapshot(root)
     active_base = int(sorted((root / "t-0").glob("*.log"))[-1].stem)
     source = _readable_records(root)
-    result = compact(spark, str(root), resolver_from(settings=["cleanup.policy=compact"]), now=T0, force=True)
+    resolver = resolver_from(settings=["cleanup.policy=compact"])
+    result = compact(spark, str(root), resolver, now=T0, force=True, topics=["t"])  # not the tiny log's v1 topic
     err = result.plan.uncleanable.get(("t", 0))
     if err is not None:
         assert _snapshot(root) == before
