@@ -112,3 +112,8 @@ class SchemaRegistryError(KafkaLogError):
 
 class UndecodableValueError(KafkaLogError):
     """A key or value that its declared format (Confluent's wire format, Avro, Protobuf, JSON) does not decode."""
+
+
+class FileAccessError(KafkaLogError):
+    """The system refused to write, rename or delete a file: a full disk or quota, a read-only
+    filesystem, a file or directory without write permission, an immutable file."""

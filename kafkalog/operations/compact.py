@@ -25,7 +25,7 @@ from ..rules.cleaner import LogToClean, group_segments_by_size, log_to_clean
 from ..spark.compaction import REASONS, batch_plans, decide, segment_summaries
 from ..spark.errors import from_spark_error, raises_kafkalog_errors, worker_error
 from ..spark.progress import task_feed
-from ..spark.rewrite import OutputSegment, OutputStats, swap_in, write_outputs
+from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, swap_in, write_outputs
 from ..spark.scan import pack_tasks
 from ..spark.session import started
 from ..spark.tasks import run_tasks
@@ -338,10 +338,11 @@ def _compact(
         counts = [r for r in summaries if sum(r[k] for k in REASONS)]
         if dry_run:
             return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
+        ensure_replaceable(opened, outputs)
         log.info("compact: rewriting %d output segments on executors", len(outputs))
         rewritten = progress.totals(outputs, lambda o: o.nbytes)
         with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):
-            written = _write(spark, opened, plan.root, outputs, batch_plans(outcomes))
+            written = write_outputs(spark, plan.root, outputs, batch_plans(outcomes), fault)
     finally:
         for df in (outcomes, decided):
             df.unpersist()
@@ -377,16 +378,6 @@ def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
             if found is None or not plan.mark_uncleanable(target.relocate(found)):
                 raise
     return None
-
-
-def _write(spark, opened: LogDir, plan_root: str, outputs: list[OutputSegment], plans) -> list[OutputStats]:
-    """Step 5; a failure leaves no `.cleaned` file behind (recovery deletes them)."""
-    try:
-        return write_outputs(spark, plan_root, outputs, plans)
-    except BaseException:
-        for tp in sorted({(o.topic, o.partition) for o in outputs}):
-            recover_partition(opened.fs, opened.partition_paths[tp])
-        raise
 
 
 def _fault(hook: FaultHook | None, step: str) -> None:

@@ -57,7 +57,7 @@ from ..spark.errors import raises_kafkalog_errors
 from ..spark.ledger import write_ledger_records, write_ledger_run
 from ..spark.progress import task_feed
 from ..spark.purge import Decider, batch_plans, keys_frame, partition_report, where_filter
-from ..spark.rewrite import OutputSegment, swap_in, write_outputs
+from ..spark.rewrite import OutputSegment, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import spark_schema
 from ..spark.views import RECORDS_SCHEMA
 from ..storage.destination import destination
@@ -170,7 +170,8 @@ def purge(
     configuration (cleanup.policy, delete.retention.ms, index.interval.bytes). `now`: the clock,
     epoch ms. `output`: purge a copy written there, `log_dir` untouched. `follow_symlinks`: in place,
     rewrite a partition directory that is a symbolic link where it leads (refused otherwise).
-    `fault`: a swap test hook."""
+    `fault`: a test hook called in each rewrite task and at each swap step (spark/rewrite.py,
+    storage/swap.py)."""
     now = clock.now_ms(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
@@ -238,19 +239,24 @@ def _purge(
         if dry_run:
             return PurgeResult(run_id, now, dry_run, named, report, tiered_topics=tiered)
         outputs = _output_segments(opened, decided, resolver, now)
+        ensure_replaceable(opened, outputs)
         output_totals = progress.totals(outputs, lambda o: o.nbytes)
         with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
-            stats = write_outputs(spark, log_dir, outputs, batch_plans(decided))
+            stats = write_outputs(spark, log_dir, outputs, batch_plans(decided), fault)
         with progress.phase("purge", "ledger", feed=task_feed(spark)):
-            rows = write_ledger_records(
-                spark,
-                ledger,
-                decided.where(decided.action.isNotNull()),
-                secret=secret,
-                run_id=run_id,
-                purged_at_ms=now,
-                log_dir=named,
-            )
+            try:
+                rows = write_ledger_records(
+                    spark,
+                    ledger,
+                    decided.where(decided.action.isNotNull()),
+                    secret=secret,
+                    run_id=run_id,
+                    purged_at_ms=now,
+                    log_dir=named,
+                )
+            except BaseException:  # nothing is swapped in: the staged segments go
+                remove_outputs(log_dir, outputs)
+                raise
         with progress.phase("purge", "swap", **output_totals):
             swap_in(opened, outputs, fault)
     finally:

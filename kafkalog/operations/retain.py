@@ -53,6 +53,7 @@ from .retain_partition import (
     MISSING_HW_LOG_START,
     PartitionPlan,
     apply_in_place,
+    ensure_changeable,
     plan_partition,
     read_committed_offsets,
     recover,
@@ -497,6 +498,8 @@ def run_retention(
         for line in [] if dry_run else report.all_data_deleted():  # a dry run's summary says it
             log.warning("retain: %s", line)
         if not dry_run:
+            for part, plan in work:  # a file that cannot be changed stops the run before any partition changes
+                ensure_changeable(part, plan, log_dir)
             for part, plan in progress.track(work, "retain", "apply", "partition"):
                 apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
         return report

@@ -138,36 +138,44 @@ def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPla
     nothing is below it (a second run finds nothing)."""
     plan = TruncationPlan(segment.base_offset, log_start_offset, {})
     for position, batch in segment.batches():
-        if batch.base_offset >= log_start_offset:
-            break
-        v2_producer = batch.has_producer_id
-        if batch.last_offset < log_start_offset:
-            if batch.is_control or (v2_producer and batch.records_count == 0):
-                continue  # a marker, or already an empty producer batch: no record data
-            count = batch.records_count
-            if v2_producer:
-                every = frozenset(range(batch.base_offset, batch.last_offset + 1))
-                plan.plans[(segment.base_offset, position)] = BatchPlan(BatchRetention.RETAIN_EMPTY, every)
-                plan.batches_emptied += 1
-            else:
-                plan.plans[(segment.base_offset, position)] = BatchPlan(BatchRetention.DELETE)
-                plan.batches_dropped += 1
-            plan.records_removed += count
-            continue
-        # straddles the log start offset: keep the records at or above it
-        if batch.is_control:
-            continue
-        try:  # the one batch decoded here: its damage stops the run, named in the file
-            batch.verify()
-            below = frozenset(r.offset for r in batch.records() if r.offset < log_start_offset)
+        try:  # what is decoded here (a legacy wrapper's first offset, the straddling batch) is named in the file
+            if not _plan_batch(plan, segment.base_offset, position, batch, log_start_offset):
+                break
         except KafkaLogError as err:
             raise locate(err, segment.log_path, position, batch) from None
-        if below:
-            retention = BatchRetention.RETAIN_EMPTY if v2_producer else BatchRetention.DELETE_EMPTY
-            plan.plans[(segment.base_offset, position)] = BatchPlan(retention, below)
-            plan.batches_reencoded += 1
-            plan.records_removed += len(below)
     return plan if plan.plans else None
+
+
+def _plan_batch(plan: TruncationPlan, base: int, position: int, batch, log_start_offset: int) -> bool:
+    """Add the plan of one batch of the segment at `base` to `plan`; False at the first batch at or
+    above `log_start_offset` (nothing from there on is truncated)."""
+    if batch.base_offset >= log_start_offset:
+        return False
+    v2_producer = batch.has_producer_id
+    if batch.last_offset < log_start_offset:
+        if batch.is_control or (v2_producer and batch.records_count == 0):
+            return True  # a marker, or already an empty producer batch: no record data
+        count = batch.records_count
+        if v2_producer:
+            every = frozenset(range(batch.base_offset, batch.last_offset + 1))
+            plan.plans[(base, position)] = BatchPlan(BatchRetention.RETAIN_EMPTY, every)
+            plan.batches_emptied += 1
+        else:
+            plan.plans[(base, position)] = BatchPlan(BatchRetention.DELETE)
+            plan.batches_dropped += 1
+        plan.records_removed += count
+        return True
+    # straddles the log start offset: keep the records at or above it
+    if batch.is_control:
+        return True
+    batch.verify()  # the one batch decoded whole here: its damage stops the run
+    below = frozenset(r.offset for r in batch.records() if r.offset < log_start_offset)
+    if below:
+        retention = BatchRetention.RETAIN_EMPTY if v2_producer else BatchRetention.DELETE_EMPTY
+        plan.plans[(base, position)] = BatchPlan(retention, below)
+        plan.batches_reencoded += 1
+        plan.records_removed += len(below)
+    return True
 
 
 @dataclass
@@ -644,35 +652,56 @@ def _snapshot_at_log_end(part: Partition, log_end: int) -> bytes:
     return manager.snapshot().to_bytes()
 
 
+def ensure_changeable(part: Partition, plan: PartitionPlan, log_dir: LogDir) -> None:
+    """Refuse (FileAccessError, naming it) a file or directory that `apply_in_place` would replace,
+    rename or delete and cannot: checked for every partition before any is changed, so that a
+    read-only or immutable file stops the run before it changes anything."""
+    if not plan.changed:
+        return
+    fs = part.fs
+    old = {d.segment.base_offset for d in plan.deleted} | ({plan.truncation.base_offset} if plan.truncation else set())
+    paths = [log_dir.path, part.path]  # checkpoints are replaced in the first; segments staged, renamed in the second
+    paths += [e.path for s in part.segments if s.base_offset in old for e in s.files.values()]
+    paths += [part.snapshots[offset].path for offset in plan.snapshots_to_delete]
+    paths += [fs.join(log_dir.path, name) for name in plan.checkpoint_updates]
+    if plan.epochs_changed:
+        paths.append(fs.join(part.path, LEADER_EPOCH_CHECKPOINT))
+    for path in paths:
+        fs.ensure_writable(path)
+
+
 def apply_in_place(
     part: Partition, plan: PartitionPlan, log_dir: LogDir, *, now_ms: int, fault: FaultHook = no_fault
 ) -> None:
     """Carry out `plan` in the partition directory (module docstring: the order and what a crash
-    leaves). `fault(step, name)` is called after each step (a test hook that may raise)."""
+    leaves). `fault(step, name)` is called after each step (a test hook that may raise). A failure
+    before the commit point (the first checkpoint written) removes what was staged: the old log
+    stays whole, its snapshots below the new log start offset excepted."""
     if not plan.changed:
         return
     fs, path = part.fs, part.path
+    committed = False
     try:
         new_bases = _stage_new_segments(part, plan, now_ms)
+        if plan.snapshot_at_log_end:
+            assert plan.outcome.rolled_at is not None  # the snapshot of a rolled segment
+            name = segment_file_name(plan.outcome.rolled_at, ".snapshot")
+            fs.write_atomic(fs.join(path, name), _snapshot_at_log_end(part, plan.log_end_offset))
+            fs.set_mtime(fs.join(path, name), now_ms)
+        fault("staged", "")
+        for offset in plan.snapshots_to_delete:
+            entry = part.snapshots[offset]
+            fs.delete(entry.path)
+            fault("snapshot-deleted", entry.name)
+        for name in _CHECKPOINT_ORDER:  # the log start offset first: it is the commit point
+            if name in plan.checkpoint_updates:
+                log_dir.update_checkpoint(name, {plan.tp: plan.checkpoint_updates[name]})
+                committed = True
+                fault("checkpoint-written", name)
     except BaseException:
-        for entry in fs.list_dir(path):
-            if entry.name.endswith(CLEANED):
-                fs.delete(entry.path)
+        if not committed:
+            _unstage(part, plan)
         raise
-    if plan.snapshot_at_log_end:
-        assert plan.outcome.rolled_at is not None  # the snapshot of a rolled segment
-        name = segment_file_name(plan.outcome.rolled_at, ".snapshot")
-        fs.write_atomic(fs.join(path, name), _snapshot_at_log_end(part, plan.log_end_offset))
-        fs.set_mtime(fs.join(path, name), now_ms)
-    fault("staged", "")
-    for offset in plan.snapshots_to_delete:
-        entry = part.snapshots[offset]
-        fs.delete(entry.path)
-        fault("snapshot-deleted", entry.name)
-    for name in _CHECKPOINT_ORDER:  # the log start offset first: it is the commit point
-        if name in plan.checkpoint_updates:
-            log_dir.update_checkpoint(name, {plan.tp: plan.checkpoint_updates[name]})
-            fault("checkpoint-written", name)
     if plan.epochs_changed and plan.epochs_after is not None:  # epochs_changed implies the latter
         epoch_path = fs.join(path, LEADER_EPOCH_CHECKPOINT)
         fs.write_atomic(epoch_path, format_leader_epoch_checkpoint(plan.epochs_after).encode("utf-8"))
@@ -683,6 +712,19 @@ def apply_in_place(
     if new_bases or old_bases:
         replace_segments(fs, path, new_bases, old_bases, fault=fault)
     fs.sync_dir(path)
+
+
+def _unstage(part: Partition, plan: PartitionPlan) -> None:
+    """Remove what `apply_in_place` wrote before its commit point: the `.cleaned` segments and a
+    producer snapshot at the log end offset it wrote (not one that was there before)."""
+    fs = part.fs
+    for entry in fs.list_dir(part.path):
+        if entry.name.endswith(CLEANED):
+            fs.delete(entry.path)
+    if plan.snapshot_at_log_end and plan.outcome.rolled_at is not None:
+        written = fs.join(part.path, segment_file_name(plan.outcome.rolled_at, ".snapshot"))
+        if fs.exists(written):
+            fs.delete(written)
 
 
 def recover(fs: LogFileSystem, partition_dir: str) -> list[str]:

@@ -12,7 +12,10 @@ A decide step hands over two things:
 
 Each task writes its segment under `.cleaned` names; the driver then runs Kafka's swap protocol
 per partition. A task that fails and is retried rewrites its `.cleaned` files from the start; a
-crash before the swap leaves only `.cleaned` files, which recovery deletes.
+crash before the swap leaves only `.cleaned` files, which recovery deletes. A rewrite that fails,
+of any kind (damaged input, a full disk, a bug), fails the whole step: its task returns the error
+as a row (so that no other task is cut off mid-file), and the driver deletes every staged file of
+every output before it raises the error as a KafkaLogError (kafkalog/spark/errors.py).
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 
 from ..codec.filter import BatchRetention, Outcome
-from ..errors import LogDirError
+from ..errors import KafkaLogError, LogDirError
+from ..storage.fs import LogFileSystem, refused
 from ..storage.logdir import LogDir
+from ..storage.naming import segment_file_name
 from ..storage.partition import Partition
-from ..storage.rewrite import BatchPlan, rewrite_segments
-from ..storage.swap import FaultHook, replace_in_partitions
+from ..storage.rewrite import CLEANED, BatchPlan, remove_staged, rewrite_segments
+from ..storage.swap import SEGMENT_KINDS, FaultHook, replace_in_partitions
 from ..storage.txnindex import AbortedTxn
+from .errors import from_spark_error, worker_error
 
 PLAN_COLUMNS = (
     "topic",
@@ -90,21 +96,37 @@ class OutputStats:
         return asdict(self)
 
 
-# OutputStats as the rows the rewrite tasks yield: Spark's DDL and pyarrow's types of its fields
-_STATS_DDL = "topic string, partition int, " + ", ".join(f"{f.name} long" for f in fields(OutputStats)[2:])
-_STATS = [("topic", "string"), ("partition", "int32"), *[(f.name, "int64") for f in fields(OutputStats)[2:]]]
+# OutputStats as the rows the rewrite tasks yield: Spark's DDL and pyarrow's types of its fields, and
+# `error`, the `worker_error` text of a rewrite that failed (its other fields null)
+_STATS_DDL = (
+    "topic string, partition int, " + ", ".join(f"{f.name} long" for f in fields(OutputStats)[2:]) + ", error string"
+)
+_STATS = [
+    ("topic", "string"),
+    ("partition", "int32"),
+    *[(f.name, "int64") for f in fields(OutputStats)[2:]],
+    ("error", "string"),
+]
+# The FaultHook step each rewrite calls, on its executor, with the path of its output's `.log.cleaned`
+# before writing it (a test hook: it may raise, as a failing rewrite would).
+REWRITE_STEP = "rewrite"
 # the plans of one output segment as one Arrow IPC stream, and the task that writes the segment
 _BLOBS = "task int, output int, plans binary"
 
 
-def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) -> list[OutputStats]:
+def write_outputs(
+    spark, log_dir: str, outputs: Sequence[OutputSegment], plans, fault: FaultHook | None = None
+) -> list[OutputStats]:
     """Step 5: Spark tasks write the output segments' `.cleaned` files, the segments packed into
     tasks by their bytes (many small ones share a task). `plans` is a DataFrame with
     `PLAN_COLUMNS` (a missing one is null). Its rows are cut, where they are, into one Arrow IPC
     blob per output segment (pickling the rows one by one, offsets and all, would cost more than
     the rewrite's codecs), and the blobs reach the task of their segment by `repartitionById`
     (the partition is the task number itself, not a hash of it), so every task gets its output
-    segments and all of their plans. DataFrames only: the same plan runs on Spark Connect."""
+    segments and all of their plans. DataFrames only: the same plan runs on Spark Connect.
+
+    Any failure leaves no staged file behind and raises a KafkaLogError naming a file (the module
+    docstring). `fault`, a test hook, is called in the tasks at `REWRITE_STEP`."""
     if not outputs:
         return []
     from pyspark.sql import functions as F
@@ -132,12 +154,62 @@ def write_outputs(spark, log_dir: str, outputs: Sequence[OutputSegment], plans) 
                 blobs_of.setdefault(i, [])
                 if blob is not None:
                     blobs_of[i].append(blob)
-        stats = [rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i])).to_dict() for i in sorted(blobs_of)]
+        stats = []
+        for i in sorted(blobs_of):
+            try:
+                stats.append(rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i]), fault).to_dict())
+            except Exception as err:  # the rest of this task is not written: the step has failed
+                stats.append({"error": worker_error(_rewrite_error(err, log_dir, outputs[i]))})
+                break
         if stats:
             yield pa.RecordBatch.from_pylist(stats, pa.schema(_STATS))
 
     written = blobs.unionByName(every_output).repartitionById(len(tasks), "task").mapInArrow(run, _STATS_DDL)
-    return [OutputStats(**row.asDict()) for row in written.collect()]
+    try:
+        rows = written.collect()
+    except BaseException as err:  # a task that died (or a job stopped) rather than returned its error
+        remove_outputs(log_dir, outputs)
+        if not isinstance(err, Exception):
+            raise
+        first_line = next(iter(str(err).strip().splitlines()), type(err).__name__)
+        raise from_spark_error(err) or KafkaLogError(f"a rewrite task failed: {first_line}") from err
+    failed = next((row.error for row in rows if row.error is not None), None)
+    if failed is not None:
+        remove_outputs(log_dir, outputs)
+        error = from_spark_error(failed)
+        assert error is not None  # `worker_error`'s text always names one
+        raise error
+    return [OutputStats(**{k: v for k, v in row.asDict().items() if k != "error"}) for row in rows]
+
+
+def _rewrite_error(err: Exception, log_dir: str, output: OutputSegment) -> KafkaLogError:
+    """What failed a rewrite task, as a KafkaLogError naming a file: its own, or the output's
+    first source segment."""
+    if isinstance(err, KafkaLogError):
+        return err
+    source = LogFileSystem.join(
+        log_dir, f"{output.topic}-{output.partition}", segment_file_name(output.base_offset, ".log")
+    )
+    if isinstance(err, OSError):
+        path = err.filename or source
+        return refused(err, "write", path) or KafkaLogError(f"cannot write: {err.strerror or err}", file=path)
+    text = " ".join(str(err).split())  # one line: worker_error's text is read back by its last line
+    return KafkaLogError(f"rewriting the segment failed: {type(err).__name__}: {text}", file=source)
+
+
+def remove_outputs(log_dir: str, outputs: Sequence[OutputSegment]) -> None:
+    """Delete every file the rewrite tasks staged (what a step between the rewrite and the swap
+    calls when it fails too). A file that cannot be deleted stays for the
+    next run, whose recovery deletes `.cleaned` files first; the error that failed the step is
+    the one raised."""
+    from .views import filesystem_and_path
+
+    fs, root = filesystem_and_path(log_dir)
+    for o in outputs:
+        try:
+            remove_staged(fs, fs.join(root, f"{o.topic}-{o.partition}"), o.base_offset, CLEANED)
+        except (OSError, KafkaLogError):
+            continue
 
 
 def _plan_blobs(batches: Iterable) -> Iterable:
@@ -206,12 +278,15 @@ def removed_offsets(runs) -> list[frozenset]:
     return [frozenset(o.tolist()) for o in np.split(offsets, ends[:-1])] if len(runs) else []
 
 
-def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputStats:
+def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: FaultHook | None = None) -> OutputStats:
     """Executor side: write one output segment as `.cleaned` files."""
     from .views import filesystem_and_path
 
     fs, root = filesystem_and_path(log_dir)
-    part = Partition.open(fs, fs.join(root, f"{output.topic}-{output.partition}"))
+    part_dir = fs.join(root, f"{output.topic}-{output.partition}")
+    if fault is not None:
+        fault(REWRITE_STEP, fs.join(part_dir, segment_file_name(output.base_offset, ".log" + CLEANED)))
+    part = Partition.open(fs, part_dir)
     wanted = set(output.bases)
     sources = [s for s in part.segments if s.base_offset in wanted]
     if len(sources) != len(wanted):  # the swap would replace a segment whose records were never written
@@ -242,6 +317,19 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict) -> OutputSt
         rewritten,
         stats.horizons_set,
     )
+
+
+def ensure_replaceable(opened: LogDir, outputs: Sequence[OutputSegment]) -> None:
+    """Before anything is staged: refuse (FileAccessError, naming it) a directory the outputs are
+    staged in, or a file their swap renames or deletes, that the system will not let change (a
+    read-only filesystem, no permission, an immutable file), rather than fail half way through a swap."""
+    fs = opened.fs
+    for o in outputs:
+        path = opened.partition_paths[o.topic, o.partition]
+        fs.ensure_writable(path)
+        for base in o.bases:
+            for kind in (*SEGMENT_KINDS, ".snapshot"):
+                fs.ensure_writable(fs.join(path, segment_file_name(base, kind)))
 
 
 def swap_in(opened: LogDir, outputs: Sequence[OutputSegment], fault: FaultHook | None = None) -> None:

@@ -577,6 +577,7 @@ def _read_unit(
                 continue
             if verify_crc:
                 batch.verify()
+            reader.check_decoded_first_offset(position, batch)  # every view decodes a legacy wrapper
             builder.add(position, batch)
         if builder.rows >= batch_rows:
             yield _filtered(builder.flush(), view, flt)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..errors import KafkaLogError, LogDirError
+from ..errors import FileAccessError, KafkaLogError, LogDirError
 from .fs import LogFileSystem
 from .logdir import LogDir, copy_log_dir
 
@@ -34,9 +34,10 @@ class Destination:
 
     def relocate(self, err: KafkaLogError) -> KafkaLogError:
         """`err` naming the input's file where it names the staging copy's (errors name files as
-        their filesystem does: without a URI's scheme)."""
+        their filesystem does: without a URI's scheme); but a refusal to write names the file
+        written, the copy's, which is on the output's disk."""
         staged, source = _inner(self.path), _inner(self.source)
-        if err.file is None or staged == source or not err.file.startswith(staged):
+        if isinstance(err, FileAccessError) or err.file is None or staged == source or not err.file.startswith(staged):
             return err
         return err.located(file=source + err.file[len(staged) :])
 

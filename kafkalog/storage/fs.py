@@ -13,6 +13,8 @@ on atomic renames.
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import posixpath
 import stat
@@ -21,7 +23,36 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import LogDirError
+from ..errors import FileAccessError, LogDirError
+
+# The system's refusals of a write (as opposed to a path that is not there, or a store that cannot
+# rename): they become a FileAccessError naming the file, what was tried and why.
+REFUSALS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS, errno.EIO})
+
+
+def refused(err: OSError, doing: str, path: str) -> FileAccessError | None:
+    """`err` as the FileAccessError of `doing` ("write", "rename to X", ...) to `path`; None when it
+    is not a refusal."""
+    if err.errno not in REFUSALS:
+        return None
+    return FileAccessError(f"cannot {doing}: {os.strerror(err.errno)} ({errno.errorcode[err.errno]})", file=path)
+
+
+def _writes(doing: str):
+    """A LogFileSystem method whose first argument is the path it changes: a refusal names it."""
+
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, path, *args, **kwargs):
+            try:
+                return method(self, path, *args, **kwargs)
+            except OSError as err:
+                raise (refused(err, doing.format(*args), path) or err) from err
+
+        return wrapper
+
+    return decorate
+
 
 AZURE_SCHEMES = ("abfs", "abfss")
 
@@ -132,46 +163,99 @@ class LogFileSystem:
         if not stat.S_ISREG(mode):
             raise LogDirError(f"{_file_kind(mode)}, not a regular file: kafkalog reads only regular files", file=path)
 
+    @_writes("write")
     def write_bytes(self, path: str, data: bytes) -> None:
         with self.fs.open_output_stream(path) as f:
             f.write(data)
         self.fsync(path)
 
     def write_atomic(self, path: str, data: bytes) -> None:
-        """Write `path.tmp`, then rename it over `path`: what Kafka does for checkpoint files."""
+        """Write `path.tmp`, then rename it over `path`: what Kafka does for checkpoint files. A
+        failure leaves `path` as it was, and no `path.tmp`."""
         tmp = path + ".tmp"
-        self.write_bytes(tmp, data)
-        self.rename(tmp, path)
+        try:
+            self.write_bytes(tmp, data)
+            self.rename(tmp, path)
+        except BaseException:
+            if self.exists(tmp):
+                self.fs.delete_file(tmp)
+            raise
 
+    def ensure_writable(self, path: str) -> None:
+        """Refuse, with a FileAccessError naming it, a file or directory the system will not let
+        kafkalog replace, rename or delete: on a read-only filesystem, without write permission, or
+        immutable (`chattr +i`; Kafka opens its own files for writing too). Local disks only: an
+        object store tells only when written to."""
+        if not self.is_local or os.access(path, os.W_OK) or not os.path.lexists(path):
+            return
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            why = f"{os.strerror(errno.EROFS)} (EROFS)"
+        else:
+            why = "not writable (no write permission, or an immutable file: EACCES, EPERM)"
+        raise FileAccessError(f"cannot change it: {why}; nothing was changed", file=path)
+
+    @_writes("create")
     def open_output(self, path: str):
-        return self.fs.open_output_stream(path)
+        return _Output(self.fs.open_output_stream(path), path)
 
+    @_writes("rename it to {0}")
     def rename(self, src: str, dst: str) -> None:
         self.fs.move(src, dst)
 
+    @_writes("delete")
     def delete(self, path: str) -> None:
         self.fs.delete_file(path)
 
+    @_writes("delete")
     def delete_dir(self, path: str) -> None:
         self.fs.delete_dir(path)
 
+    @_writes("create the directory")
     def make_dirs(self, path: str) -> None:
         self.fs.create_dir(path, recursive=True)
 
+    @_writes("set the modification time")
     def set_mtime(self, path: str, mtime_ms: int) -> None:
         """Set a file's modification time; object stores keep their own, so only local files change."""
         if self.is_local:
             os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
+    @_writes("sync")
     def fsync(self, path: str) -> None:
         """Make a written file durable on a local disk (object stores are durable once closed)."""
         if self.is_local:
             _fsync(path)
 
+    @_writes("sync")
     def sync_dir(self, path: str) -> None:
         """fsync a directory so that renames in it survive a crash (local disks only)."""
         if self.is_local:
             _fsync(path)
+
+
+class _Output:
+    """A stream `open_output` gives: a refusal to write or close it (a full disk) names its file."""
+
+    def __init__(self, stream, path: str):
+        self.stream, self.path = stream, path
+
+    def write(self, data) -> int:
+        try:
+            return self.stream.write(data)
+        except OSError as err:
+            raise (refused(err, "write", self.path) or err) from err
+
+    def close(self) -> None:
+        try:
+            self.stream.close()
+        except OSError as err:
+            raise (refused(err, "write", self.path) or err) from err
+
+    def __enter__(self) -> _Output:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _entry(info: pafs.FileInfo) -> FileEntry:

@@ -14,7 +14,7 @@ from ..config import did_you_mean
 from ..config import parse_java_properties as parse_properties  # the one reader of .properties files
 from ..errors import LogDirError
 from .checkpoint import format_offset_checkpoint, parse_offset_checkpoint
-from .fs import LogFileSystem
+from .fs import LogFileSystem, refused
 from .meta_properties import META_PROPERTIES, MetaProperties, read_meta_properties
 from .naming import illegal_partition_dir_reason, parse_partition_dir_name, parse_segment_file_name
 from .partition import Partition
@@ -305,16 +305,19 @@ def copy_log_dir(source: str, target: str) -> None:
 
         # a broker's directory is thousands of small files: copied several at a time, the waits on
         # the disk overlap (directories are made first, by copytree, in order)
-        with ThreadPoolExecutor(8) as pool:
-            copies: list = []
-            shutil.copytree(
-                src,
-                dst,
-                ignore=shutil.ignore_patterns(LOCK_FILE),
-                copy_function=lambda a, b: copies.append(pool.submit(_copy_regular, src_fs, a, b)),
-            )
-        for copy in copies:
-            copy.result()
+        try:
+            with ThreadPoolExecutor(8) as pool:
+                copies: list = []
+                shutil.copytree(
+                    src,
+                    dst,
+                    ignore=shutil.ignore_patterns(LOCK_FILE),
+                    copy_function=lambda a, b: copies.append(pool.submit(_copy_regular, src_fs, a, b)),
+                )
+            for copy in copies:
+                copy.result()
+        except OSError as err:  # a full disk names the file being written (shutil names it second)
+            raise (refused(err, "write", err.filename2 or err.filename or dst) or err) from err
         return
     import pyarrow.fs as pafs
 

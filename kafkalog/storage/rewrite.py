@@ -19,7 +19,9 @@ from ..codec.records import Record
 from ..errors import KafkaLogError
 from .fs import LogFileSystem
 from .log_writer import SegmentWriter, WrittenSegment
+from .naming import segment_file_name
 from .segment import LogSegment, locate
+from .swap import SEGMENT_KINDS
 from .txnindex import AbortedTxn
 
 CLEANED = ".cleaned"
@@ -106,6 +108,14 @@ def rewrite_segments(
             if writer.base_offset <= txn.last_offset < end:
                 writer.append_aborted_txn(txn)
         return writer.close(mtime_ms=sources[-1].mtime_ms), stats
+
+
+def remove_staged(fs: LogFileSystem, partition_dir: str, base_offset: int, suffix: str = CLEANED) -> None:
+    """Delete whatever `rewrite_segments` staged for the output segment at `base_offset`."""
+    for kind in SEGMENT_KINDS:
+        path = fs.join(partition_dir, segment_file_name(base_offset, kind + suffix))
+        if fs.exists(path):
+            fs.delete(path)
 
 
 def _windows(batches, size: int = WINDOW_BATCHES):

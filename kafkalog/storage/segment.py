@@ -317,6 +317,7 @@ class SegmentReader:
         self.truncated_tail: TruncatedTail | None = None
         self.end_position = start
         self.last_offset_read: int | None = None
+        self.previous_last_offset: int | None = None  # the last offset of the batch before the last one read
 
     def __iter__(self) -> Iterator[tuple[int, Batch]]:
         with self.fs.open_input(self.path) as f:
@@ -328,8 +329,9 @@ class SegmentReader:
                 try:
                     for batch in reader:
                         if self.offset_range is not None:
-                            self._check_offsets(pos + batch.position, batch, self.offset_range)
-                        self.last_offset_read = batch.last_offset
+                            at = pos + batch.position
+                            self._check_offsets(at, batch, batch_first_offset(batch), self.last_offset_read)
+                        self.previous_last_offset, self.last_offset_read = self.last_offset_read, batch.last_offset
                         yield pos + batch.position, batch
                 except KafkaLogError as err:
                     raise err.located(file=self.path, base_position=pos) from None
@@ -348,10 +350,18 @@ class SegmentReader:
                     return
                 want = max(self.chunk_size, tail.declared_size or 0)
 
-    def _check_offsets(self, position: int, batch: Batch, offset_range: tuple[int, int | None]) -> None:
-        low, high = offset_range
-        last, first = batch.last_offset, batch_first_offset(batch)
-        previous = self.last_offset_read
+    def check_decoded_first_offset(self, position: int, batch: Batch) -> None:
+        """For a reader that decodes the batch it was just given: the first offset of a legacy
+        wrapper, which only its decompressed messages tell, checked as a v2 batch's header is (a
+        wrapper's offset is outside its CRC: lowered, its messages overlap the batch before). Call it
+        after the CRC is verified, so that a damaged wrapper is named as such."""
+        if self.offset_range is not None and batch_first_offset(batch) is None:
+            self._check_offsets(position, batch, batch.base_offset, self.previous_last_offset)
+
+    def _check_offsets(self, position: int, batch: Batch, first: int | None, previous: int | None) -> None:
+        assert self.offset_range is not None  # only a reader given a range checks offsets
+        low, high = self.offset_range
+        last = batch.last_offset
         if first is not None and first > last:
             problem = f"its first offset {first} is after its last offset {last}"
         elif previous is not None and (last if first is None else first) <= previous:

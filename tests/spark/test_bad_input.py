@@ -7,6 +7,8 @@ the kinds of damage a hostile run found compaction silently compacting over."""
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 from pathlib import Path
 
@@ -73,6 +75,14 @@ def bad_compression(data: bytearray, batches) -> bytearray:
     return data
 
 
+def lowered_wrapper_offset(data: bytearray, batches) -> bytearray:
+    """A v1 wrapper's offset (its last message's; outside the CRC) lowered by one: its messages now
+    begin at the previous wrapper's last offset, which only decompressing them shows."""
+    pos = batches[1][0]
+    struct.pack_into(">q", data, pos, struct.unpack_from(">q", data, pos)[0] - 1)
+    return data
+
+
 MUTATIONS = {  # name -> (damage, the topic it damages)
     "torn_tail": (torn_tail, "plain"),
     "huge_length": (huge_length, "plain"),
@@ -80,12 +90,17 @@ MUTATIONS = {  # name -> (damage, the topic it damages)
     "bad_record_count": (bad_record_count, "plain"),
     "bad_varint": (bad_varint, "plain"),
     "bad_compression": (bad_compression, "packed"),
+    "lowered_wrapper_offset": (lowered_wrapper_offset, "legacy"),
 }
+# what retention decodes: only the batch that straddles the new log start offset. A lowered wrapper
+# is CRC-valid, and retention drops or copies it whole, as it copies any CRC-valid batch.
+RETAIN_MUTATIONS = sorted(set(MUTATIONS) - {"lowered_wrapper_offset"})
 
 
 @pytest.fixture(scope="module")
 def clean_log(tmp_path_factory) -> Path:
-    """Two compacted topics with five segments each: `plain` uncompressed, `packed` lz4."""
+    """Three compacted topics with five segments or more each: `plain` uncompressed, `packed` lz4,
+    `legacy` gzip v1 wrappers of two to six messages."""
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 
     path = tmp_path_factory.mktemp("bad-input") / "clean"
@@ -101,11 +116,12 @@ def clean_log(tmp_path_factory) -> Path:
                     keys=40,
                     value_bytes=(20, 60),
                     codec=codec,
+                    magic=magic,
                     batch_records=(2, 6),
                     cleanup_policy="compact",
                     segment_bytes=4096,
                 )
-                for name, codec in (("plain", "none"), ("packed", "lz4"))
+                for name, codec, magic in (("plain", "none", 2), ("packed", "lz4", 2), ("legacy", "gzip", 1))
             ],
         ),
     )
@@ -212,7 +228,7 @@ def test_purge_stops_whole_on_a_batch_it_cannot_read(spark, clean_log, tmp_path,
 
 
 @pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
-@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+@pytest.mark.parametrize("mutation", RETAIN_MUTATIONS)
 def test_retain_stops_on_a_batch_it_must_read(clean_log, tmp_path, capsys, mutation, output):
     """Deleting records up to an offset inside the damaged batch, with --truncate-below-start,
     decodes that batch and copies the rest of its segment: damage stops the run before anything
@@ -243,6 +259,109 @@ def test_retain_stops_on_a_batch_it_must_read(clean_log, tmp_path, capsys, mutat
     _assert_names(_error_line(capsys, "retain"), "retain", damaged)
     assert _snapshot(root) == before
     assert not out.exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+# -- a rewrite task that fails, whatever the reason -------------------------------------------------
+
+
+def _failing_rewrite(kind: str, partition_dir: str):
+    """A fault hook that fails the rewrite tasks of one partition's outputs (the others write theirs,
+    which the failed run must remove too): a bug (RuntimeError) or a full disk (OSError ENOSPC)."""
+
+    def fault(step: str, path: str) -> None:
+        if step == "rewrite" and f"/{partition_dir}/" in path:
+            if kind == "ENOSPC":
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+            raise RuntimeError("injected into the rewrite")
+
+    return fault
+
+
+def _purge_args(root: Path, tmp_path: Path) -> list[str]:
+    keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
+    keys.write_text("".join(f"key-{k:06d}\n" for k in range(0, 40, 3)))  # in every segment of every topic
+    secret.write_bytes(b"0123456789abcdef0123456789abcdef")
+    ledger = str(tmp_path / "ledger")
+    return ["purge", str(root), "--keys", str(keys), "--ledger", ledger, "--secret-file", str(secret)]
+
+
+@pytest.mark.parametrize("kind", ["RuntimeError", "ENOSPC"])
+@pytest.mark.parametrize("command", ["purge", "compact"])
+def test_a_failing_rewrite_task_leaves_the_input_as_it_was(
+    spark, clean_log, tmp_path, capsys, monkeypatch, command, kind
+):
+    """Whatever fails a rewrite task, the run stops whole: every staged file of every partition is
+    removed, one line names a file, exit 2, the input byte for byte as it was."""
+    import functools
+    import shutil
+
+    import kafkalog.operations.compact
+    import kafkalog.operations.purge
+
+    module = kafkalog.operations.purge if command == "purge" else kafkalog.operations.compact
+    monkeypatch.setattr(
+        module, command, functools.partial(getattr(module, command), fault=_failing_rewrite(kind, "packed-0"))
+    )
+    root = tmp_path / "in"
+    shutil.copytree(clean_log, root)
+    before = _snapshot(root)
+    if command == "purge":
+        args = _purge_args(root, tmp_path)
+    else:
+        args = ["compact", str(root), "--config", "cleanup.policy=compact", "--force"]
+    code = main([*args, "--now", str(T0)])
+    line = _error_line(capsys, command)
+    assert code == 2, line
+    assert line.startswith(f"kafkalog {command}: {root}/packed-0/"), line
+    assert ("No space left on device (ENOSPC)" if kind == "ENOSPC" else "RuntimeError: injected") in line, line
+    assert _snapshot(root) == before
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_a_failing_ledger_write_leaves_the_input_as_it_was(spark, clean_log, tmp_path, capsys, monkeypatch):
+    """The ledger is written between the rewrite and the swap: when it cannot be, the staged
+    segments go too."""
+    import shutil
+
+    import kafkalog.operations.purge as module
+    from kafkalog.errors import FileAccessError
+
+    ledger = tmp_path / "ledger"
+
+    def full_disk(*args, **kwargs):
+        raise FileAccessError("cannot write: No space left on device (ENOSPC)", file=str(ledger))
+
+    monkeypatch.setattr(module, "write_ledger_records", full_disk)
+    root = tmp_path / "in"
+    shutil.copytree(clean_log, root)
+    before = _snapshot(root)
+    assert main([*_purge_args(root, tmp_path), "--now", str(T0)]) == 2
+    assert _error_line(capsys, "purge") == f"kafkalog purge: {ledger}: cannot write: No space left on device (ENOSPC)"
+    assert _snapshot(root) == before
+
+
+@pytest.mark.parametrize("command", ["purge", "compact"])
+def test_an_immutable_segment_stops_the_run_before_anything_is_staged(
+    spark, clean_log, tmp_path, capsys, monkeypatch, command
+):
+    """A segment the swap would rename but cannot (immutable, as `os.access` reports it even to
+    root): one line naming it, exit 2, nothing staged or swapped (a swap would stop half way)."""
+    import shutil
+
+    root = tmp_path / "in"
+    shutil.copytree(clean_log, root)
+    immutable = str(sorted((root / "packed-0").glob("*.log"))[0])
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: path != immutable and real_access(path, mode, **kw))
+    before = _snapshot(root)
+    if command == "purge":
+        args = _purge_args(root, tmp_path)
+    else:
+        args = ["compact", str(root), "--config", "cleanup.policy=compact", "--force"]
+    assert main([*args, "--now", str(T0)]) == 2
+    line = _error_line(capsys, command)
+    assert line.startswith(f"kafkalog {command}: {immutable}: cannot change it: ") and "immutable" in line, line
+    assert _snapshot(root) == before
 
 
 # -- property: any damage to a small log, through the whole compaction pass ------------------------
@@ -282,7 +401,18 @@ def tiny_log(tmp_path_factory) -> Path:
                     batch_records=(1, 5),
                     cleanup_policy="compact",
                     segment_bytes=1500,
-                )
+                ),
+                TopicSpec(  # v1 wrappers of two to five messages: their offsets are outside the CRC
+                    "v1",
+                    records=120,
+                    keys=15,
+                    value_bytes=(8, 24),
+                    codec="gzip",
+                    magic=1,
+                    batch_records=(2, 5),
+                    cleanup_policy="compact",
+                    segment_bytes=1000,
+                ),
             ],
         ),
     )
@@ -299,6 +429,50 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
+def _damaged_tiny_log(tiny_log: Path, tmp_path_factory, data, partition: str = "t-0") -> Path:
+    """A copy of the tiny log with damage anywhere in a non-active segment of `partition`, as
+    hypothesis draws it: bytes overwritten, with or without a matching CRC (v2), the file cut short,
+    or a batch's offset (outside the CRC) lowered by one."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("damage") / "log"
+    shutil.copytree(tiny_log, root)
+    segments = sorted((root / partition).glob("*.log"))[:-1]  # not the active one
+    target = data.draw(st.sampled_from(segments), label="segment")
+    raw = bytearray(target.read_bytes())
+    batches = _batches(bytes(raw))
+    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut", "lowered offset"]), label="kind")
+    at = data.draw(st.integers(0, len(raw) - 1), label="byte")
+    pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
+    if kind == "cut":
+        raw = raw[:at]
+    elif kind == "lowered offset":
+        struct.pack_into(">q", raw, pos, struct.unpack_from(">q", raw, pos)[0] - 1)
+    else:
+        raw[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
+        v2 = raw[pos + 16] == 2  # the magic byte, where both formats keep it
+        if kind == "overwrite+crc" and v2 and pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
+            _recrc(raw, pos, size)
+    target.write_bytes(bytes(raw))
+    return root
+
+
+def _readable_records(root: Path, partition: str = "t-0") -> dict | None:
+    """`_records` of a partition of the tiny log, or None where kafkalog's reader refuses it."""
+    try:
+        return _records(root / partition)
+    except KafkaLogError:
+        return None
+
+
+def _assert_failed_whole(err: KafkaLogError, root: Path, before: dict) -> None:
+    """A run that failed: one error naming a file, and the input byte for byte as it was (so no
+    staged `.cleaned`, `.swap`, `.deleted` or `.tmp` file is left in it)."""
+    assert err.file, str(err)
+    assert "\n" not in str(err)
+    assert _snapshot(root) == before
+
+
 @settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spark, tiny_log, tmp_path_factory, data):
@@ -306,35 +480,16 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
     the file cut short): compaction either leaves the partition uncleanable, byte for byte as it was,
     with an error naming a file of it, a byte and an offset; or it reads the damaged log whole, and
     then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
-    import shutil
 
     from kafkalog.config import resolver_from
     from kafkalog.operations.compact import compact
 
-    root = tmp_path_factory.mktemp("damage") / "log"
-    shutil.copytree(tiny_log, root)
-    segments = sorted((root / "t-0").glob("*.log"))[:-1]  # not the active one
-    target = data.draw(st.sampled_from(segments), label="segment")
-    raw = bytearray(target.read_bytes())
-    batches = _batches(bytes(raw))
-    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut"]), label="kind")
-    at = data.draw(st.integers(0, len(raw) - 1), label="byte")
-    if kind == "cut":
-        raw = raw[:at]
-    else:
-        raw[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
-        if kind == "overwrite+crc":
-            pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
-            if pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
-                _recrc(raw, pos, size)
-    target.write_bytes(bytes(raw))
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data)
     before = _snapshot(root)
     active_base = int(sorted((root / "t-0").glob("*.log"))[-1].stem)
-    try:
-        source = _records(root / "t-0")
-    except KafkaLogError:
-        source = None
-    result = compact(spark, str(root), resolver_from(settings=["cleanup.policy=compact"]), now=T0, force=True)
+    source = _readable_records(root)
+    resolver = resolver_from(settings=["cleanup.policy=compact"])
+    result = compact(spark, str(root), resolver, now=T0, force=True, topics=["t"])  # not the tiny log's v1 topic
     err = result.plan.uncleanable.get(("t", 0))
     if err is not None:
         assert _snapshot(root) == before
@@ -354,3 +509,60 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
         assert kept.get(offset) == source[offset], f"the latest record of {key!r} (offset {offset}) was lost"
     assert all(source.get(o) == r for o, r in kept.items()), "a record that was not in the input appeared"
     assert all(latest[r[0]] == o for o, r in kept.items() if o < active_base)
+
+
+PURGED_KEYS = [b"key-000001", b"key-000004"]
+
+
+@settings(
+    max_examples=max(1, _examples() // 2), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_purge_over_any_damage_fails_whole_or_removes_exactly_the_keys(spark, tiny_log, tmp_path_factory, data):
+    """The same damage through an in-place purge: it either fails with one error naming a file, the
+    input byte for byte as it was and no ledger written; or it read the damaged log whole, and then
+    exactly the records of the purged keys are gone."""
+    from kafkalog.operations.purge import purge
+
+    partition = data.draw(st.sampled_from(["t-0", "v1-0"]), label="partition")
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data, partition)
+    before, source = _snapshot(root), _readable_records(root, partition)
+    ledger = root.parent / "ledger"
+    try:
+        purge(spark, str(root), PURGED_KEYS, ledger=str(ledger), secret=b"s" * 32, now=T0)
+    except KafkaLogError as err:
+        _assert_failed_whole(err, root, before)
+        assert not ledger.exists()
+        return
+    assert source is not None, "purge read a log that kafkalog's reader refuses"
+    kept = {o: r for o, r in source.items() if r[0] not in PURGED_KEYS}
+    last = max(source)
+    if partition == "v1-0" and source[last][0] in PURGED_KEYS:  # a legacy partition's last record stays, redacted
+        kept[last] = (None, None)
+    assert _records(root / partition) == kept
+
+
+@settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_retention_over_any_damage_fails_whole_or_keeps_the_log_above_its_start(tiny_log, tmp_path_factory, data):
+    """The same damage through an in-place retain that deletes records up to an offset drawn
+    anywhere in the log and truncates below it (what decodes the segment holding it): it either
+    fails with one error naming a file and the input byte for byte as it was; or every record
+    readable at or above the new log start offset is as it was."""
+    from kafkalog.operations.retain import retain
+
+    partition = data.draw(st.sampled_from(["t-0", "v1-0"]), label="partition")
+    root = _damaged_tiny_log(tiny_log, tmp_path_factory, data, partition)
+    before, source = _snapshot(root), _readable_records(root, partition)
+    start = data.draw(st.integers(0, 130), label="delete records up to")
+    try:
+        report = retain(str(root), now_ms=T0, delete_records={(partition[:-2], 0): start}, truncate_below_start=True)
+    except KafkaLogError as err:
+        _assert_failed_whole(err, root, before)
+        return
+    (retained,) = [p for p in report.partitions if f"{p.topic}-{p.partition}" == partition]
+    if source is not None:  # a segment retention does not read may stay damaged; a readable log stays readable
+        new_start = retained.new_log_start_offset
+        assert {o: r for o, r in _records(root / partition).items() if o >= new_start} == {
+            o: r for o, r in source.items() if o >= new_start
+        }
