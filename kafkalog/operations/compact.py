@@ -270,11 +270,16 @@ def _compact(
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
     spark = started(spark)
     opened = LogDir.open(target.path)
+    damaged: dict[tuple[str, int], KafkaLogError] = {}  # a leftover swap failed its checks: left as it is
     if not dry_run:
         for tp in opened.topic_partitions:
             if resolver.for_topic(tp[0]).compact:
-                recover_partition(opened.fs, opened.partition_paths[tp])
+                try:
+                    recover_partition(opened.fs, opened.partition_paths[tp])
+                except KafkaLogError as err:
+                    damaged[tp] = target.relocate(err)
     plan = plan_compaction(target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark)
+    plan.uncleanable.update((tp, err) for tp, err in damaged.items() if not topics or tp[0] in topics)
     decision = _decide_cleanable(spark, plan, target)
     if decision is None:
         return CompactionResult(plan, [])

@@ -124,6 +124,9 @@ Partition and log directory files:
                            below the log start (info: deleted on load)
   ``kraft.quorum_state``   a `quorum-state` that is not the JSON object Kafka writes
   ``partition.leftover``   `.cleaned` / `.swap` / `.deleted` files: an interrupted swap or delete
+                           (warning); an error where a `.swap` does not read whole, does not cover the
+                           segments it replaces or has an index that does not match it (`swap.check_swaps`):
+                           the message says what a broker starting on the directory would do
   ``partition.orphan_index``  index files without a `.log` (Kafka deletes them on load)
   ``partition.empty``      (info) a partition directory without any `.log`
   ``logdir.not_a_log_dir`` a directory with neither partition directories nor Kafka's files
