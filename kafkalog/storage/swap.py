@@ -232,8 +232,9 @@ class _Span(NamedTuple):
 
 def _read(fs: LogFileSystem, entry: FileEntry, offset_range: tuple[int, int] | None = None) -> _Span:
     """Every batch of the `.log` file `entry`. With `offset_range` ([low, high)) the file must read
-    whole, as a `.swap` must: no torn tail, every CRC, offsets in order and in the range; without
-    it, as Kafka's readers read a live segment (the bytes after the last whole batch ignored)."""
+    whole, as a `.swap` must: no torn tail, every CRC, every record, offsets in order and in the
+    range; without it, as Kafka's readers read a live segment (bytes after the last whole batch
+    ignored, records not decoded)."""
     strict = offset_range is not None
     reader = SegmentReader(fs, entry.path, entry.size, torn_tail_ok=not strict, offset_range=offset_range)
     batches: list[tuple[int, int]] = []
@@ -242,6 +243,7 @@ def _read(fs: LogFileSystem, entry: FileEntry, offset_range: tuple[int, int] | N
         if strict:
             try:
                 batch.verify()
+                batch.records()  # every record decodes: what a rewrite of the swapped-in segment reads
             except KafkaLogError as err:
                 raise locate(err, entry.path, position, batch) from None
         if first is None:
@@ -320,7 +322,8 @@ class _SwapCheck:
             lost = max(high, original.first if original.first is not None else high)
             raise LogDirError(
                 f"Kafka would replace {original.describe()}, with {holds}: {_offsets(lost, original.last)} "
-                f"would be lost; {LEFT}",
+                f"would be lost; {LEFT} (where a compaction or purge removed those records, a broker started on "
+                "the directory completes the swap)",
                 file=swap.entry.path,
                 position=swap.entry.size,
                 offset=lost,
@@ -403,7 +406,7 @@ def _check_index(fs: LogFileSystem, entry: FileEntry, log: _Span) -> None:
             if p.kind == ".txnindex"
             else "Kafka would rename it into place and use it as it is: its loader checks no offset or time index"
         )
-        raise _explained(err, f"{consequence}; {LEFT}") from None
+        raise _explained(err.located(offset=p.base_offset), f"{consequence}; {LEFT}") from None
 
 
 def _offsets(first, last) -> str:

@@ -11,6 +11,7 @@ import pytest
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
+from kafkalog.errors import KafkaLogError
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.swap import (
     check_swaps,
@@ -19,6 +20,7 @@ from kafkalog.storage.swap import (
     replace_in_partitions,
     replace_segments,
 )
+from tests import leftovers
 
 
 class Crash(Exception):
@@ -155,48 +157,15 @@ def test_partitions_swapped_together_and_a_crash_in_one_leaves_the_others_whole(
 # -- a leftover .swap is read and checked before it is completed ----------------------------------
 
 
-def _damaged_swap(d, kind: str) -> None:
-    """A `.log.swap` at base 5, beside (or instead of) the live segment 5 (offsets 5-9)."""
-    real = _segment_bytes(range(5, 10))
-    first = len(build_batch([Record(5, 1005, b"k2", b"v5")]))
-    swap = d / f"{5:020d}.log.swap"
-    if kind == "empty":
-        swap.write_bytes(b"")
-    elif kind == "torn_length":  # the second batch declares a length past the end of the file
-        data = bytearray(real)
-        struct.pack_into(">i", data, first + 8, 2**31 - 13)
-        swap.write_bytes(bytes(data))
-    elif kind == "truncated_copy":  # the first bytes of the real segment: the last batch is cut
-        swap.write_bytes(real[:-10])
-    elif kind == "garbage_positive":
-        swap.write_bytes(struct.pack(">qi", 5, 40) + b"\xab" * 40)
-    elif kind == "garbage_negative":
-        swap.write_bytes(struct.pack(">qi", 5, -7) + b"\x00" * 40)
-    else:  # "valid": segment 5 cleaned alone, keeping offsets 8 and 9, with its (empty) indexes
-        _write_segment(d, 5, [8, 9], state=".swap")
-
-
 def _segment_bytes(offsets) -> bytes:
     return b"".join(build_batch([Record(o, 1000 + o, b"k%d" % (o % 3), b"v%d" % o)]) for o in offsets)
-
-
-def _without_originals(d, originals: str) -> None:
-    """Segment 5 as a swap past its step 2 leaves it: renamed `.deleted`, or (gone) not there at all."""
-    for name in [f"{5:020d}{kind}" for kind in (".log", ".index", ".timeindex")]:
-        if originals == "deleted":
-            os.rename(d / name, d / (name + ".deleted"))
-        elif originals == "gone":
-            os.remove(d / name)
 
 
 def _files(d) -> dict:
     return {name: (d / name).read_bytes() for name in sorted(os.listdir(d))}
 
 
-SWAP_KINDS = ["empty", "torn_length", "truncated_copy", "garbage_positive", "garbage_negative", "valid"]
-# (kind, originals) -> the offsets after recovery, or the error it raises: (its class, what it says)
-COMPLETES = {("valid", o) for o in ("live", "deleted", "gone")} | {("empty", "gone")}
-LOST = {  # what the error says would be lost, where the originals are not live
+LOST = {  # (kind, originals) -> what the error says would be lost, where the originals are not live
     ("empty", "deleted"): "Kafka would replace 00000000000000000005.log.deleted, 5 batches, offsets 5-9, with a "
     "0-byte segment: offsets 5-9 would be lost",
     ("torn_length", "deleted"): "only 00000000000000000005.log.deleted remain): completing the swap, as Kafka "
@@ -205,36 +174,25 @@ LOST = {  # what the error says would be lost, where the originals are not live
     ("truncated_copy", "gone"): "loses offset 9;",
     ("garbage_negative", "deleted"): "loses offsets 5-9",
 }
-WHERE = {  # kind -> (byte, offset) the error names in the .swap
-    "empty": (0, 5),
-    "torn_length": (len(build_batch([Record(5, 1005, b"k2", b"v5")])), 6),
-    "truncated_copy": (4 * len(build_batch([Record(5, 1005, b"k2", b"v5")])), 9),
-    "garbage_positive": (16, 5),
-    "garbage_negative": (8, 5),
-}
 
 
-@pytest.mark.parametrize("originals", ["live", "deleted", "gone"])
-@pytest.mark.parametrize("kind", SWAP_KINDS)
+@pytest.mark.parametrize("originals", leftovers.ORIGINALS)
+@pytest.mark.parametrize("kind", leftovers.KINDS)
 def test_a_leftover_swap_is_completed_only_when_it_reads_whole_and_covers_what_it_replaces(tmp_path, kind, originals):
     """A `.swap` that is empty, torn (a length past its end, a cut copy) or garbage (a positive or a
     negative first length) is never renamed: recovery raises one error naming the `.swap`, the byte
     and the offset, says what Kafka would do or what would be lost, and leaves every byte as it was.
     A valid one is completed as Kafka completes it, with its originals live, `.deleted` or gone."""
-    from kafkalog.errors import KafkaLogError
-
     d = tmp_path / "t-0"
     d.mkdir()
     _old_state(d)
-    _without_originals(d, originals)
-    _damaged_swap(d, kind)
+    swap, byte, offset = leftovers.make_swap(d, 5, kind, originals)
     fs = LogFileSystem.for_path(str(d))[0]
     before = _files(d)
-    if (kind, originals) in COMPLETES:
+    if leftovers.completes(kind, originals):
         check_swaps(fs, str(d))
-        assert f"renamed {5:020d}.log.swap" in recover_partition(fs, str(d))
-        kept = [] if kind == "empty" else [8, 9]
-        assert _offsets(d) == list(range(5)) + kept + [10, 11]
+        assert f"renamed {swap.name}" in recover_partition(fs, str(d))
+        assert _offsets(d) == (OLD if kind == "valid" else list(range(5)) + [10, 11])
         assert not in_flight_files(fs, str(d))
         return
     with pytest.raises(KafkaLogError) as checked:
@@ -244,11 +202,10 @@ def test_a_leftover_swap_is_completed_only_when_it_reads_whole_and_covers_what_i
     assert _files(d) == before  # nothing renamed, nothing deleted
     err = raised.value
     assert str(err) == str(checked.value) and "\n" not in str(err)
-    assert err.file == str(d / f"{5:020d}.log.swap")
-    assert (err.position, err.offset) == WHERE[kind], str(err)
+    assert (err.file, err.position, err.offset) == (str(swap), byte, offset), str(err)
     assert "kafkalog does not complete such a swap and leaves the partition as it is" in err.message
     if originals == "live":
-        assert "Kafka would re" in err.message and f"{5:020d}.log" in err.message, err.message
+        assert f"Kafka would replace {5:020d}.log, 5 batches, offsets 5-9, with " in err.message, err.message
     if (kind, originals) in LOST:
         assert LOST[(kind, originals)] in err.message, err.message
 
@@ -256,8 +213,6 @@ def test_a_leftover_swap_is_completed_only_when_it_reads_whole_and_covers_what_i
 def test_a_swap_that_covers_only_part_of_what_it_replaces_is_refused_with_what_would_be_lost(tmp_path):
     """A copy of a segment cut at a batch boundary reads whole; it still does not cover the offsets
     of the live segment it replaces: the issue's example, in validate's words."""
-    from kafkalog.errors import KafkaLogError
-
     d = tmp_path / "t-0"
     d.mkdir()
     _old_state(d)
@@ -277,8 +232,6 @@ def test_a_swap_that_covers_only_part_of_what_it_replaces_is_refused_with_what_w
 def test_a_swap_that_would_overlap_the_segment_before_it_is_refused(tmp_path):
     """Named below the end of the live segment before it (which recovery keeps), a swap would leave
     offsets in two segments."""
-    from kafkalog.errors import KafkaLogError
-
     d = tmp_path / "t-0"
     d.mkdir()
     _old_state(d)
