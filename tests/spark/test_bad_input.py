@@ -15,6 +15,7 @@ import pytest
 
 from kafkalog.cli import main
 from kafkalog.errors import KafkaLogError
+from tests import leftovers
 
 T0 = 1_700_100_000_000
 V2_CRC_AT, V2_ATTRIBUTES_AT, V2_COUNT_AT, V2_RECORDS_AT = 17, 21, 57, 61
@@ -298,20 +299,60 @@ def _examples() -> int:
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+# where the damaged bytes go: the live segment, or a leftover of an interrupted swap beside it: a `.swap`
+# over the live segment, a `.swap` whose originals are `.deleted` (past step 2), a `.cleaned` file, or the
+# `.deleted` original of an intact `.swap`
+PLACES = ["segment", "swap", "swap+deleted", "cleaned", "deleted"]
+
+
+def _place(target: Path, raw: bytes, place: str) -> None:
+    """Write the damaged bytes `raw` of the segment `target` where `place` says."""
+    if place == "segment":
+        target.write_bytes(raw)
+        return
+    if place in ("swap+deleted", "deleted"):
+        (target.parent / (target.name + ".swap")).write_bytes(target.read_bytes() if place == "deleted" else raw)
+        for f in list(target.parent.glob(target.stem + ".*")):
+            if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                f.rename(f.parent / (f.name + ".deleted"))
+        if place == "deleted":
+            (target.parent / (target.name + ".deleted")).write_bytes(raw)
+        return
+    (target.parent / (target.name + "." + place)).write_bytes(raw)
+
+
+def _settled(root: Path, scratch: Path) -> tuple[dict, KafkaLogError | None]:
+    """What recovery makes of `root` (done on a copy): its files, or the error that refuses it."""
+    import shutil
+
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.swap import recover_partition
+
+    shutil.copytree(root, scratch)
+    try:
+        recover_partition(LogFileSystem.for_path(str(scratch))[0], str(scratch / "t-0"))
+    except KafkaLogError as err:
+        return _snapshot(root), err
+    return _snapshot(scratch), None
+
 
 @settings(max_examples=_examples(), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spark, tiny_log, tmp_path_factory, data):
     """Damage anywhere in a non-active segment (bytes overwritten, with or without a matching CRC, or
-    the file cut short): compaction either leaves the partition uncleanable, byte for byte as it was,
-    with an error naming a file of it, a byte and an offset; or it reads the damaged log whole, and
-    then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
+    the file cut short), or in a leftover of an interrupted swap made of it (`.swap`, `.cleaned`,
+    `.deleted`): compaction either leaves the partition uncleanable, byte for byte as it was (as
+    recovery leaves it, where a leftover passed recovery's checks), with an error naming a file of
+    it, a byte and an offset; or it reads the recovered log whole, and then keeps exactly the latest
+    record of every key, with its value, and nothing that was not there. A leftover `.swap` that
+    recovery refuses leaves the partition uncleanable and untouched."""
     import shutil
 
     from kafkalog.config import resolver_from
     from kafkalog.operations.compact import compact
 
-    root = tmp_path_factory.mktemp("damage") / "log"
+    scratch = tmp_path_factory.mktemp("damage")
+    root = scratch / "log"
     shutil.copytree(tiny_log, root)
     segments = sorted((root / "t-0").glob("*.log"))[:-1]  # not the active one
     target = data.draw(st.sampled_from(segments), label="segment")
@@ -327,17 +368,22 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
             pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
             if pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
                 _recrc(raw, pos, size)
-    target.write_bytes(bytes(raw))
+    _place(target, bytes(raw), data.draw(st.sampled_from(PLACES), label="place"))
     before = _snapshot(root)
-    active_base = int(sorted((root / "t-0").glob("*.log"))[-1].stem)
+    settled, refused = _settled(root, scratch / "recovered")
+    recovered = root if refused else scratch / "recovered"
+    active_base = int(sorted((recovered / "t-0").glob("*.log"))[-1].stem)
     try:
-        source = _records(root / "t-0")
+        source = _records(recovered / "t-0")
     except KafkaLogError:
         source = None
     result = compact(spark, str(root), resolver_from(settings=["cleanup.policy=compact"]), now=T0, force=True)
     err = result.plan.uncleanable.get(("t", 0))
-    if err is not None:
+    if refused is not None:
+        assert err is not None and err.message == refused.message, "a .swap recovery refuses was completed"
         assert _snapshot(root) == before
+    if err is not None:
+        assert _snapshot(root) == settled
         assert (
             err.file and Path(err.file).parent == root / "t-0" and err.position is not None and err.offset is not None
         ), str(err)
@@ -354,3 +400,172 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
         assert kept.get(offset) == source[offset], f"the latest record of {key!r} (offset {offset}) was lost"
     assert all(source.get(o) == r for o, r in kept.items()), "a record that was not in the input appeared"
     assert all(latest[r[0]] == o for o, r in kept.items() if o < active_base)
+
+
+# -- a leftover .swap through every rewriting command and validate -----------------------------------
+
+SWAPS = [(kind, originals) for kind in leftovers.KINDS for originals in leftovers.ORIGINALS]
+DAMAGED_SWAPS = [c for c in SWAPS if not leftovers.completes(*c)]
+
+
+@pytest.fixture(scope="module")
+def swap_log(tmp_path_factory) -> Path:
+    """One compacted topic with a partition for each kind of leftover `.swap` and place of its
+    originals (tests/leftovers.py), each of a few small segments."""
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
+
+    path = tmp_path_factory.mktemp("swaps") / "log"
+    generate(
+        str(path),
+        GeneratorSpec(
+            seed=3,
+            consumer_offsets=None,
+            topics=[
+                TopicSpec(
+                    "t",
+                    partitions=len(SWAPS),
+                    records=80,
+                    keys=12,
+                    value_bytes=(8, 24),
+                    batch_records=(1, 4),
+                    cleanup_policy="compact",
+                    segment_bytes=700,
+                )
+            ],
+        ),
+    )
+    return path
+
+
+def _with_swaps(clean: Path, tmp_path: Path, swaps: list[tuple[str, str]]) -> tuple[Path, list[tuple]]:
+    """A copy of `clean` whose partition t-i has a leftover `.swap` of kind swaps[i] at its second
+    segment: (log dir, [(the .swap, the byte and the offset a refusal names)])."""
+    import shutil
+
+    root = tmp_path / "in"
+    shutil.copytree(clean, root)
+    made = []
+    for i, (kind, originals) in enumerate(swaps):
+        segments = sorted((root / f"t-{i}").glob("*.log"))
+        assert len(segments) >= 3, "the fixture must have a segment before and after the swapped one"
+        made.append(leftovers.make_swap(root / f"t-{i}", int(segments[1].stem), kind, originals))
+    return root, made
+
+
+def _of(snapshot: dict, partition: str) -> dict:
+    return {k: v for k, v in snapshot.items() if k.startswith(partition + "/")}
+
+
+def _refusal(line: str, command: str, swap: Path, byte: int, offset: int) -> None:
+    """One line naming the `.swap` (the input's), its byte and offset, and that it is not completed."""
+    assert line.startswith(f"kafkalog {command}: "), line
+    assert f"{swap}, byte {byte}, offset {offset}: " in line, line
+    assert "kafkalog does not complete such a swap and leaves the partition as it is" in line, line
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
+def test_compact_leaves_a_partition_with_a_damaged_swap_uncleanable_and_completes_a_valid_one(
+    spark, swap_log, tmp_path, capsys, output
+):
+    """One pass over a partition per kind of leftover `.swap`: each damaged one is uncleanable, named
+    by its `.swap`, byte and offset, and left byte for byte; the valid ones are completed and cleaned."""
+    root, swaps = _with_swaps(swap_log, tmp_path, SWAPS)
+    before = _snapshot(root)
+    out = tmp_path / "out"
+    args = ["compact", str(root), "--config", "cleanup.policy=compact", "--force", "--now", str(T0)]
+    code = main(args + (["--output", str(out)] if output else []))
+    assert code == 1, "the damaged partitions show in the exit code"
+    lines = [line for line in capsys.readouterr().err.splitlines() if " is uncleanable " in line]
+    assert len(lines) == len(DAMAGED_SWAPS), lines
+    after = _snapshot(out if output else root)
+    for i, ((kind, originals), (swap, byte, offset)) in enumerate(zip(SWAPS, swaps)):
+        mine = [line for line in lines if f"t-{i} is uncleanable and was left as it is: " in line]
+        if leftovers.completes(kind, originals):
+            assert not mine
+            assert not [k for k in _of(after, f"t-{i}") if k.endswith((".swap", ".deleted", ".cleaned"))]
+            assert _of(after, f"t-{i}") != _of(before, f"t-{i}")
+            continue
+        assert len(mine) == 1, (kind, originals, lines)
+        assert f"{swap}, byte {byte}, offset {offset}: " in mine[0], mine[0]
+        assert _of(after, f"t-{i}") == _of(before, f"t-{i}"), (kind, originals)
+    if output:
+        assert _snapshot(root) == before
+
+
+def _valid_leftover_first(root: Path) -> None:
+    """A `.cleaned` leftover in t-0, which recovery deletes: where a damaged `.swap` in a later
+    partition is found only after t-0 was recovered, the input would change."""
+    log = sorted((root / "t-0").glob("*.log"))[0]
+    (root / "t-0" / (log.name + ".cleaned")).write_bytes(log.read_bytes())
+
+
+@pytest.mark.parametrize("kind,originals", DAMAGED_SWAPS)
+def test_retain_stops_on_a_damaged_swap_before_it_writes_anything(swap_log, tmp_path, capsys, kind, originals):
+    root, swaps = _with_swaps(swap_log, tmp_path, [("valid", "live"), (kind, originals)])
+    _valid_leftover_first(root)
+    before = _snapshot(root)
+    assert main(["retain", str(root), "--now", str(T0), "--config", "retention.ms=-1"]) == 2
+    _refusal(_error_line(capsys, "retain"), "retain", *swaps[1])
+    assert _snapshot(root) == before
+
+
+def test_retain_completes_valid_swaps(swap_log, tmp_path):
+    root, _ = _with_swaps(swap_log, tmp_path, [("valid", o) for o in leftovers.ORIGINALS] + [("empty", "gone")])
+    assert main(["retain", str(root), "--now", str(T0), "--config", "retention.ms=-1"]) == 0
+    assert not [p for p in root.rglob("*") if p.suffix in (".swap", ".deleted", ".cleaned")]
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
+def test_the_issues_empty_swap_stops_retain_with_the_directory_byte_identical(tmp_path, capsys, output):
+    """Issue 26's reproduction: an empty `.swap` beside customers-0's segment 60 of the small preset."""
+    base, config = tmp_path / "base", tmp_path / "base.properties"
+    assert main(["generate", str(base), "--preset", "small", "--seed", "1", "--config-out", str(config)]) == 0
+    swap = base / "customers-0" / "00000000000000000060.log.swap"
+    swap.write_bytes(b"")
+    before = _snapshot(base)
+    out = tmp_path / "out"
+    args = ["retain", str(base), "--config-file", str(config), "--now", "1700100000000"]
+    assert main(args + (["--output", str(out)] if output else [])) == 2
+    line = _error_line(capsys, "retain")
+    _refusal(line, "retain", swap, 0, 60)
+    assert "Kafka would replace 00000000000000000060.log, " in line and "with a 0-byte segment" in line, line
+    assert _snapshot(base) == before
+    assert not out.exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+def _purge_args(root: Path, tmp_path: Path) -> list[str]:
+    keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
+    keys.write_text("key-1\nkey-2\n")
+    secret.write_bytes(b"0123456789abcdef0123456789abcdef")
+    return ["purge", str(root), "--keys", str(keys), "--ledger", str(tmp_path / "ledger"), "--secret-file", str(secret)]
+
+
+@pytest.mark.parametrize("kind,originals", DAMAGED_SWAPS)
+def test_purge_stops_on_a_damaged_swap_before_it_writes_anything(spark, swap_log, tmp_path, capsys, kind, originals):
+    root, swaps = _with_swaps(swap_log, tmp_path, [("valid", "live"), (kind, originals)])
+    _valid_leftover_first(root)
+    before = _snapshot(root)
+    assert main(_purge_args(root, tmp_path) + ["--now", str(T0)]) == 2
+    _refusal(_error_line(capsys, "purge"), "purge", *swaps[1])
+    assert _snapshot(root) == before
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_validate_reports_each_damaged_swap_as_an_error_and_a_valid_one_as_a_warning(swap_log, tmp_path):
+    from kafkalog.operations.validate import validate_paths
+
+    root, swaps = _with_swaps(swap_log, tmp_path, SWAPS)
+    report = validate_paths([str(root)])
+    found = {(Path(p.file).parent.name, p.severity) for p in report.findings if p.check == "partition.leftover"}
+    for i, ((kind, originals), (swap, byte, offset)) in enumerate(zip(SWAPS, swaps)):
+        if leftovers.completes(kind, originals):
+            assert (f"t-{i}", "error") not in found and (f"t-{i}", "warning") in found, (kind, originals)
+            continue
+        (error,) = [
+            p
+            for p in report.findings
+            if p.check == "partition.leftover" and p.severity == "error" and Path(p.file) == swap
+        ]
+        assert (error.position, error.offset) == (byte, offset), (kind, originals, error)
+        assert "Kafka would replace" in error.message or "the segments it replaces are gone" in error.message
+    assert report.exit_code == 1
