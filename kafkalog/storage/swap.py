@@ -6,7 +6,10 @@ A rewrite writes its new segments as `<base>.<kind>.cleaned`, then:
   3. renames `.swap` -> final names (each segment's `.log` before its indexes) and syncs the directory;
   4. deletes the producer snapshots of segments that no longer exist, then the `.deleted` files.
 Kafka's log loader, and `recover_partition` here, turn a directory interrupted anywhere in this
-sequence into either the complete old or the complete new set of segments.
+sequence into either the complete old or the complete new set of segments. Unlike Kafka's loader,
+`recover_partition` completes a leftover `.swap` only once it has read it whole and checked it
+against the segments it replaces (`check_swaps`, docs/semantics.md "Recovery"): a `.swap` left by
+anything but an interrupted swap (empty, torn, garbage) must not replace a live segment.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
 SWAP_STEPS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed", "done")
 SWAP_THREADS = 8  # partitions swapped at once by replace_in_partitions
 
-LEFT = "kafkalog does not complete such a swap and leaves the partition as it is"
+LEFT = "kafkalog does not complete such a swap and leaves the partition as it is"  # ends every refusal
 
 # A test hook: called with each step name and file name as the swap proceeds; it may raise to
 # simulate a crash at that point.

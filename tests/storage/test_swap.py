@@ -1,4 +1,5 @@
-"""The swap protocol, crashed at every step and recovered: LCT.testRecoveryAfterCrash stages 1-6."""
+"""The swap protocol, crashed at every step and recovered: LCT.testRecoveryAfterCrash stages 1-6; and
+the checks recovery makes of a leftover `.swap` before it completes it (tests/leftovers.py)."""
 
 from __future__ import annotations
 
