@@ -296,29 +296,50 @@ def _examples() -> int:
     return int(os.environ.get("KAFKALOG_BAD_INPUT_EXAMPLES", "12"))
 
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-# where the damaged bytes go: the live segment, or a leftover of an interrupted swap beside it: a `.swap`
-# over the live segment, a `.swap` whose originals are `.deleted` (past step 2), a `.cleaned` file, or the
-# `.deleted` original of an intact `.swap`
-PLACES = ["segment", "swap", "swap+deleted", "cleaned", "deleted"]
+# beside the damaged segment, a leftover of an interrupted swap made of another segment, itself damaged:
+# a `.swap` over the live segment, a `.swap` whose originals are `.deleted` (past step 2), a `.cleaned`
+# file, or the `.deleted` original of an intact `.swap`
+PLACES = ["none", "swap", "swap+deleted", "cleaned", "deleted"]
 
 
-def _place(target: Path, raw: bytes, place: str) -> None:
-    """Write the damaged bytes `raw` of the segment `target` where `place` says."""
-    if place == "segment":
-        target.write_bytes(raw)
-        return
+def _drawn_damage(data, raw: bytes, label: str) -> tuple[bytes, str]:
+    """`raw` with bytes overwritten (with or without a matching CRC) or the file cut short, as drawn;
+    and which of the three it is."""
+    out = bytearray(raw)
+    batches = _batches(raw)
+    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut"]), label=f"{label}: kind")
+    at = data.draw(st.integers(0, len(out) - 1), label=f"{label}: byte")
+    if kind == "cut":
+        return bytes(out[:at]), kind
+    out[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label=f"{label}: bytes")
+    if kind == "overwrite+crc":
+        pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
+        if pos + size <= len(out) and at >= pos + V2_ATTRIBUTES_AT:
+            _recrc(out, pos, size)
+    return bytes(out), kind
+
+
+def _pairs(data: bytes) -> list:
+    """The (key, value) of every data record of a segment's bytes, sorted."""
+    from kafkalog.codec.reader import iter_batches
+
+    return sorted((r.key or b"", r.value or b"") for b in iter_batches(data) if not b.is_control for r in b.records())
+
+
+def _place(segment: Path, raw: bytes, place: str) -> None:
+    """A leftover of `place`'s kind made of `segment`, with the damaged bytes `raw`."""
     if place in ("swap+deleted", "deleted"):
-        (target.parent / (target.name + ".swap")).write_bytes(target.read_bytes() if place == "deleted" else raw)
-        for f in list(target.parent.glob(target.stem + ".*")):
+        (segment.parent / (segment.name + ".swap")).write_bytes(segment.read_bytes() if place == "deleted" else raw)
+        for f in list(segment.parent.glob(segment.stem + ".*")):
             if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
                 f.rename(f.parent / (f.name + ".deleted"))
         if place == "deleted":
-            (target.parent / (target.name + ".deleted")).write_bytes(raw)
+            (segment.parent / (segment.name + ".deleted")).write_bytes(raw)
         return
-    (target.parent / (target.name + "." + place)).write_bytes(raw)
+    (segment.parent / (segment.name + "." + place)).write_bytes(raw)
 
 
 def _settled(root: Path, scratch: Path) -> tuple[dict, KafkaLogError | None]:
@@ -340,12 +361,12 @@ def _settled(root: Path, scratch: Path) -> tuple[dict, KafkaLogError | None]:
 @given(data=st.data())
 def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spark, tiny_log, tmp_path_factory, data):
     """Damage anywhere in a non-active segment (bytes overwritten, with or without a matching CRC, or
-    the file cut short), or in a leftover of an interrupted swap made of it (`.swap`, `.cleaned`,
-    `.deleted`): compaction either leaves the partition uncleanable, byte for byte as it was (as
-    recovery leaves it, where a leftover passed recovery's checks), with an error naming a file of
-    it, a byte and an offset; or it reads the recovered log whole, and then keeps exactly the latest
-    record of every key, with its value, and nothing that was not there. A leftover `.swap` that
-    recovery refuses leaves the partition uncleanable and untouched."""
+    the file cut short), and in a leftover of an interrupted swap made of another one (`.swap`,
+    `.cleaned`, `.deleted`): compaction either leaves the partition uncleanable, byte for byte as it
+    was (as recovery leaves it, where the leftover passed recovery's checks), with an error naming a
+    file of it, a byte and an offset; or it reads the recovered log whole, and then keeps exactly the
+    latest record of every key, with its value, and nothing that was not there. A leftover `.swap`
+    that recovery refuses leaves the partition uncleanable and untouched."""
     import shutil
 
     from kafkalog.config import resolver_from
@@ -355,22 +376,22 @@ def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spar
     root = scratch / "log"
     shutil.copytree(tiny_log, root)
     segments = sorted((root / "t-0").glob("*.log"))[:-1]  # not the active one
+    assert len(segments) >= 2, "the fixture must have two segments to damage"
     target = data.draw(st.sampled_from(segments), label="segment")
-    raw = bytearray(target.read_bytes())
-    batches = _batches(bytes(raw))
-    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut"]), label="kind")
-    at = data.draw(st.integers(0, len(raw) - 1), label="byte")
-    if kind == "cut":
-        raw = raw[:at]
-    else:
-        raw[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
-        if kind == "overwrite+crc":
-            pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
-            if pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
-                _recrc(raw, pos, size)
-    _place(target, bytes(raw), data.draw(st.sampled_from(PLACES), label="place"))
+    place = data.draw(st.sampled_from(PLACES), label="leftover")
+    if place != "none":  # made first, of another segment, while its bytes are whole
+        other = data.draw(st.sampled_from([s for s in segments if s != target]), label="leftover of")
+        whole = other.read_bytes()
+        damaged, how = _drawn_damage(data, whole, "leftover")
+        _place(other, damaged, place)
+    target.write_bytes(_drawn_damage(data, target.read_bytes(), "segment")[0])
     before = _snapshot(root)
     settled, refused = _settled(root, scratch / "recovered")
+    event(f"leftover {place}: {'refused' if refused else 'recovered'}")
+    if place.startswith("swap") and refused is None and how != "overwrite+crc":
+        # the completed .swap is a copy of `other` whose damage no CRC hides: it must hold every record
+        swapped_in = (scratch / "recovered" / "t-0" / other.name).read_bytes()
+        assert _pairs(swapped_in) == _pairs(whole), "recovery completed a .swap that loses records"
     recovered = root if refused else scratch / "recovered"
     active_base = int(sorted((recovered / "t-0").glob("*.log"))[-1].stem)
     try:
