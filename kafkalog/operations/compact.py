@@ -321,12 +321,17 @@ def _compact(
     opened = LogDir.open(target.path)
     if not compacted_topics(opened, resolver, topics):
         log.warning("compact: %s", nothing_to_compact(target.source, opened, topics))
+    damaged: dict[tuple[str, int], KafkaLogError] = {}  # a leftover swap failed its checks: left as it is
     if not dry_run:
         for tp in opened.topic_partitions:
             # a partition with misnamed files is not recovered: the plan makes it uncleanable
             if resolver.for_topic(tp[0]).compact and not opened.partition(*tp).misnamed:
-                recover_partition(opened.fs, opened.partition_paths[tp])
+                try:
+                    recover_partition(opened.fs, opened.partition_paths[tp])
+                except KafkaLogError as err:
+                    damaged[tp] = target.relocate(err)
     plan = plan_compaction(target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark)
+    plan.uncleanable.update((tp, err) for tp, err in damaged.items() if not topics or tp[0] in topics)
     decision = _decide_cleanable(spark, plan, target)
     if decision is None:
         return CompactionResult(plan, [])

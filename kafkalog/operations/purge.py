@@ -66,7 +66,7 @@ from ..storage.ledger import load_secret
 from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.segment import LogSegment
-from ..storage.swap import FaultHook, recover_partition
+from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
 
@@ -282,13 +282,15 @@ def _purge(
 
 
 def _open(log_dir: str, topics, dry_run: bool) -> tuple[LogDir, list]:
-    """The log directory and the partitions to purge, settled: interrupted swaps recovered (a dry
-    run, which writes nothing, refuses them)."""
+    """The log directory and the partitions to purge, settled: interrupted swaps recovered once every
+    leftover `.swap` passed its checks (a dry run, which writes nothing, refuses them)."""
     opened = LogDir.open(log_dir)
     scope = _scope(opened, topics)
     for tp in scope:  # before an interrupted swap is recovered by names it cannot trust
         opened.partition(*tp).ensure_well_named()
     if not dry_run:
+        for tp in scope:  # every leftover swap is checked before any partition is recovered
+            check_swaps(opened.fs, opened.partition_paths[tp])
         for tp in scope:
             recover_partition(opened.fs, opened.partition_paths[tp])
     for tp in scope:

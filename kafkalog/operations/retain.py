@@ -45,7 +45,7 @@ from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, OFFSET_CHECKPOINT_FILES, is_kraft_metadata
 from ..storage.partition import Partition
 from ..storage.remote_log import RemoteLogView, open_remote_log
-from ..storage.swap import FaultHook, no_fault
+from ..storage.swap import FaultHook, check_swaps, no_fault
 from ..storage.tables import TableError, detect_format, read_table
 from . import clock, progress
 from .retain_partition import (
@@ -543,9 +543,14 @@ def _plan(
     checkpoints = {name: log_dir.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     tiered = any(remote_log_enabled(configs[t], t) for t, _ in selected)
     remote_view = open_remote_log(log_dir, remote_storage) if tiered else None
+    parts = {tp: log_dir.partition(*tp) for tp in sorted(selected)}
+    if not dry_run:  # every leftover swap is checked before any partition is recovered
+        for tp, part in parts.items():
+            if part.in_flight and not is_kraft_metadata(tp[0]):
+                check_swaps(log_dir.fs, part.path)
     work = []
     for tp in progress.track(sorted(selected), "retain", "plan", "partition"):
-        part = log_dir.partition(*tp)
+        part = parts[tp]
         if is_kraft_metadata(tp[0]):  # reported, never retained
             report.partitions.append(_skipped(tp, part, configs[tp[0]], KRAFT_METADATA_NOT_REWRITTEN))
             continue

@@ -125,6 +125,9 @@ Partition and log directory files:
                            below the log start (info: deleted on load)
   ``kraft.quorum_state``   a `quorum-state` that is not the JSON object Kafka writes
   ``partition.leftover``   `.cleaned` / `.swap` / `.deleted` files: an interrupted swap or delete
+                           (warning); an error where a `.swap` does not read whole, does not cover the
+                           segments it replaces or has an index that does not match it (`swap.check_swaps`):
+                           the message says what a broker starting on the directory would do
   ``partition.file_name``  a segment, index or snapshot file whose offset is not written in 20 digits
                            (two files may then claim one base offset)
   ``partition.orphan_index``  index files without a `.log` (Kafka deletes them on load)

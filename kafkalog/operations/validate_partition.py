@@ -34,6 +34,7 @@ from ..storage.naming import (
 from ..storage.partition import Partition
 from ..storage.producer_state import ProducerStateManager
 from ..storage.snapshot import ProducerSnapshot
+from ..storage.swap import check_swaps
 from .validate_kraft import check_kraft
 from .validate_replay import ReplayState, compare_snapshots, finish_epochs
 from .validate_report import ERROR, INFO, WARNING, Findings
@@ -171,7 +172,10 @@ class PartitionChecks:
                 "their 20-digit names, and kafkalog does not rewrite this partition",
                 file,
             )
+        damaged = self._check_swaps(part, path)
         for entry in part.in_flight:
+            if entry.path == damaged:
+                continue
             self.findings.add(
                 "partition.leftover",
                 WARNING,
@@ -187,6 +191,20 @@ class PartitionChecks:
             self.findings.add(
                 "partition.empty", INFO, "no .log segment; Kafka creates an empty one at the log start offset", path
             )
+
+    def _check_swaps(self, part: Partition, path: str) -> str | None:
+        """A leftover `.swap` that kafkalog's recovery refuses (`swap.check_swaps`) is an ERROR saying
+        what a broker starting on the directory would do; returns the file it names."""
+        if not any(e.name.endswith(".swap") for e in part.in_flight):
+            return None
+        try:
+            check_swaps(part.fs, path)
+        except KafkaLogError as err:
+            self.findings.add_error("partition.leftover", ERROR, err, path)
+            return err.file
+        except OSError as err:
+            self.findings.add("io.read", ERROR, f"cannot read the leftovers of an interrupted swap: {err}", path)
+        return None
 
     def _read_leader_epochs(self, part: Partition) -> _EpochFile:
         epochs = _EpochFile()

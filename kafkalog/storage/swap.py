@@ -6,20 +6,33 @@ A rewrite writes its new segments as `<base>.<kind>.cleaned`, then:
   3. renames `.swap` -> final names (each segment's `.log` before its indexes) and syncs the directory;
   4. deletes the producer snapshots of segments that no longer exist, then the `.deleted` files.
 Kafka's log loader, and `recover_partition` here, turn a directory interrupted anywhere in this
-sequence into either the complete old or the complete new set of segments.
+sequence into either the complete old or the complete new set of segments. Unlike Kafka's loader,
+`recover_partition` completes a leftover `.swap` only once it has read it whole and checked it
+against the segments it replaces (`check_swaps`, docs/semantics.md "Recovery"): a `.swap` left by
+anything but an interrupted swap (empty, torn, garbage) must not replace a live segment.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
 
+from ..errors import CorruptIndexError, KafkaLogError, LogDirError
 from .fs import FileEntry, LogFileSystem
-from .naming import SegmentFileName, parse_segment_file_name, segment_file_name
-from .segment import SegmentReader
+from .index import OffsetIndex, OffsetPosition, TimeIndex
+from .naming import INT32_MAX, SegmentFileName, parse_segment_file_name, segment_file_name
+from .partition import Partition
+from .segment import SegmentReader, batch_first_offset, locate
+from .txnindex import TransactionIndex
 
 SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
 SWAP_STEPS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed", "done")
 SWAP_THREADS = 8  # partitions swapped at once by replace_in_partitions
+
+LEFT = "kafkalog does not complete such a swap and leaves the partition as it is"  # ends every refusal
 
 # A test hook: called with each step name and file name as the swap proceeds; it may raise to
 # simulate a crash at that point.
@@ -118,58 +131,297 @@ def _delete_leftovers(fs: LogFileSystem, partition_dir: str, state: str, fault: 
 
 def in_flight_files(fs: LogFileSystem, partition_dir: str) -> list[FileEntry]:
     """Leftovers of an interrupted rewrite: `.cleaned`, `.swap` and `.deleted` files."""
-    return [
-        e
-        for e in fs.list_dir(partition_dir)
-        if (p := parse_segment_file_name(e.name)) is not None and p.state is not None
-    ]
+    return _in_flight(fs.list_dir(partition_dir))
+
+
+def _in_flight(listing: list[FileEntry]) -> list[FileEntry]:
+    return [e for e in listing if (p := parse_segment_file_name(e.name)) is not None and p.state is not None]
 
 
 def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
-    """Finish or roll back an interrupted swap exactly as Kafka's LogLoader does; returns what it did.
+    """Finish or roll back an interrupted swap as Kafka's LogLoader does; returns what it did.
 
     `.deleted` files go; `.swap` files at or above the lowest `.cleaned` base offset belong to an
     incomplete step 1 and go, with every `.cleaned` file; the remaining `.swap` segments won, so
     live files whose base offset lies in their offset range are deleted and the swaps renamed. When
     a replacement won, the producer snapshots it would have deleted in step 4 go as Kafka's loader
-    removes stray snapshots."""
+    removes stray snapshots. Unlike Kafka's loader, the winning swaps are read and checked first
+    (`check_swaps`): one that would lose or misplace data raises, and nothing is touched."""
+    recovery = _plan_recovery(fs, partition_dir)
     actions = []
-    entries = in_flight_files(fs, partition_dir)
-    for e in entries:
-        if e.name.endswith(".deleted"):
-            fs.delete(e.path)
-            actions.append(f"deleted {e.name}")
-    cleaned = [e for e in entries if e.name.endswith(".cleaned")]
-    min_cleaned = min((_parsed(e.name).base_offset for e in cleaned), default=None)
-    swaps = []
-    for e in entries:
-        if not e.name.endswith(".swap"):
-            continue
-        if min_cleaned is not None and _parsed(e.name).base_offset >= min_cleaned:
-            fs.delete(e.path)
-            actions.append(f"deleted incomplete {e.name}")
-        else:
-            swaps.append(e)
-    for e in cleaned:
+    for e in recovery.deleted:
         fs.delete(e.path)
         actions.append(f"deleted {e.name}")
-    swap_logs = [e for e in swaps if _parsed(e.name).kind == ".log"]
-    if swap_logs:
-        low = min(_parsed(e.name).base_offset for e in swap_logs)
-        high = max(_next_offset(fs, e) for e in swap_logs)
-        for e in fs.list_dir(partition_dir):
-            p = parse_segment_file_name(e.name)
-            if p and p.state is None and p.kind in SEGMENT_KINDS and low <= p.base_offset < high:
-                fs.delete(e.path)
-                actions.append(f"deleted replaced {e.name}")
-    for e in swaps:
+    for e in recovery.incomplete:
+        fs.delete(e.path)
+        actions.append(f"deleted incomplete {e.name}")
+    for e in recovery.cleaned:
+        fs.delete(e.path)
+        actions.append(f"deleted {e.name}")
+    for e in recovery.replaced:
+        fs.delete(e.path)
+        actions.append(f"deleted replaced {e.name}")
+    for e in recovery.swaps:
         fs.rename(e.path, _sibling(e, e.name[: -len(".swap")]))
         actions.append(f"renamed {e.name}")
-    if swaps or any(e.name.endswith(".deleted") for e in entries):  # a replacement won: step 4 is undone
+    if recovery.swaps or recovery.deleted:  # a replacement won: step 4 is undone
         actions += _remove_stray_snapshots(fs, partition_dir)
     if actions:
         fs.sync_dir(partition_dir)
     return actions
+
+
+def check_swaps(fs: LogFileSystem, partition_dir: str) -> None:
+    """Raise the KafkaLogError `recover_partition` would raise, touching nothing: a leftover `.swap`
+    that does not read whole, does not cover the offsets of the segments it replaces, would overlap
+    the segment before it, or has an index that does not match its `.log`. The error names the file,
+    the byte and the offset, and says what a broker starting on the directory would do."""
+    _plan_recovery(fs, partition_dir)
+
+
+@dataclass
+class _Recovery:
+    """What recovering a partition directory deletes and renames, decided from one listing."""
+
+    deleted: list[FileEntry]  # `.deleted` files
+    incomplete: list[FileEntry]  # `.swap` files of an incomplete step 1
+    cleaned: list[FileEntry]
+    replaced: list[FileEntry]  # live files of the segments the winning swaps replace
+    swaps: list[FileEntry]  # the winning `.swap` files, renamed
+
+
+def _plan_recovery(fs: LogFileSystem, partition_dir: str) -> _Recovery:
+    listing = fs.list_dir(partition_dir)
+    entries = _in_flight(listing)
+    deleted = [e for e in entries if e.name.endswith(".deleted")]
+    cleaned = [e for e in entries if e.name.endswith(".cleaned")]
+    min_cleaned = min((_parsed(e.name).base_offset for e in cleaned), default=None)
+    swaps: list[FileEntry] = []
+    incomplete: list[FileEntry] = []
+    for e in entries:
+        if e.name.endswith(".swap"):
+            late = min_cleaned is not None and _parsed(e.name).base_offset >= min_cleaned
+            (incomplete if late else swaps).append(e)
+    replaced = []
+    if swaps:
+        low, high = _SwapCheck(fs, partition_dir, listing, swaps).run()
+        for e in listing:
+            p = parse_segment_file_name(e.name)
+            if p and p.state is None and p.kind in SEGMENT_KINDS and low <= p.base_offset < high:
+                replaced.append(e)
+    return _Recovery(deleted, incomplete, cleaned, replaced, swaps)
+
+
+class _Span(NamedTuple):
+    """What a `.log` file holds: (position, last offset) of each whole batch, its first offset and
+    its last (None: no batch)."""
+
+    entry: FileEntry
+    base: int
+    batches: list[tuple[int, int]]
+    first: int | None
+    last: int | None
+
+    @property
+    def next_offset(self) -> int:
+        """Kafka's readNextOffset: after the last batch, the base offset when there is none."""
+        return self.base if self.last is None else self.last + 1
+
+    def describe(self) -> str:
+        if not self.batches:
+            return f"{self.entry.name}, {self.entry.size} bytes, no batch"
+        return f"{self.entry.name}, {len(self.batches)} batches, {_offsets(self.first, self.last)}"
+
+
+def _read(fs: LogFileSystem, entry: FileEntry, offset_range: tuple[int, int] | None = None) -> _Span:
+    """Every batch of the `.log` file `entry`. With `offset_range` ([low, high)) the file must read
+    whole, as a `.swap` must: no torn tail, every CRC, every record, offsets in order and in the
+    range; without it, as Kafka's readers read a live segment (bytes after the last whole batch
+    ignored, records not decoded)."""
+    strict = offset_range is not None
+    reader = SegmentReader(fs, entry.path, entry.size, torn_tail_ok=not strict, offset_range=offset_range)
+    batches: list[tuple[int, int]] = []
+    first = last = None
+    for position, batch in reader:
+        if strict:
+            try:
+                batch.verify()
+                batch.records()  # every record decodes: what a rewrite of the swapped-in segment reads
+            except KafkaLogError as err:
+                raise locate(err, entry.path, position, batch) from None
+        if first is None:
+            first = batch_first_offset(batch)
+            first = batch.last_offset if first is None else first
+        batches.append((position, batch.last_offset))
+        last = batch.last_offset if last is None else max(last, batch.last_offset)
+    return _Span(entry, _parsed(entry.name).base_offset, batches, first, last)
+
+
+class _SwapCheck:
+    """The checks of the winning `.swap` files of one partition directory before any is renamed.
+
+    Kafka's loader trusts a `.swap`: its cleaner writes one only after a flush. kafkalog reads each
+    `.log.swap` whole, then checks that the swaps together cover every offset of the segments they
+    replace (the live ones, and the `.deleted` ones of a swap past its step 2), that the segment
+    before the lowest swap ends below it, and that each index `.swap` matches its `.log`."""
+
+    def __init__(self, fs: LogFileSystem, partition_dir: str, listing: list[FileEntry], swaps: list[FileEntry]):
+        self.fs, self.swaps = fs, swaps
+        self.part = Partition.open(fs, partition_dir, listing)
+        self.live = {s.base_offset: s for s in self.part.segments}
+        self.deleted = {
+            p.base_offset: e
+            for e in listing
+            if (p := parse_segment_file_name(e.name)) and p.kind == ".log" and p.state == ".deleted"
+        }
+        logs = (e for e in swaps if _parsed(e.name).kind == ".log")
+        self.logs = sorted(logs, key=lambda e: _parsed(e.name).base_offset)
+
+    def run(self) -> tuple[int, int]:
+        """[low, high): the offset range whose live segments the swaps replace (empty: none)."""
+        spans = {}
+        for i, e in enumerate(self.logs):
+            base = _parsed(e.name).base_offset
+            upper = _parsed(self.logs[i + 1].name).base_offset if i + 1 < len(self.logs) else base + INT32_MAX + 1
+            try:
+                spans[base] = _read(self.fs, e, (base, upper))
+            except KafkaLogError as err:
+                raise _explained(err, self._unreadable(err, base)) from None
+        low = min(spans, default=0)
+        high = max((s.next_offset for s in spans.values()), default=0)
+        if spans:
+            self._check_coverage(spans, low, high)
+            self._check_below(spans[low])
+        for e in self.swaps:
+            p = _parsed(e.name)
+            if p.kind in (".index", ".timeindex", ".txnindex"):
+                span = spans.get(p.base_offset)
+                if span is None and p.base_offset in self.live:  # the `.log` of this swap is renamed already
+                    span = _read(self.fs, self.live[p.base_offset].log)
+                if span is not None:
+                    _check_index(self.fs, e, span)
+        return low, high
+
+    def _originals(self, low: int, high: int, bases) -> list[FileEntry]:
+        """The `.log` files, live or `.deleted`, of the segments a swap over [low, high) replaces:
+        those whose base offset lies in the range, and those a swap's rename would overwrite."""
+        live = [s.log for b, s in sorted(self.live.items()) if low <= b < high or b in bases]
+        return live + [e for b, e in sorted(self.deleted.items()) if low <= b < high or b in bases]
+
+    def _check_coverage(self, spans: dict[int, _Span], low: int, high: int) -> None:
+        for entry in self._originals(low, high, spans):
+            try:
+                original = _read(self.fs, entry)
+            except KafkaLogError as err:
+                raise _explained(err, f"the .swap that replaces it cannot be checked against it; {LEFT}") from None
+            if original.last is None or original.last < high:
+                continue
+            swap = spans[max(b for b in spans if b <= original.base)]
+            holds = (
+                f"a {swap.entry.size}-byte segment"
+                if not swap.batches
+                else f"a segment of {len(swap.batches)} batches, {_offsets(swap.first, swap.last)}"
+            )
+            lost = max(high, original.first if original.first is not None else high)
+            raise LogDirError(
+                f"Kafka would replace {original.describe()}, with {holds}: {_offsets(lost, original.last)} "
+                f"would be lost; {LEFT} (where a compaction or purge removed those records, a broker started on "
+                "the directory completes the swap)",
+                file=swap.entry.path,
+                position=swap.entry.size,
+                offset=lost,
+            )
+
+    def _check_below(self, lowest: _Span) -> None:
+        """The live segment below the lowest swap, which stays, must end below it."""
+        below = [s for b, s in self.live.items() if b < lowest.base]
+        if not below:
+            return
+        previous = max(below, key=lambda s: s.base_offset)
+        last = previous.last_offset()
+        if last is not None and last >= lowest.base:
+            raise LogDirError(
+                f"the .swap begins at offset {lowest.base}, but {previous.log.name}, which stays before it, "
+                f"holds offsets up to {last}: Kafka would keep both, offsets {lowest.base}-{last} in two "
+                f"segments; {LEFT}",
+                file=lowest.entry.path,
+                position=0,
+                offset=lowest.base,
+            )
+
+    def _unreadable(self, err: KafkaLogError, base: int) -> str:
+        """What completing a `.log.swap` at `base` that does not read whole (`err`) would do: with its
+        originals live, a broker renames it over them; with them gone, the offsets from the damage
+        to the end of the originals (or to the next live segment) are lost."""
+        end = min((b for b in self.live if b > base), default=None)
+        if base in self.live:
+            original = self.live[base].log
+            try:
+                held = _read(self.fs, original).describe()
+            except KafkaLogError:
+                held = original.name
+            return f"Kafka would replace {held}, with this .swap, which does not read whole; {LEFT}"
+        originals = [e for b, e in sorted(self.deleted.items()) if base <= b and (end is None or b < end)]
+        gone = f"only {', '.join(e.name for e in originals)} remain" if originals else "no file of them is left"
+        lasts = []
+        for e in originals:
+            try:
+                lasts.append(_read(self.fs, e).last)
+            except KafkaLogError:
+                continue
+        last = max((x for x in lasts if x is not None), default=None if end is None else end - 1)
+        start = base if err.offset is None else err.offset
+        lost = _offsets(start, last) if last is not None else f"every offset from {start} on"
+        return f"the segments it replaces are gone ({gone}): completing the swap, as Kafka would, loses {lost}; {LEFT}"
+
+
+def _check_index(fs: LogFileSystem, entry: FileEntry, log: _Span) -> None:
+    """An index `.swap` checked on its own (Kafka's sanity checks, and a length of whole entries)
+    and against its `.log`: each offset-index entry points at the start of a batch after every batch
+    whose offsets reach its own, and no entry of either index lies past the `.log`'s last offset."""
+    p = _parsed(entry.name)
+    data = fs.read_bytes(entry.path)
+    try:
+        if p.kind == ".txnindex":
+            TransactionIndex.from_bytes(data, p.base_offset, file=entry.path).sanity_check()
+            return
+        index = (OffsetIndex if p.kind == ".index" else TimeIndex).from_bytes(data, p.base_offset, file=entry.path)
+        index.sanity_check()
+        starts = {position: i for i, (position, _) in enumerate(log.batches)}
+        reached = list(itertools.accumulate((last for _, last in log.batches), max))
+        for i, e in enumerate(index.entries):
+            problem = None
+            if log.last is None or e.offset > log.last:
+                problem = f"lies past the last offset of {log.entry.name} ({log.last})"
+            elif isinstance(e, OffsetPosition):
+                j = starts.get(e.position)
+                if j is None:
+                    problem = f"does not point at the start of a batch of {log.entry.name}"
+                elif j and reached[j - 1] >= e.offset:
+                    problem = f"points after a batch of {log.entry.name} that holds offset {reached[j - 1]}"
+            if problem:
+                raise CorruptIndexError(
+                    f"entry {i} {tuple(e)} {problem}", file=entry.path, position=i * index.ENTRY.size, offset=e.offset
+                )
+    except KafkaLogError as err:
+        consequence = (
+            "Kafka would rename it into place, find it corrupt and rebuild the segment's indexes"
+            if p.kind == ".txnindex"
+            else "Kafka would rename it into place and use it as it is: its loader checks no offset or time index"
+        )
+        raise _explained(err.located(offset=p.base_offset), f"{consequence}; {LEFT}") from None
+
+
+def _offsets(first, last) -> str:
+    return f"offset {first}" if first == last else f"offsets {first}-{last}"
+
+
+def _explained(err: KafkaLogError, consequence: str) -> KafkaLogError:
+    """`err` with what it means for the swap after its message."""
+    explained = copy.copy(err)
+    explained.message = f"{err.message}; {consequence}"
+    explained.args = (explained.message,)
+    return explained
 
 
 def _remove_stray_snapshots(fs: LogFileSystem, partition_dir: str) -> list[str]:
@@ -185,12 +437,3 @@ def _remove_stray_snapshots(fs: LogFileSystem, partition_dir: str) -> list[str]:
             fs.delete(e.path)
             removed.append(f"deleted stray {e.name}")
     return removed
-
-
-def _next_offset(fs: LogFileSystem, log_entry: FileEntry) -> int:
-    """The offset after the last batch of a `.log` file (its base offset when it is empty)."""
-    base = _parsed(log_entry.name).base_offset
-    last = None
-    for _, batch in SegmentReader(fs, log_entry.path, log_entry.size):
-        last = batch
-    return base if last is None else last.last_offset + 1

@@ -17,6 +17,7 @@ import pytest
 
 from kafkalog.cli import main
 from kafkalog.errors import KafkaLogError
+from tests import leftovers
 
 T0 = 1_700_100_000_000
 V2_CRC_AT, V2_ATTRIBUTES_AT, V2_COUNT_AT, V2_RECORDS_AT = 17, 21, 57, 61
@@ -425,35 +426,79 @@ def _examples() -> int:
     return int(os.environ.get("KAFKALOG_BAD_INPUT_EXAMPLES", "12"))
 
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
+# beside the damaged segment, a leftover of an interrupted swap made of another segment, itself damaged:
+# a `.swap` over the live segment, a `.swap` whose originals are `.deleted` (past step 2), a `.cleaned`
+# file, or the `.deleted` original of an intact `.swap`
+PLACES = ["none", "swap", "swap+deleted", "cleaned", "deleted"]
+
+
+def _drawn_damage(data, raw: bytes, label: str) -> tuple[bytes, str]:
+    """`raw` with damage as hypothesis draws it: bytes overwritten, with or without a matching CRC (v2),
+    the file cut short, or a batch's offset (outside the CRC) lowered by one; and which it is."""
+    out = bytearray(raw)
+    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut", "lowered offset"]), label=f"{label}: kind")
+    at = data.draw(st.integers(0, len(out) - 1), label=f"{label}: byte")
+    pos, size = next(b for b in _batches(raw) if b[0] <= at < b[0] + b[1])
+    if kind == "cut":
+        return bytes(out[:at]), kind
+    if kind == "lowered offset":
+        struct.pack_into(">q", out, pos, struct.unpack_from(">q", out, pos)[0] - 1)
+        return bytes(out), kind
+    out[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label=f"{label}: bytes")
+    v2 = out[pos + 16] == 2  # the magic byte, where both formats keep it
+    if kind == "overwrite+crc" and v2 and pos + size <= len(out) and at >= pos + V2_ATTRIBUTES_AT:
+        _recrc(out, pos, size)
+    return bytes(out), kind
+
+
+def _pairs(data: bytes) -> list:
+    """The (key, value) of every data record of a segment's bytes, sorted."""
+    from kafkalog.codec.reader import iter_batches
+
+    return sorted((r.key or b"", r.value or b"") for b in iter_batches(data) if not b.is_control for r in b.records())
+
+
+def _place(segment: Path, raw: bytes, place: str) -> None:
+    """A leftover of `place`'s kind made of `segment`, with the damaged bytes `raw`."""
+    if place in ("swap+deleted", "deleted"):
+        (segment.parent / (segment.name + ".swap")).write_bytes(segment.read_bytes() if place == "deleted" else raw)
+        for f in list(segment.parent.glob(segment.stem + ".*")):
+            if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                f.rename(f.parent / (f.name + ".deleted"))
+        if place == "deleted":
+            (segment.parent / (segment.name + ".deleted")).write_bytes(raw)
+        return
+    (segment.parent / (segment.name + "." + place)).write_bytes(raw)
+
+
+def _settled(root: Path, scratch: Path) -> tuple[dict, KafkaLogError | None]:
+    """What recovery makes of `root` (done on a copy): its files, or the error that refuses it."""
+    import shutil
+
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.swap import recover_partition
+
+    shutil.copytree(root, scratch)
+    try:
+        recover_partition(LogFileSystem.for_path(str(scratch))[0], str(scratch / "t-0"))
+    except KafkaLogError as err:
+        return _snapshot(root), err
+    return _snapshot(scratch), None
 
 
 def _damaged_tiny_log(tiny_log: Path, tmp_path_factory, data, partition: str = "t-0") -> Path:
-    """A copy of the tiny log with damage anywhere in a non-active segment of `partition`, as
-    hypothesis draws it: bytes overwritten, with or without a matching CRC (v2), the file cut short,
-    or a batch's offset (outside the CRC) lowered by one."""
+    """A copy of the tiny log with damage anywhere in a non-active segment of `partition`
+    (`_drawn_damage`)."""
     import shutil
 
     root = tmp_path_factory.mktemp("damage") / "log"
     shutil.copytree(tiny_log, root)
     segments = sorted((root / partition).glob("*.log"))[:-1]  # not the active one
     target = data.draw(st.sampled_from(segments), label="segment")
-    raw = bytearray(target.read_bytes())
-    batches = _batches(bytes(raw))
-    kind = data.draw(st.sampled_from(["overwrite", "overwrite+crc", "cut", "lowered offset"]), label="kind")
-    at = data.draw(st.integers(0, len(raw) - 1), label="byte")
-    pos, size = next(b for b in batches if b[0] <= at < b[0] + b[1])
-    if kind == "cut":
-        raw = raw[:at]
-    elif kind == "lowered offset":
-        struct.pack_into(">q", raw, pos, struct.unpack_from(">q", raw, pos)[0] - 1)
-    else:
-        raw[at : at + 4] = data.draw(st.binary(min_size=1, max_size=4), label="bytes")
-        v2 = raw[pos + 16] == 2  # the magic byte, where both formats keep it
-        if kind == "overwrite+crc" and v2 and pos + size <= len(raw) and at >= pos + V2_ATTRIBUTES_AT:
-            _recrc(raw, pos, size)
-    target.write_bytes(bytes(raw))
+    target.write_bytes(_drawn_damage(data, target.read_bytes(), "segment")[0])
     return root
 
 
@@ -477,22 +522,48 @@ def _assert_failed_whole(err: KafkaLogError, root: Path, before: dict) -> None:
 @given(data=st.data())
 def test_compaction_over_any_damage_is_uncleanable_or_loses_no_latest_value(spark, tiny_log, tmp_path_factory, data):
     """Damage anywhere in a non-active segment (bytes overwritten, with or without a matching CRC, or
-    the file cut short): compaction either leaves the partition uncleanable, byte for byte as it was,
-    with an error naming a file of it, a byte and an offset; or it reads the damaged log whole, and
-    then keeps exactly the latest record of every key, with its value, and nothing that was not there."""
+    the file cut short), and in a leftover of an interrupted swap made of another one (`.swap`,
+    `.cleaned`, `.deleted`): compaction either leaves the partition uncleanable, byte for byte as it
+    was (as recovery leaves it, where the leftover passed recovery's checks), with an error naming a
+    file of it, a byte and an offset; or it reads the recovered log whole, and then keeps exactly the
+    latest record of every key, with its value, and nothing that was not there. A leftover `.swap`
+    that recovery refuses leaves the partition uncleanable and untouched."""
 
     from kafkalog.config import resolver_from
     from kafkalog.operations.compact import compact
 
     root = _damaged_tiny_log(tiny_log, tmp_path_factory, data)
+    scratch = root.parent
+    place = data.draw(st.sampled_from(PLACES), label="leftover")
+    if place != "none":  # of another segment, one whose bytes are whole
+        whole_ones = [
+            s
+            for s in sorted((root / "t-0").glob("*.log"))[:-1]
+            if s.read_bytes() == (tiny_log / "t-0" / s.name).read_bytes()
+        ]
+        assert whole_ones, "the fixture must have two segments to damage"
+        other = data.draw(st.sampled_from(whole_ones), label="leftover of")
+        whole = other.read_bytes()
+        damaged, how = _drawn_damage(data, whole, "leftover")
+        _place(other, damaged, place)
     before = _snapshot(root)
-    active_base = int(sorted((root / "t-0").glob("*.log"))[-1].stem)
-    source = _readable_records(root)
+    settled, refused = _settled(root, scratch / "recovered")
+    event(f"leftover {place}: {'refused' if refused else 'recovered'}")
+    if place.startswith("swap") and refused is None and how != "overwrite+crc":
+        # the completed .swap is a copy of `other` whose damage no CRC hides: it must hold every record
+        swapped_in = (scratch / "recovered" / "t-0" / other.name).read_bytes()
+        assert _pairs(swapped_in) == _pairs(whole), "recovery completed a .swap that loses records"
+    recovered = root if refused else scratch / "recovered"
+    active_base = int(sorted((recovered / "t-0").glob("*.log"))[-1].stem)
+    source = _readable_records(recovered)
     resolver = resolver_from(settings=["cleanup.policy=compact"])
     result = compact(spark, str(root), resolver, now=T0, force=True, topics=["t"])  # not the tiny log's v1 topic
     err = result.plan.uncleanable.get(("t", 0))
-    if err is not None:
+    if refused is not None:
+        assert err is not None and err.message == refused.message, "a .swap recovery refuses was completed"
         assert _snapshot(root) == before
+    if err is not None:
+        assert _snapshot(root) == settled
         assert (
             err.file and Path(err.file).parent == root / "t-0" and err.position is not None and err.offset is not None
         ), str(err)
@@ -566,3 +637,172 @@ def test_retention_over_any_damage_fails_whole_or_keeps_the_log_above_its_start(
         assert {o: r for o, r in _records(root / partition).items() if o >= new_start} == {
             o: r for o, r in source.items() if o >= new_start
         }
+
+
+# -- a leftover .swap through every rewriting command and validate -----------------------------------
+
+SWAPS = [(kind, originals) for kind in leftovers.KINDS for originals in leftovers.ORIGINALS]
+DAMAGED_SWAPS = [c for c in SWAPS if not leftovers.completes(*c)]
+
+
+@pytest.fixture(scope="module")
+def swap_log(tmp_path_factory) -> Path:
+    """One compacted topic with a partition for each kind of leftover `.swap` and place of its
+    originals (tests/leftovers.py), each of a few small segments."""
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
+
+    path = tmp_path_factory.mktemp("swaps") / "log"
+    generate(
+        str(path),
+        GeneratorSpec(
+            seed=3,
+            consumer_offsets=None,
+            topics=[
+                TopicSpec(
+                    "t",
+                    partitions=len(SWAPS),
+                    records=80,
+                    keys=12,
+                    value_bytes=(8, 24),
+                    batch_records=(1, 4),
+                    cleanup_policy="compact",
+                    segment_bytes=700,
+                )
+            ],
+        ),
+    )
+    return path
+
+
+def _with_swaps(clean: Path, tmp_path: Path, swaps: list[tuple[str, str]]) -> tuple[Path, list[tuple]]:
+    """A copy of `clean` whose partition t-i has a leftover `.swap` of kind swaps[i] at its second
+    segment: (log dir, [(the .swap, the byte and the offset a refusal names)])."""
+    import shutil
+
+    root = tmp_path / "in"
+    shutil.copytree(clean, root)
+    made = []
+    for i, (kind, originals) in enumerate(swaps):
+        segments = sorted((root / f"t-{i}").glob("*.log"))
+        assert len(segments) >= 3, "the fixture must have a segment before and after the swapped one"
+        made.append(leftovers.make_swap(root / f"t-{i}", int(segments[1].stem), kind, originals))
+    return root, made
+
+
+def _of(snapshot: dict, partition: str) -> dict:
+    return {k: v for k, v in snapshot.items() if k.startswith(partition + "/")}
+
+
+def _refusal(line: str, command: str, swap: Path, byte: int, offset: int) -> None:
+    """One line naming the `.swap` (the input's), its byte and offset, and that it is not completed."""
+    assert line.startswith(f"kafkalog {command}: "), line
+    assert f"{swap}, byte {byte}, offset {offset}: " in line, line
+    assert "kafkalog does not complete such a swap and leaves the partition as it is" in line, line
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
+def test_compact_leaves_a_partition_with_a_damaged_swap_uncleanable_and_completes_a_valid_one(
+    spark, swap_log, tmp_path, capsys, output
+):
+    """One pass over a partition per kind of leftover `.swap`: each damaged one is uncleanable, named
+    by its `.swap`, byte and offset, and left byte for byte; the valid ones are completed and cleaned."""
+    root, swaps = _with_swaps(swap_log, tmp_path, SWAPS)
+    before = _snapshot(root)
+    out = tmp_path / "out"
+    args = ["compact", str(root), "--config", "cleanup.policy=compact", "--force", "--now", str(T0)]
+    code = main(args + (["--output", str(out)] if output else []))
+    assert code == 1, "the damaged partitions show in the exit code"
+    lines = [line for line in capsys.readouterr().err.splitlines() if " is uncleanable " in line]
+    assert len(lines) == len(DAMAGED_SWAPS), lines
+    after = _snapshot(out if output else root)
+    for i, ((kind, originals), (swap, byte, offset)) in enumerate(zip(SWAPS, swaps)):
+        mine = [line for line in lines if f"t-{i} is uncleanable and was left as it is: " in line]
+        if leftovers.completes(kind, originals):
+            assert not mine
+            assert not [k for k in _of(after, f"t-{i}") if k.endswith((".swap", ".deleted", ".cleaned"))]
+            assert _of(after, f"t-{i}") != _of(before, f"t-{i}")
+            continue
+        assert len(mine) == 1, (kind, originals, lines)
+        assert f"{swap}, byte {byte}, offset {offset}: " in mine[0], mine[0]
+        assert _of(after, f"t-{i}") == _of(before, f"t-{i}"), (kind, originals)
+    if output:
+        assert _snapshot(root) == before
+
+
+def _valid_leftover_first(root: Path) -> None:
+    """A `.cleaned` leftover in t-0, which recovery deletes: where a damaged `.swap` in a later
+    partition is found only after t-0 was recovered, the input would change."""
+    log = sorted((root / "t-0").glob("*.log"))[0]
+    (root / "t-0" / (log.name + ".cleaned")).write_bytes(log.read_bytes())
+
+
+@pytest.mark.parametrize("kind,originals", DAMAGED_SWAPS)
+def test_retain_stops_on_a_damaged_swap_before_it_writes_anything(swap_log, tmp_path, capsys, kind, originals):
+    root, swaps = _with_swaps(swap_log, tmp_path, [("valid", "live"), (kind, originals)])
+    _valid_leftover_first(root)
+    before = _snapshot(root)
+    assert main(["retain", str(root), "--now", str(T0), "--config", "retention.ms=-1"]) == 2
+    _refusal(_error_line(capsys, "retain"), "retain", *swaps[1])
+    assert _snapshot(root) == before
+
+
+def test_retain_completes_valid_swaps(swap_log, tmp_path):
+    root, _ = _with_swaps(swap_log, tmp_path, [("valid", o) for o in leftovers.ORIGINALS] + [("empty", "gone")])
+    assert main(["retain", str(root), "--now", str(T0), "--config", "retention.ms=-1"]) == 0
+    assert not [p for p in root.rglob("*") if p.suffix in (".swap", ".deleted", ".cleaned")]
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["in-place", "output"])
+def test_the_issues_empty_swap_stops_retain_with_the_directory_byte_identical(tmp_path, capsys, output):
+    """Issue 26's reproduction: an empty `.swap` beside customers-0's segment 60 of the small preset."""
+    base, config = tmp_path / "base", tmp_path / "base.properties"
+    assert main(["generate", str(base), "--preset", "small", "--seed", "1", "--config-out", str(config)]) == 0
+    swap = base / "customers-0" / "00000000000000000060.log.swap"
+    swap.write_bytes(b"")
+    before = _snapshot(base)
+    out = tmp_path / "out"
+    args = ["retain", str(base), "--config-file", str(config), "--now", "1700100000000"]
+    assert main(args + (["--output", str(out)] if output else [])) == 2
+    line = _error_line(capsys, "retain")
+    _refusal(line, "retain", swap, 0, 60)
+    assert "Kafka would replace 00000000000000000060.log, " in line and "with a 0-byte segment" in line, line
+    assert _snapshot(base) == before
+    assert not out.exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+def _purge_args(root: Path, tmp_path: Path) -> list[str]:
+    keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
+    keys.write_text("key-1\nkey-2\n")
+    secret.write_bytes(b"0123456789abcdef0123456789abcdef")
+    return ["purge", str(root), "--keys", str(keys), "--ledger", str(tmp_path / "ledger"), "--secret-file", str(secret)]
+
+
+@pytest.mark.parametrize("kind,originals", DAMAGED_SWAPS)
+def test_purge_stops_on_a_damaged_swap_before_it_writes_anything(spark, swap_log, tmp_path, capsys, kind, originals):
+    root, swaps = _with_swaps(swap_log, tmp_path, [("valid", "live"), (kind, originals)])
+    _valid_leftover_first(root)
+    before = _snapshot(root)
+    assert main(_purge_args(root, tmp_path) + ["--now", str(T0)]) == 2
+    _refusal(_error_line(capsys, "purge"), "purge", *swaps[1])
+    assert _snapshot(root) == before
+    assert not (tmp_path / "ledger").exists()
+
+
+def test_validate_reports_each_damaged_swap_as_an_error_and_a_valid_one_as_a_warning(swap_log, tmp_path):
+    from kafkalog.operations.validate import validate_paths
+
+    root, swaps = _with_swaps(swap_log, tmp_path, SWAPS)
+    report = validate_paths([str(root)])
+    found = {(Path(p.file).parent.name, p.severity) for p in report.findings if p.check == "partition.leftover"}
+    for i, ((kind, originals), (swap, byte, offset)) in enumerate(zip(SWAPS, swaps)):
+        if leftovers.completes(kind, originals):
+            assert (f"t-{i}", "error") not in found and (f"t-{i}", "warning") in found, (kind, originals)
+            continue
+        (error,) = [
+            p
+            for p in report.findings
+            if p.check == "partition.leftover" and p.severity == "error" and Path(p.file) == swap
+        ]
+        assert (error.position, error.offset) == (byte, offset), (kind, originals, error)
+        assert "Kafka would replace" in error.message or "the segments it replaces are gone" in error.message
+    assert report.exit_code == 1

@@ -739,16 +739,45 @@ def test_a_snapshots_transaction_cannot_begin_at_or_before_the_producers_previou
 
 
 def test_leftovers_of_a_swap_and_orphan_indexes(tmp_path):
+    """A `.swap` that reads whole and covers the segment it replaces is a leftover Kafka's loader
+    (and kafkalog's recovery) completes: a warning."""
     part = tmp_path / "swap-0"
     part.mkdir()
     write_segment(part, 0, [build_batch([rec(0), rec(1)])])
-    (part / "00000000000000000000.log.swap").write_bytes(b"")
+    (part / "00000000000000000000.log.swap").write_bytes((part / "00000000000000000000.log").read_bytes())
     (part / "00000000000000000005.index").write_bytes(b"")
     report = validate_paths([str(part)])
     assert {(p.check, p.severity, Path(p.file).name) for p in report.findings} == {
         ("partition.leftover", "warning", "00000000000000000000.log.swap"),
         ("partition.orphan_index", "warning", "00000000000000000005.index"),
     }
+
+
+@pytest.mark.parametrize("swap", [b"", b"\x00" * 12 + b"\xff\xff\xff\xf0"], ids=["empty", "negative-length"])
+def test_a_swap_that_must_not_be_completed_is_an_error_saying_what_kafka_would_do(tmp_path, swap):
+    """An empty `.swap` beside the live segment it names, or one that does not read: a broker starting
+    on the directory would rename it over the segment. validate says so, as an ERROR on the `.swap`
+    (and still a warning on the other leftovers)."""
+    part = tmp_path / "swap-0"
+    part.mkdir()
+    write_segment(part, 0, [build_batch([rec(0), rec(1)]), build_batch([rec(2)])])
+    (part / "00000000000000000000.log.swap").write_bytes(swap)
+    (part / "00000000000000000000.index.swap").write_bytes(b"")
+    report = validate_paths([str(part)])
+    leftovers = {(p.severity, Path(p.file).name): p for p in report.findings if p.check == "partition.leftover"}
+    swap_log, swap_index = "00000000000000000000.log.swap", "00000000000000000000.index.swap"
+    assert set(leftovers) == {("error", swap_log), ("warning", swap_index)}
+    error = leftovers[("error", swap_log)]
+    assert error.position is not None and error.offset is not None
+    expected = (
+        "Kafka would replace 00000000000000000000.log, 2 batches, offsets 0-2, with a 0-byte segment: offsets 0-2 "
+        "would be lost"
+        if not swap
+        else "Kafka would replace 00000000000000000000.log, 2 batches, offsets 0-2, with this .swap, which does not "
+        "read whole"
+    )
+    assert expected in error.message, error.message
+    assert report.exit_code == 1
 
 
 def test_zero_tail_of_a_preallocated_segment(tmp_path):
