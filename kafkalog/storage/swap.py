@@ -10,12 +10,21 @@ sequence into either the complete old or the complete new set of segments. Unlik
 `recover_partition` completes a leftover `.swap` only once it has read it whole and checked it
 against the segments it replaces (`check_swaps`, docs/semantics.md "Recovery"): a `.swap` left by
 anything but an interrupted swap (empty, torn, garbage) must not replace a live segment.
+
+A rewrite's new segment may end below the segments it replaces (the records that ended them were
+compacted or purged away), and then nothing in the files tells it from a copy cut short. So before
+step 1 kafkalog's own swap writes an intent (`SWAP_INTENT`: each `.swap` file it is about to make,
+with its size) and removes it after step 4. Recovery completes the `.swap` files an intent names, as
+they are, without the coverage check; any other `.swap` (Kafka's cleaner's, or one no rewrite made)
+must cover what it replaces. Kafka's loader ignores the file (its name has none of a segment's
+suffixes).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -33,6 +42,7 @@ SWAP_STEPS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed"
 SWAP_THREADS = 8  # partitions swapped at once by replace_in_partitions
 
 LEFT = "kafkalog does not complete such a swap and leaves the partition as it is"  # ends every refusal
+SWAP_INTENT = "kafkalog-swap-intent.json"  # the `.swap` files kafkalog's own swap makes, with their sizes
 
 # A test hook: called with each step name and file name as the swap proceeds; it may raise to
 # simulate a crash at that point.
@@ -56,6 +66,13 @@ def replace_segments(
     Producer snapshots at old base offsets that are not new base offsets are deleted."""
     new_bases, old_bases = sorted(set(new_bases)), sorted(set(old_bases))
     files = {e.name: e for e in fs.list_dir(partition_dir)}
+    staged = {
+        name[: -len(".cleaned")] + ".swap": files[name].size
+        for b in new_bases
+        for name in _segment_files(files, b, ".cleaned")
+    }
+    intent = {"version": 1, "swaps": staged, "replaced": old_bases}
+    fs.write_atomic(fs.join(partition_dir, SWAP_INTENT), json.dumps(intent).encode())
     fault("cleaned-written", "")
     for base in reversed(new_bases):
         for name in _segment_files(files, base, ".cleaned"):
@@ -75,6 +92,7 @@ def replace_segments(
         if parsed and parsed.kind == ".snapshot" and not parsed.state and parsed.base_offset in doomed:
             fs.delete(entry.path)
     _delete_leftovers(fs, partition_dir, ".deleted", fault)
+    fs.delete(fs.join(partition_dir, SWAP_INTENT))
     fault("done", "")
 
 
@@ -166,6 +184,9 @@ def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
         actions.append(f"renamed {e.name}")
     if recovery.swaps or recovery.deleted:  # a replacement won: step 4 is undone
         actions += _remove_stray_snapshots(fs, partition_dir)
+    if recovery.intent is not None:
+        fs.delete(recovery.intent.path)
+        actions.append(f"deleted {SWAP_INTENT}")
     if actions:
         fs.sync_dir(partition_dir)
     return actions
@@ -188,6 +209,7 @@ class _Recovery:
     cleaned: list[FileEntry]
     replaced: list[FileEntry]  # live files of the segments the winning swaps replace
     swaps: list[FileEntry]  # the winning `.swap` files, renamed
+    intent: FileEntry | None  # kafkalog's swap intent, deleted once the swap is settled
 
 
 def _plan_recovery(fs: LogFileSystem, partition_dir: str) -> _Recovery:
@@ -203,13 +225,36 @@ def _plan_recovery(fs: LogFileSystem, partition_dir: str) -> _Recovery:
             late = min_cleaned is not None and _parsed(e.name).base_offset >= min_cleaned
             (incomplete if late else swaps).append(e)
     replaced = []
+    intent = next((e for e in listing if e.name == SWAP_INTENT), None)
     if swaps:
-        low, high = _SwapCheck(fs, partition_dir, listing, swaps).run()
+        # the segments kafkalog's own swap replaces, where its intent vouches for the swaps: a new
+        # segment that ends short does not say which segments it replaces
+        vouched = _vouched(fs, intent, swaps)
+        low, high = _SwapCheck(fs, partition_dir, listing, swaps).run(check_coverage=vouched is None)
         for e in listing:
             p = parse_segment_file_name(e.name)
-            if p and p.state is None and p.kind in SEGMENT_KINDS and low <= p.base_offset < high:
-                replaced.append(e)
-    return _Recovery(deleted, incomplete, cleaned, replaced, swaps)
+            if p and p.state is None and p.kind in SEGMENT_KINDS:
+                if low <= p.base_offset < high or (vouched is not None and p.base_offset in vouched):
+                    replaced.append(e)
+    return _Recovery(deleted, incomplete, cleaned, replaced, swaps, intent)
+
+
+def _vouched(fs: LogFileSystem, intent: FileEntry | None, swaps: list[FileEntry]) -> frozenset[int] | None:
+    """The base offsets of the segments kafkalog's own swap replaces when its intent names every one
+    of `swaps`, of the size it had when staged; None otherwise (an intent that cannot be read, or
+    swaps it does not name, vouches for nothing)."""
+    if intent is None:
+        return None
+    try:
+        written = json.loads(fs.read_bytes(intent.path))
+        staged, replaced = written["swaps"], frozenset(int(b) for b in written["replaced"])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+    if not isinstance(staged, dict) or any(staged.get(e.name) != e.size for e in swaps):
+        return None
+    # a `.swap` it names that is gone was renamed in step 3, after step 2 renamed every replaced
+    # segment: a live file at a replaced base offset is then a new one
+    return replaced if len(swaps) == len(staged) else frozenset()
 
 
 class _Span(NamedTuple):
@@ -277,8 +322,9 @@ class _SwapCheck:
         logs = (e for e in swaps if _parsed(e.name).kind == ".log")
         self.logs = sorted(logs, key=lambda e: _parsed(e.name).base_offset)
 
-    def run(self) -> tuple[int, int]:
-        """[low, high): the offset range whose live segments the swaps replace (empty: none)."""
+    def run(self, check_coverage: bool = True) -> tuple[int, int]:
+        """[low, high): the offset range whose live segments the swaps replace (empty: none).
+        Without `check_coverage` (swaps kafkalog's own swap made), they may end below what they replace."""
         spans = {}
         for i, e in enumerate(self.logs):
             base = _parsed(e.name).base_offset
@@ -290,7 +336,8 @@ class _SwapCheck:
         low = min(spans, default=0)
         high = max((s.next_offset for s in spans.values()), default=0)
         if spans:
-            self._check_coverage(spans, low, high)
+            if check_coverage:
+                self._check_coverage(spans, low, high)
             self._check_below(spans[low])
         for e in self.swaps:
             p = _parsed(e.name)

@@ -15,6 +15,7 @@ from kafkalog.codec.records import Record
 from kafkalog.errors import KafkaLogError
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.swap import (
+    SWAP_INTENT,
     check_swaps,
     in_flight_files,
     recover_partition,
@@ -288,3 +289,47 @@ def test_a_swap_index_renamed_after_its_log_is_checked_against_the_live_log(tmp_
     (d / f"{5:020d}.index.swap").write_bytes(struct.pack(">ii", 5, 0))  # offset 10: past offset 9
     with pytest.raises(Exception, match="lies past the last offset"):
         recover_partition(fs, str(d))
+
+
+SHORT = [3, 4, 7, 10, 11]  # the new segment 0 ends at 7: the records that ended segment 5 were removed
+
+
+@pytest.mark.parametrize("intent", [True, False], ids=["kafkalog's swap", "intent lost"])
+def test_a_crash_at_every_step_of_a_swap_whose_new_segment_ends_short(tmp_path, intent):
+    """A compaction or purge can leave its new segment ending below the segments it replaces, which no
+    file tells from a copy cut short: kafkalog's swap says so in its intent, and recovery completes
+    or rolls back its own swap at every step. Without the intent (not kafkalog's swap), a `.swap`
+    that does not cover the live or `.deleted` segments it replaces is refused, the directory as it is."""
+    steps = _count_steps(tmp_path)
+    outcomes = set()
+    for i in range(len(steps)):
+        d = tmp_path / f"crash{i}" / "t-0"
+        d.mkdir(parents=True)
+        _old_state(d)
+        _write_segment(d, 0, [3, 4, 7], state=".cleaned")
+        fs = LogFileSystem.for_path(str(d))[0]
+        seen = []
+
+        def fault(step, name, seen=seen, i=i):
+            seen.append((step, name))
+            if len(seen) == i + 1:
+                raise Crash(step)
+
+        with pytest.raises(Crash):
+            replace_segments(fs, str(d), [0], [0, 5], fault=fault)
+        if not intent and (d / SWAP_INTENT).exists():
+            (d / SWAP_INTENT).unlink()
+            if (d / f"{0:020d}.log.swap").exists() and not list(d.glob("*.cleaned")):
+                before = _files(d)
+                with pytest.raises(KafkaLogError, match="offsets 8-9 would be lost"):
+                    recover_partition(fs, str(d))
+                assert _files(d) == before
+                outcomes.add("refused")
+                continue
+        recover_partition(fs, str(d))
+        assert not in_flight_files(fs, str(d)) and not (d / SWAP_INTENT).exists(), steps[i]
+        got = _offsets(d)
+        assert got in (OLD, SHORT), (steps[i], got)
+        outcomes.add(tuple(got))
+    assert {tuple(OLD), tuple(SHORT)} <= outcomes
+    assert ("refused" in outcomes) == (not intent)
