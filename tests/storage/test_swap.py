@@ -85,25 +85,32 @@ def test_swap_completes_and_removes_snapshots_of_removed_segments(tmp_path):
     assert f"{5:020d}.log" not in names
 
 
+def _crashed_at(root, i: int, kept: list[int]):
+    """The old state with a new segment 0 of the offsets `kept` swapped in for segments 0 and 5, the
+    swap crashed at its step `i`: the partition directory and its filesystem."""
+    d = root / "t-0"
+    d.mkdir(parents=True)
+    _old_state(d)
+    _write_segment(d, 0, kept, state=".cleaned")
+    fs = LogFileSystem.for_path(str(d))[0]
+    seen = []
+
+    def fault(step, name):
+        seen.append((step, name))
+        if len(seen) == i + 1:
+            raise Crash(step)
+
+    with pytest.raises(Crash):
+        replace_segments(fs, str(d), [0], [0, 5], fault=fault)
+    return d, fs
+
+
 def test_crash_at_every_step_recovers_old_or_new__LCT_testRecoveryAfterCrash(tmp_path):
     steps = _count_steps(tmp_path)
     assert len(steps) > 8
     outcomes = set()
     for i, crash_step in enumerate(steps):
-        d = tmp_path / f"crash{i}" / "t-0"
-        d.mkdir(parents=True)
-        _old_state(d)
-        _stage(d)
-        fs = LogFileSystem.for_path(str(d))[0]
-        seen = []
-
-        def fault(step, name, seen=seen, i=i):
-            seen.append((step, name))
-            if len(seen) == i + 1:
-                raise Crash(step)
-
-        with pytest.raises(Crash):
-            replace_segments(fs, str(d), [0], [0, 5], fault=fault)
+        d, fs = _crashed_at(tmp_path / f"crash{i}", i, [3, 4, 8, 9])
         recover_partition(fs, str(d))
         assert not in_flight_files(fs, str(d)), crash_step
         got = _offsets(d)
@@ -303,20 +310,7 @@ def test_a_crash_at_every_step_of_a_swap_whose_new_segment_ends_short(tmp_path, 
     steps = _count_steps(tmp_path)
     outcomes = set()
     for i in range(len(steps)):
-        d = tmp_path / f"crash{i}" / "t-0"
-        d.mkdir(parents=True)
-        _old_state(d)
-        _write_segment(d, 0, [3, 4, 7], state=".cleaned")
-        fs = LogFileSystem.for_path(str(d))[0]
-        seen = []
-
-        def fault(step, name, seen=seen, i=i):
-            seen.append((step, name))
-            if len(seen) == i + 1:
-                raise Crash(step)
-
-        with pytest.raises(Crash):
-            replace_segments(fs, str(d), [0], [0, 5], fault=fault)
+        d, fs = _crashed_at(tmp_path / f"crash{i}", i, [3, 4, 7])
         if not intent and (d / SWAP_INTENT).exists():
             (d / SWAP_INTENT).unlink()
             if (d / f"{0:020d}.log.swap").exists() and not list(d.glob("*.cleaned")):
