@@ -803,7 +803,7 @@ def _run_export(args) -> int:
         on_decode_error=args.on_decode_error,
         dead_letter=args.dead_letter,
     )
-    schema_registry(decoding, args.log_dir)  # so are missing schemas
+    registry = schema_registry(decoding, args.log_dir)  # and so do missing schemas
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)
@@ -819,6 +819,7 @@ def _run_export(args) -> int:
         as_of_time=args.as_of_time,
         incremental=args.incremental,
         decoding=decoding,
+        registry=registry,
     )
     report = result.to_dict()
     print(json.dumps(report))

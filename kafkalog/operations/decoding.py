@@ -69,6 +69,8 @@ class Decoding:
             raise ConfigError("a Debezium envelope is read from decoded values: give --value-format too")
         if self.on_decode_error not in ON_ERROR:
             raise ConfigError(f"on decode error {self.on_decode_error!r}: expected one of {', '.join(ON_ERROR)}")
+        if self.on_decode_error == "dead-letter" and not self.decodes:
+            raise ConfigError("--on-decode-error dead-letter with nothing decoded: give --key-format or --value-format")
         if self.dead_letter is not None and self.on_decode_error != "dead-letter":
             raise ConfigError("a dead-letter path is for --on-decode-error dead-letter: give that, or drop the path")
         confluent = any(k in CONFLUENT_FORMATS for k in self.kinds.values())
@@ -93,14 +95,25 @@ class Decoding:
 
     def with_table_schema(self, held) -> Decoding:
         """For an incremental run: json columns without a given schema take the table's (a StructType),
-        so that the new rows meet the columns the table has."""
+        so that the new rows meet the columns the table has. With an envelope the table holds the rows
+        `after` carries: the events are read as plain Debezium envelopes (schemas.enable=false) of them."""
         from dataclasses import replace
 
-        given = {
-            f"{side}_schema": held[side].dataType
-            for side in ("key", "value")
-            if self.kinds[side] == "json" and getattr(self, f"{side}_schema") is None
-        }
+        from pyspark.sql import types as T
+
+        given = {}
+        for side in ("key", "value"):
+            if self.kinds[side] == "json" and getattr(self, f"{side}_schema") is None:
+                schema = held[side].dataType
+                if side == "value" and self.envelope is not None:
+                    schema = T.StructType(
+                        [
+                            T.StructField("before", schema),
+                            T.StructField("after", schema),
+                            T.StructField("op", T.StringType()),
+                        ]
+                    )
+                given[f"{side}_schema"] = schema
         return replace(self, **given) if given else self
 
 
@@ -154,15 +167,14 @@ def _format(spark, decoding: Decoding, side: str, topic: str) -> ValueFormat | N
     return ValueFormat(kind, subject=text)
 
 
-def decoded(spark, rows, decoding: Decoding, topic: str, log_dir, *, registry: SchemaRegistry | None = None):
+def decoded(spark, rows, decoding: Decoding, topic: str, registry: SchemaRegistry | None):
     """`rows` (records with the table's columns) with key and value decoded through `decode_records`.
     With an envelope the `_operation` column says upsert or delete; with dead letters `_decodeError`
-    says why a row did not decode, and `_rawKey`/`_rawValue` keep its bytes (`split_dead_letters`)."""
+    says why a row did not decode, and `_rawKey`/`_rawValue` keep its bytes (`split_dead_letters`).
+    `registry`: `schema_registry`'s."""
     if not decoding.decodes:
         return rows
     formats = {side: _format(spark, decoding, side, topic) for side in ("key", "value")}
-    if registry is None:
-        registry = schema_registry(decoding, log_dir)
     if decoding.on_decode_error == "dead-letter":
         for side, raw in RAW.items():
             rows = rows.withColumn(raw, rows[side])

@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..codec.schema_registry import SchemaRegistry
 from ..errors import ConfigError
 from ..spark.decode import DECODE_ERROR
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
@@ -153,10 +154,10 @@ def _rows(spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, reg
     decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op."""
     records = committed_records(spark, str(log_dir), topic, ranges)
     if mode == "changelog":
-        return decoded(spark, records, decoding, topic, log_dir, registry=registry)
+        return decoded(spark, records, decoding, topic, registry)
     latest = latest_per_key(records)
     latest = latest.withColumn(DELETED, latest["value"].isNull())
-    return deleted_after_decoding(decoded(spark, latest, decoding, topic, log_dir, registry=registry), decoding)
+    return deleted_after_decoding(decoded(spark, latest, decoding, topic, registry), decoding)
 
 
 def topic_table(
@@ -168,15 +169,18 @@ def topic_table(
     as_of_offset=None,
     as_of_time: int | None = None,
     decoding: Decoding | None = None,
+    registry: SchemaRegistry | None = None,
     **options,
 ):
     """The table of `topic` as a DataFrame (columns: key, value, topic, partition, offset, timestamp,
     timestampType, headers; `_operation` in changelog mode with an envelope; `_decodeError` and the
     raw `_rawKey`/`_rawValue` with ``on_decode_error="dead-letter"``), as of the as-of point;
-    nothing is collected to the driver. `options` are `Decoding`'s fields (or give `decoding`)."""
+    nothing is collected to the driver. `options` are `Decoding`'s fields (or give `decoding`);
+    `registry`: the schemas (default: `schema_registry`'s)."""
     _check(mode)
     decoding = decoding or Decoding(**options)
-    registry = schema_registry(decoding, log_dir)
+    if registry is None:
+        registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
     return rows if mode == "changelog" else rows.where(~rows[DELETED]).drop(DELETED)
@@ -258,6 +262,7 @@ def export(
     as_of_time: int | None = None,
     incremental: bool = False,
     decoding: Decoding | None = None,
+    registry: SchemaRegistry | None = None,
     **options,
 ) -> ExportResult:
     """Write the table of `topic` (see `topic_table`) to `output` as `format`, in one commit that notes
@@ -265,14 +270,16 @@ def export(
     past its note: upserts and deletes in one MERGE (`latest`), or appended (`changelog`); a run with
     nothing new commits nothing. There JSON keys and values are parsed with the table's schema where
     none is given (a field new since the table was written is not added: export it again whole).
-    `options` are `Decoding`'s fields (or give `decoding`). With ``on_decode_error="dead-letter"`` the
-    records that do not decode are written, as their bytes and why, to the table `dead_letter_path`
-    (same format; appended by an incremental run), before the table itself; none there, none written."""
+    `options` are `Decoding`'s fields (or give `decoding`; `registry` as in `topic_table`). With
+    ``on_decode_error="dead-letter"`` the records that do not decode are written, as their bytes and
+    why, to the table `dead_letter_path` (same format; appended by an incremental run), before the
+    table itself; none there, none written."""
     _check(mode, format)
     decoding = decoding or Decoding(**options)
     if incremental and format == "parquet":
         raise ConfigError("parquet holds one-off snapshots: --incremental needs --format delta or iceberg")
-    registry = schema_registry(decoding, log_dir)
+    if registry is None:
+        registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     ends = {r.partition: r.end for r in ranges}
     result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental)
