@@ -12,13 +12,13 @@ default ``_schemas``).
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from ..codec.schema_registry import SchemaRegistry
 from ..codec.value_format import CONFLUENT_FORMATS, ValueFormat
 from ..errors import ConfigError
 from ..spark.decode import DECODE_ERROR, ENVELOPES, ON_ERROR, OPERATION, decode_records, json_format
+from ..spark.topic_table import COLUMNS
 from ..storage.logdir import LogDir
 from ..storage.schemas import load_schema_dir, read_schemas_partition
 
@@ -188,20 +188,17 @@ def decoded(spark, rows, decoding: Decoding, topic: str, registry: SchemaRegistr
     )
 
 
-def split_dead_letters(df, columns):
-    """(the rows that decoded, with `columns`; the ones that did not: their record's bytes and why)."""
+def split_dead_letters(df):
+    """(the rows that decoded, as the table has them; the records that did not: the table's columns
+    with the key and value bytes as the log holds them, and `error`, why)."""
     from pyspark.sql import functions as F
 
     failed = F.col(DECODE_ERROR).isNotNull()
-    good = df.where(~failed).select(*columns)
+    good = df.where(~failed).drop(DECODE_ERROR, *RAW.values())
     dead = df.where(failed).select(
-        *[F.col(RAW[c]).alias(c) if c in RAW else F.col(c) for c in columns if c in RAW or c in _RECORD_COLUMNS],
-        F.col(DECODE_ERROR).alias("error"),
+        *[F.col(RAW[c]).alias(c) if c in RAW else F.col(c) for c in COLUMNS], F.col(DECODE_ERROR).alias("error")
     )
     return good, dead
-
-
-_RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 
 
 def deleted_after_decoding(df, decoding: Decoding):
@@ -216,10 +213,3 @@ def deleted_after_decoding(df, decoding: Decoding):
     return df.withColumn(DELETED, F.col(DELETED) | F.coalesce(F.col(OPERATION) == "delete", F.lit(False))).drop(
         OPERATION
     )
-
-
-def warn_dead_letters(count: int, path: str) -> None:
-    if count:
-        warnings.warn(
-            f"kafkalog: {count} records did not decode: they are in the dead-letter table {path}", stacklevel=3
-        )

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 from ..codec.schema_registry import SchemaRegistry
 from ..errors import ConfigError
-from ..spark.decode import DECODE_ERROR
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
 from ..spark.topic_table import PartitionRange, committed_records, latest_per_key
 from ..storage import tables
@@ -39,13 +38,11 @@ from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
 from ..storage.tables import DELETED
 from .decoding import (
-    RAW,
     Decoding,
     decoded,
     deleted_after_decoding,
     schema_registry,
     split_dead_letters,
-    warn_dead_letters,
 )
 
 MODES = ("latest", "changelog")
@@ -298,30 +295,37 @@ def export(
     rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
     if note is None and mode == "latest":
         rows = rows.where(~rows[DELETED]).drop(DELETED)
-    rows = _write_dead_letters(spark, rows, result, format, append=note is not None)
+    rows, cached = _write_dead_letters(spark, rows, result, format, append=note is not None)
     new_note = _note(topic, mode, ends)
-    if note is None:  # the whole table
-        write_table(spark, rows, output, format, new_note)
-    elif mode == "changelog":
-        write_table(spark, rows, output, format, new_note, append=True)
-    else:
-        merge_latest(spark, rows, output, format, new_note)
+    try:
+        if note is None:  # the whole table
+            write_table(spark, rows, output, format, new_note)
+        elif mode == "changelog":
+            write_table(spark, rows, output, format, new_note, append=True)
+        else:
+            merge_latest(spark, rows, output, format, new_note)
+    finally:
+        if cached is not None:
+            cached.unpersist()
     result.committed = True
     return result
 
 
 def _write_dead_letters(spark, rows, result: ExportResult, fmt: str, *, append: bool):
-    """The rows that decoded; those that did not written to the dead-letter table first (a run that
-    then fails leaves them there, and its rerun writes them again: a dead letter may repeat)."""
+    """(the rows that decoded, the DataFrame to unpersist after the table's commit); those that did
+    not are written to the dead-letter table first (a run that then fails leaves them there, and its
+    rerun writes them again: a dead letter may repeat)."""
     path = result.dead_letter_path
     if path is None:
-        return rows
+        return rows, None
     rows = rows.persist()  # decoded once, for the dead letters' count, their table and the table
-    columns = [c for c in rows.columns if c not in (DECODE_ERROR, *RAW.values())]
-    good, dead = split_dead_letters(rows, columns)
+    good, dead = split_dead_letters(rows)
     result.dead_letters = dead.count()
     if result.dead_letters:
         exists = append and tables.notes(path, fmt) is not None
         write_table(spark, dead, path, fmt, {"deadLettersOf": result.output, "topic": result.topic}, append=exists)
-        warn_dead_letters(result.dead_letters, path)
-    return good
+        warnings.warn(
+            f"kafkalog: {result.dead_letters} records did not decode: they are in the dead-letter table {path}",
+            stacklevel=3,
+        )
+    return good, rows
