@@ -63,6 +63,11 @@ class Decoding:
             name = getattr(self, f"{side}_format")
             if name not in VALUE_FORMATS:
                 raise ConfigError(f"{side} format {name!r}: expected one of {', '.join(VALUE_FORMATS)}")
+            if getattr(self, f"{side}_schema") is not None and VALUE_FORMATS[name] in ("binary", "string"):
+                raise ConfigError(
+                    f"a {side} schema is for json, avro, protobuf or json-schema, not {name}: "
+                    f"drop it or change --{side}-format"
+                )
         if self.envelope is not None and self.envelope not in ENVELOPES:
             raise ConfigError(f"envelope {self.envelope!r}: expected one of {', '.join(ENVELOPES)}")
         if self.envelope is not None and self.kinds["value"] == "binary":
@@ -143,10 +148,6 @@ def schema_registry(decoding: Decoding, log_dir) -> SchemaRegistry | None:
 
 def _format(spark, decoding: Decoding, side: str, topic: str) -> ValueFormat | None:
     kind, schema = decoding.kinds[side], getattr(decoding, f"{side}_schema")
-    if schema is not None and kind in ("binary", "string"):
-        raise ConfigError(
-            f"a {side} schema is for json, avro, protobuf or json-schema, not {kind}: drop it or change --{side}-format"
-        )
     if kind == "binary":
         return None  # left as bytes
     if kind == "string":

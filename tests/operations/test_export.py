@@ -164,6 +164,7 @@ def test_the_command_refuses_an_unknown_topic_before_spark_starts(topic):
     [
         ({"value_format": "avro3"}, "value format 'avro3'"),
         ({"envelope": "debezium"}, "give --value-format too"),
+        ({"key_format": "string", "key_schema": "k string"}, "a key schema is for json"),
         ({"envelope": "maxwell", "value_format": "json"}, "envelope 'maxwell'"),
         ({"on_decode_error": "dead-letter"}, "with nothing decoded"),
         ({"value_format": "json", "dead_letter": "/tmp/dl"}, "for --on-decode-error dead-letter"),
