@@ -709,9 +709,10 @@ def _txn_tables(report) -> str:
 
 
 def _add_export(commands) -> None:
+    from .operations.decoding import DEAD_LETTER_SUFFIX, SCHEMAS_TOPIC, VALUE_FORMATS
     from .operations.export import MODES
+    from .spark.decode import ENVELOPES, ON_ERROR
     from .spark.tables import FORMATS
-    from .spark.topic_table import FORMATS as VALUE_FORMATS
 
     p = commands.add_parser(
         "export",
@@ -750,15 +751,45 @@ def _add_export(commands) -> None:
     for side in ("key", "value"):
         p.add_argument(
             f"--{side}-format",
-            choices=VALUE_FORMATS,
-            default="binary",
-            help=f"how to decode the {side} (default: %(default)s)",
+            choices=list(VALUE_FORMATS),
+            default="bytes",
+            help=f"how to decode the {side}: avro, protobuf and json-schema in Confluent's wire format "
+            "(default: %(default)s, left as they are)",
         )
         p.add_argument(
             f"--{side}-schema",
-            metavar="DDL",
-            help=f"the {side}'s schema for --{side}-format json, as Spark DDL (default: inferred from the data)",
+            metavar="DDL|ID|SUBJECT",
+            help=f"json: the {side}'s schema as Spark DDL (default: inferred from the data); avro, protobuf, "
+            f"json-schema: the reader schema's id or subject (default: the subject <topic>-{side})",
         )
+    p.add_argument(
+        "--schemas-topic",
+        metavar="NAME",
+        help=f"the Schema Registry topic in the log dir to read schemas from (default: {SCHEMAS_TOPIC})",
+    )
+    p.add_argument(
+        "--schema-dir",
+        metavar="DIR",
+        help="read schemas from a directory of <id>.avsc, <id>.proto and <id>.json files instead",
+    )
+    p.add_argument(
+        "--envelope",
+        choices=ENVELOPES,
+        help="values are Debezium change events: op c/r/u upserts 'after', d and the tombstone delete "
+        "(changelog mode keeps the op in _operation)",
+    )
+    p.add_argument(
+        "--on-decode-error",
+        choices=ON_ERROR,
+        default="fail",
+        help="a key or value that does not decode stops the export (fail, naming its offset), or goes to "
+        "the dead-letter table (default: %(default)s)",
+    )
+    p.add_argument(
+        "--dead-letter",
+        metavar="PATH",
+        help=f"the dead-letter table (default: the output's path + {DEAD_LETTER_SUFFIX})",
+    )
     p.add_argument("--report", metavar="FILE", help="also write what the run did as JSON")
     p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
     p.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr")
@@ -767,10 +798,23 @@ def _add_export(commands) -> None:
 
 
 def _run_export(args) -> int:
+    from .operations.decoding import Decoding, schema_registry
     from .operations.export import export, topic_log_dir
     from .spark.session import local_session
 
     topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
+    decoding = Decoding(
+        key_format=args.key_format,
+        value_format=args.value_format,
+        key_schema=args.key_schema,
+        value_schema=args.value_schema,
+        schemas_topic=args.schemas_topic,
+        schema_dir=args.schema_dir,
+        envelope=args.envelope,
+        on_decode_error=args.on_decode_error,
+        dead_letter=args.dead_letter,
+    )
+    registry = schema_registry(decoding, args.log_dir)  # and so do missing schemas
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)
@@ -785,10 +829,8 @@ def _run_export(args) -> int:
         as_of_offset=as_of_offset,
         as_of_time=args.as_of_time,
         incremental=args.incremental,
-        key_format=args.key_format,
-        value_format=args.value_format,
-        key_schema=args.key_schema,
-        value_schema=args.value_schema,
+        decoding=decoding,
+        registry=registry,
     )
     report = result.to_dict()
     print(json.dumps(report))

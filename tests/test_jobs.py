@@ -244,10 +244,25 @@ def test_export_job_writes_the_topics_table(generated, tmp_path):
 
     out = tmp_path / "customers.parquet"
     run = spark_submit(
-        "export", str(generated / "log"), "--topic", "customers", "--output", str(out), "--format", "parquet"
+        "export",
+        str(generated / "log"),
+        "--topic",
+        "customers",
+        "--output",
+        str(out),
+        "--format",
+        "parquet",
+        "--key-format",
+        "string",
+        "--value-format",
+        "string",
+        "--on-decode-error",
+        "dead-letter",
     )
     assert run.returncode == 0, run.stdout
     assert "kafkalog export: exit code 0 (done) after" in run.stdout
     rows = pq.read_table(out).to_pylist()
     keys = {(r["partition"], r["key"]) for r in rows}
-    assert rows and len(keys) == len(rows) and all(r["value"] is not None for r in rows)
+    assert rows and len(keys) == len(rows) and all(isinstance(r["value"], str) for r in rows)
+    assert all(isinstance(k, str) for _, k in keys)
+    assert '"deadLetters": 0' in run.stdout and not (tmp_path / "customers.parquet_dead_letters").exists()

@@ -26,15 +26,24 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..codec.schema_registry import SchemaRegistry
 from ..errors import ConfigError
 from ..rules.partition_state import partition_state
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
-from ..spark.topic_table import PartitionRange, committed_records, decode_columns, latest_per_key
+from ..spark.topic_table import PartitionRange, committed_records, latest_per_key
+from ..storage import tables
 from ..storage.logdir import LogDir
 from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
 from ..storage.tables import DELETED
+from .decoding import (
+    Decoding,
+    decoded,
+    deleted_after_decoding,
+    schema_registry,
+    split_dead_letters,
+)
 
 MODES = ("latest", "changelog")
 LATEST_OFFSET = -1  # in an as-of offset, as in Spark's endingOffsets: the partition's end
@@ -122,12 +131,15 @@ def _check(mode: str, fmt: str | None = None) -> None:
         raise ConfigError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
 
 
-def _rows(spark, log_dir, topic: str, ranges, mode: str, *, tombstones: bool):
+def _rows(spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry):
+    """The table's rows, decoded. In latest mode each has `DELETED`: a tombstone is told before
+    decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op."""
     records = committed_records(spark, str(log_dir), topic, ranges)
     if mode == "changelog":
-        return records
+        return decoded(spark, records, decoding, topic, registry)
     latest = latest_per_key(records)
-    return latest if tombstones else latest.where("value IS NOT NULL")
+    latest = latest.withColumn(DELETED, latest["value"].isNull())
+    return deleted_after_decoding(decoded(spark, latest, decoding, topic, registry), decoding)
 
 
 def topic_table(
@@ -138,19 +150,22 @@ def topic_table(
     mode: str = "latest",
     as_of_offset=None,
     as_of_time: int | None = None,
-    key_format: str = "binary",
-    value_format: str = "binary",
-    key_schema=None,
-    value_schema=None,
+    decoding: Decoding | None = None,
+    registry: SchemaRegistry | None = None,
+    **options,
 ):
     """The table of `topic` as a DataFrame (columns: key, value, topic, partition, offset, timestamp,
-    timestampType, headers), as of the as-of point; nothing is collected to the driver."""
+    timestampType, headers; `_operation` in changelog mode with an envelope; `_decodeError` and the
+    raw `_rawKey`/`_rawValue` with ``on_decode_error="dead-letter"``), as of the as-of point;
+    nothing is collected to the driver. `options` are `Decoding`'s fields (or give `decoding`);
+    `registry`: the schemas (default: `schema_registry`'s)."""
     _check(mode)
+    decoding = decoding or Decoding(**options)
+    if registry is None:
+        registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
-    rows = _rows(spark, log_dir, topic, ranges, mode, tombstones=False)
-    return decode_columns(
-        rows, key_format=key_format, value_format=value_format, key_schema=key_schema, value_schema=value_schema
-    )
+    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
+    return rows if mode == "changelog" else rows.where(~rows[DELETED]).drop(DELETED)
 
 
 @dataclass
@@ -166,6 +181,8 @@ class ExportResult:
     ranges: list[PartitionRange] = field(default_factory=list)
     committed: bool = False
     incremental: bool = False
+    dead_letter_path: str | None = None
+    dead_letters: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -177,6 +194,11 @@ class ExportResult:
             "committed": self.committed,
             "endOffsets": {str(p): o for p, o in sorted(self.end_offsets.items())},
             "readOffsets": {str(r.partition): [r.start, r.end] for r in self.ranges},
+            **(
+                {"deadLetters": self.dead_letters, "deadLetterTable": self.dead_letter_path}
+                if self.dead_letter_path
+                else {}
+            ),
         }
 
 
@@ -221,63 +243,74 @@ def export(
     as_of_offset=None,
     as_of_time: int | None = None,
     incremental: bool = False,
-    key_format: str = "binary",
-    value_format: str = "binary",
-    key_schema=None,
-    value_schema=None,
+    decoding: Decoding | None = None,
+    registry: SchemaRegistry | None = None,
+    **options,
 ) -> ExportResult:
     """Write the table of `topic` (see `topic_table`) to `output` as `format`, in one commit that notes
     the offsets it holds. With `incremental`, a table an earlier export wrote gets only the records
     past its note: upserts and deletes in one MERGE (`latest`), or appended (`changelog`); a run with
     nothing new commits nothing. There JSON keys and values are parsed with the table's schema where
-    none is given (a field new since the table was written is not added: export it again whole)."""
+    none is given (a field new since the table was written is not added: export it again whole).
+    `options` are `Decoding`'s fields (or give `decoding`; `registry` as in `topic_table`). With
+    ``on_decode_error="dead-letter"`` the records that do not decode are written, as their bytes and
+    why, to the table `dead_letter_path` (same format; appended by an incremental run), before the
+    table itself; none there, none written."""
     _check(mode, format)
+    decoding = decoding or Decoding(**options)
     if incremental and format == "parquet":
         raise ConfigError("parquet holds one-off snapshots: --incremental needs --format delta or iceberg")
+    if registry is None:
+        registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     ends = {r.partition: r.end for r in ranges}
     result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental)
+    result.dead_letter_path = decoding.dead_letter_path(output)
     # a table that is there but no export wrote is refused, also when it would be overwritten
     note = read_note(spark, output, format) if format != "parquet" else None
     if not incremental:
         note = None  # the whole table again, as a new version of it
-
-    def decoded(rows):
-        return decode_columns(
-            rows, key_format=key_format, value_format=value_format, key_schema=key_schema, value_schema=value_schema
-        )
-
-    if note is None:  # the whole table
-        write_table(
-            spark,
-            decoded(_rows(spark, log_dir, topic, ranges, mode, tombstones=False)),
-            output,
-            format,
-            _note(topic, mode, ends),
-        )
-        result.committed = True
-        return result
-    since = _since(ranges, note, topic, mode)
-    result.ranges = since
-    # JSON without a given schema is parsed with the table's, not one inferred from the new records
-    # alone, so that the MERGE or append meets the columns the table has
-    held = table_schema(output, format)
-    if key_format == "json" and key_schema is None:
-        key_schema = held["key"].dataType
-    if value_format == "json" and value_schema is None:
-        value_schema = held["value"].dataType
-    if not any(r.end > r.start for r in since):
-        return result  # nothing new: no commit
-    changes = _rows(spark, log_dir, topic, since, mode, tombstones=True)
-    if mode == "changelog":
-        write_table(spark, decoded(changes), output, format, _note(topic, mode, ends), append=True)
-    else:  # a tombstone is told before decoding: a decoded value is null also for the JSON text `null`
-        merge_latest(
-            spark,
-            decoded(changes.withColumn(DELETED, changes["value"].isNull())),
-            output,
-            format,
-            _note(topic, mode, ends),
-        )
+    if note is not None:
+        result.ranges = ranges = _since(ranges, note, topic, mode)
+        if not any(r.end > r.start for r in ranges):
+            return result  # nothing new: no commit
+        # JSON without a given schema is parsed with the table's, not one inferred from the new records
+        # alone, so that the MERGE or append meets the columns the table has
+        decoding = decoding.with_table_schema(table_schema(output, format))
+    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
+    if note is None and mode == "latest":
+        rows = rows.where(~rows[DELETED]).drop(DELETED)
+    rows, cached = _write_dead_letters(spark, rows, result, format, append=note is not None)
+    new_note = _note(topic, mode, ends)
+    try:
+        if note is None:  # the whole table
+            write_table(spark, rows, output, format, new_note)
+        elif mode == "changelog":
+            write_table(spark, rows, output, format, new_note, append=True)
+        else:
+            merge_latest(spark, rows, output, format, new_note)
+    finally:
+        if cached is not None:
+            cached.unpersist()
     result.committed = True
     return result
+
+
+def _write_dead_letters(spark, rows, result: ExportResult, fmt: str, *, append: bool):
+    """(the rows that decoded, the DataFrame to unpersist after the table's commit); those that did
+    not are written to the dead-letter table first (a run that then fails leaves them there, and its
+    rerun writes them again: a dead letter may repeat)."""
+    path = result.dead_letter_path
+    if path is None:
+        return rows, None
+    rows = rows.persist()  # decoded once, for the dead letters' count, their table and the table
+    good, dead = split_dead_letters(rows)
+    result.dead_letters = dead.count()
+    if result.dead_letters:
+        exists = append and tables.notes(path, fmt) is not None
+        write_table(spark, dead, path, fmt, {"deadLettersOf": result.output, "topic": result.topic}, append=exists)
+        warnings.warn(
+            f"kafkalog: {result.dead_letters} records did not decode: they are in the dead-letter table {path}",
+            stacklevel=3,
+        )
+    return good, rows

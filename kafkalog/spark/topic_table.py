@@ -6,7 +6,7 @@ appear, and records of aborted transactions are dropped on the executors by Kafk
 tracker (`CleanedTransactionMetadata`, the one the cleaner uses), seeded as a fetch response seeds a
 consumer, with the partition's aborted transactions (`.txnindex`) that end at or past the first batch
 read. `latest_per_key`: the last of those records per (partition, key), a window over the scan.
-`decode_columns`: key and value as raw bytes, UTF-8 strings or JSON.
+Keys and values are decoded by spark/decode.py (`decode_records`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 from ..codec.control import parse_control_type
-from ..errors import ConfigError
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..storage.txnindex import AbortedTxn
 from .scan import default_min_tasks, spark_schema
@@ -29,7 +28,6 @@ from .views import RECORDS_SCHEMA, read_task
 # The table's columns: Spark's Kafka source's, in its order and types.
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")
 TABLE_SCHEMA = pa.schema([RECORDS_SCHEMA.field(c) for c in COLUMNS])
-FORMATS = ("binary", "string", "json")
 
 
 @dataclass(frozen=True)
@@ -128,37 +126,3 @@ def latest_per_key(records):
     keyed = records.where(F.col("key").isNotNull())
     latest = keyed.withColumn("_latest", F.max("offset").over(by_key))
     return latest.where(F.col("offset") == F.col("_latest")).drop("_latest")
-
-
-def decode_columns(df, *, key_format: str = "binary", value_format: str = "binary", key_schema=None, value_schema=None):
-    """`df` with its key and value decoded: `binary` leaves the bytes, `string` reads UTF-8, `json`
-    parses with Spark's `from_json`, with `*_schema` (a DDL string or StructType) or the schema Spark
-    infers from the column's values (one more pass over them). A null stays null (a tombstone)."""
-    for column, fmt, schema in (("key", key_format, key_schema), ("value", value_format, value_schema)):
-        df = _decoded(df, column, fmt, schema)
-    return df
-
-
-def _decoded(df, column: str, fmt: str, schema):
-    from pyspark.sql import functions as F
-
-    if fmt not in FORMATS:
-        raise ConfigError(f"{column} format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    if schema is not None and fmt != "json":
-        raise ConfigError(
-            f"a {column} schema is for the json format, not {fmt!r}: drop it or use --{column}-format json"
-        )
-    if fmt == "binary":
-        return df
-    text = F.col(column).cast("string")
-    if fmt == "string":
-        return df.withColumn(column, text)
-    if schema is None:
-        schema = infer_json_schema(df.select(text.alias(column)).where(F.col(column).isNotNull()))
-    return df.withColumn(column, F.from_json(text, schema, {"mode": "FAILFAST"}))
-
-
-def infer_json_schema(texts):
-    """The schema Spark's JSON reader infers from a one-column DataFrame of JSON texts."""
-    spark = texts.sparkSession
-    return spark.read.json(texts.rdd.map(lambda row: row[0])).schema

@@ -24,7 +24,7 @@
  * RESULT is {"records": [{"topic", "partition", "offset", "key", "value", "headers": [[k, v]],
  * "timestamp", "timestamp_type", "leader_epoch"}], "end": {partition: offset}} with, for a read,
  * "start": {partition: offset} and, for a group, "committed": {partition: offset}; keys, values and header values are
- * decoded as UTF-8 (null stays null). A committed RESULT is {"committed": {topic: {partition: offset}}}.
+ * decoded as UTF-8 (null stays null); "value_base64" is the value's bytes in base64 (null for null). A committed RESULT is {"committed": {topic: {partition: offset}}}.
  * "timeout_ms" (default 60000) bounds a task; running out of time fails the program (exit 1).
  */
 import com.fasterxml.jackson.databind.JsonNode;
@@ -33,6 +33,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
+import java.util.Base64;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -222,6 +223,8 @@ public class Consumer {
         o.put("offset", r.offset());
         o.put("key", text(r.key()));
         o.put("value", text(r.value()));
+        // the bytes as they are, for values that are not text (Avro, Protobuf in Confluent's wire format)
+        o.put("value_base64", r.value() == null ? null : Base64.getEncoder().encodeToString(r.value()));
         ArrayNode headers = o.putArray("headers");
         for (Header h : r.headers()) {
             ArrayNode pair = headers.addArray();

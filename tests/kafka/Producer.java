@@ -26,7 +26,9 @@
  * "signal": PATH (once the group is done, write that file: {"groups": [...]}, the run's acks so far,
  * as below): one producer, with its producer id, epoch and sequence numbers, can so go on producing
  * across a broker restart the test makes between the two (nothing is in flight meanwhile).
- * Keys, values and header values are UTF-8 strings (a null key or header value stays null).
+ * Keys, values and header values are UTF-8 strings (a null key or header value stays null); a record
+ * may give "value_base64" instead of "value": its bytes in base64 (Avro or Protobuf in Confluent's
+ * wire format, which are not text).
  *
  * Prints one JSON object to stdout: {"runs": [{"groups": [[{"partition": p, "offset": o,
  * "timestamp": ts}, ...], ...]}]}, the metadata the broker acknowledged for every record, in the
@@ -39,6 +41,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.File;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.Iterator;
@@ -168,7 +171,7 @@ public class Producer {
                 for (JsonNode r : group.path("records")) {
                     Long ts = r.has("timestamp") && !r.get("timestamp").isNull() ? r.get("timestamp").asLong() : null;
                     ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(topic, partition, ts,
-                        bytes(r.get("key")), bytes(r.get("value")));
+                        bytes(r.get("key")), value(r));
                     for (JsonNode h : r.path("headers")) {
                         record.headers().add(new RecordHeader(h.get(0).asText(), bytes(h.get(1))));
                     }
@@ -204,6 +207,11 @@ public class Producer {
             if (System.currentTimeMillis() > deadline) throw new IllegalStateException("no " + file + " in time");
             Thread.sleep(100);
         }
+    }
+
+    static byte[] value(JsonNode record) {
+        JsonNode encoded = record.get("value_base64");
+        return encoded != null && !encoded.isNull() ? Base64.getDecoder().decode(encoded.asText()) : bytes(record.get("value"));
     }
 
     static byte[] bytes(JsonNode node) {

@@ -157,3 +157,68 @@ def test_the_command_refuses_an_unknown_topic_before_spark_starts(topic):
     assert done.returncode == 2 and time.perf_counter() - start < 5, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert line == f"kafkalog export: {topic[0]}: no partition of topic 'nope' here"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"value_format": "avro3"}, "value format 'avro3'"),
+        ({"envelope": "debezium"}, "give --value-format too"),
+        ({"key_format": "string", "key_schema": "k string"}, "a key schema is for json"),
+        ({"envelope": "maxwell", "value_format": "json"}, "envelope 'maxwell'"),
+        ({"on_decode_error": "dead-letter"}, "with nothing decoded"),
+        ({"value_format": "json", "dead_letter": "/tmp/dl"}, "for --on-decode-error dead-letter"),
+        ({"value_format": "json", "schema_dir": "/tmp/s"}, "are for avro, protobuf or json-schema"),
+        ({"value_format": "avro", "schema_dir": "/tmp/s", "schemas_topic": "_s"}, "not both"),
+    ],
+)
+def test_decoding_options_that_would_do_nothing_or_cannot_be_are_refused(options, message):
+    from kafkalog.operations.decoding import Decoding
+
+    with pytest.raises(ConfigError, match=message):
+        Decoding(**options)
+
+
+def test_confluent_formats_find_their_schemas_or_say_what_to_do(topic, tmp_path):
+    from kafkalog.operations.decoding import Decoding, schema_registry
+
+    root = topic[0]
+    assert schema_registry(Decoding(value_format="json"), root) is None
+    with pytest.raises(
+        ConfigError, match="--value-format avro need the writers' schemas.*no '_schemas' topic.*--schema-dir"
+    ):
+        schema_registry(Decoding(value_format="avro"), root)
+    with pytest.raises(ConfigError, match="no 'registry-log' topic"):
+        schema_registry(Decoding(key_format="json-schema", schemas_topic="registry-log"), root)
+    (tmp_path / "7.avsc").write_text('{"type": "string"}')
+    registry = schema_registry(Decoding(value_format="avro", schema_dir=str(tmp_path)), root)
+    assert registry.schema(7).schema_type == "AVRO"
+    assert (
+        Decoding(value_format="json", on_decode_error="dead-letter").dead_letter_path("/t/out/")
+        == "/t/out_dead_letters"
+    )
+
+
+def test_the_command_refuses_avro_without_schemas_before_spark_starts(topic):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafkalog",
+            "export",
+            topic[0],
+            "--topic",
+            TOPIC,
+            "--output",
+            "/tmp/never",
+            "--value-format",
+            "avro",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "give --schema-dir DIR" in done.stderr, done.stderr

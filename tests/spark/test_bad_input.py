@@ -770,13 +770,6 @@ def test_the_issues_empty_swap_stops_retain_with_the_directory_byte_identical(tm
     assert not out.exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
 
 
-def _purge_args(root: Path, tmp_path: Path) -> list[str]:
-    keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
-    keys.write_text("key-1\nkey-2\n")
-    secret.write_bytes(b"0123456789abcdef0123456789abcdef")
-    return ["purge", str(root), "--keys", str(keys), "--ledger", str(tmp_path / "ledger"), "--secret-file", str(secret)]
-
-
 @pytest.mark.parametrize("kind,originals", DAMAGED_SWAPS)
 def test_purge_stops_on_a_damaged_swap_before_it_writes_anything(spark, swap_log, tmp_path, capsys, kind, originals):
     root, swaps = _with_swaps(swap_log, tmp_path, [("valid", "live"), (kind, originals)])

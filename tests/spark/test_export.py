@@ -160,3 +160,86 @@ def test_incremental_json_parses_new_records_with_the_tables_schema(spark, topic
     got = {(r["partition"], r["key"]): r["value"]["n"] for r in table.collect()}
     want = model_rows(consumer_reads(records, fates))
     assert got == {(p, k.decode()): json.loads(v)["n"] for (p, k), (_, v) in want.items()}
+
+
+CDC = "users"
+
+
+def cdc_event(op: str, before=None, after=None) -> bytes:
+    return json.dumps({"before": before, "after": after, "op": op, "source": {"table": CDC}}).encode()
+
+
+def write_cdc(root: str, values: list[tuple[str, bytes | None]], start: int = 0) -> None:
+    from kafkalog.codec.records import Record
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.log_writer import PartitionWriter
+
+    fs = LogFileSystem.for_path("/")[0]
+    writer = PartitionWriter(fs, root, CDC, 0)
+    for i, (key, value) in enumerate(values):
+        writer.append_records([Record(0, T0 + start + i, key.encode(), value)], now_ms=T0 + start + i)
+    writer.close()
+
+
+def test_debezium_events_and_dead_letters_latest_incremental_and_changelog(spark, tmp_path):
+    root = str(tmp_path / "cdc")
+    row = {str(i): {"id": i, "name": n} for i, n in enumerate("abcde")}
+    write_cdc(
+        root,
+        [
+            ("1", cdc_event("c", after=row["1"])),  # 0
+            ("2", cdc_event("c", after=row["2"])),
+            ("3", cdc_event("r", after=row["3"])),
+            ("4", b"not json"),  # 3: a dead letter
+            ("2", cdc_event("d", before=row["2"])),
+            ("2", None),  # 5: the tombstone after the delete
+            ("3", cdc_event("u", before=row["3"], after={"id": 3, "name": "c2"})),
+            ("1", cdc_event("d", before=row["1"])),  # 7: a delete without a tombstone
+            ("5", cdc_event("c", after=row["4"] | {"id": 5})),
+            ("3", b'{"op": "u", "after": '),  # 9: a dead letter, the key's last record
+            ("4", cdc_event("c", after=row["4"])),
+        ],
+    )
+    out = str(tmp_path / "users")
+    options = {
+        "key_format": "string",
+        "value_format": "json",
+        "envelope": "debezium",
+        "on_decode_error": "dead-letter",
+        "incremental": True,
+    }
+
+    def table(path):
+        return {r["key"]: r["value"].asDict() for r in spark.read.format("delta").load(path).collect()}
+
+    def dead_offsets():
+        return sorted(r["offset"] for r in spark.read.format("delta").load(out + "_dead_letters").collect())
+
+    with pytest.warns(UserWarning, match="1 records did not decode"):
+        first = export(spark, root, CDC, out, as_of_offset=7, **options)
+    assert first.dead_letters == 1 and table(out) == {"1": row["1"], "3": {"id": 3, "name": "c2"}}
+    assert dead_offsets() == [3]
+    (dead,) = spark.read.format("delta").load(out + "_dead_letters").collect()
+    assert bytes(dead["value"]) == b"not json" and "not JSON" in dead["error"]
+
+    # the MERGE: op d deletes key 1, keys 5 and 4 arrive; key 3's last record does not decode: its row stays
+    with pytest.warns(UserWarning, match="1 records did not decode"):
+        export(spark, root, CDC, out, **options)
+    assert table(out) == {"3": {"id": 3, "name": "c2"}, "4": row["4"], "5": row["4"] | {"id": 5}}
+    assert dead_offsets() == [3, 9]
+
+    changelog = topic_table(
+        spark,
+        root,
+        CDC,
+        mode="changelog",
+        key_format="string",
+        value_format="json",
+        envelope="debezium",
+        on_decode_error="dead-letter",
+    )
+    ops = [r["_operation"] for r in changelog.orderBy("offset").collect()]
+    assert ops == ["upsert", "upsert", "upsert", None, "delete", "delete", "upsert", "delete", "upsert", None, "upsert"]
+
+    with pytest.raises(Exception, match="partition 0, value: not JSON"):
+        export(spark, root, CDC, str(tmp_path / "fails"), key_format="string", value_format="json", envelope="debezium")
