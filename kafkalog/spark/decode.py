@@ -113,7 +113,7 @@ def _decode_batch(
     operations: list[str | None] = []
     for column, decoder in decoders.items():
         with_envelope = column == "value" and envelope is not None
-        whole = None if with_envelope else _whole_column(decoder.format.kind, batch.column(column))
+        whole = None if with_envelope else _whole_column(decoder.format.kind, batch.column(column), types[column])
         if whole is not None:
             decoded[column] = whole
             continue
@@ -147,10 +147,11 @@ def _decode_batch(
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _whole_column(kind: str, column: pa.Array) -> pa.Array | None:
-    """Raw bytes as they are, and UTF-8 strings by one Arrow cast (which checks the UTF-8), without a
-    Python value per row; None where that does not do (a string column with bad UTF-8 in it is then
-    decoded row by row, to say which rows)."""
+def _whole_column(kind: str, column: pa.Array, arrow_type: pa.DataType) -> pa.Array | None:
+    """Raw bytes as they are, UTF-8 strings by one Arrow cast (which checks the UTF-8), and JSON
+    objects by Arrow's JSON reader (`_json_column`), without a Python value per row; None where that
+    does not do (bad UTF-8, a value that is not a JSON object of the type: the column is then decoded
+    row by row, which says which rows)."""
     if kind == "binary":
         return column
     if kind == "string":
@@ -158,7 +159,54 @@ def _whole_column(kind: str, column: pa.Array) -> pa.Array | None:
             return column.cast(pa.string())
         except pa.ArrowInvalid:
             return None
+    if kind == "json" and _json_readable(arrow_type):
+        return _json_column(column, arrow_type)
     return None
+
+
+# Types Arrow's JSON reader fills as `value_types.conform` does (numbers, booleans, strings, and
+# structs and lists of them); a timestamp, decimal or binary field is left to the row-by-row decoder.
+_JSON_LEAVES = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_string, pa.types.is_null)
+
+
+def _json_readable(arrow_type: pa.DataType, top: bool = True) -> bool:
+    if pa.types.is_struct(arrow_type):
+        return all(_json_readable(field.type, False) for field in arrow_type)
+    if top:
+        return False  # the reader reads objects only
+    if pa.types.is_list(arrow_type):
+        return _json_readable(arrow_type.value_type, False)
+    return any(test(arrow_type) for test in _JSON_LEAVES)
+
+
+def _json_column(column: pa.Array, arrow_type: pa.StructType) -> pa.Array | None:
+    """A column of JSON objects read as one newline-delimited document, nulls put back where they
+    were; None when a value is not UTF-8, holds a line break or is blank, or the reader refuses the
+    document or does not read one row per value (two objects in one value), so that each row is one value."""
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    present = column.filter(column.is_valid())
+    if not len(present):
+        return None
+    try:
+        present = present.cast(pa.string())  # checks the UTF-8, which Arrow's JSON reader does not
+    except pa.ArrowInvalid:
+        return None
+    if pc.any(pc.match_substring_regex(present, r"[\r\n]|^\s*$")).as_py():
+        return None
+    options = pj.ParseOptions(explicit_schema=pa.schema(list(arrow_type)), unexpected_field_behavior="ignore")
+    try:
+        table = pj.read_json(pa.BufferReader("\n".join(present.to_pylist()).encode()), parse_options=options)
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != len(present):
+        return None
+    rows = pa.StructArray.from_arrays([table[f.name].combine_chunks() for f in arrow_type], fields=list(arrow_type))
+    positions = pc.subtract(pc.cumulative_sum(column.is_valid().cast(pa.int64())), 1)
+    return pc.if_else(
+        column.is_valid(), rows.take(pc.max_element_wise(positions, 0)), pa.nulls(len(column), arrow_type)
+    )
 
 
 def _located(err: UndecodableValueError, batch: pa.RecordBatch, row: int, column: str) -> UndecodableValueError:

@@ -45,3 +45,43 @@ def test_without_a_dead_letter_column_the_first_bad_row_stops_the_batch_named():
         _decode_batch(BATCH, DECODERS, TYPES, None, "fail", schema)
     assert raised.value.offset == 11
     assert str(raised.value) == "offset 11: topic t partition 0, key: byte 0: not UTF-8: invalid start byte"
+
+
+ROW = pa.struct([("id", pa.int64()), ("name", pa.string()), ("tags", pa.list_(pa.string())), ("at", pa.float64())])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [b'{"id": 1, "name": "a", "tags": ["x"], "at": 2}', None, b'{"id": 2, "extra": {"z": 1}}', b"{}"],
+        [b'{"id": 1}', b'{"id": 1.5}', None],  # a value that does not fit: found row by row
+        [b'{"id": 1}{"id": 2}', b'{"id": 3}'],  # two objects in one value
+        [b'{"id": 1}', b"  ", b'{"id": 2}'],  # a blank one
+        [b'{"id": 1,\n "name": "b"}', b'{"id": 2}'],  # a line break inside a value
+        [b'{"name": "\\u00e9"}', b'{"name": "\xff"}'],  # bad UTF-8
+        [b"[1, 2]", b'{"id": 3}'],  # not an object
+        [None, None],
+    ],
+)
+def test_json_objects_decode_as_one_column_exactly_as_row_by_row(values):
+    """Arrow's JSON reader decodes a column of JSON objects at once; where it cannot be sure that row i
+    is value i, or refuses a value, the column is decoded row by row: either way every row is what the
+    row-by-row decoder makes of it, and every value that does not decode is named."""
+    decoder = ValueDecoder(ValueFormat("json", json_type=ROW))
+    batch = pa.RecordBatch.from_pydict(
+        {"value": pa.array(values, pa.binary()), "offset": pa.array(range(len(values)), pa.int64())}
+    )
+    schema = pa.schema([("value", ROW), ("offset", pa.int64()), (DECODE_ERROR, pa.string())])
+    out = _decode_batch(batch, {"value": decoder}, {"value": ROW}, None, "dead-letter", schema).to_pydict()
+    expected = [decoder.decode_or_error(v) for v in values]
+    assert out["value"] == [v for v, _ in expected]
+    assert out[DECODE_ERROR] == [None if e is None else f"value: {e}" for _, e in expected]
+
+
+def test_a_column_of_json_objects_is_read_by_arrow_not_row_by_row(monkeypatch):
+    decoder = ValueDecoder(ValueFormat("json", json_type=ROW))
+    monkeypatch.setattr(decoder, "decode", lambda data: pytest.fail("decoded row by row"))
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b'{"id": 7, "tags": []}', None], pa.binary())})
+    schema = pa.schema([("value", ROW)])
+    out = _decode_batch(batch, {"value": decoder}, {"value": ROW}, None, "fail", schema).to_pydict()
+    assert out["value"] == [{"id": 7, "name": None, "tags": [], "at": None}, None]
