@@ -12,6 +12,7 @@ default ``_schemas``).
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from ..codec.schema_registry import SchemaRegistry
@@ -33,6 +34,8 @@ VALUE_FORMATS = {
     "json-schema": "jsonschema",
 }
 SCHEMAS_TOPIC = "_schemas"
+# the modules of the `formats` extra each format decodes with (json-schema values are read as JSON)
+_FORMAT_MODULES = {"avro": ("fastavro",), "protobuf": ("google.protobuf", "grpc_tools")}
 DEAD_LETTER_SUFFIX = "_dead_letters"
 RAW = {"key": "_rawKey", "value": "_rawValue"}  # the bytes a dead letter keeps
 
@@ -83,6 +86,12 @@ class Decoding:
             raise ConfigError("--schema-dir and --schemas-topic are for avro, protobuf or json-schema keys or values")
         if self.schema_dir is not None and self.schemas_topic is not None:
             raise ConfigError("give the schemas by --schema-dir or by --schemas-topic, not both")
+        for kind in sorted(set(self.kinds.values()) & _FORMAT_MODULES.keys()):
+            for module in _FORMAT_MODULES[kind]:
+                if importlib.util.find_spec(module) is None:
+                    raise ConfigError(
+                        f"{kind} keys or values need the {module} package: pip install 'kafkalog[formats]'"
+                    )
 
     @property
     def kinds(self) -> dict[str, str]:

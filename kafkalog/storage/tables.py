@@ -52,11 +52,15 @@ def detect_format(path_or_uri: str) -> str:
     raise TableError(f"cannot tell the table's format: expected one of {', '.join(FORMATS)}", file=path)
 
 
+_EXTRAS = {"deltalake": "delta", "pyiceberg": "iceberg"}  # the package extra that brings each module
+
+
 def _needs(module: str, what: str, path: str):
     try:
         return __import__(module)
     except ImportError:
-        raise TableError(f"{what} needs the {module} package (pip install 'kafkalog[spark]')", file=path) from None
+        extra = _EXTRAS[module]
+        raise TableError(f"{what} needs the {module} package (pip install 'kafkalog[{extra}]')", file=path) from None
 
 
 def read_table(path_or_uri: str, fmt: str | None = None) -> pa.Table:

@@ -222,3 +222,18 @@ def test_the_command_refuses_avro_without_schemas_before_spark_starts(topic):
         timeout=60,
     )
     assert done.returncode == 2 and "give --schema-dir DIR" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("fmt, missing", [("avro", "fastavro"), ("protobuf", "grpc_tools")])
+def test_a_format_without_its_extra_says_which_to_install(monkeypatch, fmt, missing):
+    import importlib.util
+
+    from kafkalog.operations.decoding import Decoding
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == missing else find_spec(name))
+    with pytest.raises(
+        ConfigError, match=rf"{fmt} keys or values need the {missing} package: pip install 'kafkalog\[formats\]'"
+    ):
+        Decoding(value_format=fmt)
+    Decoding(value_format="json-schema")  # read as JSON: nothing to install
