@@ -25,6 +25,8 @@ _FRONT_DOOR = {
     "retain": ("kafkalog.operations.retain", "retain"),
     "purge": ("kafkalog.operations.purge", "purge"),
     "validate": ("kafkalog.operations.validate", "validate_paths"),
+    "export": ("kafkalog.operations.export", "export"),
+    "topic_table": ("kafkalog.operations.export", "topic_table"),
     "read": ("kafkalog.spark", "read_log"),
     "register": ("kafkalog.spark", "register"),
     "session": ("kafkalog.spark.session", "local_session"),

@@ -61,6 +61,8 @@ print(json.dumps({"light": light, "names": names, "still_light": "pyspark" not i
         "retain": "kafkalog.operations.retain.retain",
         "purge": "kafkalog.operations.purge.purge",
         "validate": "kafkalog.operations.validate.validate_paths",
+        "export": "kafkalog.operations.export.export",
+        "topic_table": "kafkalog.operations.export.topic_table",
         "read": "kafkalog.spark.read_log",
         "register": "kafkalog.spark.register",
         "session": "kafkalog.spark.session.local_session",
