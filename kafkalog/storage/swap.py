@@ -167,18 +167,15 @@ def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
     (`check_swaps`): one that would lose or misplace data raises, and nothing is touched."""
     recovery = _plan_recovery(fs, partition_dir)
     actions = []
-    for e in recovery.deleted:
-        fs.delete(e.path)
-        actions.append(f"deleted {e.name}")
-    for e in recovery.incomplete:
-        fs.delete(e.path)
-        actions.append(f"deleted incomplete {e.name}")
-    for e in recovery.cleaned:
-        fs.delete(e.path)
-        actions.append(f"deleted {e.name}")
-    for e in recovery.replaced:
-        fs.delete(e.path)
-        actions.append(f"deleted replaced {e.name}")
+    for what, entries in (
+        ("deleted", recovery.deleted),
+        ("deleted incomplete", recovery.incomplete),
+        ("deleted", recovery.cleaned),
+        ("deleted replaced", recovery.replaced),
+    ):
+        for e in entries:
+            fs.delete(e.path)
+            actions.append(f"{what} {e.name}")
     for e in recovery.swaps:
         fs.rename(e.path, _sibling(e, e.name[: -len(".swap")]))
         actions.append(f"renamed {e.name}")
