@@ -2,6 +2,7 @@
 same log produced through a real Apache Kafka 4.3 broker, on the same machine, in one run.
 
     .venv/bin/python benchmarks/kafka_cleaner.py [--size-mib 1024] [--keys 1000000] [--partitions 4] [--small]
+        [--dedupe-buffer-mib 128] [--beyond-one-pass]
 
 A single-node KRaft broker (tests/kafka/broker.py) gets a compacted lz4 topic created with a week of
 `min.compaction.lag.ms`, so that its cleaner leaves it alone, and benchmarks/BulkProducer.java fills it
@@ -19,9 +20,20 @@ read from both directories must be the same, and the segment and index files are
 byte. Load averages (1, 5, 15 minutes) are taken before and after each measured phase.
 
 The broker runs with Kafka's default cleaner buffer (`log.cleaner.dedupe.buffer.size`, 128 MiB, one
-pass holds 5.6 million keys) and the test harness's `log.cleaner.backoff.ms=1000` (Kafka's default is
+pass holds 5.0 million keys) and the test harness's `log.cleaner.backoff.ms=1000` (Kafka's default is
 15 s: the cleaner would then notice the change up to 15 s later). Prints a Markdown report on stdout and
 a JSON object on stderr (and into `--json FILE`).
+
+`--beyond-one-pass`: one partition with more distinct keys than the cleaner's map holds, so that Kafka
+needs several passes (3,500,000 keys, one partition, a 16 MiB `log.cleaner.dedupe.buffer.size`: about
+629,000 keys a pass; each default can be given). Kafka's cleaner maps the dirty range from its start
+until the map holds `buffer / threads / 24 bytes * 0.9` keys (SkimpyOffsetMap: an MD5 hash and an offset
+a slot; `log.cleaner.io.buffer.load.factor`), cleans the log up to the last offset it mapped, checkpoints
+there and starts the next pass from that offset (LogCleaner's Cleaner.doClean and buildOffsetMap). The
+topic gets `min.compaction.lag.ms=0` and `min.cleanable.dirty.ratio=0` (kafkalog the same): with the
+default ratio of 0.5 Kafka stops once the cleaned part outweighs the rest, and the range would not be
+clean until more is written. The time is the same as always (to the "cleaned log" line that reaches the
+active segment); the result adds the passes per partition (its statistics lines) and the map's size.
 """
 
 from __future__ import annotations
@@ -56,6 +68,10 @@ MIB = 1 << 20
 WEEK_MS = 7 * 24 * 3600 * 1000
 BROKER_HEAP = "-Xmx1g"  # the harness's 512m is tight next to the cleaner's 128 MiB buffer
 CLEANER_BUFFER = 128 * MIB  # Kafka's default log.cleaner.dedupe.buffer.size (the harness sets 16 MiB)
+# --beyond-one-pass: the defaults it changes (the production scale of the issue: 16 MiB for ~600k keys a pass)
+BEYOND_ONE_PASS = {"keys": 3_500_000, "partitions": 1, "dedupe_buffer_mib": 16}
+# SkimpyOffsetMap: an MD5 hash (16 bytes) and an offset (8) a slot, filled to the load factor (default 0.9)
+MAP_BYTES_PER_ENTRY, MAP_LOAD_FACTOR = 24, 0.9
 
 
 # -- shared with kafka_source.py ------------------------------------------------------------------------------
@@ -142,14 +158,22 @@ def exit_on_sigterm() -> None:
     signal.signal(signal.SIGHUP, handler)
 
 
-def start_kafka(base: Path, overrides: dict | None = None) -> tuple[KafkaTools, Broker]:
+def start_kafka(
+    base: Path, overrides: dict | None = None, dedupe_buffer: int = CLEANER_BUFFER
+) -> tuple[KafkaTools, Broker]:
     """Kafka's tools and a formatted single-node broker (not started) under `base`."""
     harness.HEAP = BROKER_HEAP  # read by Broker.start
     tools = KafkaTools(kafka_libs(), base / "tools")
     broker = Broker(
-        tools, base / "broker", overrides={"log.cleaner.dedupe.buffer.size": str(CLEANER_BUFFER), **(overrides or {})}
+        tools, base / "broker", overrides={"log.cleaner.dedupe.buffer.size": str(dedupe_buffer), **(overrides or {})}
     )
     return tools, broker
+
+
+def map_capacity(dedupe_buffer: int, threads: int = 1) -> int:
+    """The keys one pass of Kafka's cleaner maps at most: its share of the dedupe buffer in slots of
+    SkimpyOffsetMap, times the load factor (Cleaner.buildOffsetMapForSegment's maxDesiredMapSize)."""
+    return int(dedupe_buffer // threads // MAP_BYTES_PER_ENTRY * MAP_LOAD_FACTOR)
 
 
 def segment_bytes_for(size_mib: int, partitions: int) -> int:
@@ -461,7 +485,24 @@ def main(argv=None) -> None:
     parser.add_argument("--dir", type=Path, help="working directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     parser.add_argument("--json", type=Path, help="also write the JSON result there")
-    run_with_broker(parser.parse_args(argv), "kafkalog-kafka-cleaner-", run, render)
+    parser.add_argument(
+        "--dedupe-buffer-mib",
+        type=int,
+        default=CLEANER_BUFFER // MIB,
+        help="the broker's log.cleaner.dedupe.buffer.size in MiB (default 128, Kafka's)",
+    )
+    parser.add_argument(
+        "--beyond-one-pass",
+        action="store_true",
+        help="more distinct keys than Kafka's cleaner maps in one pass: defaults to "
+        + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in BEYOND_ONE_PASS.items())
+        + ", and min.cleanable.dirty.ratio=0 so that Kafka's cleaner runs its passes back to back",
+    )
+    args = parser.parse_args(argv)
+    if args.beyond_one_pass:  # its defaults, under whatever is given on the command line
+        parser.set_defaults(**BEYOND_ONE_PASS)
+        args = parser.parse_args(argv)
+    run_with_broker(args, "kafkalog-kafka-cleaner-", run, render)
 
 
 def run_with_broker(args, prefix: str, run, render) -> None:
@@ -476,7 +517,7 @@ def run_with_broker(args, prefix: str, run, render) -> None:
     base.mkdir(parents=True, exist_ok=True)
     broker = None
     try:
-        tools, broker = start_kafka(base)
+        tools, broker = start_kafka(base, dedupe_buffer=getattr(args, "dedupe_buffer_mib", CLEANER_BUFFER // MIB) * MIB)
         result = run(args, base, tools, broker)
     finally:
         if broker is not None:
@@ -491,6 +532,8 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
     segment_bytes = segment_bytes_for(args.size_mib, args.partitions)
     created = {"cleanup.policy": "compact", "segment.bytes": str(segment_bytes), "min.compaction.lag.ms": str(WEEK_MS)}
     clean_now = {"min.compaction.lag.ms": "0"}
+    if args.beyond_one_pass:
+        clean_now["min.cleanable.dirty.ratio"] = "0"  # one pass after the other, until the range is clean
     result: dict = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "machine": machine(),
@@ -502,6 +545,9 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
         "compression": args.compression,
         "segment_bytes": segment_bytes,
         "tombstone_ratio": args.tombstone_ratio,
+        "dedupe_buffer_bytes": args.dedupe_buffer_mib * MIB,
+        "map_keys_per_pass": map_capacity(args.dedupe_buffer_mib * MIB),
+        "beyond_one_pass": args.beyond_one_pass,
         "load": {},
     }
     say = lambda text: print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)  # noqa: E731
@@ -565,6 +611,8 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
         "cleaner_seconds": sum(s["secs"] for s in stats),
         "cleaner_mib": sum(s["mb"] for s in stats),
         "passes": stats,
+        "pass_count": len(stats),
+        "passes_per_partition": passes_per_partition(stats),
     }
     say(f"Kafka's LogCleaner: {done - altered:.1f} s from the config change ({len(stats)} passes)")
 
@@ -647,6 +695,15 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
     return result
 
 
+def passes_per_partition(stats: list[dict]) -> dict[str, int]:
+    """How many passes Kafka's cleaner made over each log: one statistics line ("Log cleaner thread 0
+    cleaned log ...") a pass."""
+    counts: dict[str, int] = {}
+    for row in stats:
+        counts[row["log"]] = counts.get(row["log"], 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def _report_totals(path: Path) -> dict:
     """kafkalog's --report: records kept and removed per partition, by reason."""
     try:
@@ -712,6 +769,11 @@ def render(args, r: dict) -> list[str]:
         f'Kafka\'s cleaner statistics (its MB are MiB): {passes}; from the first "Beginning cleaning" to '
         f"the last statistics line in its own log: {k['logged_span_seconds'] or float('nan'):.1f} s; with the "
         f"ConfigCommand JVM's own run: {k['wall_seconds_with_config_command']:.1f} s.",
+        "Kafka's cleaner passes: "
+        + ", ".join(f"{log} {n}" for log, n in k["passes_per_partition"].items())
+        + f" (its map holds {r['map_keys_per_pass']:,} keys a pass: a {r['dedupe_buffer_bytes'] / MIB:g} MiB dedupe "
+        "buffer, one cleaner thread); kafkalog cleans the whole range in one pass."
+        + (" Both topics had min.cleanable.dirty.ratio=0 (--beyond-one-pass)." if r["beyond_one_pass"] else ""),
         f"kafkalog session start {r['kafkalog']['session_start_seconds']:.1f} s (not counted).",
         "",
         f"Outputs: {kept_kafka:,} records kept by Kafka, {kept_ours:,} by kafkalog "
