@@ -4,11 +4,46 @@ lines are what a reader counts, name the line instead.
 
 The codec is sans-IO and only knows positions inside the buffer it was given; the storage layer
 re-raises with the file name and the buffer's position in the file (`KafkaLogError.located`).
+
+An error raised in a Spark task reaches the driver only as the text of its Python traceback. In a
+Python worker each KafkaLogError therefore carries itself as data in that text: a note (PEP 678, printed
+under the exception's line) of `AS_DATA` and a JSON object, which `from_data` turns back into the error
+(kafkalog/spark/errors.py finds it in Spark's exception).
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import os
+import sys
+import traceback
+
+# The note that carries a KafkaLogError across a Python worker's traceback, before its JSON
+AS_DATA = "kafkalog error as data: "
+
+
+def in_python_worker() -> bool:
+    """Whether this process is one of Spark's Python workers, whose errors the JVM receives as the text
+    of their traceback: Spark starts each with the secret it answers the JVM with."""
+    return "PYTHON_WORKER_FACTORY_SECRET" in os.environ
+
+
+def print_notes(tracebacks: type[traceback.TracebackException]) -> None:
+    """Make `tracebacks` print an exception's notes under its line, as Python 3.11's do (PEP 678);
+    Python 3.10's leave them out, and with them the error as data."""
+    init = tracebacks.__init__
+
+    def __init__(self, exc_type, exc_value, *args, **kwargs):
+        init(self, exc_type, exc_value, *args, **kwargs)
+        if not getattr(self, "__notes__", None):  # 3.11's print them already
+            self._str += "".join(f"\n{note}" for note in getattr(exc_value, "__notes__", None) or ())
+
+    tracebacks.__init__ = __init__  # type: ignore[method-assign]
+
+
+if sys.version_info < (3, 11) and in_python_worker():
+    print_notes(traceback.TracebackException)
 
 
 class KafkaLogError(Exception):
@@ -40,6 +75,8 @@ class KafkaLogError(Exception):
             located.offset = offset
         if located.position is not None:
             located.position += base_position
+        if "_kafkalog_notes" in self.__dict__:  # its own notes, not the original's
+            located.__dict__["_kafkalog_notes"] = list(self.__dict__["_kafkalog_notes"])
         return located
 
     def __str__(self) -> str:
@@ -53,6 +90,24 @@ class KafkaLogError(Exception):
         if self.offset is not None:
             where.append(f"offset {self.offset}")
         return f"{', '.join(where)}: {self.message}" if where else self.message
+
+    @property
+    def __notes__(self) -> list[str]:
+        """The notes Python prints under the exception's line: those added with `add_note` and, in a
+        Spark Python worker only, first, this error as data (`as_data`), as it is when printed (the
+        storage layer locates an error after it is raised). The list is the error's own, so that
+        `add_note` appends to it."""
+        notes = self.__dict__.setdefault("_kafkalog_notes", [])
+        notes[:] = [note for note in notes if not note.startswith(AS_DATA)]
+        if in_python_worker():
+            notes.insert(0, self.as_data())
+        return notes
+
+    def as_data(self) -> str:
+        """One line: `AS_DATA` and this error as JSON, under the name of its nearest class in this
+        module (the one `from_data` can build on the driver; a subclass defined elsewhere becomes it)."""
+        nearest = next(c for c in type(self).__mro__ if c.__module__ == __name__)
+        return AS_DATA + json.dumps({**self.to_dict(), "error": nearest.__name__})
 
     def to_dict(self) -> dict:
         return {
@@ -117,3 +172,13 @@ class UndecodableValueError(KafkaLogError):
 class FileAccessError(KafkaLogError):
     """The system refused to write, rename or delete a file: a full disk or quota, a read-only
     filesystem, a file or directory without write permission, an immutable file."""
+
+
+def from_data(line: str) -> KafkaLogError:
+    """The error `KafkaLogError.as_data` wrote: its class, file, line, byte, offset and message. `line`
+    starts with the JSON object (after `AS_DATA`); what follows it on the line is ignored."""
+    data, _ = json.JSONDecoder().raw_decode(line)
+    cls = getattr(sys.modules[__name__], str(data["error"]), None)
+    if not (isinstance(cls, type) and issubclass(cls, KafkaLogError)):
+        cls = KafkaLogError
+    return cls(data["message"], file=data["file"], position=data["position"], offset=data["offset"], line=data["line"])
