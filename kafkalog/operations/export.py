@@ -33,7 +33,6 @@ from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write
 from ..spark.topic_table import PartitionRange, committed_records, latest_per_key
 from ..storage import tables
 from ..storage.logdir import LogDir
-from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
 from ..storage.tables import DELETED
@@ -92,8 +91,7 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
         raise ConfigError("give an as-of offset or an as-of time, not both")
     log = topic_log_dir(log_dir, topic)
     parts = list(log.partitions({topic}))
-    high_watermarks = log.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
-    log_starts = log.read_checkpoint(LOG_START_OFFSET_CHECKPOINT)
+    checkpoints = log.offset_checkpoints()
     cuts = as_of_offsets(as_of_offset, [p.partition for p in parts], topic) if as_of_offset is not None else {}
     ranges = []
     for part in parts:
@@ -102,14 +100,8 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
             # files (a broker's cleaner leaves `.deleted` ones for file.delete.delay.ms) are not part
             # of the log: Kafka's loader deletes them, and reading the live files is reading the log.
             part.ensure_settled()
-        tp = (part.topic, part.partition)
         # what a broker loading the log dir computes: the last stable offset of its producer state
-        end = partition_state(
-            part,
-            replay_partition,
-            log_start_checkpoint=log_starts.get(tp),
-            high_watermark_checkpoint=high_watermarks.get(tp),
-        )
+        end = partition_state(part, replay_partition, **checkpoints.of((part.topic, part.partition)))
         stop = end.last_stable_offset
         cut = cuts.get(part.partition, LATEST_OFFSET)
         if as_of_time is not None:

@@ -17,7 +17,6 @@ from ..config import KEYS, ConfigResolver, did_you_mean
 from ..errors import ConfigError
 from ..rules.partition_state import partition_state
 from ..storage.logdir import LogDir
-from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
 
@@ -93,9 +92,7 @@ def get_offsets(
     log = LogDir.open(log_dir)
     resolver = config or ConfigResolver()
     chosen = _partitions(log, topic_pattern, partitions)
-    checkpoints = {
-        name: log.read_checkpoint(name) for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
-    }
+    checkpoints = log.offset_checkpoints()
     out = []
     for topic, number in chosen:
         part = log.partition(topic, number)
@@ -107,13 +104,7 @@ def get_offsets(
                 "in __remote_log_metadata, which get-offsets does not read (kafkalog dump "
                 "--remote-log-metadata-decoder shows it)"
             )
-        state = partition_state(
-            part,
-            replay_partition,
-            log_start_checkpoint=checkpoints[LOG_START_OFFSET_CHECKPOINT].get((topic, number)),
-            high_watermark_checkpoint=checkpoints[REPLICATION_OFFSET_CHECKPOINT].get((topic, number)),
-            tiered=tiered,
-        )
+        state = partition_state(part, replay_partition, **checkpoints.of((topic, number)), tiered=tiered)
         offset = _answer(part, state, time)
         # Partition.fetchOffsetForTimestamp: a found offset must lie below the high watermark
         if offset is not None and (time < 0 and time != TIMES["max-timestamp"] or offset < state.high_watermark):

@@ -30,6 +30,7 @@ from ..codec.coordinator_records import share_partition_start_offsets
 from ..codec.filter import BatchRetention
 from ..config import TopicConfig
 from ..errors import KafkaLogError
+from ..rules.partition_state import UNNAMED_AT_LOG_END, UNNAMED_AT_LOG_START, partition_state
 from ..rules.retention import (
     FORCED,
     LOG_START_OFFSET_BREACH,
@@ -54,7 +55,7 @@ from ..storage.checkpoint import (
 )
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import SegmentWriter
-from ..storage.logdir import LogDir
+from ..storage.logdir import LogDir, OffsetCheckpoints
 from ..storage.naming import (
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
@@ -74,7 +75,7 @@ from .clock import stamp
 
 # Without a replication-offset-checkpoint entry: Kafka starts the high watermark at 0, clamped to
 # the log start offset (nothing can be deleted); "log-end" trusts the log end offset instead.
-MISSING_HW_LOG_START, MISSING_HW_LOG_END = "log-start", "log-end"
+MISSING_HW_LOG_START, MISSING_HW_LOG_END = UNNAMED_AT_LOG_START, UNNAMED_AT_LOG_END
 
 _CHECKPOINT_ORDER = (
     LOG_START_OFFSET_CHECKPOINT,
@@ -408,7 +409,6 @@ def plan_partition(
     metas = []
     for i, segment in enumerate(part.segments):
         metas.append(segment.meta(with_last_offset=consumed_on or i == len(part.segments) - 1, with_first_batch=False))
-    first_base = metas[0].base_offset if metas else 0
     last_meta = metas[-1] if metas else None
     log_end = (
         last_meta.last_offset + 1
@@ -417,19 +417,22 @@ def plan_partition(
         if last_meta
         else 0
     )
-    cp = checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp)
-    if remote is not None:
-        log_start = cp if cp is not None else 0
-    else:
-        log_start = max(cp if cp is not None else first_base, first_base)
-    hw_cp = checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp)
-    if hw_cp is not None:
-        hw, hw_source = hw_cp, "replication-offset-checkpoint"
+    # the log end offset is the last segment's: no producer state is replayed unless a roll needs its snapshot
+    state = partition_state(
+        part,
+        replay_partition,
+        **OffsetCheckpoints.of_files(checkpoints).of(tp),
+        tiered=remote is not None,
+        log_end_offset=log_end,
+        unnamed_high_watermark=missing_high_watermark,
+    )
+    log_start, high_watermark = state.log_start_offset, state.high_watermark
+    if state.high_watermark_checkpointed:
+        hw_source = "replication-offset-checkpoint"
     elif missing_high_watermark == MISSING_HW_LOG_END:
-        hw, hw_source = log_end, "log end offset (no replication-offset-checkpoint entry)"
+        hw_source = "log end offset (no replication-offset-checkpoint entry)"
     else:
-        hw, hw_source = 0, "none in replication-offset-checkpoint: Kafka's 0, raised to the log start offset"
-    high_watermark = min(max(hw, log_start), log_end)
+        hw_source = "none in replication-offset-checkpoint: Kafka's 0, raised to the log start offset"
     plan = PartitionPlan(
         part.topic,
         part.partition,

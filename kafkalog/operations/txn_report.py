@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from ..codec.batch import RecordBatch
 from ..codec.control import ControlType, control_record
 from ..errors import CorruptSnapshotError
-from ..rules.partition_state import partition_state
+from ..rules.partition_state import PartitionState, partition_state
 from ..storage.logdir import LogDir
-from ..storage.naming import REPLICATION_OFFSET_CHECKPOINT
 from ..storage.partition import Partition
 from ..storage.producer_state import ProducerStateManager, replay_partition
 from ..storage.snapshot import ProducerSnapshot
@@ -90,17 +89,9 @@ class PartitionTxnReport:
     log_end_offset: int
     high_watermark: int
     high_watermark_source: str  # "checkpoint" (replication-offset-checkpoint) or "logEnd"
+    last_stable_offset: int
     open: list[OpenTxn] = field(default_factory=list)
     ended: list[EndedTxn] = field(default_factory=list)
-
-    @property
-    def first_unstable_offset(self) -> int | None:
-        return min((t.first_offset for t in self.open), default=None)
-
-    @property
-    def last_stable_offset(self) -> int:
-        unstable = self.first_unstable_offset
-        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
 
     @property
     def blocking(self) -> OpenTxn | None:
@@ -190,35 +181,39 @@ def txn_report(
     """The transactions of every partition of `log_dir` (a path, URI or LogDir), or of `topics`."""
     log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(log_dir)
     log.check_topics(topics)
-    high_watermarks = log.read_checkpoint(REPLICATION_OFFSET_CHECKPOINT)
+    checkpoints = log.offset_checkpoints()
     report = TxnReport(now_ms, transaction_max_timeout_ms)
     for part in log.partitions(set(topics) if topics else None):
         part.ensure_settled()  # the live files of a half-swapped partition may not be its log
-        report.partitions.append(
-            partition_txn_report(
-                part, high_watermarks.get((part.topic, part.partition)), now_ms, transaction_max_timeout_ms
-            )
-        )
+        # a checkpoint ahead of the log (data lost since) cannot make unwritten offsets stable
+        state = partition_state(part, replay_partition, **checkpoints.of((part.topic, part.partition)))
+        report.partitions.append(partition_txn_report(part, state, now_ms, transaction_max_timeout_ms))
     return report
 
 
 def partition_txn_report(
     part: Partition,
-    checkpointed_high_watermark: int | None,
+    state: PartitionState,
     now_ms: int,
     transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
 ) -> PartitionTxnReport:
-    # a checkpoint ahead of the log (data lost since) cannot make unwritten offsets stable
-    state = partition_state(part, replay_partition, high_watermark_checkpoint=checkpointed_high_watermark)
+    """The transactions of `part`, whose offsets and producer state are `state`."""
     manager = state.producers
     source = "checkpoint" if state.high_watermark_checkpointed else "logEnd"
-    report = PartitionTxnReport(part.topic, part.partition, state.log_end_offset, state.high_watermark, source)
+    report = PartitionTxnReport(
+        part.topic, part.partition, state.log_end_offset, state.high_watermark, source, state.last_stable_offset
+    )
     for pid, first in sorted(manager.open_transactions().items(), key=lambda item: item[1]):
-        state = manager.producers[pid]
-        age = now_ms - state.last_timestamp
+        producer = manager.producers[pid]
+        age = now_ms - producer.last_timestamp
         report.open.append(
             OpenTxn(
-                pid, state.producer_epoch, first, state.last_timestamp, age, hanging=age > transaction_max_timeout_ms
+                pid,
+                producer.producer_epoch,
+                first,
+                producer.last_timestamp,
+                age,
+                hanging=age > transaction_max_timeout_ms,
             )
         )
     report.ended = ended_transactions(part)

@@ -22,7 +22,6 @@ from ..config import did_you_mean
 from ..errors import ConfigError
 from ..rules.partition_state import partition_state
 from ..storage.logdir import LogDir
-from ..storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
 from ..storage.segment import LogSegment
@@ -300,22 +299,14 @@ class Selection:
         the aborted transactions and last stable offset of read_committed."""
         pairs = self.topic_partitions(opened.topic_partitions)
         ranges, aborted = [], []
-        checkpoints = {
-            name: opened.read_checkpoint(name) if self.read_committed else {}
-            for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)
-        }
+        checkpoints = opened.offset_checkpoints() if self.read_committed else None
         for topic, number in pairs:
             part = opened.partition(topic, number) if self.needs_partitions else None
             segments = part.segments if part is not None else []
             start = self._offset(self.starting, (topic, number), segments, end=False)
             end = self._offset(self.ending, (topic, number), segments, end=True)
-            if part is not None and self.read_committed:
-                stable = partition_state(
-                    part,
-                    replay_partition,
-                    log_start_checkpoint=checkpoints[LOG_START_OFFSET_CHECKPOINT].get((topic, number)),
-                    high_watermark_checkpoint=checkpoints[REPLICATION_OFFSET_CHECKPOINT].get((topic, number)),
-                ).last_stable_offset
+            if part is not None and checkpoints is not None:  # read_committed
+                stable = partition_state(part, replay_partition, **checkpoints.of((topic, number))).last_stable_offset
                 end = stable if end is None else min(end, stable)
                 txns = tuple(
                     (t.producer_id, t.first_offset, t.last_offset) for s in part.segments for t in s.aborted_txns()

@@ -6,9 +6,10 @@ import errno
 import fcntl
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from ..config import did_you_mean
 from ..config import parse_java_properties as parse_properties  # the one reader of .properties files
@@ -16,13 +17,48 @@ from ..errors import LogDirError
 from .checkpoint import format_offset_checkpoint, parse_offset_checkpoint
 from .fs import LogFileSystem, refused
 from .meta_properties import META_PROPERTIES, MetaProperties, read_meta_properties
-from .naming import illegal_partition_dir_reason, parse_partition_dir_name, parse_segment_file_name
+from .naming import (
+    LOG_START_OFFSET_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    illegal_partition_dir_reason,
+    parse_partition_dir_name,
+    parse_segment_file_name,
+)
 from .partition import Partition
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 TopicPartition = tuple[str, int]
+
+
+class CheckpointedOffsets(TypedDict):
+    """One partition's checkpointed offsets (None: the checkpoint names none), as keywords of
+    rules.partition_state."""
+
+    log_start_checkpoint: int | None
+    high_watermark_checkpoint: int | None
+
+
+@dataclass(frozen=True)
+class OffsetCheckpoints:
+    """What a broker loading a log dir reads of its partitions' offsets: the checkpointed log start
+    offsets (log-start-offset-checkpoint) and high watermarks (replication-offset-checkpoint).
+    `of(tp)` is one partition's, as rules.partition_state takes them."""
+
+    log_starts: Mapping[TopicPartition, int]
+    high_watermarks: Mapping[TopicPartition, int]
+
+    @classmethod
+    def of_files(cls, checkpoints: Mapping[str, Mapping[TopicPartition, int]]) -> OffsetCheckpoints:
+        """From checkpoint files already read: their names and entries (an absent file has none)."""
+        return cls(checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}), checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}))
+
+    def of(self, tp: TopicPartition) -> CheckpointedOffsets:
+        return {
+            "log_start_checkpoint": self.log_starts.get(tp),
+            "high_watermark_checkpoint": self.high_watermarks.get(tp),
+        }
 
 
 LOCKED_BY_ANOTHER_PROCESS = (
@@ -149,6 +185,12 @@ class LogDir:
         if not self.fs.exists(path):
             return {}
         return parse_offset_checkpoint(self.fs.read_bytes(path).decode("utf-8", "replace"), file=path)
+
+    def offset_checkpoints(self) -> OffsetCheckpoints:
+        """The checkpoints of the partitions' log start offsets and high watermarks, read once."""
+        return OffsetCheckpoints.of_files(
+            {name: self.read_checkpoint(name) for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT)}
+        )
 
     def write_checkpoint(self, name: str, entries: dict[TopicPartition, int]) -> None:
         """Rewrite a checkpoint atomically (temporary file, then rename), as Kafka does."""
