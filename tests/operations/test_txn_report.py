@@ -14,7 +14,7 @@ from kafkalog.operations.txn_report import EndedTxn, OpenTxn, txn_report
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir
-from kafkalog.storage.naming import REPLICATION_OFFSET_CHECKPOINT
+from kafkalog.storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from kafkalog.storage.txnindex import TransactionIndex
 
 T0 = 1_700_000_000_000
@@ -115,6 +115,15 @@ def test_a_high_watermark_below_the_open_transactions_bounds_the_lso(fs, tmp_pat
     (part,) = txn_report(str(tmp_path), now_ms=T0).partitions
     assert (part.high_watermark, part.high_watermark_source, part.last_stable_offset) == (3, "checkpoint", 3)
     assert part.blocking is None and part.to_dict()["blockingProducerId"] is None
+
+
+def test_the_high_watermark_is_never_below_the_checkpointed_log_start_offset(fs, tmp_path):
+    write_mixed(fs, str(tmp_path))
+    log = LogDir.open(str(tmp_path))
+    log.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, {("pay", 0): 3})
+    log.write_checkpoint(LOG_START_OFFSET_CHECKPOINT, {("pay", 0): 5})  # UnifiedLog raises it to the log start
+    (part,) = txn_report(str(tmp_path), now_ms=T0).partitions
+    assert (part.high_watermark, part.high_watermark_source, part.last_stable_offset) == (5, "checkpoint", 4)
 
 
 def test_rolled_segments_and_snapshots_give_the_same_report(fs, tmp_path):

@@ -261,3 +261,15 @@ def test_segment_reader_chunks_give_file_positions(tmp_path):
     small = [(pos, b.base_offset, b.size) for pos, b in seg.reader(chunk_size=100)]
     assert whole == small and len(whole) > 3
     assert [s.position for s in seg.batch_summaries()] == [p for p, _, _ in whole]
+
+
+def test_the_offset_checkpoints_are_read_once_for_every_partition(tmp_path):
+    from kafkalog.storage.naming import LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+
+    log = LogDir.open(str(tmp_path))
+    assert log.offset_checkpoints().of(("t", 0)) == {"log_start_checkpoint": None, "high_watermark_checkpoint": None}
+    log.write_checkpoint(LOG_START_OFFSET_CHECKPOINT, {("t", 0): 7})
+    log.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, {("t", 0): 9, ("t", 1): 4})
+    checkpoints = log.offset_checkpoints()
+    assert checkpoints.of(("t", 0)) == {"log_start_checkpoint": 7, "high_watermark_checkpoint": 9}
+    assert checkpoints.of(("t", 1)) == {"log_start_checkpoint": None, "high_watermark_checkpoint": 4}
