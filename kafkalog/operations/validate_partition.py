@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..errors import KafkaLogError
+from ..rules.partition_state import loaded_log_start
 from ..storage.checkpoint import (
     EpochEntry,
     parse_leader_epoch_checkpoint,
@@ -268,9 +269,9 @@ class PartitionChecks:
         to_compare = [(e, s) for e, s in snapshots if seed is None or s.offset > seed.offset]
         state = ReplayState(manager, complete, to_compare, epochs.entries, epochs.path)
         state.epoch_text = epochs.text
-        log_start_cp = ctx.get(LOG_START_OFFSET_CHECKPOINT, part.topic, part.partition)
-        if first_base is not None:
-            state.log_start = max(first_base, log_start_cp if log_start_cp is not None else first_base)
+        if first_base is not None:  # as the broker loads it; the log end offset is the scan's
+            checkpointed = ctx.get(LOG_START_OFFSET_CHECKPOINT, part.topic, part.partition)
+            state.log_start = loaded_log_start(checkpointed, first_base)
         compacted = self.compacted
         if compacted is None:
             compacted = ctx.get(CLEANER_OFFSET_CHECKPOINT, part.topic, part.partition) is not None
