@@ -111,7 +111,7 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
             raise ConfigError(f"as-of offset {cut} of partition {part.partition}: expected -1 or an offset")
         if cut != LATEST_OFFSET:
             stop = min(stop, cut)
-        aborted = tuple(txn for segment in part.segments for txn in segment.aborted_txns())
+        aborted = tuple(part.aborted_txns())
         ranges.append(PartitionRange(part.partition, end.log_start_offset, max(stop, end.log_start_offset), aborted))
     return ranges
 

@@ -308,9 +308,7 @@ class Selection:
             if part is not None and checkpoints is not None:  # read_committed
                 stable = partition_state(part, replay_partition, **checkpoints.of((topic, number))).last_stable_offset
                 end = stable if end is None else min(end, stable)
-                txns = tuple(
-                    (t.producer_id, t.first_offset, t.last_offset) for s in part.segments for t in s.aborted_txns()
-                )
+                txns = tuple((t.producer_id, t.first_offset, t.last_offset) for t in part.aborted_txns())
                 aborted.append(((topic, number), txns))
             if start is not None or end is not None:
                 ranges.append(((topic, number), start, end))

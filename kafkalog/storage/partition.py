@@ -16,6 +16,7 @@ from .naming import (
     parse_segment_file_name,
 )
 from .segment import LogSegment
+from .txnindex import AbortedTxn
 
 
 @dataclass
@@ -130,6 +131,11 @@ class Partition:
         for segment in self.segments:
             for _, batch in segment.batches():
                 yield segment.log_path, batch
+
+    def aborted_txns(self) -> list[AbortedTxn]:
+        """The aborted transactions of the whole log, from its segments' `.txnindex` files, in order
+        (what a read_committed fetch skips; UnifiedLog.collectAbortedTransactions)."""
+        return [txn for segment in self.segments for txn in segment.aborted_txns()]
 
     def read_file(self, name: str) -> bytes | None:
         entry = self.files.get(name)
