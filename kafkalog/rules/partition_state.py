@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 # where a partition that replication-offset-checkpoint does not name has its high watermark
@@ -83,15 +83,9 @@ def partition_state(
         raise ValueError(f"unnamed_high_watermark {unnamed_high_watermark!r}")
     if log_end_offset is None:
         producers, log_end = replay(part)
-
-        def replayed() -> Any:
-            return producers
+        replayed = partial(_given, producers)  # partials of module functions: the state pickles
     else:
-        log_end = log_end_offset
-
-        def replayed() -> Any:
-            return replay(part)[0]
-
+        log_end, replayed = log_end_offset, partial(_producers_of, replay, part)
     local_start = part.segments[0].base_offset if part.segments else log_end
     log_start = loaded_log_start(log_start_checkpoint, local_start, tiered=tiered)
     if high_watermark_checkpoint is not None:
@@ -108,3 +102,11 @@ def partition_state(
         high_watermark_checkpoint is not None,
         replayed,
     )
+
+
+def _given(producers: Any) -> Any:
+    return producers
+
+
+def _producers_of(replay: Callable[[Any], tuple[Any, int]], part) -> Any:
+    return replay(part)[0]

@@ -9,7 +9,7 @@ import pytest
 from kafkalog.rules.partition_state import UNNAMED_AT_LOG_START, loaded_log_start, partition_state
 
 
-class _Producers:
+class _Producers:  # module level: a state pickles with it
     def __init__(self, first_unstable):
         self.first_unstable = first_unstable
 
@@ -88,3 +88,17 @@ def test_a_partition_the_checkpoint_does_not_name_can_be_taken_as_the_broker_loa
 )
 def test_the_loaded_log_start_offset(checkpointed, tiered, start):
     assert loaded_log_start(checkpointed, 100, tiered=tiered) == start
+
+
+def _replay(part):  # a module function, as storage's replay_partition
+    return _Producers(None), 250
+
+
+def test_a_state_pickles_replayed_or_not():
+    import pickle
+
+    eager = partition_state(_part(100), _replay)
+    lazy = partition_state(_part(100), _replay, log_end_offset=250)
+    for state in (eager, lazy):
+        copy = pickle.loads(pickle.dumps(state))
+        assert (copy.log_end_offset, copy.last_stable_offset) == (250, 250)
