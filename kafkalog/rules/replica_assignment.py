@@ -96,7 +96,7 @@ class AssignmentReplay:
 
     def assignments(self) -> dict[tuple[str, int], Assignment]:
         """(topic name, partition) -> Assignment, for every partition of every topic that exists."""
-        return {(self.topic_names[tid], p): a for (tid, p), a in sorted(self._partitions.items())}
+        return dict(sorted(((self.topic_names[tid], p), a) for (tid, p), a in self._partitions.items()))
 
     def _replay(self, record: dict) -> None:
         kind, data = record["type"], record["data"]
