@@ -67,7 +67,7 @@ class AssignmentReplay:
 
     def __init__(self) -> None:
         self.topic_names: dict[str, str] = {}  # topic id -> name
-        self._partitions: dict[tuple[str, int], Assignment] = {}  # (topic id, partition)
+        self._partitions: dict[str, dict[int, Assignment]] = {}  # topic id -> partition -> assignment
         self._transaction: list[dict] | None = None  # the records of an open metadata transaction
 
     def apply(self, offset: int, record: dict) -> None:
@@ -96,36 +96,34 @@ class AssignmentReplay:
 
     def assignments(self) -> dict[tuple[str, int], Assignment]:
         """(topic name, partition) -> Assignment, for every partition of every topic that exists."""
-        return dict(sorted(((self.topic_names[tid], p), a) for (tid, p), a in self._partitions.items()))
+        return dict(
+            sorted(
+                ((self.topic_names[tid], p), a) for tid, listed in self._partitions.items() for p, a in listed.items()
+            )
+        )
 
     def _replay(self, record: dict) -> None:
         kind, data = record["type"], record["data"]
         topic_id = data["topicId"]
         if kind == TOPIC:
-            self.topic_names[topic_id] = data["name"]
-            self._remove_partitions(topic_id)
+            self.topic_names[topic_id], self._partitions[topic_id] = data["name"], {}
             return
         if topic_id not in self.topic_names:
             raise MetadataReplayError(f"{_name(kind)} of topic id {topic_id}, which no TopicRecord created")
         if kind == REMOVE_TOPIC:
-            del self.topic_names[topic_id]
-            self._remove_partitions(topic_id)
+            del self.topic_names[topic_id], self._partitions[topic_id]
             return
-        key = (topic_id, data["partitionId"])
+        partitions, pid = self._partitions[topic_id], data["partitionId"]
         if kind == PARTITION:
-            self._partitions[key] = _registration(data["replicas"], data.get("directories"), None)
+            partitions[pid] = _registration(data["replicas"], data.get("directories"), None)
             return
-        current = self._partitions.get(key)
+        current = partitions.get(pid)
         if current is None:
             raise MetadataReplayError(
                 f"PartitionChangeRecord of partition {data['partitionId']} of topic "
                 f"{self.topic_names[topic_id]} ({topic_id}), which no PartitionRecord created"
             )
-        self._partitions[key] = _registration(data.get("replicas"), data.get("directories"), current)
-
-    def _remove_partitions(self, topic_id: str) -> None:
-        for key in [k for k in self._partitions if k[0] == topic_id]:
-            del self._partitions[key]
+        partitions[pid] = _registration(data.get("replicas"), data.get("directories"), current)
 
 
 def _registration(replicas: list[int] | None, directories: list[str] | None, current: Assignment | None) -> Assignment:
