@@ -616,6 +616,17 @@ def _add_purge(commands) -> None:
         help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
     )
     p.add_argument("--reason", default=DEFAULT_REASON, help="the ledger's reason for keys without their own")
+    p.add_argument(
+        "--metadata",
+        metavar="DIR",
+        help="a KRaft metadata log (a controller's log dir, or its __cluster_metadata-0; default: the one in "
+        "LOG_DIR): refuse to purge when a replica it names of a purged partition is not given",
+    )
+    p.add_argument(
+        "--allow-missing-replicas",
+        action="store_true",
+        help="purge the replicas given and record the missing ones in the run table as not purged",
+    )
     _add_config_options(p)
     _add_quiet(p)
     p.set_defaults(run=_run_purge)
@@ -623,10 +634,13 @@ def _add_purge(commands) -> None:
 
 def _run_purge(args) -> int:
     from .operations.purge import load_secret, purge
+    from .operations.replicas import check_replicas
 
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
     resolver = _resolver(args)
     _check_before_spark(args, resolver)
+    if not args.allow_missing_replicas:  # purge() checks again; here a missing replica costs no JVM start
+        check_replicas([args.log_dir], args.topics, args.metadata)
     now = _now(args)
     spark = _session(args)
     result = purge(
@@ -645,6 +659,8 @@ def _run_purge(args) -> int:
         output=args.output,
         dry_run=args.dry_run,
         follow_symlinks=args.follow_symlinks,
+        metadata=args.metadata,
+        allow_missing_replicas=args.allow_missing_replicas,
     )
     print(result.summary())
     if result.partitions:

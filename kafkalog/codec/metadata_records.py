@@ -19,7 +19,8 @@ import re
 
 from ..errors import CorruptBatchError
 from .control import ControlType
-from .message import Reader, decode, parse_schemas, read_frame
+from .message import FRAME_VERSION, Reader, decode, encode, parse_schemas, read_frame
+from .varint import write_uvarint
 
 METADATA_SCHEMAS = parse_schemas(
     """
@@ -261,6 +262,16 @@ def decode_metadata_record(value) -> dict:
     except CorruptBatchError as err:
         raise err.located(base_position=start) from None
     return out
+
+
+def encode_metadata_record(name: str, version: int, data: dict) -> bytes:
+    """The record value MetadataRecordSerde writes for the record `name` (TopicRecord, ...) at
+    `version` with the fields `data` (as `decode_metadata_record` returns them): what it reads back."""
+    (record_type,) = [t for t, n in METADATA_RECORD_TYPES.items() if n == name]
+    out = bytearray()
+    for number in (FRAME_VERSION, record_type, version):
+        write_uvarint(out, number)
+    return bytes(out) + encode(METADATA_SCHEMAS[name], version, data)
 
 
 def decode_kraft_control(control_type: ControlType, value) -> dict | None:

@@ -69,6 +69,7 @@ from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
+from .replicas import ReplicaCheck, check_replicas
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [
@@ -98,6 +99,8 @@ class PurgeResult:
     # topics whose remote log is enabled (tiered storage): what is already copied to remote storage
     # is not purged, only the local segments
     tiered_topics: list = field(default_factory=list)
+    # which copies exist (KRaft metadata) and which were not given; ReplicaCheck(None): nothing says
+    replicas: ReplicaCheck = field(default_factory=lambda: ReplicaCheck(None))
 
     def total(self, column: str) -> int:
         return sum(p[column] for p in self.partitions)
@@ -122,7 +125,7 @@ class PurgeResult:
                 f"; WARNING: {', '.join(self.tiered_topics)} use tiered storage (remote.storage.enable=true): "
                 "their segments already in remote storage were not purged"
             )
-        return text
+        return f"{text}; {self.replicas.summary()}"
 
     def to_dict(self) -> dict:
         """The report (`kafkalog purge --report`), keys in camelCase as every report's."""
@@ -136,6 +139,7 @@ class PurgeResult:
                 "partitions": self.partitions,
                 "segments": [o.to_dict() for o in self.outputs],
                 "tiered_topics": self.tiered_topics,
+                "missing_replicas": self.replicas.missing_dicts(),
             }
         )
 
@@ -159,6 +163,8 @@ def purge(
     dry_run: bool = False,
     fault: FaultHook | None = None,
     follow_symlinks: bool = False,
+    metadata: str | None = None,
+    allow_missing_replicas: bool = False,
 ) -> PurgeResult:
     """Remove every record of `keys` (a DataFrame with a `key` column, a list of bytes or written
     forms, or the path of a key file or table, see `keys_frame`) and, with `where`, every record
@@ -171,7 +177,11 @@ def purge(
     epoch ms. `output`: purge a copy written there, `log_dir` untouched. `follow_symlinks`: in place,
     rewrite a partition directory that is a symbolic link where it leads (refused otherwise).
     `fault`: a test hook called in each rewrite task and at each swap step (spark/rewrite.py,
-    storage/swap.py)."""
+    storage/swap.py). `metadata`: a KRaft metadata log (a `__cluster_metadata-0` or the log dir
+    holding one; default: the one in `log_dir`, if any): a replica of a purged topic's partition
+    that the metadata names and `log_dir` does not hold is refused (ConfigError) before anything
+    is written, or, with `allow_missing_replicas`, reported and recorded in the run table as not
+    purged (operations/replicas.py)."""
     now = clock.now_ms(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
@@ -181,6 +191,7 @@ def purge(
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
     if where:  # and so does a bad expression: checked against the records view's columns
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
+    replicas = check_replicas([log_dir], topics, metadata, allow_missing=allow_missing_replicas)
     with destination(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks) as target:
         result = _purge(
             spark,
@@ -200,6 +211,7 @@ def purge(
             reason=reason,
             dry_run=dry_run,
             fault=fault,
+            replicas=replicas,
         )
     return result
 
@@ -224,6 +236,7 @@ def _purge(
     reason: str,
     dry_run: bool,
     fault,
+    replicas: ReplicaCheck,
 ) -> PurgeResult:
     """The purge of `log_dir`, the directory rewritten in place (the input, or the staged output),
     which the result and the ledger call `named` (the input, or the output's own name)."""
@@ -237,7 +250,7 @@ def _purge(
         with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
             report = partition_report(decided)
         if dry_run:
-            return PurgeResult(run_id, now, dry_run, named, report, tiered_topics=tiered)
+            return PurgeResult(run_id, now, dry_run, named, report, tiered_topics=tiered, replicas=replicas)
         outputs = _output_segments(opened, decided, resolver, now)
         ensure_replaceable(opened, outputs)
         output_totals = progress.totals(outputs, lambda o: o.nbytes)
@@ -261,7 +274,7 @@ def _purge(
             swap_in(opened, outputs, fault)
     finally:
         matched.unpersist()
-    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats, tiered)
+    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats, tiered, replicas)
     touched = {(o.topic, o.partition) for o in outputs}
     with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):
         _verify(decider, result, touched)
@@ -391,5 +404,6 @@ def _run_row(result: PurgeResult, started: int, key_count: int, topics, where, t
         "records_redacted": result.total("redacted"),
         "ledger_rows": result.ledger_rows,
         "remaining": result.remaining,
+        "missing_replicas": result.replicas.missing_dicts(),
         "kafkalog_version": __version__,
     }

@@ -1,5 +1,6 @@
 """The KRaft files of `__cluster_metadata-0`: its snapshots (`<offset>-<epoch>.checkpoint`) and its
-`quorum-state`. kafkalog reads them and never writes them.
+`quorum-state`, and the metadata records a broker replays from them and the log. kafkalog reads
+them and never writes them.
 
 A snapshot is a file of record batches (FileRawSnapshotReader): its first batch is a control batch
 whose record is a SNAPSHOT_HEADER, its last a control batch whose record is a SNAPSHOT_FOOTER
@@ -14,8 +15,10 @@ from collections.abc import Iterator
 
 from ..codec.batch import RecordBatch
 from ..codec.control import ControlType, control_record
-from ..errors import CorruptBatchError, CorruptSnapshotError, KafkaLogError
+from ..codec.metadata_records import decode_metadata_record
+from ..errors import CorruptBatchError, CorruptSnapshotError, CrcMismatchError, KafkaLogError
 from .fs import FileEntry, LogFileSystem
+from .partition import Partition
 from .segment import SegmentReader
 
 
@@ -81,3 +84,52 @@ def read_quorum_state(data: bytes, file: str) -> dict:
     if not isinstance(state, dict) or not isinstance(state.get("data_version"), int):
         raise CorruptSnapshotError("expected a JSON object with an integer 'data_version'", file=file, position=0)
     return state
+
+
+def metadata_records(part: Partition) -> Iterator[tuple[str, int, dict]]:
+    """(file, offset, decoded record) of each metadata record a broker that starts on `part` (a
+    `__cluster_metadata-0`) replays: the latest snapshot's records, then the log's from the
+    snapshot's end offset (KafkaRaftClient hands a new listener the latest snapshot, then the log).
+    Control batches (snapshot header and footer, leader changes, voters) hold no metadata records.
+    A log that starts above the latest snapshot's end (or above 0 without a snapshot) lacks records
+    Kafka needs: CorruptSnapshotError, as KafkaMetadataLog refuses to load it. Every batch's CRC is
+    checked; a torn batch at the end of the log, which Kafka truncates, is not read."""
+    start = 0
+    if part.kraft_snapshots:
+        (start, _), entry = max(part.kraft_snapshots.items())
+        yield from _file_records(part.fs, entry.path, entry.size, 0)
+    first = part.segments[0].base_offset if part.segments else start
+    if first > start:
+        raise CorruptSnapshotError(
+            f"the metadata log starts at offset {first} but "
+            + (f"the latest snapshot ends at offset {start}" if part.kraft_snapshots else "there is no snapshot")
+            + ": the records before it are lost (Kafka refuses to load the metadata log)",
+            file=part.segments[0].log_path,
+        )
+    for segment in part.segments:
+        if segment.next_base_offset is None or segment.next_base_offset > start:
+            yield from _file_records(part.fs, segment.log_path, segment.size, start)
+
+
+def _file_records(fs: LogFileSystem, path: str, size: int, start: int) -> Iterator[tuple[str, int, dict]]:
+    """(path, offset, decoded record) of the data records at or above offset `start` in a file of
+    batches. An error names the batch's position in the file and the record's offset."""
+    for position, batch in SegmentReader(fs, path, size):
+        if batch.last_offset < start or batch.is_control:
+            continue
+        if not isinstance(batch, RecordBatch):
+            problem = f"a v{batch.magic} batch; KRaft writes only v2 batches"
+            raise CorruptBatchError(problem, file=path, position=position, offset=batch.last_offset)
+        if not batch.is_valid():
+            problem = "batch CRC does not match; expected the CRC-32C of the batch"
+            raise CrcMismatchError(problem, file=path, position=position, offset=batch.last_offset)
+        for record in batch.records():
+            if record.offset < start:
+                continue
+            try:
+                decoded = decode_metadata_record(record.value)
+            except KafkaLogError as err:
+                located = err.located(file=path, offset=record.offset)
+                located.position = position  # the batch's: the codec's position is inside the record's value
+                raise located from None
+            yield path, record.offset, decoded

@@ -51,6 +51,12 @@ RECORDS_SCHEMA = pa.schema(
         ("key_fingerprint", pa.string()),
     ]
 )
+MISSING_REPLICA_FIELDS = [
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("broker", pa.int32()),
+    ("directory", pa.string()),
+]
 RUNS_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -69,6 +75,9 @@ RUNS_SCHEMA = pa.schema(
         ("records_redacted", pa.int64()),
         ("ledger_rows", pa.int64()),
         ("remaining", pa.int64()),
+        # replicas the KRaft metadata names that the run was not given, so not purged (null: no
+        # metadata log said which replicas exist)
+        ("missing_replicas", pa.list_(pa.struct(MISSING_REPLICA_FIELDS))),
         ("kafkalog_version", pa.string()),
     ]
 )

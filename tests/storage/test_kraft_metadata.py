@@ -28,7 +28,8 @@ FAR_FUTURE = 10**13  # every segment is older than any retention.ms
 
 
 def kraft_log_dir(root: Path) -> Path:
-    """Generated topics (one to delete by time, one compacted) with the real metadata log beside them."""
+    """Generated topics (one to delete by time, one compacted) with the real metadata log and its
+    broker's meta.properties beside them."""
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
 
     log_dir = root / "log"
@@ -56,6 +57,9 @@ def kraft_log_dir(root: Path) -> Path:
     )
     shutil.copytree(KRAFT_LOG / METADATA_DIR, log_dir / METADATA_DIR)
     shutil.copy2(KRAFT_LOG / KRAFT_BOOTSTRAP_CHECKPOINT, log_dir / KRAFT_BOOTSTRAP_CHECKPOINT)
+    # the broker the metadata log places orders' replicas on (node 1, its one directory): a purge
+    # finds every replica given
+    shutil.copy2(KRAFT_LOG / "meta.properties", log_dir / "meta.properties")
     return log_dir
 
 
