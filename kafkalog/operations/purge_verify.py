@@ -154,9 +154,10 @@ def _scopes(ledger: str, run_id: str | None) -> tuple[dict, set, list]:
         raise LedgerError("no purge ledger (a Delta table) there", file=ledger)
     runs = read_ledger_table(runs_path(ledger), ["run_id", "topics", "tombstone"])
     run_rows = {r["run_id"]: r for r in ([] if runs is None else runs.to_pylist())}
-    records = [r for r in rows.to_pylist() if r["matched_by"] == "key" and r["key_fingerprint"]]
+    listed = rows.to_pylist()
+    records = [r for r in listed if r["matched_by"] == "key" and r["key_fingerprint"]]
     if run_id is not None:
-        if run_id not in run_rows and not any(r["run_id"] == run_id for r in rows.to_pylist()):
+        if run_id not in run_rows and not any(r["run_id"] == run_id for r in listed):
             raise LedgerError(f"the ledger has no run {run_id}", file=ledger)
         records = [r for r in records if r["run_id"] == run_id]
     if not records:
