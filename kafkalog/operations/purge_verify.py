@@ -178,7 +178,7 @@ def _scopes(ledger: str, run_id: str | None) -> tuple[dict, set, list]:
 def _report(ledger, scopes, runs, secret_checked, copies, partitions, hits, tombstoned) -> PurgeCheck:
     """The per partition rows and the records found: a hit is a kept tombstone when its key may
     stay as one and it carries no headers (read from its batch on the driver: few), else found."""
-    kept = _kept_tombstones(copies, [h for h in hits if h.valueIsNull and h.magic >= 2 and h.fingerprint in tombstoned])
+    kept = _kept_tombstones(copies, [h for h in hits if h.tombstone and h.fingerprint in tombstoned])
     listed = defaultdict(list)
     for h in hits:
         if (h.log_dir, h.topic, h.partition, h.offset) not in kept:

@@ -107,51 +107,38 @@ LISTED_HITS = 100_000  # the records of purged keys listed (and tombstones check
 
 
 def find_fingerprints(spark, log_dirs: dict, scope, secret: bytes, *, broadcast: bool = True):
-    """Where the keys of `scope` (rows of SCOPE_SCHEMA) are in `log_dirs` (name -> path, each with
-    its topics to read), in one Spark job over every copy: per (log_dir, topic, partition), the
-    data records read (`records`), those with a key in scope (`hits`), of which possible tombstones
-    (`tombstone_hits`: null value, v2) and the smallest other offset (`first_offset`). Then, for the
-    partitions with hits only, a second job lists up to LISTED_HITS of them (`hit_rows`, with where
-    each lies, to read its headers). Returns (partitions, hit_rows) as lists of Rows."""
+    """Where the keys of `scope` (rows of SCOPE_SCHEMA) are in `log_dirs` (name -> (path, the topics
+    to read)), in one Spark job over every copy: per (log_dir, topic, partition), the data records
+    read (`records`), those with a key in scope (`hits`) and the smallest offset of a hit that cannot
+    be a tombstone (`first_offset`). Then, only if there are hits, a second job reads the partitions
+    with hits again and lists up to LISTED_HITS of them, with where each lies (to read a possible
+    tombstone's headers). Returns (partitions, hit rows) as lists of Rows."""
     from pyspark.sql import functions as F
 
-    data = _fingerprinted(spark, log_dirs, secret)
-    if data is None:
-        return [], []
-    scoped = F.broadcast(scope) if broadcast else scope
-    joined = data.join(scoped, "fingerprint", "left")
-    internal = F.col("topic").startswith("__")
-    hit = F.col("all_topics") & ~internal | F.coalesce(F.array_contains("topics", F.col("topic")), F.lit(False))
-    candidate = F.col("valueIsNull") & (F.col("magic") >= 2)
-    marked = joined.withColumn("hit", F.coalesce(hit, F.lit(False)))
     partitions = (
-        marked.groupBy("log_dir", "topic", "partition")
+        _marked(spark, log_dirs, scope, secret, broadcast)
+        .groupBy("log_dir", "topic", "partition")
         .agg(
             F.count(F.lit(1)).alias("records"),
             F.sum(F.col("hit").cast("long")).alias("hits"),
-            F.sum((F.col("hit") & candidate).cast("long")).alias("tombstone_hits"),
-            F.min(F.when(F.col("hit") & ~candidate, F.col("offset"))).alias("first_offset"),
+            F.min(F.when(F.col("hit") & ~_maybe_tombstone(), F.col("offset"))).alias("first_offset"),
         )
         .collect()
     )
     with_hits = [(r.log_dir, r.topic, r.partition) for r in partitions if r.hits]
     if not with_hits:
         return partitions, []
+    again = {
+        name: (path, {t for n, t, _ in with_hits if n == name}, {p for n, _, p in with_hits if n == name})
+        for name, (path, _) in log_dirs.items()
+    }
     chosen = spark.createDataFrame(with_hits, "log_dir string, topic string, partition int")
     rows = (
-        marked.join(F.broadcast(chosen), ["log_dir", "topic", "partition"], "left_semi")
+        _marked(spark, again, scope, secret, broadcast)
+        .join(F.broadcast(chosen), ["log_dir", "topic", "partition"], "left_semi")
         .where("hit")
-        .select(
-            "log_dir",
-            "topic",
-            "partition",
-            "segmentBaseOffset",
-            "position",
-            "offset",
-            "valueIsNull",
-            "magic",
-            "fingerprint",
-        )
+        .withColumn("tombstone", _maybe_tombstone())
+        .select("log_dir", "topic", "partition", "segmentBaseOffset", "position", "offset", "tombstone", "fingerprint")
         .orderBy("log_dir", "topic", "partition", "offset")
         .limit(LISTED_HITS)
         .collect()
@@ -159,9 +146,29 @@ def find_fingerprints(spark, log_dirs: dict, scope, secret: bytes, *, broadcast:
     return partitions, rows
 
 
+def _maybe_tombstone():
+    """A record that may be a tombstone a purge kept: a null value in a v2 batch (headers unread)."""
+    from pyspark.sql import functions as F
+
+    return F.col("valueIsNull") & (F.col("magic") >= 2)
+
+
+def _marked(spark, log_dirs: dict, scope, secret: bytes, broadcast: bool):
+    """The data records of `log_dirs`, fingerprinted, with `hit`: their key is in `scope`, in a topic
+    of its scope (every topic but internal ones, or those listed)."""
+    from pyspark.sql import functions as F
+
+    data = _fingerprinted(spark, log_dirs, secret)
+    joined = data.join(F.broadcast(scope) if broadcast else scope, "fingerprint", "left")
+    internal = F.col("topic").startswith("__")
+    hit = F.col("all_topics") & ~internal | F.coalesce(F.array_contains("topics", F.col("topic")), F.lit(False))
+    return joined.withColumn("hit", F.coalesce(hit, F.lit(False)))
+
+
 def _fingerprinted(spark, log_dirs: dict, secret: bytes):
-    """The data records of every log directory's topics, named by `log_dir`: SCANNED's columns, the
-    key replaced by its `fingerprint` (null without a key), computed on the executors."""
+    """The data records of every log directory's topics (name -> (path, topics[, partition numbers])),
+    named by `log_dir`: SCANNED's columns, the key replaced by its `fingerprint` (null without a key),
+    computed on the executors."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -184,12 +191,18 @@ def _fingerprinted(spark, log_dirs: dict, secret: bytes):
                 memo.clear()
 
     frames = [
-        narrow_scan(spark, path, topics=sorted(topics), columns=[*SCANNED, "isControl"])
+        narrow_scan(spark, path, topics=sorted(topics), partitions=_numbers(rest), columns=[*SCANNED, "isControl"])
         .where(~F.col("isControl"))
         .select(*SCANNED)
         .mapInArrow(fingerprints, spark_schema(out))
         .withColumn("log_dir", F.lit(name))
-        for name, (path, topics) in log_dirs.items()
+        for name, (path, topics, *rest) in log_dirs.items()
         if topics
     ]
-    return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+    if not frames:
+        return spark.createDataFrame([], spark_schema(out)).withColumn("log_dir", F.lit(None).cast("string"))
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _numbers(rest) -> list | None:
+    return sorted(rest[0]) if rest else None
