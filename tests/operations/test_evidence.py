@@ -208,3 +208,70 @@ def test_segment_helpers(tmp_path):
     assert copy_identity({"node.id": "x"}) == (None, None)
     assert secret_check(SECRET) != secret_check(SECRET + b"!") and len(secret_check(SECRET)) == 64
     assert segments_table([], run_id="r", purged_at_ms=NOW, secret=SECRET).schema == SEGMENTS_SCHEMA
+
+
+def test_verification_looks_for_each_purged_key_in_the_topics_its_run_purged(tmp_path):
+    """The scope `verify_purge` gives each fingerprint, from the ledger alone: its run's topics (every
+    non-internal topic when the run named none, the topics of its rows when the run has no run row),
+    keys a `where` matched left out, and which keys may stay as tombstones."""
+    import pyarrow as pa
+
+    from kafkalog.operations.purge_verify import _scopes
+
+    ledger = _ledger(tmp_path, segments=False)  # run-1: every topic, --tombstone
+    purged = pa.table(
+        {
+            "topic": ["users", "users", "orders"],
+            "partition": [0, 0, 0],
+            "offset": [10, 11, 12],
+            "timestamp": [NOW] * 3,
+            "key": [b"erin", b"frank", b"gina"],
+            "action": ["removed"] * 3,
+            "matched_by": ["key", "where", "key"],
+            "reason": ["gdpr"] * 3,
+        }
+    )
+    write_records(
+        ledger, records_table(purged.slice(0, 2), secret=SECRET, run_id="run-2", purged_at_ms=NOW, log_dir="/b1")
+    )
+    write_records(
+        ledger, records_table(purged.slice(2), secret=SECRET, run_id="run-3", purged_at_ms=NOW, log_dir="/b1")
+    )
+    run = {"run_id": "run-2", "started_at": NOW, "finished_at": NOW, "purged_at": NOW, "log_dir": "/b1"}
+    run |= {"topics": ["users", "payments"], "keys": 1, "where": True, "tombstone": False, "partitions": 1}
+    run |= {"segments": 1, "records_removed": 2, "records_tombstoned": 0, "records_redacted": 0}
+    write_run(ledger, run | {"ledger_rows": 2, "remaining": 0, "kafkalog_version": "test"})  # run-3 has none
+
+    from kafkalog.storage.ledger import fingerprint
+
+    def fp(key: bytes) -> str:
+        return fingerprint(SECRET, key)
+
+    scopes, tombstoned, runs = _scopes(ledger, None)
+    assert scopes == {
+        fp(b"alice"): (True, set()),
+        fp(b"bob"): (True, set()),
+        fp(b"erin"): (False, {"users", "payments"}),
+        fp(b"gina"): (False, {"orders"}),
+    }  # frank, whom only a --where matched, is not looked for
+    assert tombstoned == {fp(b"alice"), fp(b"bob")} and runs == ["run-1", "run-2", "run-3"]
+    assert set(_scopes(ledger, "run-2")[0]) == {fp(b"erin")}
+    with pytest.raises(LedgerError, match="no run run-9"):
+        _scopes(ledger, "run-9")
+
+
+def test_a_ledger_of_where_matches_only_has_nothing_to_verify_and_says_so(tmp_path):
+    import pyarrow as pa
+
+    from kafkalog.operations.purge_verify import _scopes
+
+    ledger = str(tmp_path / "ledger")
+    purged = pa.table(
+        {"topic": ["t"], "partition": [0], "offset": [1], "timestamp": [NOW], "key": [b"k"]}
+        | {"action": ["removed"], "matched_by": ["where"], "reason": ["gdpr"]}
+    )
+    write_records(ledger, records_table(purged, secret=SECRET, run_id="r", purged_at_ms=NOW, log_dir="/b1"))
+    with pytest.raises(LedgerError, match="lists no purged key to look for"):
+        _scopes(ledger, None)
+    with pytest.raises(LedgerError, match="no purge ledger"):
+        _scopes(str(tmp_path / "nothing"), None)
