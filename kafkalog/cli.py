@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compact(commands, "compact", "compact with Kafka's semantics: one cleaning pass per chosen partition")
     _add_retain(commands)
     _add_purge(commands)
+    _add_verify_purge(commands)
+    _add_evidence(commands)
     _add_txn_report(commands)
     _add_export(commands)
     _add_listings(commands)
@@ -94,6 +96,15 @@ EXAMPLES = {
     "purge": [
         "kafkalog purge sample --keys gdpr-keys.txt --ledger /audit/purges --secret-file secret --dry-run",
         "kafkalog purge sample --keys keys.parquet --ledger /audit/purges --secret-file secret --output purged",
+    ],
+    "verify-purge": [
+        "kafkalog verify-purge /data/broker-1 /data/broker-2 /data/broker-3 --ledger /audit/purges --secret-file s",
+        "kafkalog verify-purge purged --ledger /audit/purges --secret-file secret --run RUN_ID --json > check.json",
+    ],
+    "evidence": [
+        "kafkalog evidence build --ledger /audit/purges --verify /data/broker-1 /data/broker-2 --secret-file secret "
+        "--signing-key evidence.key --output evidence.json --markdown evidence.md",
+        "kafkalog evidence verify evidence.json --public-key evidence.pub",
     ],
     "txn-report": ["kafkalog txn-report sample --now 1700100000000", "kafkalog txn-report /var/lib/kafka/data --json"],
     "log-dirs": [
@@ -668,6 +679,136 @@ def _run_purge(args) -> int:
         print(_table(result.partitions, list(result.partitions[0])))
     _write_report(args.report, result.to_dict())
     return EXIT_OK
+
+
+def _add_verify_purge(commands) -> None:
+    p = commands.add_parser(
+        "verify-purge",
+        help="check that no key a purge ledger lists is in any copy as the files are now, by the keys' "
+        "fingerprints (no key list); exit 1 naming the copy, partition and offset of each one found",
+    )
+    p.add_argument(
+        "log_dirs", nargs="+", metavar="LOG_DIR", help="every copy: the log dirs of every broker, JBOD dirs included"
+    )
+    _add_ledger_options(p)
+    p.add_argument("--json", action="store_true", help="print the full check as JSON")
+    p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+    p.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr")
+    _add_quiet(p)
+    p.set_defaults(run=_run_verify_purge)
+
+
+def _add_ledger_options(p, required: bool = True) -> None:
+    p.add_argument("--ledger", required=required, metavar="PATH", help="the purge ledger (Delta table)")
+    p.add_argument(
+        "--secret-file",
+        metavar="FILE",
+        help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
+    )
+    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="only this run of the ledger (default: every run)")
+
+
+def _run_verify_purge(args) -> int:
+    check = _verify(args, args.log_dirs)
+    if args.json:
+        print(json.dumps(check.to_dict(), indent=2))
+        return EXIT_OK if check.clean else EXIT_PROBLEMS
+    print(check.summary())
+    if check.partitions:
+        print()
+        print(_table(check.partitions, list(check.partitions[0])))
+    for f in check.found:
+        print(
+            f"found: {f['log_dir']} (broker {f['broker_id']}) {f['topic']}-{f['partition']} offset {f['offset']}: "
+            f"a record of purged key {f['fingerprint'][:16]}...",
+            file=sys.stderr,
+        )
+    return EXIT_OK if check.clean else EXIT_PROBLEMS
+
+
+def _verify(args, log_dirs):
+    """verify_purge over `log_dirs`, the secret read and the directories opened before Spark starts."""
+    from .operations.purge import load_secret
+    from .operations.purge_verify import verify_purge
+    from .storage.logdir import LogDir
+
+    secret = load_secret(args.secret_file)
+    for path in log_dirs:  # a typo costs no JVM start
+        LogDir.open(path)
+    return verify_purge(_session(args), log_dirs, args.ledger, secret, run_id=args.run_id)
+
+
+def _add_evidence(commands) -> None:
+    p = commands.add_parser(
+        "evidence", help="build a signed (Ed25519) evidence report of a purge run from its ledger, or verify one"
+    )
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = actions.add_parser(
+        "build", help="the report of a run (default: the latest), with the verification of the copies"
+    )
+    _add_ledger_options(build)
+    build.add_argument(
+        "--verify",
+        nargs="+",
+        metavar="LOG_DIR",
+        help="verify these copies now (as verify-purge) and put the result in the report; without it the report "
+        "says it was not verified",
+    )
+    build.add_argument("--signing-key", required=True, metavar="PEM", help="the Ed25519 private key (PKCS#8 PEM)")
+    build.add_argument("--output", required=True, metavar="FILE", help="the signed report, JSON")
+    build.add_argument("--markdown", metavar="FILE", help="also the report as Markdown")
+    build.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+    build.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr")
+    _add_quiet(build)
+    build.set_defaults(run=_run_evidence_build)
+    check = actions.add_parser("verify", help="check a report's signature with the signer's public key")
+    check.add_argument("report", metavar="REPORT", help="the signed report (JSON)")
+    check.add_argument("--public-key", required=True, metavar="PEM", help="the Ed25519 public key (PEM)")
+    check.add_argument("--markdown", action="store_true", help="print the verified report as Markdown")
+    check.set_defaults(run=_run_evidence_verify)
+
+
+def _run_evidence_build(args) -> int:
+    from .operations.evidence import build_report, render_markdown, sign_report, signing_key
+    from .storage.fs import LogFileSystem
+
+    key = _read_file(args.signing_key, "signing key")
+    signing_key(key)  # the key and the run checked before a JVM starts
+    build_report(args.ledger, args.run_id)
+    check = _verify(args, args.verify) if args.verify else None
+    signed = sign_report(build_report(args.ledger, args.run_id, check=check), key)
+    _write_report(args.output, signed)
+    if args.markdown:
+        fs, path = LogFileSystem.for_path(args.markdown)
+        fs.write_bytes(path, render_markdown(signed).encode("utf-8"))
+    verdict = "not verified" if check is None else check.summary()
+    print(f"evidence of run {signed['report']['run']['runId']} signed into {args.output}; {verdict}")
+    return EXIT_OK if check is None or check.clean else EXIT_PROBLEMS
+
+
+def _run_evidence_verify(args) -> int:
+    from .operations.evidence import SignatureMismatch, read_signed, render_markdown, verify_report
+
+    signed = read_signed(_read_file(args.report, "report"), args.report)
+    try:
+        report = verify_report(signed, _read_file(args.public_key, "public key"))
+    except SignatureMismatch as err:  # the check's answer (exit 1), not a failure to check (exit 2)
+        print(f"kafkalog evidence verify: {err}", file=sys.stderr)
+        return EXIT_PROBLEMS
+    if args.markdown:
+        print(render_markdown(signed), end="")
+    else:
+        print(f"the signature holds: run {report['run']['runId']} of ledger {report['ledger']}, signed by this key")
+    return EXIT_OK
+
+
+def _read_file(path_or_uri: str, what: str) -> bytes:
+    from .storage.fs import LogFileSystem
+
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    if not fs.exists(path):
+        raise ConfigError(f"no such {what} file", file=path)
+    return fs.read_bytes(path)
 
 
 def _add_txn_report(commands) -> None:

@@ -52,7 +52,20 @@ def test_kafkalog_alone_says_what_it_is_and_lists_every_command(capsys):
 
 
 @pytest.mark.parametrize(
-    "command", ["generate", "dump", "validate", "plan", "compact", "retain", "purge", "txn-report", "export"]
+    "command",
+    [
+        "generate",
+        "dump",
+        "validate",
+        "plan",
+        "compact",
+        "retain",
+        "purge",
+        "verify-purge",
+        "evidence",
+        "txn-report",
+        "export",
+    ],
 )
 def test_every_commands_help_ends_with_examples(capsys, command):
     with pytest.raises(SystemExit):

@@ -33,7 +33,9 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    with deltalake): the rows are written *before* the swap (write-ahead), merged so that no row is
    written twice. A crash after it leaves rows for records still in the log; the rerun that
    recovers the directory purges them and adds no rows. Written after the swap instead, a crash
-   in between would lose the audit of records already gone.
+   in between would lose the audit of records already gone. With them, the segments table: each
+   rewritten segment's SHA-256, records and bytes before and after, and the copy's broker id and
+   directory id (spark/evidence.py), appended (a rerun's staged segments are rows of their own).
 5. Commit (driver): the swap protocol per partition.
 6. Verify (executors): the touched partitions are scanned again; the decide step must find
    nothing left to do (`PurgeVerificationError` otherwise). A run row goes to the run table.
@@ -54,6 +56,7 @@ from ..config import ConfigResolver
 from ..errors import ConfigError, KafkaLogError
 from ..rules.retention import remote_log_enabled
 from ..spark.errors import raises_kafkalog_errors
+from ..spark.evidence import record_segments
 from ..spark.ledger import write_ledger_records, write_ledger_run
 from ..spark.progress import task_feed
 from ..spark.purge import Decider, batch_plans, keys_frame, partition_report, where_filter
@@ -266,6 +269,18 @@ def _purge(
                     run_id=run_id,
                     purged_at_ms=now,
                     log_dir=named,
+                )
+                record_segments(
+                    spark,
+                    ledger,
+                    opened,
+                    log_dir,
+                    outputs,
+                    stats,
+                    named=named,
+                    run_id=run_id,
+                    purged_at_ms=now,
+                    secret=secret,
                 )
             except BaseException:  # nothing is swapped in: the staged segments go
                 remove_outputs(log_dir, outputs)

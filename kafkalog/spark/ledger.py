@@ -1,7 +1,7 @@
 """The purge ledger from Spark: through delta-spark's `format("delta")` when the session has it, else
 with the `deltalake` package (kafkalog/storage/ledger.py).
 
-Both write the same two tables: the schemas (RECORDS_SCHEMA, RUNS_SCHEMA), the rows (`ledger_rows`,
+Both write the same tables: the schemas (RECORDS_SCHEMA, RUNS_SCHEMA), the rows (`ledger_rows`,
 `run_table`) and the merge identity (ROW_IDENTITY) are storage/ledger.py's, so either writer reads and
 extends a table the other wrote. Through Spark the records rows are built on the executors, one Arrow
 batch at a time (`mapInArrow`), and merged with Delta's MERGE INTO: insert the rows whose (log
@@ -24,14 +24,17 @@ from ..storage.ledger import (
     RECORDS_SCHEMA,
     ROW_IDENTITY,
     RUNS_SCHEMA,
+    SEGMENTS_SCHEMA,
     LedgerError,
     ledger_rows,
     log_dir_identity,
     records_table,
     run_table,
     runs_path,
+    segments_path,
     write_records,
     write_run,
+    write_segments,
 )
 from .scan import spark_schema
 from .session import delta_configured
@@ -101,19 +104,30 @@ def _merge_through_spark(
 def write_ledger_run(spark, ledger: str, run) -> None:
     """Append the row of `run` (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to `ledger`,
     through delta-spark where the records went through it."""
-    if delta_configured(spark):
-        try:
-            (
-                spark.createDataFrame(run_table(run), schema=spark_schema(RUNS_SCHEMA))
-                .write.format("delta")
-                .mode("append")
-                .save(runs_path(ledger))
-            )
-            return
-        except Exception as err:
-            if NO_FILESYSTEM not in str(err):
-                raise _error("cannot write the run table through delta-spark", err, runs_path(ledger)) from err
-    write_run(ledger, run)
+    if not _append_through_spark(spark, runs_path(ledger), run_table(run), RUNS_SCHEMA, "the run table"):
+        write_run(ledger, run)
+
+
+def write_ledger_segments(spark, ledger: str, rows: pa.Table) -> None:
+    """Append `rows` (SEGMENTS_SCHEMA) to the segments table next to `ledger`, as the run table's row."""
+    if rows.num_rows and not _append_through_spark(
+        spark, segments_path(ledger), rows, SEGMENTS_SCHEMA, "the segments table"
+    ):
+        write_segments(ledger, rows)
+
+
+def _append_through_spark(spark, path: str, rows: pa.Table, schema: pa.Schema, what: str) -> bool:
+    """Append `rows` to the Delta table at `path` through delta-spark; False where the session has no
+    delta-spark or its Hadoop cannot reach the path (the caller then writes with deltalake)."""
+    if not delta_configured(spark):
+        return False
+    try:
+        spark.createDataFrame(rows, schema=spark_schema(schema)).write.format("delta").mode("append").save(path)
+    except Exception as err:
+        if NO_FILESYSTEM not in str(err):
+            raise _error(f"cannot write {what} through delta-spark", err, path) from err
+        return False
+    return True
 
 
 def _table(path: str) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
@@ -220,3 +220,99 @@ def _deltalake(ledger: str):
             "the purge ledger needs the deltalake package (pip install 'kafkalog[spark]')", file=ledger
         ) from None
     return DeltaTable, write_deltalake
+
+
+# -- evidence of rewritten segments ---------------------------------------------------------------------
+#
+# The segments table, at `<ledger>_segments`, has one row per segment a purge rewrote in one copy of a
+# partition: the copy (its log directory, and the broker id and directory id of that directory's
+# meta.properties), the segment's `.log` before and after (SHA-256, records, bytes), and the secret
+# check. A table of its own rather than columns of the records table: a segment is not a record (its
+# hashes would repeat on every purged record's row), and a new table leaves the records and run tables
+# of older ledgers as they were, for every reader and writer of them.
+
+SECRET_CHECK_LABEL = b"kafkalog purge ledger secret check"
+SEGMENTS_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("purged_at", TIMESTAMP),
+        ("log_dir", pa.string()),
+        ("broker_id", pa.int32()),
+        ("directory_id", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("records_before", pa.int64()),
+        ("records_after", pa.int64()),
+        ("bytes_before", pa.int64()),
+        ("bytes_after", pa.int64()),
+        ("sha256_before", pa.string()),
+        ("sha256_after", pa.string()),
+        ("secret_check", pa.string()),
+    ]
+)
+
+
+def segments_path(ledger: str) -> str:
+    return ledger.rstrip("/") + "_segments"
+
+
+def secret_check(secret: bytes) -> str:
+    """The fingerprint of a fixed label: it tells whether a secret is the ledger's (a wrong secret
+    fingerprints every key differently, and a verification with it would find nothing) and, like
+    any fingerprint, tells nothing of the secret."""
+    return fingerprint(secret, SECRET_CHECK_LABEL)
+
+
+def file_sha256(fs: LogFileSystem, path: str, chunk: int = 1 << 20) -> str:
+    """SHA-256 of the file at `path`, hex, read in chunks."""
+    digest = hashlib.sha256()
+    with fs.open_input(path) as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def copy_identity(meta: Mapping[str, str]) -> tuple[int | None, str | None]:
+    """(broker id, directory id) of a log directory from its meta.properties keys (`node.id`, or a
+    ZooKeeper-era `broker.id`); None where absent or not a number: evidence names what is there and
+    judges nothing (validate does)."""
+    raw = meta.get("node.id", meta.get("broker.id", "")).strip()
+    broker = int(raw) if raw.lstrip("-").isdigit() else None
+    return broker, meta.get("directory.id") or None
+
+
+def segments_table(segments: Sequence[Mapping], *, run_id: str, purged_at_ms: int, secret: bytes) -> pa.Table:
+    """The segments table's rows (SEGMENTS_SCHEMA) of `segments`, each a mapping of the columns from
+    `log_dir` to `sha256_after`."""
+    check = secret_check(secret)
+    rows = [{**s, "run_id": run_id, "purged_at": purged_at_ms * 1000, "secret_check": check} for s in segments]
+    columns = {f.name: [r[f.name] for r in rows] for f in SEGMENTS_SCHEMA}
+    purged_at = pa.array(columns.pop("purged_at"), pa.int64()).cast(TIMESTAMP)
+    return pa.table(
+        [purged_at if f.name == "purged_at" else pa.array(columns[f.name], f.type) for f in SEGMENTS_SCHEMA],
+        schema=SEGMENTS_SCHEMA,
+    )
+
+
+def write_segments(ledger: str, rows: pa.Table) -> None:
+    """Append `rows` (SEGMENTS_SCHEMA) to the segments table next to the ledger. Appended, not merged:
+    a rerun after an interrupted run stages its segments again, and each row says what one run staged."""
+    try:
+        write_table(segments_path(ledger), rows, "delta", append=True, what="the segments table")
+    except TableError as err:
+        raise LedgerError(err.message, file=err.file) from err
+
+
+def read_ledger_table(path: str, columns: list[str] | None = None) -> pa.Table | None:
+    """The Delta table at `path` (only `columns`, those of them it has), None when there is none: a
+    ledger written before a table existed has no such table."""
+    DeltaTable, _ = _deltalake(path)
+    try:
+        if not DeltaTable.is_deltatable(path):
+            return None
+        table = DeltaTable(path)
+        have = {f.name for f in table.schema().fields}
+        return table.to_pyarrow_table(columns=None if columns is None else [c for c in columns if c in have])
+    except Exception as err:
+        raise LedgerError(f"cannot read the ledger: {type(err).__name__}: {err}", file=path) from err

@@ -1,0 +1,233 @@
+"""Verify a purge later: are the keys a ledger lists gone from every copy, as the files are now?
+
+    from kafkalog.operations.purge_verify import verify_purge
+    from kafkalog.storage.ledger import load_secret
+
+    check = verify_purge(spark, ["/data/broker-1", "/data/broker-2"], "/audit/purges",
+                         load_secret("/etc/kafkalog/purge.secret"))
+    print(check.summary()); assert check.clean
+
+The ledger stores each purged key only as its fingerprint (HMAC-SHA256 under the operator's secret),
+and so does this check need no key list: one Spark job reads the keys of every copy (the narrow
+view, no values), fingerprints each on the executors and joins them with the ledger's. Whoever holds
+the ledger and the secret can run it, months after the purge, on the copies as they are then.
+
+What it looks for: the fingerprints of the records rows a key matched (not those a `where`
+expression matched: their keys were not asked to be purged), each in the topics of its run (its run
+row's topics, every topic but internal ones when the run named none; a run without a run row, one
+interrupted, the topics its rows name). What is allowed to stay: a tombstone (null value, no
+headers, a v2 batch) of a key a run purged with `--tombstone` (a tombstoned row, or its run's
+flag), which compaction removes after delete.retention.ms. Anything else with such a key is found,
+and named by copy, partition and offset.
+
+The secret is checked against the ledger's segments table (`secret_check`): a wrong secret would
+fingerprint every key differently and find nothing. A ledger written before that table existed has
+no check, and the summary says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..errors import KafkaLogError
+from ..spark.errors import raises_kafkalog_errors
+from ..spark.evidence import SCOPE_SCHEMA, find_fingerprints
+from ..spark.purge import BROADCAST_KEYS
+from ..storage.ledger import (
+    LedgerError,
+    copy_identity,
+    log_dir_identity,
+    read_ledger_table,
+    runs_path,
+    secret_check,
+    segments_path,
+)
+from ..storage.logdir import LogDir
+from .files import camel_keys
+
+
+@dataclass
+class PurgeCheck:
+    """What `verify_purge` found: per copy and partition, and each record of a purged key."""
+
+    ledger: str
+    checked_at: int  # epoch ms
+    fingerprints: int  # purged keys looked for
+    runs: list[str]
+    secret_checked: bool  # False: the ledger has no segments table to check the secret against
+    partitions: list[dict]  # log_dir, broker_id, directory_id, topic, partition, records, found, tombstones
+    # log_dir, broker_id, topic, partition, offset, fingerprint of each record found (the first
+    # spark/evidence.LISTED_HITS; a partition's `found` counts them all, tombstones beyond unchecked)
+    found: list[dict] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not any(p["found"] for p in self.partitions)
+
+    def summary(self) -> str:
+        copies = len({p["log_dir"] for p in self.partitions})
+        records = sum(p["records"] for p in self.partitions)
+        found = sum(p["found"] for p in self.partitions)
+        text = (
+            f"checked {records} records in {len(self.partitions)} partitions of {copies} log directories for "
+            f"{self.fingerprints} purged keys of {len(self.runs)} runs: "
+        )
+        if found:
+            bad = sorted({(p["log_dir"], p["topic"], p["partition"]) for p in self.partitions if p["found"]})
+            text += f"FOUND {found} records of purged keys in {len(bad)} partitions"
+        else:
+            text += "no record of a purged key"
+        kept = sum(p["tombstones"] for p in self.partitions)
+        if kept:
+            text += f"; {kept} tombstones of purged keys kept (--tombstone)"
+        if not self.secret_checked:
+            text += (
+                "; WARNING: the ledger has no segments table (written before kafkalog kept one), so the "
+                "secret could not be checked: with a wrong secret nothing would be found"
+            )
+        return text
+
+    def to_dict(self) -> dict:
+        return camel_keys(
+            {
+                "ledger": self.ledger,
+                "checked_at": self.checked_at,
+                "clean": self.clean,
+                "fingerprints": self.fingerprints,
+                "runs": self.runs,
+                "secret_checked": self.secret_checked,
+                "partitions": self.partitions,
+                "found": self.found,
+            }
+        )
+
+
+@raises_kafkalog_errors
+def verify_purge(
+    spark, log_dirs: Sequence[str] | str, ledger: str, secret: bytes, *, run_id: str | None = None
+) -> PurgeCheck:
+    """Scan `log_dirs` (every copy: the log dirs of every broker, JBOD dirs included) for the keys
+    `ledger` lists as purged (only those of `run_id`, if given), by their fingerprints under `secret`."""
+    log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
+    if not log_dirs:
+        raise KafkaLogError("give the log directories to verify")
+    secret_checked = _check_secret(ledger, secret)
+    scopes, tombstoned, runs = _scopes(ledger, run_id)
+    every = any(all_ for all_, _ in scopes.values())
+    named: set = set().union(*(listed for _, listed in scopes.values()))
+    copies = {}
+    for path in log_dirs:
+        opened = LogDir.open(path)
+        topics = {t for t, _ in opened.topic_partitions}
+        wanted = {t for t in topics if t in named or (every and not t.startswith("__"))}
+        copies[log_dir_identity(path)] = (path, wanted, copy_identity(opened.meta_properties()))
+    scope = spark.createDataFrame([(fp, all_, sorted(listed)) for fp, (all_, listed) in scopes.items()], SCOPE_SCHEMA)
+    partitions, hits = find_fingerprints(
+        spark, {n: (p, t) for n, (p, t, _) in copies.items()}, scope, secret, broadcast=len(scopes) <= BROADCAST_KEYS
+    )
+    return _report(ledger, scopes, runs, secret_checked, copies, partitions, hits, tombstoned)
+
+
+def _check_secret(ledger: str, secret: bytes) -> bool:
+    """True when the segments table confirms `secret` is the ledger's; False when there is no
+    table to ask; LedgerError when it says the secret is another."""
+    table = read_ledger_table(segments_path(ledger), ["secret_check"])
+    if table is None or table.num_rows == 0:
+        return False
+    if secret_check(secret) not in set(table.column("secret_check").to_pylist()):
+        raise LedgerError(
+            "the secret is not this ledger's: its fingerprints would match no purged key (give the "
+            "--secret-file the purge used)",
+            file=segments_path(ledger),
+        )
+    return True
+
+
+def _scopes(ledger: str, run_id: str | None) -> tuple[dict, set, list]:
+    """(fingerprint -> (every topic but internal ones?, the topics named), the fingerprints whose
+    tombstones may stay, the run ids) of the keys the ledger lists as purged."""
+    rows = read_ledger_table(ledger, ["run_id", "topic", "matched_by", "action", "key_fingerprint"])
+    if rows is None:
+        raise LedgerError("no purge ledger (a Delta table) there", file=ledger)
+    runs = read_ledger_table(runs_path(ledger), ["run_id", "topics", "tombstone"])
+    run_rows = {r["run_id"]: r for r in ([] if runs is None else runs.to_pylist())}
+    listed = rows.to_pylist()
+    records = [r for r in listed if r["matched_by"] == "key" and r["key_fingerprint"]]
+    if run_id is not None:
+        if run_id not in run_rows and not any(r["run_id"] == run_id for r in listed):
+            raise LedgerError(f"the ledger has no run {run_id}", file=ledger)
+        records = [r for r in records if r["run_id"] == run_id]
+    if not records:
+        raise LedgerError("the ledger lists no purged key to look for (only records a --where matched)", file=ledger)
+    scopes: dict = defaultdict(lambda: [False, set()])
+    tombstoned = set()
+    for r in records:
+        scope, run = scopes[r["key_fingerprint"]], run_rows.get(r["run_id"])
+        if run is not None and run["topics"] is None:
+            scope[0] = True
+        else:
+            scope[1].update([r["topic"]] if run is None else run["topics"])
+        if r["action"] == "tombstoned" or (run is not None and run["tombstone"]):
+            tombstoned.add(r["key_fingerprint"])
+    return {fp: (s[0], s[1]) for fp, s in scopes.items()}, tombstoned, sorted({r["run_id"] for r in records})
+
+
+def _report(ledger, scopes, runs, secret_checked, copies, partitions, hits, tombstoned) -> PurgeCheck:
+    """The per partition rows and the records found: a hit is a kept tombstone when its key may
+    stay as one and it carries no headers (read from its batch on the driver: few), else found."""
+    kept = _kept_tombstones(copies, [h for h in hits if h.tombstone and h.fingerprint in tombstoned])
+    listed = defaultdict(list)
+    for h in hits:
+        if (h.log_dir, h.topic, h.partition, h.offset) not in kept:
+            listed[(h.log_dir, h.topic, h.partition)].append(h)
+    rows, found = [], []
+    for p in sorted(partitions, key=lambda r: (r.log_dir, r.topic, r.partition)):
+        broker, directory = copies[p.log_dir][2]
+        tombstones = sum(1 for k in kept if k[:3] == (p.log_dir, p.topic, p.partition))
+        offending = listed[(p.log_dir, p.topic, p.partition)]
+        rows.append(
+            {
+                "log_dir": p.log_dir,
+                "broker_id": broker,
+                "directory_id": directory,
+                "topic": p.topic,
+                "partition": p.partition,
+                "records": p.records,
+                "found": p.hits - tombstones,
+                "tombstones": tombstones,
+                "first_offset": min(
+                    [h.offset for h in offending] + [o for o in [p.first_offset] if o is not None], default=None
+                ),
+            }
+        )
+        found += [
+            {
+                "log_dir": h.log_dir,
+                "broker_id": broker,
+                "topic": h.topic,
+                "partition": h.partition,
+                "offset": h.offset,
+                "fingerprint": h.fingerprint,
+            }
+            for h in offending
+        ]
+    return PurgeCheck(ledger, int(time.time() * 1000), len(scopes), runs, secret_checked, rows, found)
+
+
+def _kept_tombstones(copies: dict, candidates) -> set:
+    """(log_dir, topic, partition, offset) of the `candidates` (hits of tombstones a purge may keep)
+    whose record has no headers: their batches read on the driver, each once."""
+    wanted: dict = defaultdict(set)
+    for h in candidates:
+        wanted[(h.log_dir, h.topic, h.partition, h.segmentBaseOffset, h.position)].add(h.offset)
+    kept = set()
+    for (name, topic, partition, base, position), offsets in sorted(wanted.items()):
+        segment = next(
+            s for s in LogDir.open(copies[name][0]).partition(topic, partition).segments if s.base_offset == base
+        )
+        _, batch = next(segment.batches(start=position))
+        kept |= {(name, topic, partition, r.offset) for r in batch.records() if r.offset in offsets and not r.headers}
+    return kept
