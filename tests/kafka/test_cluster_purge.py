@@ -1,0 +1,256 @@
+"""A purge of every replica of a real three-broker KRaft cluster (issue 28, "Tests (real parts)").
+
+Topics of replication factor 3 (compacted and not, transactional and not) get keyed records through
+Kafka's own clients; once every partition's ISR is its three replicas, every broker stops with a
+controlled shutdown and kafkalog purges the three log dirs with the same keys and the same `now`.
+Then, after the brokers start again over what kafkalog wrote:
+
+(a) each broker loads its log dir without recovering or rebuilding anything (broker.RECOVERY_LINES);
+(b) every replica, made the leader of every partition in turn (kafka-reassign-partitions' replica
+    order, then kafka-leader-election's preferred leader, through ClusterAdmin.java), serves exactly
+    the records produced but those of the purged keys, with their offsets, keys, values, headers and
+    timestamps (read_committed for the transactional topics);
+(c) records produced afterwards replicate to every replica (the ISR stays at three; every copy holds
+    the same batches, byte for byte), and no broker logged that it cut a replica's log back
+    (broker.TRUNCATION_LINES);
+(d) DumpLogSegments finds no problem in any file of any copy.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkalog.codec.batch import RecordBatch
+from kafkalog.config import resolver_from
+from kafkalog.storage.logdir import LogDir
+
+from .broker import KafkaTools
+from .cluster import Cluster
+from .test_roundtrip import (
+    COMPACTED,
+    DELETED,
+    SEGMENT_BYTES,
+    Steps,
+    Workload,
+    assert_loaded_cleanly,
+    assert_same_records,
+    check_with_dump_log_segments,
+    committed_view,
+    consumed,
+    expected,
+    groups,
+)
+
+pytestmark = pytest.mark.spark
+
+TOPICS = {
+    "rf-del": DELETED,
+    "rf-cmp": COMPACTED,
+    "rf-txn-del": DELETED,
+    "rf-txn-cmp": COMPACTED,
+}  # the broker's cleaner leaves the compacted ones alone (min.compaction.lag.ms): copies stay comparable
+TRANSACTIONAL = ("rf-txn-del", "rf-txn-cmp")
+PARTITIONS = 2
+PURGED = ["key-2", "key-5"]
+SECRET = b"kafkalog-tests-purge-secret"
+
+
+@pytest.fixture(scope="module")
+def cluster(kafka_tools: KafkaTools, tmp_path_factory):
+    cluster = Cluster(kafka_tools, tmp_path_factory.mktemp("kafka-cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def purge_copies(spark, log_dirs: list[Path], keys: list[bytes], *, now: int, **options) -> list:
+    """kafkalog's purge of every broker's log dir with the same keys and the same `now`: one call
+    per log dir, until purge takes them all in one call (issue 28, item 1)."""
+    from kafkalog.operations.purge import purge
+
+    return [purge(spark, str(log_dir), keys, now=now, **options) for log_dir in log_dirs]
+
+
+def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, tmp_path):
+    tools, step = kafka_tools, Steps()
+    topics = sorted(TOPICS)
+    partitions = [(t, p) for t in topics for p in range(PARTITIONS)]
+    work = workload()
+    produce(tools, cluster, work, [topic_spec(t) for t in topics])
+    placed = tools.admin(cluster.bootstrap, [{"kind": "in_sync", "topics": topics}])[0]["partitions"]
+    assert sorted(len(p["replicas"]) for p in placed) == [3] * len(partitions), placed
+    step("produced, ISR 3")
+
+    assert cluster.stop() == [True] * 3, "a broker left no clean shutdown marker"
+    sent = list(work.sent)
+    assert {r.key for r in sent} >= set(PURGED)
+    assert (
+        min(len(list(LogDir.open(str(d)).partition(*tp).segments)) for d in cluster.log_dirs for tp in partitions) > 1
+    )
+    before = copies(cluster.log_dirs, partitions)
+    results = purge_copies(
+        spark,
+        cluster.log_dirs,
+        [k.encode() for k in PURGED],
+        now=int(time.time() * 1000),
+        ledger=str(tmp_path / "ledger"),
+        secret=SECRET,
+        topics=topics,
+        config=resolver_from(
+            topic_settings=[
+                f"{t}:{k}={v}" for t, c in TOPICS.items() for k, v in {**c, "segment.bytes": str(SEGMENT_BYTES)}.items()
+            ]
+        ),
+    )
+    step("kafkalog purge of the three log dirs")
+    purged = len([r for r in sent if r.key in PURGED])
+    for result in results:
+        assert result.total("removed") == purged and result.remaining == 0, result.summary()
+        assert result.ledger_rows == purged, result.summary()
+    after = copies(cluster.log_dirs, partitions)
+    for tp in partitions:
+        assert before[0][tp] == before[1][tp] == before[2][tp], f"{tp}: the copies differed before the purge"
+        assert after[0][tp] == after[1][tp] == after[2][tp], f"{tp}: the purged copies differ"
+        left = [
+            r for data in after[0][tp] for r in RecordBatch(data).records() if r.key in {k.encode() for k in PURGED}
+        ]
+        assert not left, f"{tp}: records of purged keys are left: {left[:5]}"
+    ends = [
+        {"topic": t, "partition": p, "offset": RecordBatch(after[0][(t, p)][-1]).last_offset + 1} for t, p in partitions
+    ]
+
+    cluster.start()
+    for broker in cluster.brokers:
+        assert_loaded_cleanly(broker)
+    step("restarted")
+    wanted = expected(committed_view([r for r in sent if r.key not in PURGED]))
+    for broker in cluster.brokers:
+        led = tools.admin(
+            cluster.bootstrap, [{"kind": "lead", "broker": broker.node_id, "topics": topics, "ends": ends}]
+        )
+        assert {p["leader"] for p in led[0]["partitions"]} == {broker.node_id}
+        assert_same_records(read(tools, cluster, topics), wanted, f"read from broker {broker.node_id}, the leader")
+        step(f"read from broker {broker.node_id}")
+
+    later = Workload()
+    for topic in topics:
+        transactional = topic in TRANSACTIONAL
+        later.add(
+            {
+                "topic": topic,
+                "mode": "transactional" if transactional else "idempotent",
+                "transactional_id": f"tx-{topic}",  # the producer of before: its epoch is bumped
+                "compression": "lz4",
+                "groups": groups(f"{topic}-again", 3, 4, keys=9, ends=lambda g: "abort" if g == 1 else "commit")
+                if transactional
+                else groups(f"{topic}-again", 2, 4, keys=9),
+            }
+        )
+    produce(tools, cluster, later)
+    tools.admin(cluster.bootstrap, [{"kind": "in_sync", "topics": topics}])
+    assert_same_records(
+        read(tools, cluster, topics),
+        expected(committed_view([r for r in sent if r.key not in PURGED] + later.sent)),
+        "read after producing again",
+    )
+    step("produced again, ISR 3")
+
+    assert cluster.stop() == [True] * 3, "a broker left no clean shutdown marker"
+    truncated = [line for broker in cluster.brokers for line in broker.truncation_lines()]
+    assert not truncated, "a broker cut a replica's log back:\n" + "\n".join(truncated[:20])
+    final = copies(cluster.log_dirs, partitions)
+    for tp in partitions:
+        assert final[0][tp] == final[1][tp] == final[2][tp], f"{tp}: the copies differ after producing again"
+        assert final[0][tp][: len(after[0][tp])] == after[0][tp], f"{tp}: the purged batches changed"
+    for log_dir in cluster.log_dirs:
+        check_with_dump_log_segments(tools, log_dir, partition_files(log_dir, topics))
+    step("copies compared, DumpLogSegments")
+
+
+# -- the workload ----------------------------------------------------------------------------------------------
+
+
+def topic_spec(topic: str) -> dict:
+    configs = {**TOPICS[topic], "internal.segment.bytes": str(SEGMENT_BYTES)}
+    return {"name": topic, "partitions": PARTITIONS, "replication_factor": 3, "configs": configs}
+
+
+def workload() -> Workload:
+    """Keys key-0..key-8 over every topic (the partitioner spreads them over both partitions): plain
+    and idempotent producers on the non-transactional topics, transactions committed and aborted on
+    the others; tombstones and headers here and there."""
+    work = Workload()
+    for topic in topics_of(transactional=False):
+        work.add(
+            {
+                "topic": topic,
+                "mode": "idempotent",
+                "compression": "zstd",
+                "groups": groups(f"{topic}-idem", 6, 6, keys=9, tombstone_every=7, pad=20),
+            }
+        )
+        work.add(
+            {
+                "topic": topic,
+                "mode": "plain",
+                "compression": "gzip",
+                "groups": groups(f"{topic}-plain", 3, 5, keys=9, pad=20),
+            }
+        )
+    for topic in topics_of(transactional=True):
+        work.add(
+            {
+                "topic": topic,
+                "mode": "transactional",
+                "transactional_id": f"tx-{topic}",
+                "compression": "snappy",
+                "groups": groups(
+                    f"{topic}-txn", 8, 5, keys=9, start=4, pad=20, ends=lambda g: "abort" if g % 3 == 1 else "commit"
+                ),
+            }
+        )
+    return work
+
+
+def topics_of(*, transactional: bool) -> list[str]:
+    return [t for t in sorted(TOPICS) if (t in TRANSACTIONAL) == transactional]
+
+
+def produce(tools: KafkaTools, cluster: Cluster, work: Workload, topics: list[dict] = ()) -> None:
+    for run, acked in zip(work.runs, tools.produce(cluster.bootstrap, work.runs, topics)):
+        work.record(run, acked)
+    work.runs = []
+
+
+def read(tools: KafkaTools, cluster: Cluster, topics: list[str]) -> list[dict]:
+    """Every record of `topics` from the log start, read_committed for the transactional ones."""
+    tasks = [
+        {"kind": "read", "topic": t, "isolation": "read_committed" if t in TRANSACTIONAL else "read_uncommitted"}
+        for t in topics
+    ]
+    results = tools.consume(cluster.bootstrap, tasks)
+    records = (consumed(r) for result in results for r in result["records"])
+    return sorted(records, key=lambda r: (r["topic"], r["partition"], r["offset"]))
+
+
+# -- the copies ------------------------------------------------------------------------------------------------
+
+
+def copies(log_dirs: list[Path], partitions: list[tuple[str, int]]) -> list[dict]:
+    """Per log dir, (topic, partition) -> the bytes of its batches in log order (a follower appends
+    its leader's batches as they are, whatever its segment files)."""
+    out = []
+    for log_dir in log_dirs:
+        opened = LogDir.open(str(log_dir))
+        out.append({tp: [b.data for _, b in opened.partition(*tp).batches()] for tp in partitions})
+    return out
+
+
+def partition_files(log_dir: Path, topics: list[str]) -> list[str]:
+    """Every file of the topics' partition directories, relative to the log dir."""
+    return sorted(str(f.relative_to(log_dir)) for t in topics for f in log_dir.glob(f"{t}-*/*") if f.is_file())
