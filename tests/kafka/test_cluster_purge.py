@@ -54,7 +54,8 @@ TOPICS = {
 }  # the broker's cleaner leaves the compacted ones alone (min.compaction.lag.ms): copies stay comparable
 TRANSACTIONAL = ("rf-txn-del", "rf-txn-cmp")
 PARTITIONS = 2
-PURGED = ["key-2", "key-5"]
+PURGED = ["key-2", "key-7"]  # Kafka's partitioner puts them in partition 0 and 1
+PURGED_BYTES = {k.encode() for k in PURGED}
 SECRET = b"kafkalog-tests-purge-secret"
 
 
@@ -82,17 +83,14 @@ def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, t
     partitions = [(t, p) for t in topics for p in range(PARTITIONS)]
     work = workload()
     produce(tools, cluster, work, [topic_spec(t) for t in topics])
-    placed = tools.admin(cluster.bootstrap, [{"kind": "in_sync", "topics": topics}])[0]["partitions"]
-    assert sorted(len(p["replicas"]) for p in placed) == [3] * len(partitions), placed
+    in_sync(tools, cluster, topics)
     step("produced, ISR 3")
 
     assert cluster.stop() == [True] * 3, "a broker left no clean shutdown marker"
     sent = list(work.sent)
     assert {r.key for r in sent} >= set(PURGED)
-    assert (
-        min(len(list(LogDir.open(str(d)).partition(*tp).segments)) for d in cluster.log_dirs for tp in partitions) > 1
-    )
-    before = copies(cluster.log_dirs, partitions)
+    assert min(len(LogDir.open(str(d)).partition(*tp).segments) for d in cluster.log_dirs for tp in partitions) > 1
+    before = same_copies(cluster.log_dirs, partitions, "before the purge")
     results = purge_copies(
         spark,
         cluster.log_dirs,
@@ -112,61 +110,37 @@ def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, t
     for result in results:
         assert result.total("removed") == purged and result.remaining == 0, result.summary()
         assert result.ledger_rows == purged, result.summary()
-    after = copies(cluster.log_dirs, partitions)
-    for tp in partitions:
-        assert before[0][tp] == before[1][tp] == before[2][tp], f"{tp}: the copies differed before the purge"
-        assert after[0][tp] == after[1][tp] == after[2][tp], f"{tp}: the purged copies differ"
-        left = [
-            r for data in after[0][tp] for r in RecordBatch(data).records() if r.key in {k.encode() for k in PURGED}
-        ]
+    after = same_copies(cluster.log_dirs, partitions, "after the purge")
+    for tp, batches in after.items():
+        left = [r for data in batches for r in RecordBatch(data).records() if r.key in PURGED_BYTES]
         assert not left, f"{tp}: records of purged keys are left: {left[:5]}"
-    ends = [
-        {"topic": t, "partition": p, "offset": RecordBatch(after[0][(t, p)][-1]).last_offset + 1} for t, p in partitions
-    ]
+        assert batches != before[tp], f"{tp}: nothing purged"
 
     cluster.start()
     for broker in cluster.brokers:
         assert_loaded_cleanly(broker)
     step("restarted")
     wanted = expected(committed_view([r for r in sent if r.key not in PURGED]))
+    ends = [{"topic": t, "partition": p, "offset": RecordBatch(after[t, p][-1]).last_offset + 1} for t, p in partitions]
     for broker in cluster.brokers:
-        led = tools.admin(
-            cluster.bootstrap, [{"kind": "lead", "broker": broker.node_id, "topics": topics, "ends": ends}]
-        )
-        assert {p["leader"] for p in led[0]["partitions"]} == {broker.node_id}
+        lead = {"kind": "lead", "broker": broker.node_id, "topics": topics, "ends": ends}
+        led = tools.admin(cluster.bootstrap, [lead])[0]["partitions"]
+        assert {p["leader"] for p in led} == {broker.node_id}, led
         assert_same_records(read(tools, cluster, topics), wanted, f"read from broker {broker.node_id}, the leader")
         step(f"read from broker {broker.node_id}")
 
-    later = Workload()
-    for topic in topics:
-        transactional = topic in TRANSACTIONAL
-        later.add(
-            {
-                "topic": topic,
-                "mode": "transactional" if transactional else "idempotent",
-                "transactional_id": f"tx-{topic}",  # the producer of before: its epoch is bumped
-                "compression": "lz4",
-                "groups": groups(f"{topic}-again", 3, 4, keys=9, ends=lambda g: "abort" if g == 1 else "commit")
-                if transactional
-                else groups(f"{topic}-again", 2, 4, keys=9),
-            }
-        )
-    produce(tools, cluster, later)
-    tools.admin(cluster.bootstrap, [{"kind": "in_sync", "topics": topics}])
-    assert_same_records(
-        read(tools, cluster, topics),
-        expected(committed_view([r for r in sent if r.key not in PURGED] + later.sent)),
-        "read after producing again",
-    )
+    later = produce_again(tools, cluster, topics)
+    in_sync(tools, cluster, topics)
+    wanted = expected(committed_view([r for r in sent if r.key not in PURGED] + later))
+    assert_same_records(read(tools, cluster, topics), wanted, "read after producing again")
     step("produced again, ISR 3")
 
     assert cluster.stop() == [True] * 3, "a broker left no clean shutdown marker"
     truncated = [line for broker in cluster.brokers for line in broker.truncation_lines()]
     assert not truncated, "a broker cut a replica's log back:\n" + "\n".join(truncated[:20])
-    final = copies(cluster.log_dirs, partitions)
-    for tp in partitions:
-        assert final[0][tp] == final[1][tp] == final[2][tp], f"{tp}: the copies differ after producing again"
-        assert final[0][tp][: len(after[0][tp])] == after[0][tp], f"{tp}: the purged batches changed"
+    final = same_copies(cluster.log_dirs, partitions, "after producing again")
+    for tp, batches in final.items():
+        assert batches[: len(after[tp])] == after[tp], f"{tp}: the batches kafkalog wrote changed"
     for log_dir in cluster.log_dirs:
         check_with_dump_log_segments(tools, log_dir, partition_files(log_dir, topics))
     step("copies compared, DumpLogSegments")
@@ -217,6 +191,31 @@ def workload() -> Workload:
     return work
 
 
+def produce_again(tools: KafkaTools, cluster: Cluster, topics: list[str]) -> list:
+    """Records of every key after the purge, by the transactional producers of before (their epoch
+    is bumped) and new idempotent ones; returns what was acknowledged."""
+    later = Workload()
+    for topic in topics:
+        run = {
+            "topic": topic,
+            "mode": "idempotent",
+            "compression": "lz4",
+            "groups": groups(f"{topic}-again", 2, 4, keys=9),
+        }
+        if topic in TRANSACTIONAL:
+            aborted = groups(f"{topic}-again", 3, 4, keys=9, ends=lambda g: "abort" if g == 1 else "commit")
+            run.update(mode="transactional", transactional_id=f"tx-{topic}", groups=aborted)
+        later.add(run)
+    produce(tools, cluster, later)
+    return later.sent
+
+
+def in_sync(tools: KafkaTools, cluster: Cluster, topics: list[str]) -> None:
+    """Wait until every partition of `topics` has a leader and its three replicas in sync."""
+    placed = tools.admin(cluster.bootstrap, [{"kind": "in_sync", "topics": topics}])[0]["partitions"]
+    assert placed and all(len(p["isr"]) == len(p["replicas"]) == 3 for p in placed), placed
+
+
 def topics_of(*, transactional: bool) -> list[str]:
     return [t for t in sorted(TOPICS) if (t in TRANSACTIONAL) == transactional]
 
@@ -241,14 +240,17 @@ def read(tools: KafkaTools, cluster: Cluster, topics: list[str]) -> list[dict]:
 # -- the copies ------------------------------------------------------------------------------------------------
 
 
-def copies(log_dirs: list[Path], partitions: list[tuple[str, int]]) -> list[dict]:
-    """Per log dir, (topic, partition) -> the bytes of its batches in log order (a follower appends
-    its leader's batches as they are, whatever its segment files)."""
-    out = []
+def same_copies(log_dirs: list[Path], partitions: list[tuple[str, int]], when: str) -> dict:
+    """(topic, partition) -> the bytes of its batches in log order, the same in every log dir (a
+    follower appends its leader's batches as they are, whatever its segment files)."""
+    copies = []
     for log_dir in log_dirs:
         opened = LogDir.open(str(log_dir))
-        out.append({tp: [b.data for _, b in opened.partition(*tp).batches()] for tp in partitions})
-    return out
+        copies.append({tp: [b.data for _, b in opened.partition(*tp).batches()] for tp in partitions})
+    for tp in partitions:
+        differ = [str(d) for d, copy in zip(log_dirs, copies) if copy[tp] != copies[0][tp]]
+        assert not differ, f"{tp} {when}: the copies in {differ} differ from the one in {log_dirs[0]}"
+    return copies[0]
 
 
 def partition_files(log_dir: Path, topics: list[str]) -> list[str]:
