@@ -70,8 +70,9 @@ def cluster(kafka_tools: KafkaTools, tmp_path_factory):
 
 
 def purge_copies(spark, log_dirs: list[Path], keys: list[bytes], *, now: int, **options) -> list:
-    """kafkalog's purge of every broker's log dir with the same keys and the same `now`: one call
-    per log dir, until purge takes them all in one call (issue 28, item 1)."""
+    """kafkalog's purge of every broker's log dir with the same keys and the same `now`; the results
+    of its calls. One call per log dir until purge takes them all in one call (issue 28, item 1);
+    then this is `[purge(spark, [str(d) for d in log_dirs], keys, now=now, **options)]`."""
     from kafkalog.operations.purge import purge
 
     return [purge(spark, str(log_dir), keys, now=now, **options) for log_dir in log_dirs]
@@ -106,10 +107,10 @@ def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, t
         ),
     )
     step("kafkalog purge of the three log dirs")
-    purged = len([r for r in sent if r.key in PURGED])
-    for result in results:
-        assert result.total("removed") == purged and result.remaining == 0, result.summary()
-        assert result.ledger_rows == purged, result.summary()
+    purged = len(cluster.brokers) * len([r for r in sent if r.key in PURGED])  # every copy's
+    summaries = "\n".join(r.summary() for r in results)
+    assert sum(r.total("removed") for r in results) == purged, summaries
+    assert sum(r.ledger_rows for r in results) == purged and not any(r.remaining for r in results), summaries
     after = same_copies(cluster.log_dirs, partitions, "after the purge")
     for tp, batches in after.items():
         left = [r for data in batches for r in RecordBatch(data).records() if r.key in PURGED_BYTES]
