@@ -202,8 +202,8 @@ class DumpResult:
 
 class KafkaTools:
     """Kafka's Java programs on the jars of `libs`: DumpLogSegments, StorageTool, and this directory's
-    Producer.java, Consumer.java and ClusterAdmin.java (Java's single-source launcher). `work_dir` holds the specs and
-    the tools' log4j2 configuration."""
+    Producer.java, Consumer.java and ClusterAdmin.java (Java's single-source launcher). `work_dir`
+    holds the specs and the tools' log4j2 configuration."""
 
     def __init__(self, libs: str | Path, work_dir: str | Path, java: str = "java"):
         self.libs = Path(libs)
@@ -325,8 +325,8 @@ class KafkaTools:
         return [str(HERE / source), str(spec_path)], self.classpath  # the single-source launcher compiles it
 
     def _compiled(self) -> Path | None:
-        """Producer.java, Consumer.java and ClusterAdmin.java compiled once into work_dir/classes by javac (when the
-        JDK has it beside java), else None (then the single-source launcher runs them)."""
+        """Producer.java, Consumer.java and ClusterAdmin.java compiled once into work_dir/classes by
+        javac (when the JDK has it beside java), else None (then the single-source launcher runs them)."""
         if self._classes is None:
             self._classes = False
             javac = shutil.which("javac") if self.java_bin == "java" else None

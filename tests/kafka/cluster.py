@@ -11,8 +11,9 @@ every node a `Broker` (broker.py) whose roles and quorum are set here.
     cluster.start()
 
 The controller is a node of its own, not a role of the brokers: with every broker stopped (to rewrite
-their log dirs offline) it keeps the quorum. Three combined nodes would lose it as they stop, and the
-last one's controlled shutdown waits five minutes for a controller that is gone (BrokerServer.shutdown).
+their log dirs offline) it keeps the quorum. Three combined nodes lose it as they stop, and a broker
+still in its controlled shutdown then waits for a controller that is gone (up to five minutes:
+KafkaBroker.shutdown's default, BrokerServer.shutdown).
 The controller runs from the first start to `close()`.
 """
 
