@@ -7,7 +7,8 @@
  * SPEC.json (the test writes it; every field but bootstrap and runs is optional):
  *
  *   {"bootstrap": "127.0.0.1:9092",
- *    "topics": [{"name": "t", "partitions": 1, "configs": {"cleanup.policy": "compact"}}],  // created first
+ *    "topics": [{"name": "t", "partitions": 1, "replication_factor": 1,   // created first
+ *                "configs": {"cleanup.policy": "compact"}}],
  *    "alter_topics": [{"name": "t", "configs": {"min.compaction.lag.ms": "0"}}],  // then altered (SET)
  *    "runs": [{
  *       "topic": "t", "partition": 0,                      // partition: else the client's partitioner
@@ -91,7 +92,8 @@ public class Producer {
         try (Admin admin = Admin.create(props)) {
             List<NewTopic> requests = new ArrayList<>();
             for (JsonNode t : topics) {
-                NewTopic topic = new NewTopic(t.get("name").asText(), t.path("partitions").asInt(1), (short) 1);
+                NewTopic topic = new NewTopic(t.get("name").asText(), t.path("partitions").asInt(1),
+                    (short) t.path("replication_factor").asInt(1));
                 Map<String, String> configs = new HashMap<>();
                 t.path("configs").fields().forEachRemaining(e -> configs.put(e.getKey(), e.getValue().asText()));
                 requests.add(topic.configs(configs));

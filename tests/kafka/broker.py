@@ -64,6 +64,22 @@ RECOVERY_LINES = {
 
 METADATA_LOG_LOADER = "[LogLoader partition=__cluster_metadata-0,"
 
+# Kafka's log lines when a replica's log is cut back, or its fetch offset reset, to agree with its
+# leader's (4.x: UnifiedLog.truncateTo, LogTruncation, AbstractFetcherThread, LeaderEpochFileCache).
+# A follower that starts fetching checks its log end against the leader's epochs and, when they agree,
+# logs "Truncating partition P with TruncationState(offset=<its log end>, ...)" and "Truncating to
+# <log end> has no effect as the largest offset in the log is <log end - 1>": nothing is cut, and
+# neither line is one of these.
+TRUNCATION_LINES = {
+    "Truncating to offset": "UnifiedLog.truncateTo: the log is cut back",
+    "below high watermark": "UnifiedLog.truncateTo: the log is cut back below its high watermark",
+    "Deleting segments as part of log truncation": "LogTruncation: segments deleted by a truncation",
+    "Truncate fully and reset fetch offset": "AbstractFetcherThread: the follower's log is emptied",
+    "Reset fetch offset for partition": "AbstractFetcherThread: the follower's offset is out of the leader's range",
+    "caused truncation of conflicting entries": "LeaderEpochFileCache: leader epochs that diverge are dropped",
+    "diverg": "a log diverging from its leader's",
+}
+
 # DumpLogSegments (org.apache.kafka.tools.DumpLogSegments in 4.x) reports problems on stdout with these;
 # everything it prints on stderr is a problem too (its mismatch reports, a failed sanity check's
 # exception, a corrupt snapshot), except its "Non-consecutive offsets" report (with --deep-iteration:
@@ -186,8 +202,8 @@ class DumpResult:
 
 class KafkaTools:
     """Kafka's Java programs on the jars of `libs`: DumpLogSegments, StorageTool, and this directory's
-    Producer.java and Consumer.java (Java's single-source launcher). `work_dir` holds the specs and
-    the tools' log4j2 configuration."""
+    Producer.java, Consumer.java and ClusterAdmin.java (Java's single-source launcher). `work_dir`
+    holds the specs and the tools' log4j2 configuration."""
 
     def __init__(self, libs: str | Path, work_dir: str | Path, java: str = "java"):
         self.libs = Path(libs)
@@ -287,6 +303,10 @@ class KafkaTools:
         """Consumer.java (see its header): the results of `tasks` in order."""
         return self._client("Consumer.java", {"bootstrap": bootstrap, "tasks": tasks})["results"]
 
+    def admin(self, bootstrap: str, tasks: list[dict]) -> list[dict]:
+        """ClusterAdmin.java (see its header): the results of `tasks` in order."""
+        return self._client("ClusterAdmin.java", {"bootstrap": bootstrap, "tasks": tasks})["results"]
+
     def _client(self, source: str, spec: dict) -> dict:
         path = self._spec_file(source, spec)
         done = self.java(*self._client_args(source, path))
@@ -305,8 +325,8 @@ class KafkaTools:
         return [str(HERE / source), str(spec_path)], self.classpath  # the single-source launcher compiles it
 
     def _compiled(self) -> Path | None:
-        """Producer.java and Consumer.java compiled once into work_dir/classes by javac (when the
-        JDK has it beside java), else None (then the single-source launcher runs them)."""
+        """Producer.java, Consumer.java and ClusterAdmin.java compiled once into work_dir/classes by
+        javac (when the JDK has it beside java), else None (then the single-source launcher runs them)."""
         if self._classes is None:
             self._classes = False
             javac = shutil.which("javac") if self.java_bin == "java" else None
@@ -322,6 +342,7 @@ class KafkaTools:
                         str(out),
                         str(HERE / "Producer.java"),
                         str(HERE / "Consumer.java"),
+                        str(HERE / "ClusterAdmin.java"),
                     ],
                     capture_output=True,
                     text=True,
@@ -374,7 +395,9 @@ class Broker:
     `base_dir` gets server.properties, the log.dirs directory `data/` (which also holds
     `__cluster_metadata-0`, as a combined node's first log dir does) and `logs/` (server.log,
     log-cleaner.log, controller.log, state-change.log, console.log). The ports are chosen once
-    and kept across restarts. `overrides` are more server.properties entries (or None to drop one)."""
+    and kept across restarts. `overrides` are more server.properties entries (or None to drop one);
+    with `process.roles` overridden, the node is a broker or a controller only (tests/kafka/cluster.py).
+    `heap` is the JVM's -Xmx option."""
 
     def __init__(
         self,
@@ -384,8 +407,10 @@ class Broker:
         node_id: int = 1,
         overrides: dict | None = None,
         format_storage: bool = True,
+        heap: str = HEAP,
     ):
         self.tools = tools
+        self.heap = heap
         self.base_dir = Path(base_dir)
         self.log_dir = self.base_dir / "data"
         self.logs_dir = self.base_dir / "logs"
@@ -405,12 +430,7 @@ class Broker:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
         self.properties = self.default_properties()
-        for key, value in (overrides or {}).items():
-            if value is None:
-                self.properties.pop(key, None)
-            else:
-                self.properties[key] = str(value)
-        self.write_config()
+        self.configure(overrides or {})
         if format_storage:
             self.format()
 
@@ -456,6 +476,15 @@ class Broker:
             "log.initial.task.delay.ms": "3600000",
         }
 
+    def configure(self, overrides: dict) -> None:
+        """Set server.properties entries (None drops one) and write the file."""
+        for key, value in overrides.items():
+            if value is None:
+                self.properties.pop(key, None)
+            else:
+                self.properties[key] = str(value)
+        self.write_config()
+
     def write_config(self) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties.items()))
         self.log4j_path.write_text(BROKER_LOG4J)
@@ -480,9 +509,21 @@ class Broker:
     def cleaner_log_path(self) -> Path:
         return self.logs_dir / "log-cleaner.log"
 
+    @property
+    def serving_port(self) -> int:
+        """The port that accepts connections once the node serves: a broker's, else (a controller
+        only) its controller listener's."""
+        return self.port if "broker" in self.properties["process.roles"].split(",") else self.controller_port
+
     def start(self, timeout: float = 120) -> None:
         """Start the broker and wait until it serves: Kafka's "Kafka Server started" line in this
         start's server.log, and its port accepting connections."""
+        self.launch()
+        self.wait_started(timeout)
+
+    def launch(self) -> None:
+        """Start the JVM and return at once (a cluster starts its nodes in parallel: a broker serves
+        only once the controller quorum does)."""
         if self.running:
             raise RuntimeError("the broker is already running")
         self._server_log_mark = _size(self.server_log_path)
@@ -495,7 +536,7 @@ class Broker:
         self._console.flush()
         command = [
             self.tools.java_bin,
-            HEAP,
+            self.heap,
             "-Xms128m",
             "-XX:+UseG1GC",
             "-XX:MaxGCPauseMillis=20",
@@ -511,13 +552,16 @@ class Broker:
         self.process = subprocess.Popen(
             command, stdout=self._console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
+
+    def wait_started(self, timeout: float = 120) -> None:
+        """Wait until the launched JVM serves (see `start`)."""
         deadline = time.monotonic() + timeout
         while True:
             if not self.running:
                 raise RuntimeError(
                     f"the Kafka broker exited with {self.process.returncode} while starting:\n{self.diagnostics()}"
                 )
-            if "Kafka Server started" in self.server_log() and _port_open(self.port):
+            if "Kafka Server started" in self.server_log() and _port_open(self.serving_port):
                 return
             if time.monotonic() > deadline:
                 self.kill()
@@ -529,7 +573,15 @@ class Broker:
         Returns whether the broker left `.kafka_cleanshutdown` in its log dir."""
         if not self.running:
             return self.clean_shutdown_marker
+        self.begin_stop()
+        return self.wait_stopped(timeout)
+
+    def begin_stop(self) -> None:
+        """Send SIGTERM and return at once (a cluster stops its brokers in parallel)."""
         self.process.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout: float = 120) -> bool:
+        """Wait for the JVM `begin_stop` signalled to exit (see `stop`)."""
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -606,12 +658,21 @@ class Broker:
         holding one of `ignore` are left out: by default the KRaft metadata log's, which Kafka
         always opens as not cleanly shut down (KafkaMetadataLog), so that every start of an
         untouched broker logs "Recovering unflushed segment 0 ... for __cluster_metadata-0"."""
+        return self._lines_meaning(RECOVERY_LINES, since_start, ignore)
+
+    def truncation_lines(self, since_start: bool = True) -> list[str]:
+        """server.log lines (of this start) that say a replica's log was cut back or its fetch offset
+        reset to agree with its leader's (TRUNCATION_LINES), with the reason each pattern stands for."""
+        return self._lines_meaning(TRUNCATION_LINES, since_start, ())
+
+    def _lines_meaning(self, patterns: dict, since_start: bool, ignore: tuple) -> list[str]:
+        """server.log lines holding one of `patterns` (any case) and none of `ignore`, each with its meaning."""
         found = []
         for line in self.server_log(since_start).splitlines():
             if any(i in line for i in ignore):
                 continue
-            for pattern, meaning in RECOVERY_LINES.items():
-                if pattern in line:
+            for pattern, meaning in patterns.items():
+                if pattern.lower() in line.lower():
                     found.append(f"{line}  <- {meaning}")
         return found
 
