@@ -117,12 +117,15 @@ def write_ledger_segments(spark, ledger: str, rows: pa.Table) -> None:
 
 
 def _append_through_spark(spark, path: str, rows: pa.Table, schema: pa.Schema, what: str) -> bool:
-    """Append `rows` to the Delta table at `path` through delta-spark; False where the session has no
-    delta-spark or its Hadoop cannot reach the path (the caller then writes with deltalake)."""
+    """Append `rows` to the Delta table at `path` through delta-spark (a table an older kafkalog wrote
+    gains the columns added since); False where the session has no delta-spark or its Hadoop cannot
+    reach the path (the caller then writes with deltalake)."""
     if not delta_configured(spark):
         return False
     try:
-        spark.createDataFrame(rows, schema=spark_schema(schema)).write.format("delta").mode("append").save(path)
+        spark.createDataFrame(rows, schema=spark_schema(schema)).write.format("delta").mode("append").option(
+            "mergeSchema", "true"
+        ).save(path)
     except Exception as err:
         if NO_FILESYSTEM not in str(err):
             raise _error(f"cannot write {what} through delta-spark", err, path) from err

@@ -116,8 +116,8 @@ def write_table(
             from deltalake import CommitProperties, write_deltalake
 
             commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
-            if append:
-                write_deltalake(path_or_uri, table, mode="append", commit_properties=commit)
+            if append:  # a table of an older kafkalog gains the columns added since (the ledger's run table)
+                write_deltalake(path_or_uri, table, mode="append", schema_mode="merge", commit_properties=commit)
             else:
                 write_deltalake(path_or_uri, table, mode="overwrite", schema_mode="overwrite", commit_properties=commit)
         elif fmt == "iceberg":

@@ -6,7 +6,7 @@ import os
 
 import pyarrow as pa
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from kafkalog.storage.ledger import (
     RECORDS_SCHEMA,
@@ -116,6 +116,20 @@ def test_an_empty_first_write_creates_the_table_and_runs_append(tmp_path):
     write_run(ledger, dict(run, run_id="r2"))
     runs = DeltaTable(runs_path(ledger)).to_pyarrow_table()
     assert runs.schema == RUNS_SCHEMA and sorted(runs.column("run_id").to_pylist()) == ["r1", "r2"]
+
+
+def test_a_run_table_of_an_older_kafkalog_gains_the_new_columns(tmp_path):
+    """A ledger written before the run table had `missing_replicas` takes the next run's row."""
+    ledger = str(tmp_path / "ledger")
+    older = RUNS_SCHEMA.remove(RUNS_SCHEMA.get_field_index("missing_replicas"))
+    write_deltalake(runs_path(ledger), pa.table({f.name: pa.array([None], f.type) for f in older}, schema=older))
+    run = {f.name: None for f in RUNS_SCHEMA} | {"run_id": "r2", "started_at": 1, "finished_at": 2, "purged_at": 3}
+    write_run(ledger, run | {"missing_replicas": [{"topic": "t", "partition": 0, "broker": 2, "directory": None}]})
+    runs = DeltaTable(runs_path(ledger)).to_pyarrow_table()
+    assert "missing_replicas" in runs.schema.names and runs.num_rows == 2
+    assert [r for r in runs.column("missing_replicas").to_pylist() if r] == [
+        [{"topic": "t", "partition": 0, "broker": 2, "directory": None}]
+    ]
 
 
 def test_the_row_builders_both_writers_share(tmp_path):
