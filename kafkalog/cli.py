@@ -616,6 +616,12 @@ def _add_purge(commands) -> None:
         help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
     )
     p.add_argument("--reason", default=DEFAULT_REASON, help="the ledger's reason for keys without their own")
+    p.add_argument(
+        "--remote-storage-dir",
+        metavar="DIR",
+        help="tiered storage: the LocalTieredStorage directory (path or URI) whose remote segments of the "
+        "purged partitions are purged too, in place",
+    )
     _add_config_options(p)
     _add_quiet(p)
     p.set_defaults(run=_run_purge)
@@ -645,6 +651,7 @@ def _run_purge(args) -> int:
         output=args.output,
         dry_run=args.dry_run,
         follow_symlinks=args.follow_symlinks,
+        remote_storage=args.remote_storage_dir,
     )
     print(result.summary())
     if result.partitions:
