@@ -101,7 +101,9 @@ def stage_remote(
             if fault is not None:
                 fault(STAGE_STEP, staging_path(fs, target.partition_path, target.start, target.segment_id))
             segment = next(
-                s for s in RemotePartition.open(fs, target.partition_path).segments if s.base_offset == target.start
+                s
+                for s in RemotePartition.open(fs, target.partition_path, staging_ok=True).segments
+                if s.base_offset == target.start
             )
             s = stage_remote_segment(
                 fs,

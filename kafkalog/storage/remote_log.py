@@ -118,7 +118,9 @@ class RemotePartition:
     incomplete: list[str] = field(default_factory=list)  # paths of a fileset's files
 
     @classmethod
-    def open(cls, fs: LogFileSystem, path: str) -> RemotePartition:
+    def open(cls, fs: LogFileSystem, path: str, *, staging_ok: bool = False) -> RemotePartition:
+        """The partition at `path`; a purge's staging directory in it is refused unless `staging_ok`
+        (the purge's own tasks, which stage beside each other)."""
         name = fs.name(path)
         matched = _PARTITION_DIR.fullmatch(name)
         if matched is None:
@@ -130,6 +132,8 @@ class RemotePartition:
         filesets: dict[tuple[int, str], dict[str, FileEntry]] = {}
         for entry in fs.list_dir(path):
             if entry.is_dir and entry.name.endswith(REMOTE_STAGING_SUFFIX):
+                if staging_ok:
+                    continue
                 raise LogDirError(
                     "an interrupted kafkalog purge left this staged rewrite of a remote segment: run the purge "
                     "again with the same remote storage directory, which finishes (or undoes) it, before reading "

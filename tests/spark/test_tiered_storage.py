@@ -63,3 +63,94 @@ def test_purge_of_a_tiered_topic_says_remote_segments_are_not_purged(spark, tier
         result = purge(spark, str(log), [b"k"], config=resolver_from(settings=[setting]), now=0, dry_run=True)
         assert result.tiered_topics == tiered_topics
         assert ("segments already in remote storage were not purged" in result.summary()) == bool(tiered_topics)
+
+
+# -- purge of the remote tier ------------------------------------------------------------------------------
+
+SECRET = b"remote-tier-tests-secret-0123456"
+TIERED = "remote.storage.enable=true"
+
+
+def _file_bytes(*roots: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _tiered_records(log: Path, remote: Path) -> list[tuple[int, bytes]]:
+    from kafkalog.storage.logdir import LogDir
+    from kafkalog.storage.remote_log import RemoteStorage
+
+    local = LogDir.open(str(log)).partition("tiered", 0).segments
+    part = RemoteStorage.open(str(remote)).partition("tiered", 0)
+    return [(r.offset, r.key) for s in [*part.segments, *local] for _, b in s.batches() for r in b.records()]
+
+
+@pytest.fixture
+def full_tiered(tmp_path) -> tuple[Path, Path]:
+    """The fixture as the broker left it: local segments 0, 14, 28; remote copies of 0 and 14."""
+    shutil.copytree(FIXTURE, tmp_path / "t")
+    return tmp_path / "t" / "log", tmp_path / "t" / "remote"
+
+
+def test_purge_rewrites_the_remote_segments_that_hold_purged_keys(spark, full_tiered, tmp_path):
+    from kafkalog.config import resolver_from
+    from kafkalog.operations.purge import purge
+
+    log, remote = full_tiered
+    before = _tiered_records(log, remote)
+    cache = log / "remote-log-index-cache"  # the broker's cached copies of remote indexes
+    cache.mkdir()
+    (cache / "0_1rvAsADDRBSdo2tZkS233g.index").write_bytes(b"stale")
+    (cache / "14_nD13I6qKS5SvnS2ocnd-CA.timeindex").write_bytes(b"stale")
+    (cache / "28_AAAAAAAAAAAAAAAAAAAAAA.index").write_bytes(b"a segment not rewritten")
+    config = resolver_from(settings=[TIERED])
+    kwargs = dict(config=config, now=0, remote_storage=str(remote), topics=["tiered"])
+    dry = purge(spark, str(log), [b"k7", b"k19"], dry_run=True, **kwargs)
+    assert dry.remote is not None and [p["removed"] for p in dry.remote.partitions] == [2]
+    assert "remote tier" in dry.summary() and "would remove 2 records" in dry.summary()
+
+    ledger = str(tmp_path / "ledger")
+    result = purge(spark, str(log), [b"k7", b"k19"], ledger=ledger, secret=SECRET, **kwargs)
+    assert result.remote is not None
+    assert [(s["start_offset"], s["records_in"], s["records_out"]) for s in result.remote.segments] == [
+        (0, 14, 13),
+        (14, 14, 13),
+    ]
+    # __remote_log_metadata keeps the old sizes (docs/semantics.md): reported beside the new ones
+    assert [s["metadata_size"] for s in result.remote.segments] == [1942, 2023]
+    assert all(s["bytes_out"] < s["bytes_in"] == s["metadata_size"] for s in result.remote.segments)
+    assert result.remote.ledger_rows == 2 and result.remote.remaining == 0
+    assert result.ledger_rows == 2  # the local copies of the same records, rows of their own
+    assert "2 remote segments rewritten" in result.summary()
+    assert _tiered_records(log, remote) == [(o, k) for o, k in before if k not in (b"k7", b"k19")]
+    assert sorted(p.name for p in cache.iterdir()) == ["28_AAAAAAAAAAAAAAAAAAAAAA.index"]
+    # no purged key in any byte of any file, local or remote
+    for path, data in _file_bytes(log, remote).items():
+        assert b"k7" not in data and b"k19" not in data, path
+
+    files = _file_bytes(log, remote)
+    again = purge(spark, str(log), [b"k7", b"k19"], ledger=ledger, secret=SECRET, **kwargs)
+    assert again.remote is not None and again.remote.segments == [] and again.remote.ledger_rows == 0
+    assert _file_bytes(log, remote) == files
+
+
+def test_a_failed_remote_staging_changes_no_remote_file_and_a_rerun_finishes(spark, full_tiered, tmp_path):
+    from kafkalog.config import resolver_from
+    from kafkalog.errors import KafkaLogError
+    from kafkalog.operations.purge import purge
+    from kafkalog.spark.remote_purge import STAGE_STEP
+
+    log, remote = full_tiered
+    remote_files = _file_bytes(remote)
+
+    def fault(step, path):
+        if step == STAGE_STEP and path.endswith("-nD13I6qKS5SvnS2ocnd-CA.kafkalog-staged"):
+            raise OSError("disk full")
+
+    kwargs = dict(config=resolver_from(settings=[TIERED]), now=0, remote_storage=str(remote))
+    ledger = str(tmp_path / "ledger")
+    with pytest.raises(KafkaLogError, match="staging the rewrite failed: OSError: disk full"):
+        purge(spark, str(log), [b"k7", b"k19"], ledger=ledger, secret=SECRET, fault=fault, **kwargs)
+    assert _file_bytes(remote) == remote_files  # the other segment's staging went too
+    result = purge(spark, str(log), [b"k7", b"k19"], ledger=ledger, secret=SECRET, **kwargs)
+    assert result.remote is not None and len(result.remote.segments) == 2
+    assert all(b"k19" not in data for data in _file_bytes(log, remote).values())
