@@ -35,7 +35,9 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    recovers the directory purges them and adds no rows. Written after the swap instead, a crash
    in between would lose the audit of records already gone.
 5. Commit (driver): the swap protocol per partition.
-6. Verify (executors): the touched partitions are scanned again; the decide step must find
+6. Remote tier (tiered storage, with `remote_storage`): the remote segments of the purged
+   partitions go through steps 2 to 6 of their own (operations/purge_remote.py).
+7. Verify (executors): the touched partitions are scanned again; the decide step must find
    nothing left to do (`PurgeVerificationError` otherwise). A run row goes to the run table.
 
 A rerun of the same purge finds nothing to do: it rewrites nothing and adds no records rows.

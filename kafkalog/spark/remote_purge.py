@@ -44,9 +44,8 @@ class RemoteDecider(Decider):
         self.log_dir, self.segments, self.is_local = root, list(segments), is_local
 
     def _scan(self, view: str, topics: Sequence[str], partitions):
-        chosen = [
-            s for s in self.segments if s.topic in topics and (partitions is None or s.partition in set(partitions))
-        ]
+        numbers = None if partitions is None else set(partitions)
+        chosen = [s for s in self.segments if s.topic in topics and (numbers is None or s.partition in numbers)]
         plan = plan_segments(
             self.log_dir, chosen, ScanFilter(), is_local=self.is_local, min_tasks=default_min_tasks(self.spark)
         )

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from kafkalog.operations.validate import validate_paths
 from kafkalog.spark import narrow_scan, read_records
 from kafkalog.spark.scan_plan import plan_scan
+from kafkalog.storage.log_writer import PartitionWriter
 
 pytestmark = pytest.mark.spark
 
@@ -154,3 +156,81 @@ def test_a_failed_remote_staging_changes_no_remote_file_and_a_rerun_finishes(spa
     result = purge(spark, str(log), [b"k7", b"k19"], ledger=ledger, secret=SECRET, **kwargs)
     assert result.remote is not None and len(result.remote.segments) == 2
     assert all(b"k19" not in data for data in _file_bytes(log, remote).values())
+
+
+def _generated_tiered(root: Path) -> tuple[Path, Path]:
+    """A generated tiered partition `gen-0`: gzip batches of keys g0..g17 and, in the second segment,
+    an aborted transaction of producer 7 whose only record has key `p`; every segment but the active
+    one copied into a LocalTieredStorage layout (an empty `.snapshot` and `.leader_epoch_checkpoint`:
+    a purge leaves both as they are)."""
+    from kafkalog.codec.compression import Codec
+    from kafkalog.codec.records import Record
+    from kafkalog.storage.fs import LogFileSystem
+
+    fs, _ = LogFileSystem.for_path(str(root))
+    log, remote = root / "log", root / "remote"
+    writer = PartitionWriter(fs, str(log), "gen", 0, segment_bytes=300, index_interval_bytes=1)
+
+    def plain(first: int) -> None:
+        records = [Record(0, 1_700_000_000_000 + i, f"g{i}".encode(), b"v" * 40) for i in range(first, first + 3)]
+        writer.append_records(records, codec=Codec.GZIP)
+
+    plain(0)
+    plain(3)
+    txn = [Record(0, 1_700_000_000_100, b"p", b"secret-value")]
+    writer.append_records(txn, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    writer.append_end_txn_marker(producer_id=7, producer_epoch=0, commit=False, timestamp=1_700_000_000_101)
+    for first in range(6, 18, 3):
+        plain(first)
+    written = writer.close()
+    part_dir = remote / "kafka-tiered-storage" / f"gen-0-{writer.topic_id}"
+    part_dir.mkdir(parents=True)
+    for n, segment in enumerate(written.segments[:-1]):
+        name = f"{segment.base_offset:020d}-{'A' * 21}{n}"
+        for kind, path in segment.files.items():
+            shutil.copyfile(path, part_dir / f"{name}{kind}")
+        for kind in (".snapshot", ".leader_epoch_checkpoint"):
+            (part_dir / f"{name}{kind}").write_bytes(b"")
+    return log, remote
+
+
+def test_purge_of_a_generated_remote_tier_keeps_transactions_and_offsets(spark, tmp_path):
+    from kafkalog.config import resolver_from
+    from kafkalog.operations.purge import purge
+    from kafkalog.storage.remote_log import RemoteStorage
+
+    log, remote = _generated_tiered(tmp_path)
+    part = RemoteStorage.open(str(remote)).partition("gen", 0)
+    assert part is not None and len(part.segments) >= 2
+    txn_segment = next(s for s in part.segments if s.aborted_txns())
+    txnindex = txn_segment.read(".txnindex")
+    before = [(r.offset, r.key) for s in part.segments for _, b in s.batches() for r in b.records()]
+    ledger = str(tmp_path / "ledger")
+    result = purge(
+        spark,
+        str(log),
+        [b"p", b"g4", b"g9"],  # in the segment of the transaction's batch, and of its marker
+        ledger=ledger,
+        secret=SECRET,
+        config=resolver_from(settings=[TIERED]),
+        now=0,
+        remote_storage=str(remote),
+    )
+    assert result.remote is not None and result.remote.remaining == 0
+    part = RemoteStorage.open(str(remote)).partition("gen", 0)
+    assert part is not None
+    batches = [b for s in part.segments for _, b in s.batches()]
+    assert [(r.offset, r.key) for b in batches for r in b.records()] == [
+        (o, k) for o, k in before if k not in (b"p", b"g4", b"g9")
+    ]
+    assert {s["start_offset"] for s in result.remote.segments} == {0, txn_segment.base_offset}
+    # the transaction's emptied batch stays (its producer's state), its marker and .txnindex entry too
+    emptied = [b for b in batches if b.producer_id == 7 and not b.is_control]
+    assert len(emptied) == 1 and emptied[0].records_count == 0
+    assert any(b.is_control and b.producer_id == 7 for b in batches)
+    txn_after = next(s for s in part.segments if s.base_offset == txn_segment.base_offset)
+    assert txn_after.read(".txnindex") == txnindex
+    assert all(b.codec == 1 for b in batches if not b.is_control and b.records_count)  # still gzip
+    assert validate_paths([str(remote)]).ok
+    for path, data in _file_bytes(remote).items():
+        assert b"secret-value" not in data, path
