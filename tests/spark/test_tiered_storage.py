@@ -234,3 +234,27 @@ def test_purge_of_a_generated_remote_tier_keeps_transactions_and_offsets(spark, 
     assert validate_paths([str(remote)]).ok
     for path, data in _file_bytes(remote).items():
         assert b"secret-value" not in data, path
+
+
+def test_purge_rewrites_remote_segments_in_a_bucket(spark, full_tiered, s3_server, tmp_path):
+    """The remote tier on an object store (moto's S3 server): staged objects copied into place."""
+    import pyarrow.fs as pafs
+
+    from kafkalog.config import resolver_from
+    from kafkalog.operations.purge import purge
+    from kafkalog.storage.remote_log import RemoteStorage
+
+    log, remote = full_tiered
+    s3_server.create_bucket("kafkalog-tiered")
+    uri = f"s3://kafkalog-tiered/{tmp_path.name}/remote"
+    pafs.copy_files(str(remote), uri, source_filesystem=pafs.LocalFileSystem())
+    kwargs = dict(config=resolver_from(settings=[TIERED]), now=0, remote_storage=uri)
+    result = purge(spark, str(log), [b"k7"], ledger=str(tmp_path / "ledger"), secret=SECRET, **kwargs)
+    assert result.remote is not None and [s["start_offset"] for s in result.remote.segments] == [0]
+    part = RemoteStorage.open(uri).partition("tiered", 0)
+    assert part is not None
+    keys = [r.key for s in part.segments for _, b in s.batches() for r in b.records()]
+    assert keys == [f"k{i}".encode() for i in range(28) if i != 7]
+    objects = [e for e in part.fs.list_dir(part.path)]
+    assert not any(e.is_dir for e in objects)  # no staging left
+    assert all(b"k7" not in part.fs.read_bytes(e.path) for e in objects)
