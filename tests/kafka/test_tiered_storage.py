@@ -180,7 +180,13 @@ def test_purge_reaches_the_remote_tier_and_the_broker_serves_it(tiered_broker: B
         return part is not None and part.highest_offset() == active - 1 and _local_bases(log_dir, PURGED_TOPIC)[0] > 0
 
     _wait(uploaded_and_deleted_locally, "upload every rolled segment and delete the first local ones", broker)
+    task = {"kind": "read", "topic": PURGED_TOPIC, "isolation": "read_uncommitted"}
+    # a read before the purge: the broker caches the remote segments' indexes in its log dir
+    (read,) = kafka_tools.consume(broker.bootstrap, [task])
+    assert [(r["offset"], r["key"]) for r in read["records"]] == [(i, k) for i, (k, _) in enumerate(records)]
     broker.stop()
+    cache = log_dir / "remote-log-index-cache"
+    assert any(cache.glob("0_*.index")), "expected the broker to cache the first remote segment's offset index"
     first_local = _local_bases(log_dir, PURGED_TOPIC)[0]
     assert PURGED[0] < first_local, "expected a purged key in a segment that is only in remote storage"
 
@@ -210,13 +216,18 @@ def test_purge_reaches_the_remote_tier_and_the_broker_serves_it(tiered_broker: B
         return found
 
     assert leftovers() == []
+    stale = [s for s in result.remote.segments if (cache / f"{s['start_offset']}_{s['segment_id']}.index").exists()]
+    assert stale == []  # the purge deleted the cached indexes of the segments it rewrote
     broker.start()
-    (read,) = kafka_tools.consume(
-        broker.bootstrap, [{"kind": "read", "topic": PURGED_TOPIC, "isolation": "read_uncommitted"}]
-    )
+    (read,) = kafka_tools.consume(broker.bootstrap, [task])
     got = [(r["offset"], r["key"], r["value"]) for r in read["records"]]
     assert got == [(i, k, v) for i, (k, v) in enumerate(records) if i not in PURGED]
     errors = [line for line in broker.server_log().splitlines() if "ERROR" in line and "emote" in line]
     assert errors == [], broker.diagnostics()
     broker.stop()
     assert leftovers() == []  # nor after the broker read the remote segments (and cached their indexes)
+    for segment in result.remote.segments:  # the indexes the broker cached again are the rewritten ones
+        name = f"{segment['start_offset']:020d}-{segment['segment_id']}.index"
+        (fileset,) = (remote_dir / "kafka-tiered-storage").glob(f"{PURGED_TOPIC}-0-*/{name}")
+        cached = cache / f"{segment['start_offset']}_{segment['segment_id']}.index"
+        assert not cached.exists() or cached.read_bytes() == fileset.read_bytes()
