@@ -121,6 +121,7 @@ def purge_remote_tier(
         if dry_run:
             return result
         targets = _targets(decided, parts, resolver, now)
+        sizes = _metadata_sizes(read_remote_log_metadata(opened))  # read before anything is staged
         stats = stage_remote(remote.spark, remote_storage, targets, batch_plans(decided), fault)
         try:
             assert ledger is not None and secret is not None  # operations/purge.py requires both
@@ -138,7 +139,6 @@ def purge_remote_tier(
             raise
     finally:
         matched.unpersist()
-    sizes = _metadata_sizes(read_remote_log_metadata(opened))
     for target, stat in zip(targets, stats):
         path = target.partition_path
         commit_and_swap(storage.fs, path, target.start, target.segment_id)
