@@ -638,6 +638,12 @@ def _add_purge(commands) -> None:
         action="store_true",
         help="purge the replicas given and record the missing ones in the run table as not purged",
     )
+    p.add_argument(
+        "--remote-storage-dir",
+        metavar="DIR",
+        help="tiered storage: the LocalTieredStorage directory (path or URI) whose remote segments of the "
+        "purged partitions are purged too, in place",
+    )
     _add_config_options(p)
     _add_quiet(p)
     p.set_defaults(run=_run_purge)
@@ -672,6 +678,7 @@ def _run_purge(args) -> int:
         follow_symlinks=args.follow_symlinks,
         metadata=args.metadata,
         allow_missing_replicas=args.allow_missing_replicas,
+        remote_storage=args.remote_storage_dir,
     )
     print(result.summary())
     if result.partitions:

@@ -37,7 +37,9 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    rewritten segment's SHA-256, records and bytes before and after, and the copy's broker id and
    directory id (spark/evidence.py), appended (a rerun's staged segments are rows of their own).
 5. Commit (driver): the swap protocol per partition.
-6. Verify (executors): the touched partitions are scanned again; the decide step must find
+6. Remote tier (tiered storage, with `remote_storage`): the remote segments of the purged
+   partitions go through steps 2 to 6 of their own (operations/purge_remote.py).
+7. Verify (executors): the touched partitions are scanned again; the decide step must find
    nothing left to do (`PurgeVerificationError` otherwise). A run row goes to the run table.
 
 A rerun of the same purge finds nothing to do: it rewrites nothing and adds no records rows.
@@ -73,6 +75,7 @@ from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
 from .replicas import ReplicaCheck, check_replicas
+from .purge_remote import RemotePurgeResult, purge_remote_tier
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [
@@ -100,10 +103,11 @@ class PurgeResult:
     ledger_rows: int = 0
     outputs: list = field(default_factory=list)  # OutputStats of the rewritten segments
     # topics whose remote log is enabled (tiered storage): what is already copied to remote storage
-    # is not purged, only the local segments
+    # is purged only when the remote storage is given (`remote`)
     tiered_topics: list = field(default_factory=list)
     # which copies exist (KRaft metadata) and which were not given; ReplicaCheck(None): nothing says
     replicas: ReplicaCheck = field(default_factory=lambda: ReplicaCheck(None))
+    remote: RemotePurgeResult | None = None  # the remote tier's purge (operations/purge_remote.py)
 
     def total(self, column: str) -> int:
         return sum(p[column] for p in self.partitions)
@@ -123,10 +127,13 @@ class PurgeResult:
                 f"; {len(self.outputs)} segments rewritten; ledger: {self.ledger_rows} rows added; "
                 f"verified: {self.remaining} records of purged keys remain"
             )
-        if self.tiered_topics:
+        if self.remote is not None:
+            text += f"; {self.remote.summary(self.dry_run)}"
+        elif self.tiered_topics:
             text += (
                 f"; WARNING: {', '.join(self.tiered_topics)} use tiered storage (remote.storage.enable=true): "
-                "their segments already in remote storage were not purged"
+                "their segments already in remote storage were not purged (give --remote-storage-dir to purge "
+                "them too)"
             )
         return f"{text}; {self.replicas.summary()}"
 
@@ -143,6 +150,7 @@ class PurgeResult:
                 "segments": [o.to_dict() for o in self.outputs],
                 "tiered_topics": self.tiered_topics,
                 "missing_replicas": self.replicas.missing_dicts(),
+                "remote": None if self.remote is None else self.remote.to_dict(),
             }
         )
 
@@ -168,6 +176,7 @@ def purge(
     follow_symlinks: bool = False,
     metadata: str | None = None,
     allow_missing_replicas: bool = False,
+    remote_storage: str | None = None,
 ) -> PurgeResult:
     """Remove every record of `keys` (a DataFrame with a `key` column, a list of bytes or written
     forms, or the path of a key file or table, see `keys_frame`) and, with `where`, every record
@@ -179,6 +188,8 @@ def purge(
     configuration (cleanup.policy, delete.retention.ms, index.interval.bytes). `now`: the clock,
     epoch ms. `output`: purge a copy written there, `log_dir` untouched. `follow_symlinks`: in place,
     rewrite a partition directory that is a symbolic link where it leads (refused otherwise).
+    `remote_storage` (tiered storage): the LocalTieredStorage directory (path or URI) whose remote
+    segments of the purged partitions are purged too, in place (operations/purge_remote.py).
     `fault`: a test hook called in each rewrite task and at each swap step (spark/rewrite.py,
     storage/swap.py). `metadata`: a KRaft metadata log (a `__cluster_metadata-0` or the log dir
     holding one; default: the one in `log_dir`, if any): a replica of a purged topic's partition
@@ -190,6 +201,11 @@ def purge(
     resolver = config or ConfigResolver()
     if not dry_run and ledger is None:
         raise ConfigError("a purge writes an audit ledger: give its path (--ledger)")
+    if remote_storage is not None and output is not None:
+        raise ConfigError(
+            "--output purges a copy of the log dir, but the remote storage would be rewritten in place: "
+            "purge copies of both, or neither"
+        )
     secret = secret if secret is not None or dry_run else load_secret()
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
     if where:  # and so does a bad expression: checked against the records view's columns
@@ -215,6 +231,7 @@ def purge(
             dry_run=dry_run,
             fault=fault,
             replicas=replicas,
+            remote_storage=remote_storage,
         )
     return result
 
@@ -240,6 +257,7 @@ def _purge(
     dry_run: bool,
     fault,
     replicas: ReplicaCheck,
+    remote_storage: str | None = None,
 ) -> PurgeResult:
     """The purge of `log_dir`, the directory rewritten in place (the input, or the staged output),
     which the result and the ledger call `named` (the input, or the output's own name)."""
@@ -253,7 +271,12 @@ def _purge(
         with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
             report = partition_report(decided)
         if dry_run:
-            return PurgeResult(run_id, now, dry_run, named, report, tiered_topics=tiered, replicas=replicas)
+            remote = _remote(
+                decider, opened, remote_storage, scope, resolver, now, dry_run, ledger, secret, run_id, fault
+            )
+            return PurgeResult(
+                run_id, now, dry_run, named, report, tiered_topics=tiered, replicas=replicas, remote=remote
+            )
         outputs = _output_segments(opened, decided, resolver, now)
         ensure_replaceable(opened, outputs)
         output_totals = progress.totals(outputs, lambda o: o.nbytes)
@@ -289,7 +312,8 @@ def _purge(
             swap_in(opened, outputs, fault)
     finally:
         matched.unpersist()
-    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats, tiered, replicas)
+    remote = _remote(decider, opened, remote_storage, scope, resolver, now, dry_run, ledger, secret, run_id, fault)
+    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats, tiered, replicas, remote)
     touched = {(o.topic, o.partition) for o in outputs}
     with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):
         _verify(decider, result, touched)
@@ -307,6 +331,26 @@ def _purge(
             file=named,
         )
     return result
+
+
+def _remote(decider, opened, remote_storage, scope, resolver, now, dry_run, ledger, secret, run_id, fault):
+    """The remote tier's purge, when the remote storage is given (operations/purge_remote.py)."""
+    if remote_storage is None:
+        return None
+    with progress.phase("purge", "remote tier", feed=task_feed(decider.spark)):
+        return purge_remote_tier(
+            decider,
+            opened,
+            remote_storage,
+            scope,
+            resolver,
+            now=now,
+            dry_run=dry_run,
+            ledger=ledger,
+            secret=secret,
+            run_id=run_id,
+            fault=fault,
+        )
 
 
 def _open(log_dir: str, topics, dry_run: bool) -> tuple[LogDir, list]:

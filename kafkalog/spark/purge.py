@@ -140,7 +140,7 @@ class Decider:
         from pyspark.sql import functions as F
 
         numbers = None if partitions is None else sorted({p for _, p in partitions})  # the scan prunes by these
-        narrow = narrow_scan(self.spark, self.log_dir, topics=topics, partitions=numbers).where(~F.col("isControl"))
+        narrow = self._scan("narrow", topics, numbers).where(~F.col("isControl"))
         if partitions is not None:
             chosen = self.spark.createDataFrame(sorted(partitions), "topic string, partition int")
             narrow = narrow.join(F.broadcast(chosen), ["topic", "partition"], "left_semi")
@@ -177,10 +177,13 @@ class Decider:
     def _selected_by_where(self, topics: Sequence[str], partitions):
         from pyspark.sql import functions as F
 
-        records = read_records(self.spark, self.log_dir, topics=topics, partitions=partitions).where(
-            ~F.col("isControl")
-        )
-        return where_filter(records, self.where)
+        return where_filter(self._scan("records", topics, partitions).where(~F.col("isControl")), self.where)
+
+    def _scan(self, view: str, topics: Sequence[str], partitions):
+        """The `narrow` or `records` view of the records to decide (a remote tier's decider reads
+        other segments: spark/remote_purge.py)."""
+        scan = narrow_scan if view == "narrow" else read_records
+        return scan(self.spark, self.log_dir, topics=topics, partitions=partitions)
 
     def _with_actions(self, matched, compacted: list[str]):
         """`matched` with `action`: removed, tombstoned (the latest record of a key in a compacted

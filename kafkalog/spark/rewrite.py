@@ -247,17 +247,23 @@ def _read_plans(blobs: Iterable[bytes]) -> dict:
 
     out = {}
     for blob in blobs:
-        table = pa.ipc.open_stream(blob).read_all()
-        for row, removed in zip(table.drop_columns(["removed"]).to_pylist(), removed_offsets(table["removed"])):
-            plan = BatchPlan(
-                _RETENTION[row["retention"]],
-                removed,
-                bool(row["marker_for_empty_txn"]),
-                bool(row["has_tombstone"]),
-                frozenset(row["tombstoned"] or ()),
-                frozenset(row["redacted"] or ()),
-            )
-            out[row["segmentBaseOffset"], row["position"]] = plan
+        out.update(plans_from_table(pa.ipc.open_stream(blob).read_all()))
+    return out
+
+
+def plans_from_table(table) -> dict:
+    """{(segment base offset, batch position): BatchPlan} from an Arrow table of `PLAN_COLUMNS` rows."""
+    out = {}
+    for row, removed in zip(table.drop_columns(["removed"]).to_pylist(), removed_offsets(table["removed"])):
+        plan = BatchPlan(
+            _RETENTION[row["retention"]],
+            removed,
+            bool(row["marker_for_empty_txn"]),
+            bool(row["has_tombstone"]),
+            frozenset(row["tombstoned"] or ()),
+            frozenset(row["redacted"] or ()),
+        )
+        out[row["segmentBaseOffset"], row["position"]] = plan
     return out
 
 

@@ -43,6 +43,9 @@ from .segment import LogSegment, locate
 ROOT_STORAGE_DIR_NAME = "kafka-tiered-storage"  # LocalTieredStorage.ROOT_STORAGE_DIR_NAME
 SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")  # the files a LogSegment reads
 REQUIRED_SUFFIXES = (".log", ".index", ".timeindex", ".snapshot", ".leader_epoch_checkpoint")
+# the staging directory of a purge's rewrite of a fileset, `<startOffset>-<segmentId>` + this
+# (storage/remote_rewrite.py); one left by an interrupted purge makes the partition unreadable
+REMOTE_STAGING_SUFFIX = ".kafkalog-staged"
 _UUID = r"[a-zA-Z0-9_-]{22}"
 _PARTITION_DIR = re.compile(rf"([a-zA-Z0-9._-]+)-(\d+)-({_UUID})")  # Topic.LEGAL_CHARS
 _FILESET_FILE = re.compile(rf"(\d+)-({_UUID})(\.[a-z_]+)")
@@ -115,7 +118,9 @@ class RemotePartition:
     incomplete: list[str] = field(default_factory=list)  # paths of a fileset's files
 
     @classmethod
-    def open(cls, fs: LogFileSystem, path: str) -> RemotePartition:
+    def open(cls, fs: LogFileSystem, path: str, *, staging_ok: bool = False) -> RemotePartition:
+        """The partition at `path`; a purge's staging directory in it is refused unless `staging_ok`
+        (the purge's own tasks, which stage beside each other)."""
         name = fs.name(path)
         matched = _PARTITION_DIR.fullmatch(name)
         if matched is None:
@@ -126,6 +131,15 @@ class RemotePartition:
         part = cls(fs, path, matched[1], int(matched[2]), matched[3])
         filesets: dict[tuple[int, str], dict[str, FileEntry]] = {}
         for entry in fs.list_dir(path):
+            if entry.is_dir and entry.name.endswith(REMOTE_STAGING_SUFFIX):
+                if staging_ok:
+                    continue
+                raise LogDirError(
+                    "an interrupted kafkalog purge left this staged rewrite of a remote segment: run the purge "
+                    "again with the same remote storage directory, which finishes (or undoes) it, before reading "
+                    "the partition or starting the broker",
+                    file=entry.path,
+                )
             parsed = None if entry.is_dir else _FILESET_FILE.fullmatch(entry.name)
             if parsed is None:
                 raise LogDirError(

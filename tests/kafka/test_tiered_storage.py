@@ -30,6 +30,8 @@ from kafkalog.storage.remote_log import RemoteStorage, tiered_segments
 
 from .broker import Broker, KafkaTools, tiered_storage_overrides
 
+SECRET = b"tiered-purge-test-secret-0123456"
+
 TOPIC = "tiered"
 RECORDS = 60
 TOPIC_CONFIG = {
@@ -59,8 +61,8 @@ def tiered_broker(kafka_tools: KafkaTools, tmp_path_factory):
         broker.close()
 
 
-def _local_bases(log_dir: Path) -> list[int]:
-    return sorted(int(p.name[:20]) for p in (log_dir / f"{TOPIC}-0").glob("*.log"))
+def _local_bases(log_dir: Path, topic: str = TOPIC) -> list[int]:
+    return sorted(int(p.name[:20]) for p in (log_dir / f"{topic}-0").glob("*.log"))
 
 
 def _records(log_dir: Path, remote_dir: Path) -> list[tuple[int, bytes | None]]:
@@ -138,3 +140,94 @@ def test_remote_and_local_read_together_and_retention_is_the_brokers(tiered_brok
     for d in (log_dir, before):
         assert _records(d, remote_dir) == expected
     assert validate_paths([str(before)]).ok
+
+
+PURGED_TOPIC = "tiered-purge"
+PURGED = (3, 17, 30, 41, 55)  # keys in the remote-only segments, in the ones still local too, in the active one
+
+
+def test_purge_reaches_the_remote_tier_and_the_broker_serves_it(tiered_broker: Broker, kafka_tools, spark, tmp_path):
+    """Keys purged offline from the local log and from LocalTieredStorage: the restarted broker serves
+    the rewritten remote segments (every other record, in order, at its offset), and no purged key or
+    value is left in any byte of any local or remote file."""
+    from kafkalog.operations.purge import purge
+
+    broker = tiered_broker
+    if broker.running:
+        broker.stop()
+    # the broker's local retention on: uploaded segments leave the local log, and are read from remote
+    broker.properties.update({"log.retention.check.interval.ms": "1000", "log.initial.task.delay.ms": "0"})
+    broker.write_config()
+    broker.start()
+    records = [(f"key-{i:03d}", f"value-{i:03d}-" + "x" * 100) for i in range(RECORDS)]
+    run = {
+        "topic": PURGED_TOPIC,
+        "partition": 0,
+        "mode": "plain",
+        "batch_size": 400,
+        "groups": [{"end": "flush", "records": [{"key": k, "value": v} for k, v in records]}],
+    }
+    kafka_tools.produce(
+        broker.bootstrap, topics=[{"name": PURGED_TOPIC, "partitions": 1, "configs": TOPIC_CONFIG}], runs=[run]
+    )
+    log_dir, remote_dir = broker.log_dir, broker.remote_dir
+    active = _local_bases(log_dir, PURGED_TOPIC)[-1]
+
+    def uploaded_and_deleted_locally() -> bool:
+        if not (remote_dir / "kafka-tiered-storage").is_dir():
+            return False
+        part = RemoteStorage.open(str(remote_dir)).partition(PURGED_TOPIC, 0)
+        return part is not None and part.highest_offset() == active - 1 and _local_bases(log_dir, PURGED_TOPIC)[0] > 0
+
+    _wait(uploaded_and_deleted_locally, "upload every rolled segment and delete the first local ones", broker)
+    task = {"kind": "read", "topic": PURGED_TOPIC, "isolation": "read_uncommitted"}
+    # a read before the purge: the broker caches the remote segments' indexes in its log dir
+    (read,) = kafka_tools.consume(broker.bootstrap, [task])
+    assert [(r["offset"], r["key"]) for r in read["records"]] == [(i, k) for i, (k, _) in enumerate(records)]
+    broker.stop()
+    cache = log_dir / "remote-log-index-cache"
+    assert any(cache.glob("0_*.index")), "expected the broker to cache the first remote segment's offset index"
+    first_local = _local_bases(log_dir, PURGED_TOPIC)[0]
+    assert PURGED[0] < first_local, "expected a purged key in a segment that is only in remote storage"
+
+    purged_keys = [records[i][0].encode() for i in PURGED]
+    result = purge(
+        spark,
+        str(log_dir),
+        purged_keys,
+        ledger=str(tmp_path / "ledger"),
+        secret=SECRET,
+        topics=[PURGED_TOPIC],
+        config=ConfigResolver(per_topic={PURGED_TOPIC: TOPIC_CONFIG}),
+        remote_storage=str(remote_dir),
+    )
+    assert result.remote is not None and result.remote.remaining == 0 and result.remaining == 0
+    remote_starts = [s["start_offset"] for s in result.remote.segments]
+    assert remote_starts and remote_starts[0] == 0, result.summary()
+
+    def leftovers() -> list[str]:
+        found = []
+        for root in (log_dir, remote_dir):
+            for path in sorted(p for p in root.rglob("*") if p.is_file()):
+                data = path.read_bytes()
+                found += [
+                    f"{path}: {i}" for i in PURGED if records[i][0].encode() in data or records[i][1].encode() in data
+                ]
+        return found
+
+    assert leftovers() == []
+    stale = [s for s in result.remote.segments if (cache / f"{s['start_offset']}_{s['segment_id']}.index").exists()]
+    assert stale == []  # the purge deleted the cached indexes of the segments it rewrote
+    broker.start()
+    (read,) = kafka_tools.consume(broker.bootstrap, [task])
+    got = [(r["offset"], r["key"], r["value"]) for r in read["records"]]
+    assert got == [(i, k, v) for i, (k, v) in enumerate(records) if i not in PURGED]
+    errors = [line for line in broker.server_log().splitlines() if "ERROR" in line and "emote" in line]
+    assert errors == [], broker.diagnostics()
+    broker.stop()
+    assert leftovers() == []  # nor after the broker read the remote segments (and cached their indexes)
+    for segment in result.remote.segments:  # the indexes the broker cached again are the rewritten ones
+        name = f"{segment['start_offset']:020d}-{segment['segment_id']}.index"
+        (fileset,) = (remote_dir / "kafka-tiered-storage").glob(f"{PURGED_TOPIC}-0-*/{name}")
+        cached = cache / f"{segment['start_offset']}_{segment['segment_id']}.index"
+        assert not cached.exists() or cached.read_bytes() == fileset.read_bytes()

@@ -128,3 +128,21 @@ def test_on_an_object_store(s3_server):
         report = retain(log, config=resolver, now_ms=NOW, dry_run=True, remote_storage=remote_storage)
         (plan,) = [p for p in report.partitions if p.topic == "tiered"]
         assert [d.segment.base_offset for d in plan.deleted] == [0, 14] and plan.remote.highest_offset == 27
+
+
+def test_purge_refuses_an_output_copy_with_the_remote_tier_rewritten_in_place(tiered, tmp_path):
+    from kafkalog.errors import ConfigError
+    from kafkalog.operations.purge import purge
+
+    log, remote = tiered
+    with pytest.raises(ConfigError, match="remote storage would be rewritten in place"):
+        purge(
+            None,  # refused before a session is needed
+            str(log),
+            [b"k1"],
+            ledger=str(tmp_path / "ledger"),
+            secret=b"s",
+            output=str(tmp_path / "out"),
+            remote_storage=str(remote),
+        )
+    assert not (tmp_path / "out").exists()

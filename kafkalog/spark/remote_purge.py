@@ -1,0 +1,170 @@
+"""The remote tier of a purge as a Spark plan (the command is kafkalog/operations/purge_remote.py):
+the decide step over remote segments, and their rewrites staged on executors.
+
+The remote segments are decided apart from the local log, by a `Decider` of their own with the
+local purge's rules (spark/purge.py): the same key match and `where`, and the same actions, batch
+plans and rewrite. Apart because a remote segment may hold the same offsets as a local one (a
+segment stays local until local retention deletes it), and both copies are purged; one decide over
+both would have to tell the two copies of an offset apart in every step after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import KafkaLogError
+from ..storage.remote_log import RemotePartition
+from ..storage.remote_rewrite import discard_staged, stage_remote_segment, staging_path
+from ..storage.segment import LogSegment
+from ..storage.swap import FaultHook
+from .errors import from_spark_error, worker_error
+from .purge import Decider
+from .rewrite import PLAN_COLUMNS, plans_from_table
+from .scan import default_min_tasks, scan_dataframe
+from .scan_plan import ScanFilter, plan_segments
+from .views import filesystem_and_path
+
+# The FaultHook step each staging task calls, on its executor, with the staging directory's path.
+STAGE_STEP = "stage remote"
+_STAGED = "target int, records_in long, records_out long, bytes_in long, bytes_out long, error string"
+
+
+class RemoteDecider(Decider):
+    """A Decider over remote segments (LogSegments of `storage/remote_log.RemotePartition`s on the
+    filesystem of `root`, the remote storage's path or URI), with the keys, `where`, reason and log
+    end offsets of the local purge's decider. Never a tombstone: Kafka tiers no compacted topic
+    (LogConfig refuses remote.storage.enable with cleanup.policy=compact)."""
+
+    def __init__(self, local: Decider, root: str, segments: Sequence[LogSegment], is_local: bool):
+        # the local decider's inputs, taken as they are (its own __init__ would build them again)
+        self.spark, self.keys, self.broadcast, self.where = local.spark, local.keys, local.broadcast, local.where
+        self.resolver, self.reason, self.log_ends = local.resolver, local.reason, local.log_ends
+        self.tombstone = False
+        self.log_dir, self.segments, self.is_local = root, list(segments), is_local
+
+    def _scan(self, view: str, topics: Sequence[str], partitions):
+        numbers = None if partitions is None else set(partitions)
+        chosen = [s for s in self.segments if s.topic in topics and (numbers is None or s.partition in numbers)]
+        plan = plan_segments(
+            self.log_dir, chosen, ScanFilter(), is_local=self.is_local, min_tasks=default_min_tasks(self.spark)
+        )
+        return scan_dataframe(self.spark, plan, view)
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """A remote segment to rewrite: where it is and how (as OutputSegment for a local one)."""
+
+    topic: str
+    partition: int
+    start: int
+    segment_id: str
+    partition_path: str
+    delete_horizon_ms: int
+    index_interval_bytes: int
+
+
+@dataclass(frozen=True)
+class StagedStats:
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+
+
+def stage_remote(
+    spark, root: str, targets: Sequence[RemoteTarget], plans, fault: FaultHook | None = None
+) -> list[StagedStats]:
+    """Stage every target's rewrite (storage/remote_rewrite.py), one Spark task per segment, its
+    batch plans (`PLAN_COLUMNS` rows, spark/purge.batch_plans) grouped to it. Any failure leaves no
+    staging directory behind and raises a KafkaLogError naming a file."""
+    if not targets:
+        return []
+    from pyspark.sql import functions as F
+
+    targets = list(targets)
+    plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
+    chosen = spark.createDataFrame(
+        [(t.topic, t.partition, t.start, i) for i, t in enumerate(targets)],
+        "topic string, partition int, segmentBaseOffset long, target int",
+    )
+
+    def stage(table):
+        import pyarrow as pa
+
+        i = table.column("target")[0].as_py()
+        target = targets[i]
+        fs, _ = filesystem_and_path(root)
+        try:
+            if fault is not None:
+                fault(STAGE_STEP, staging_path(fs, target.partition_path, target.start, target.segment_id))
+            segment = next(
+                s
+                for s in RemotePartition.open(fs, target.partition_path, staging_ok=True).segments
+                if s.base_offset == target.start
+            )
+            s = stage_remote_segment(
+                fs,
+                target.partition_path,
+                segment,
+                target.segment_id,
+                plans_from_table(table.select(list(PLAN_COLUMNS))),
+                delete_horizon_ms=target.delete_horizon_ms,
+                index_interval_bytes=target.index_interval_bytes,
+            )
+            row = {"target": i, "records_in": s.records_in, "records_out": s.records_out}
+            row |= {"bytes_in": s.bytes_in, "bytes_out": s.bytes_out, "error": None}
+        except Exception as err:  # returned, not raised: the other segments' tasks finish
+            known = err if isinstance(err, KafkaLogError) else None
+            error = known or KafkaLogError(
+                f"staging the rewrite failed: {type(err).__name__}: {' '.join(str(err).split())}",
+                file=fs.join(target.partition_path, f"{target.start:020d}-{target.segment_id}.log"),
+            )
+            row = {"target": i, "error": worker_error(error)}
+        return pa.Table.from_pylist([row], schema=_arrow_schema())
+
+    try:
+        rows = (
+            plans.join(chosen, ["topic", "partition", "segmentBaseOffset"])
+            .groupBy("target")
+            .applyInArrow(stage, _STAGED)
+            .collect()
+        )
+    except BaseException as err:
+        discard_all(root, targets)
+        if not isinstance(err, Exception):
+            raise
+        raise from_spark_error(err) or KafkaLogError(f"a remote staging task failed: {err}") from err
+    failed = next((r.error for r in rows if r.error is not None), None)
+    if failed is not None:
+        discard_all(root, targets)
+        error = from_spark_error(failed)
+        assert error is not None  # worker_error's text always names one
+        raise error
+    by_target = {r.target: r for r in rows}
+    return [
+        StagedStats(by_target[i].records_in, by_target[i].records_out, by_target[i].bytes_in, by_target[i].bytes_out)
+        for i in range(len(targets))
+    ]
+
+
+def discard_all(root: str, targets: Sequence[RemoteTarget]) -> None:
+    """Delete every target's staging directory (a step after staging failed); one that cannot be
+    deleted stays for the next run's recovery, which deletes an uncommitted one."""
+    fs, _ = filesystem_and_path(root)
+    for t in targets:
+        try:
+            discard_staged(fs, staging_path(fs, t.partition_path, t.start, t.segment_id))
+        except (OSError, KafkaLogError):
+            continue
+
+
+def _arrow_schema():
+    import pyarrow as pa
+
+    return pa.schema(
+        [("target", pa.int32())]
+        + [(n, pa.int64()) for n in ("records_in", "records_out", "bytes_in", "bytes_out")]
+        + [("error", pa.string())]
+    )
