@@ -74,8 +74,8 @@ from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
-from .replicas import ReplicaCheck, check_replicas
 from .purge_remote import RemotePurgeResult, purge_remote_tier
+from .replicas import ReplicaCheck, check_replicas
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [

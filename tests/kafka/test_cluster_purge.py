@@ -25,6 +25,8 @@ import pytest
 
 from kafkalog.codec.batch import RecordBatch
 from kafkalog.config import resolver_from
+from kafkalog.errors import ConfigError
+from kafkalog.operations.replicas import check_replicas
 from kafkalog.storage.logdir import LogDir
 
 from .broker import KafkaTools
@@ -92,6 +94,11 @@ def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, t
     assert {r.key for r in sent} >= set(PURGED)
     assert min(len(LogDir.open(str(d)).partition(*tp).segments) for d in cluster.log_dirs for tp in partitions) > 1
     before = same_copies(cluster.log_dirs, partitions, "before the purge")
+    # The brokers' copies of the cluster's metadata name every replica: two of three log dirs are refused
+    dirs = [str(d) for d in cluster.log_dirs]
+    with pytest.raises(ConfigError, match=r"on broker 3 .*is not among the given log dirs"):
+        check_replicas(dirs[:2], topics)
+    assert check_replicas(dirs, topics).missing == [] and check_replicas(dirs, topics).partitions == len(partitions)
     results = purge_copies(
         spark,
         cluster.log_dirs,
