@@ -92,7 +92,8 @@ def _merge_through_spark(
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in ROW_IDENTITY)
     try:
         (merged,) = spark.sql(
-            f"MERGE INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
+            # with schema evolution: a ledger a former version wrote takes the new columns (older rows null)
+            f"MERGE WITH SCHEMA EVOLUTION INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
         ).collect()
     except Exception as err:
         raise _error("cannot write the ledger through delta-spark", err, ledger) from err
@@ -110,6 +111,7 @@ def write_ledger_run(spark, ledger: str, run) -> None:
                 spark.createDataFrame(run_table(run), schema=spark_schema(RUNS_SCHEMA))
                 .write.format("delta")
                 .mode("append")
+                .option("mergeSchema", "true")  # a run table a former version wrote takes the new columns
                 .save(runs_path(ledger))
             )
             return

@@ -131,7 +131,7 @@ class Copy:
     """One copy of the log a purge rewrites: a log dir, its partitions to purge, listed once."""
 
     log_dir: str  # the directory rewritten in place (the input, or the staged output), as LogDir.open takes it
-    name: str  # how the result and the ledger name it (storage.ledger.log_dir_identity of the input or output)
+    name: str  # how the result names it: the input, or the output, as given (the ledger: its log_dir_identity)
     opened: LogDir
     segments: Mapping[tuple[str, int], list[LogSegment]]  # (topic, partition) -> its segments, listed
     node_id: int | None = None  # meta.properties's node.id (broker.id), where it has one

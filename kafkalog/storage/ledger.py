@@ -202,7 +202,7 @@ def write_records(ledger: str, rows: pa.Table) -> int:
 def write_run(ledger: str, run: Mapping) -> None:
     """Append one row (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to the ledger."""
     try:
-        write_table(runs_path(ledger), run_table(run), "delta", append=True, what="the run table")
+        write_table(runs_path(ledger), run_table(run), "delta", append=True, what="the run table", add_columns=True)
     except TableError as err:
         raise LedgerError(err.message, file=err.file) from err
 

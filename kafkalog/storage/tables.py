@@ -102,10 +102,12 @@ def write_table(
     append: bool = False,
     note: str | None = None,
     what: str = "the table",
+    add_columns: bool = False,
 ) -> None:
     """`table` as the whole table at `path_or_uri` (Delta and Iceberg: a new version of it; Parquet, CSV
     and JSON Lines: a file replacing the one there), or appended to it (Delta and Iceberg), in one
-    commit carrying `note`. Errors of the writers name the table, and say they could not write `what`."""
+    commit carrying `note`. Errors of the writers name the table, and say they could not write `what`.
+    `add_columns`: an append to a Delta table adds the columns it lacks (its older rows null there)."""
     if append and fmt not in ("delta", "iceberg"):
         raise TableError(f"a {fmt} file cannot be appended to: write a Delta or Iceberg table", file=path_or_uri)
     if note is not None and fmt not in ("delta", "iceberg"):
@@ -117,7 +119,8 @@ def write_table(
 
             commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
             if append:
-                write_deltalake(path_or_uri, table, mode="append", commit_properties=commit)
+                schema_mode = "merge" if add_columns else None  # a table a former version wrote takes new columns
+                write_deltalake(path_or_uri, table, mode="append", schema_mode=schema_mode, commit_properties=commit)
             else:
                 write_deltalake(path_or_uri, table, mode="overwrite", schema_mode="overwrite", commit_properties=commit)
         elif fmt == "iceberg":

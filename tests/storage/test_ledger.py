@@ -112,10 +112,14 @@ def test_an_empty_first_write_creates_the_table_and_runs_append(tmp_path):
         "remaining": 0,
         "kafkalog_version": "0",
     }
-    write_run(ledger, run)
-    write_run(ledger, dict(run, run_id="r2"))
+    from kafkalog.storage.ledger import run_table
+
+    # a run table a former version wrote, without `log_dirs`: the next run's row adds the column
+    write_deltalake(runs_path(ledger), run_table(run).drop_columns(["log_dirs"]))
+    write_run(ledger, dict(run, run_id="r2", log_dirs=["/x", "/y"]))
     runs = DeltaTable(runs_path(ledger)).to_pyarrow_table()
     assert runs.schema == RUNS_SCHEMA and sorted(runs.column("run_id").to_pylist()) == ["r1", "r2"]
+    assert sorted(runs.column("log_dirs").to_pylist(), key=str) == [None, ["/x", "/y"]]
 
 
 def test_the_row_builders_both_writers_share(tmp_path):
