@@ -119,8 +119,10 @@ def write_table(
 
             commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
             if append:
-                schema_mode = "merge" if add_columns else None  # a table a former version wrote takes new columns
-                write_deltalake(path_or_uri, table, mode="append", schema_mode=schema_mode, commit_properties=commit)
+                if add_columns:  # the columns the table lacks are added, its older rows null there
+                    write_deltalake(path_or_uri, table, mode="append", schema_mode="merge", commit_properties=commit)
+                else:
+                    write_deltalake(path_or_uri, table, mode="append", commit_properties=commit)
             else:
                 write_deltalake(path_or_uri, table, mode="overwrite", schema_mode="overwrite", commit_properties=commit)
         elif fmt == "iceberg":
