@@ -249,16 +249,18 @@ def test_the_decide_step_lists_no_partition_after_the_plan(spark, tmp_path, monk
     plan = module._plan
     monkeypatch.setattr(module, "_plan", lambda *args: (plan(*args), planned.append(dict(listed)))[0])
     at_swap: list = []
+    swap_in = module.swap_in
 
-    def hook(step, name):  # on the driver at each swap step (and in the rewrite tasks, on executors)
-        if not at_swap:
-            at_swap.append(dict(listed))
+    def swapping(*args, **kwargs):
+        at_swap.append(dict(listed))
+        return swap_in(*args, **kwargs)
 
+    monkeypatch.setattr(module, "swap_in", swapping)
     partitions = [str(Path(d) / p) for d in (a, b) for p in ("c-0", "d-0")]
     purge(spark, [a, b], KEYS, config=CONFIG, now=NOW, dry_run=True)
     assert [listed[p] for p in partitions] == [1, 1, 1, 1]  # a dry run's plan lists each once, and no step after
     listed.clear()
     planned.clear()
-    purge(spark, [a, b], KEYS, ledger=str(tmp_path / "ledger"), secret=SECRET, config=CONFIG, now=NOW, fault=hook)
+    purge(spark, [a, b], KEYS, ledger=str(tmp_path / "ledger"), secret=SECRET, config=CONFIG, now=NOW)
     (after_plan,) = planned
     assert [at_swap[0][p] for p in partitions] == [after_plan[p] for p in partitions]
