@@ -86,6 +86,15 @@ def test_the_log_dirs_of_a_purge_are_checked(tmp_path):
         log_dirs_of(["a", "b"], "out")
 
 
+def test_the_purge_command_and_job_take_several_log_dirs():
+    from kafkalog import cli
+    from kafkalog.jobs import job_arguments
+
+    argv = ["a", "b", "c", "--keys", "k.txt", "--dry-run"]
+    assert job_arguments("purge", argv, {}) == argv  # jobs/purge.py parses as the CLI does
+    assert cli.build_parser().parse_args(["purge", *argv]).log_dir == ["a", "b", "c"]
+
+
 # -- on Spark ---------------------------------------------------------------------------------------------
 
 
