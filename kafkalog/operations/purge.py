@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from ..config import ConfigResolver
-from ..errors import ConfigError, KafkaLogError
+from ..errors import ConfigError, KafkaLogError, LogDirError
 from ..rules.retention import remote_log_enabled
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.ledger import write_ledger_records, write_ledger_run
@@ -354,11 +354,20 @@ def _plan(targets: list[tuple[str, str]], topics, dry_run: bool) -> PurgePlan:
             part.ensure_settled()
     copies = []
     for (path, name), o, listed in zip(targets, opened, parts):
-        meta = o.read_meta()
         segments = {tp: part.segments for tp, part in listed.items()}
-        ids = (None, None) if meta is None else (meta.node_id, meta.directory_id)
-        copies.append(Copy(path, name, o, segments, *ids))
+        copies.append(Copy(path, name, o, segments, *_broker_ids(o)))
     return PurgePlan(tuple(copies))
+
+
+def _broker_ids(opened: LogDir) -> tuple[int | None, str | None]:
+    """The copy's node.id and directory.id, where its meta.properties has them. They only name the
+    copy: a meta.properties Kafka would refuse (which `validate` reports) names none, and does not
+    stop a purge, as it did not before copies were named."""
+    try:
+        meta = opened.read_meta()
+    except LogDirError:
+        return None, None
+    return (None, None) if meta is None else (meta.node_id, meta.directory_id)
 
 
 def _scopes(opened: list[LogDir], topics: Iterable[str] | None) -> list[list[tuple[str, int]]]:

@@ -95,6 +95,17 @@ def test_the_purge_command_and_job_take_several_log_dirs():
     assert cli.build_parser().parse_args(["purge", *argv]).log_dir == ["a", "b", "c"]
 
 
+def test_a_copy_is_named_by_its_meta_properties_where_kafka_reads_it(tmp_path):
+    from kafkalog.operations.purge import _broker_ids
+
+    root = write_copy(tmp_path / "a", 3, batch=4)
+    assert _broker_ids(LogDir.open(root)) == (3, DIRECTORIES[3])
+    (Path(root) / "meta.properties").write_text("version=1\nnode.id=3\n")  # no cluster.id: Kafka refuses it
+    assert _broker_ids(LogDir.open(root)) == (None, None)
+    (Path(root) / "meta.properties").unlink()
+    assert _broker_ids(LogDir.open(root)) == (None, None)
+
+
 # -- on Spark ---------------------------------------------------------------------------------------------
 
 
