@@ -284,3 +284,25 @@ def test_the_decide_step_lists_no_partition_after_the_plan(spark, tmp_path, monk
     purge(spark, [a, b], KEYS, ledger=str(tmp_path / "ledger"), secret=SECRET, config=CONFIG, now=NOW)
     (after_plan,) = planned
     assert [at_swap[0][p] for p in partitions] == [after_plan[p] for p in partitions]
+
+
+def test_a_legacy_partition_keeps_the_last_record_of_every_copy_redacted(spark, tmp_path):
+    """v1 messages cannot leave a partition empty-ended: the last record of each copy stays redacted.
+    Judged across copies, the longer copy redacts the shorter one's last record too, rather than
+    remove it, and both agree on the offsets they share."""
+    copies = []
+    for name, count in (("long", 10), ("short", 8)):  # `short`: a follower 2 records behind
+        root = tmp_path / name
+        root.mkdir()
+        w = PartitionWriter(LogFileSystem.for_path(str(root))[0], str(root), "l", 0, now_ms=NOW - 50_000)
+        for i in range(count):
+            w.append_legacy_records([Record(0, NOW - 40_000 + i, f"r{i}".encode(), f"v{i}".encode())], magic=1)
+        w.close()
+        copies.append(str(root))
+    long, short = copies
+    purge(spark, copies, [b"r2", b"r7", b"r9"], ledger=str(tmp_path / "ledger"), secret=SECRET, now=NOW)
+    redacted = (None, None, ())
+    assert {o: r[:3] for o, r in data_records(long)[("l", 0)].items() if r[0] is None} == {7: redacted, 9: redacted}
+    assert {o: r[:3] for o, r in data_records(short)[("l", 0)].items() if r[0] is None} == {7: redacted}
+    assert 2 not in data_records(long)[("l", 0)] and 2 not in data_records(short)[("l", 0)]
+    assert_same_where_shared(copies)
