@@ -125,12 +125,21 @@ EXAMPLES = {
 }
 
 
-def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool) -> None:
-    """LOG_DIR, --topic, --now, and for the commands that rewrite segments --dry-run, --output and
-    --report; --master for those that run on Spark."""
-    p.add_argument(
-        "log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI), not a partition directory"
-    )
+def _add_log_dir_options(p, *, now_help: str, rewrites: bool, spark: bool, several: bool = False) -> None:
+    """LOG_DIR (with `several`, one or more), --topic, --now, and for the commands that rewrite
+    segments --dry-run, --output and --report; --master for those that run on Spark."""
+    if several:
+        p.add_argument(
+            "log_dir",
+            metavar="LOG_DIR",
+            nargs="+",
+            help="Kafka log.dirs directories (paths or URIs): every broker's, JBOD dirs included, each "
+            "copy of a partition purged alike in one run",
+        )
+    else:
+        p.add_argument(
+            "log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI), not a partition directory"
+        )
     p.add_argument(
         "--topic", action="append", dest="topics", metavar="TOPIC", help="only this topic of LOG_DIR (repeatable)"
     )
@@ -573,6 +582,22 @@ def _check_before_spark(args, resolver):
     return opened
 
 
+def _check_copies_before_spark(args, log_dirs: list[str], resolver) -> None:
+    """`_check_before_spark` for a purge of several log dirs: each passes the preflight, and a topic
+    `--topic` or `--topic-config` names is in one of them (a JBOD broker spreads a topic's
+    partitions over its dirs)."""
+    from .operations.files import check_topic_settings
+    from .operations.purge import check_topics
+    from .storage.destination import preflight
+    from .storage.logdir import LogDir
+
+    opened = [preflight(d, None, dry_run=args.dry_run, follow_symlinks=args.follow_symlinks) for d in log_dirs]
+    check_topics(opened, args.topics)
+    # every copy's partitions as one LogDir's, named after the first: the topics a configuration may name
+    held = LogDir(opened[0].fs, opened[0].path, {tp: path for o in opened for tp, path in o.partition_paths.items()})
+    check_topic_settings(resolver, held)
+
+
 def _now(args) -> int:
     """`--now`, else the wall clock, which the run's rules then read: said on stderr as a date, before
     anything is decided, since a wrong clock decides wrongly (retention deletes by it)."""
@@ -595,7 +620,7 @@ def _add_purge(commands) -> None:
         help="remove every record of given keys from every topic, offsets preserved, "
         "with an audit ledger that stores no key",
     )
-    _add_log_dir_options(p, now_help="the clock", rewrites=True, spark=True)
+    _add_log_dir_options(p, now_help="the clock", rewrites=True, spark=True, several=True)
     p.add_argument(
         "--keys",
         required=True,
@@ -650,14 +675,19 @@ def _add_purge(commands) -> None:
 
 
 def _run_purge(args) -> int:
-    from .operations.purge import load_secret, purge
+    from .operations.purge import load_secret, log_dirs_of, purge
     from .operations.replicas import check_replicas
 
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
     resolver = _resolver(args)
-    _check_before_spark(args, resolver)
+    log_dirs = log_dirs_of(args.log_dir, args.output)
+    if len(log_dirs) == 1:
+        args.log_dir = log_dirs[0]
+        _check_before_spark(args, resolver)
+    else:
+        _check_copies_before_spark(args, log_dirs, resolver)
     if not args.allow_missing_replicas:  # purge() checks again; here a missing replica costs no JVM start
-        check_replicas([args.log_dir], args.topics, args.metadata)
+        check_replicas(log_dirs, args.topics, args.metadata)
     now = _now(args)
     spark = _session(args)
     result = purge(

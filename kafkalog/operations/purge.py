@@ -8,11 +8,16 @@ offset, bytes and batch kept, and an audit ledger that stores no key.
                    secret=load_secret("/etc/kafkalog/purge.secret"))
     print(result.summary())
 
+`purge(spark, ["/broker1/kafka-logs", "/broker2/kafka-logs"], ...)` purges every copy of the log (every
+broker's replicas, JBOD dirs) in one run: one decision over all copies (spark/purge.py), nothing
+swapped in any log dir until every copy's output is staged, the swaps then log dir after log dir
+(docs/semantics.md, "Purge of several copies").
+
 The data flow is compaction's (docs/architecture.md) with purge's own decide step (spark/purge.py):
 
-1. Inventory (driver): interrupted swaps are recovered, a locked directory refused; the log end
-   offset of each partition (a purge never lowers it).
-2. Scan and decide (executors): the narrow scan (keys, no values) joined with the keys; with
+1. Plan (driver): every log dir under its lock, interrupted swaps recovered, each partition listed
+   once (`PurgePlan`); the log end offset of each partition (a purge never lowers it).
+2. Scan and decide (executors): the narrow scan of the plan's segments (keys, no values) joined with the keys; with
    `where`, the records view of the same topics filtered by that Spark SQL expression. Control
    batches never match. A matched record is removed, except:
    * with `tombstone`, in a compacted topic, the latest record of each purged key stays as a
@@ -36,10 +41,10 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    in between would lose the audit of records already gone. With them, the segments table: each
    rewritten segment's SHA-256, records and bytes before and after, and the copy's broker id and
    directory id (spark/evidence.py), appended (a rerun's staged segments are rows of their own).
-5. Commit (driver): the swap protocol per partition.
+5. Commit (driver): the swap protocol per partition, one log dir after the other.
 6. Remote tier (tiered storage, with `remote_storage`): the remote segments of the purged
    partitions go through steps 2 to 6 of their own (operations/purge_remote.py).
-7. Verify (executors): the touched partitions are scanned again; the decide step must find
+7. Verify (executors): the touched partitions are listed and scanned again; the decide step must find
    nothing left to do (`PurgeVerificationError` otherwise). A run row goes to the run table.
 
 A rerun of the same purge finds nothing to do: it rewrites nothing and adds no records rows.
@@ -50,27 +55,27 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from .. import __version__
 from ..config import ConfigResolver
-from ..errors import ConfigError, KafkaLogError
+from ..errors import ConfigError, KafkaLogError, LogDirError
 from ..rules.retention import remote_log_enabled
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.evidence import record_segments
 from ..spark.ledger import write_ledger_records, write_ledger_run
 from ..spark.progress import task_feed
-from ..spark.purge import Decider, batch_plans, keys_frame, partition_report, where_filter
+from ..spark.purge import Copy, Decider, PurgePlan, batch_plans, keys_frame, partition_report, where_filter
 from ..spark.rewrite import OutputSegment, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import spark_schema
 from ..spark.views import RECORDS_SCHEMA
 from ..storage.destination import destination
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS
-from ..storage.ledger import load_secret
+from ..storage.ledger import load_secret, log_dir_identity
 from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
-from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
@@ -98,16 +103,23 @@ class PurgeResult:
     run_id: str
     now: int
     dry_run: bool
-    log_dir: str
-    partitions: list[dict]  # per topic-partition: what was (or would be) purged, and the verification
+    log_dir: str  # the first of the copies' log dirs (the one, for a purge of one)
+    partitions: list[dict]  # per copy and topic-partition: what was (or would be) purged, and the verification
     ledger_rows: int = 0
     outputs: list = field(default_factory=list)  # OutputStats of the rewritten segments
     # topics whose remote log is enabled (tiered storage): what is already copied to remote storage
     # is purged only when the remote storage is given (`remote`)
     tiered_topics: list = field(default_factory=list)
+    # every copy purged: {log_dir, node_id, directory_id} (the ids from its meta.properties, None without)
+    copies: list = field(default_factory=list)
     # which copies exist (KRaft metadata) and which were not given; ReplicaCheck(None): nothing says
     replicas: ReplicaCheck = field(default_factory=lambda: ReplicaCheck(None))
     remote: RemotePurgeResult | None = None  # the remote tier's purge (operations/purge_remote.py)
+
+    @property
+    def all_replicas(self) -> bool | None:
+        """Whether every copy of the purged partitions was given; None: not known (no KRaft metadata)."""
+        return None if self.replicas.metadata is None else not self.replicas.missing
 
     def total(self, column: str) -> int:
         return sum(p[column] for p in self.partitions)
@@ -122,6 +134,8 @@ class PurgeResult:
             f"{verb} {self.total('removed')} records removed, {self.total('tombstoned')} tombstoned, "
             f"{self.total('redacted')} redacted in {len(self.partitions)} partitions"
         )
+        if len(self.copies) > 1:
+            text += f" of {len(self.copies)} log dirs ({', '.join(map(_copy_name, self.copies))})"
         if not self.dry_run:
             text += (
                 f"; {len(self.outputs)} segments rewritten; ledger: {self.ledger_rows} rows added; "
@@ -145,9 +159,14 @@ class PurgeResult:
                 "now": self.now,
                 "dry_run": self.dry_run,
                 "log_dir": self.log_dir,
+                "copies": self.copies,
+                "all_replicas": self.all_replicas,
                 "ledger_rows": self.ledger_rows,
                 "partitions": self.partitions,
-                "segments": [o.to_dict() for o in self.outputs],
+                "segments": [
+                    {**({"log_dir": self.copies[o.copy]["log_dir"]} if len(self.copies) > 1 else {}), **o.to_dict()}
+                    for o in self.outputs
+                ],
                 "tiered_topics": self.tiered_topics,
                 "missing_replicas": self.replicas.missing_dicts(),
                 "remote": None if self.remote is None else self.remote.to_dict(),
@@ -155,10 +174,31 @@ class PurgeResult:
         )
 
 
+def _copy_name(copy: dict) -> str:
+    return copy["log_dir"] + ("" if copy["node_id"] is None else f" on broker {copy['node_id']}")
+
+
+def log_dirs_of(log_dir: str | Sequence[str], output: str | None = None) -> list[str]:
+    """The log dirs of a purge, checked: at least one, none given twice, and `output` (a purged
+    copy written elsewhere) only for one."""
+    dirs = [log_dir] if isinstance(log_dir, str) else list(log_dir)
+    if not dirs:
+        raise ConfigError("a purge needs at least one log directory")
+    seen: dict = {}
+    for d in dirs:
+        if seen.setdefault(log_dir_identity(d), d) is not d:
+            raise ConfigError(f"log directory {d} is given twice (as {seen[log_dir_identity(d)]} too)")
+    if output is not None and len(dirs) > 1:
+        raise ConfigError(
+            "--output takes one log directory: purge several copies in place, or each into an output of its own"
+        )
+    return dirs
+
+
 @raises_kafkalog_errors
 def purge(
     spark,
-    log_dir: str,
+    log_dir: str | Sequence[str],
     keys,
     *,
     ledger: str | None = None,
@@ -181,12 +221,13 @@ def purge(
     """Remove every record of `keys` (a DataFrame with a `key` column, a list of bytes or written
     forms, or the path of a key file or table, see `keys_frame`) and, with `where`, every record
     the Spark SQL expression over the records view selects, from `topics` (default: every topic
-    but internal ones) of `log_dir`.
+    but internal ones) of `log_dir`: one log dir, or several (every broker's copies of the
+    partitions, JBOD dirs included), all purged by one decision with the same rules and `now`.
 
     `ledger`: the Delta table of purged records (required unless `dry_run`); `secret`: the key
     fingerprint secret (default: `load_secret()`, from KAFKALOG_PURGE_SECRET). `config`: topic
     configuration (cleanup.policy, delete.retention.ms, index.interval.bytes). `now`: the clock,
-    epoch ms. `output`: purge a copy written there, `log_dir` untouched. `follow_symlinks`: in place,
+    epoch ms. `output`: purge a copy written there, `log_dir` (one) untouched. `follow_symlinks`: in place,
     rewrite a partition directory that is a symbolic link where it leads (refused otherwise).
     `remote_storage` (tiered storage): the LocalTieredStorage directory (path or URI) whose remote
     segments of the purged partitions are purged too, in place (operations/purge_remote.py).
@@ -199,6 +240,7 @@ def purge(
     now = clock.now_ms(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
+    dirs = log_dirs_of(log_dir, output)
     if not dry_run and ledger is None:
         raise ConfigError("a purge writes an audit ledger: give its path (--ledger)")
     if remote_storage is not None and output is not None:
@@ -210,12 +252,14 @@ def purge(
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
     if where:  # and so does a bad expression: checked against the records view's columns
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
-    replicas = check_replicas([log_dir], topics, metadata, allow_missing=allow_missing_replicas)
-    with destination(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks) as target:
-        result = _purge(
+    replicas = check_replicas(dirs, topics, metadata, allow_missing=allow_missing_replicas)
+    with ExitStack() as held:  # every log dir under its lock (or staged) until every copy is done
+        targets = [
+            held.enter_context(destination(d, output, dry_run=dry_run, follow_symlinks=follow_symlinks)) for d in dirs
+        ]
+        return _purge(
             spark,
-            target.path,
-            output or log_dir,
+            [(t.path, output or d) for t, d in zip(targets, dirs)],
             key_df,
             key_count,
             run_id=run_id,
@@ -233,14 +277,12 @@ def purge(
             replicas=replicas,
             remote_storage=remote_storage,
         )
-    return result
 
 
-@raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files
+@raises_kafkalog_errors  # inside the destinations' blocks, so that they can name the input's files
 def _purge(
     spark,
-    log_dir: str,
-    named: str,
+    targets: list[tuple[str, str]],
     key_df,
     key_count,
     *,
@@ -259,64 +301,77 @@ def _purge(
     replicas: ReplicaCheck,
     remote_storage: str | None = None,
 ) -> PurgeResult:
-    """The purge of `log_dir`, the directory rewritten in place (the input, or the staged output),
-    which the result and the ledger call `named` (the input, or the output's own name)."""
-    opened, scope = _open(log_dir, topics, dry_run)
-    tiered = sorted({t for t, _ in scope if remote_log_enabled(resolver.for_topic(t), t)})
-    segments = {tp: opened.partition(*tp).segments for tp in scope}
-    decider = Decider(spark, log_dir, key_df, key_count, where, tombstone, resolver, reason, _log_end_offsets(segments))
-    matched, decided = decider.decide(sorted({t for t, _ in scope}))
+    """The purge of every target: (the directory rewritten in place -- the input, or the staged
+    output --, the name the result and the ledger give it -- the input, or the output's own)."""
+    plan = _plan(targets, topics, dry_run)
+    copies = [{"log_dir": c.name, "node_id": c.node_id, "directory_id": c.directory_id} for c in plan.copies]
+    tiered = sorted({t for t in plan.topics if remote_log_enabled(resolver.for_topic(t), t)})
+    decider = Decider(spark, plan, key_df, key_count, where, tombstone, resolver, reason)
+    matched, decided = decider.decide()
     try:
-        scanned = progress.totals([s for listed in segments.values() for s in listed], lambda s: s.size)
+        scanned = progress.totals([s for c in plan.copies for ss in c.segments.values() for s in ss], lambda s: s.size)
         with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
             report = partition_report(decided)
         if dry_run:
-            remote = _remote(
-                decider, opened, remote_storage, scope, resolver, now, dry_run, ledger, secret, run_id, fault
-            )
+            remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
             return PurgeResult(
-                run_id, now, dry_run, named, report, tiered_topics=tiered, replicas=replicas, remote=remote
+                run_id,
+                now,
+                dry_run,
+                plan.copies[0].name,
+                _labelled(report, copies),
+                tiered_topics=tiered,
+                copies=copies,
+                replicas=replicas,
+                remote=remote,
             )
-        outputs = _output_segments(opened, decided, resolver, now)
-        ensure_replaceable(opened, outputs)
+        outputs = _output_segments(plan, decided, resolver, now)
+        for i, c in enumerate(plan.copies):  # every copy's, before anything is staged
+            ensure_replaceable(c.opened, [o for o in outputs if o.copy == i])
         output_totals = progress.totals(outputs, lambda o: o.nbytes)
+        roots = [c.log_dir for c in plan.copies]
         with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
-            stats = write_outputs(spark, log_dir, outputs, batch_plans(decided), fault)
+            stats = write_outputs(spark, roots, outputs, batch_plans(decided), fault)
         with progress.phase("purge", "ledger", feed=task_feed(spark)):
             try:
                 rows = write_ledger_records(
                     spark,
                     ledger,
-                    decided.where(decided.action.isNotNull()),
+                    _with_copy_columns(spark, decided.where(decided.action.isNotNull()), plan),
                     secret=secret,
                     run_id=run_id,
                     purged_at_ms=now,
-                    log_dir=named,
                 )
-                record_segments(
-                    spark,
-                    ledger,
-                    opened,
-                    log_dir,
-                    outputs,
-                    stats,
-                    named=named,
-                    run_id=run_id,
-                    purged_at_ms=now,
-                    secret=secret,
-                )
+                for i, c in enumerate(plan.copies):
+                    mine = [(o, s) for o, s in zip(outputs, stats) if o.copy == i]
+                    record_segments(
+                        spark,
+                        ledger,
+                        c.opened,
+                        c.log_dir,
+                        [o for o, _ in mine],
+                        [s for _, s in mine],
+                        named=c.name,
+                        run_id=run_id,
+                        purged_at_ms=now,
+                        secret=secret,
+                    )
             except BaseException:  # nothing is swapped in: the staged segments go
-                remove_outputs(log_dir, outputs)
+                remove_outputs(roots, outputs)
                 raise
         with progress.phase("purge", "swap", **output_totals):
-            swap_in(opened, outputs, fault)
+            for i, c in enumerate(plan.copies):  # one log dir after the other (docs/semantics.md)
+                swap_in(c.opened, [o for o in outputs if o.copy == i], fault)
     finally:
         matched.unpersist()
-    remote = _remote(decider, opened, remote_storage, scope, resolver, now, dry_run, ledger, secret, run_id, fault)
-    result = PurgeResult(run_id, now, dry_run, named, report, rows, stats, tiered, replicas, remote)
-    touched = {(o.topic, o.partition) for o in outputs}
+    remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
+    result = PurgeResult(
+        run_id, now, dry_run, plan.copies[0].name, report, rows, stats, tiered, copies, replicas, remote
+    )
+    touched = {(o.copy, o.topic, o.partition) for o in outputs}
     with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):
-        _verify(decider, result, touched)
+        _verify(decider, plan, result, touched)
+    result.partitions = _labelled(result.partitions, copies)
     write_ledger_run(
         spark,
         ledger,
@@ -328,21 +383,22 @@ def _purge(
             f"after the rewrite {result.remaining} records of purged keys remain, "
             f"{first['remaining']} in {first['topic']}-{first['partition']} (run "
             f"{run_id}; the ledger lists what was purged)",
-            file=named,
+            file=first.get("log_dir", result.log_dir),
         )
     return result
 
 
-def _remote(decider, opened, remote_storage, scope, resolver, now, dry_run, ledger, secret, run_id, fault):
-    """The remote tier's purge, when the remote storage is given (operations/purge_remote.py)."""
+def _remote(decider, plan: PurgePlan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault):
+    """The remote tier's purge, when the remote storage is given (operations/purge_remote.py): one
+    remote copy, which every broker's copies share."""
     if remote_storage is None:
         return None
     with progress.phase("purge", "remote tier", feed=task_feed(decider.spark)):
         return purge_remote_tier(
             decider,
-            opened,
+            [c.opened for c in plan.copies],
             remote_storage,
-            scope,
+            sorted({tp for c in plan.copies for tp in c.segments}),
             resolver,
             now=now,
             dry_run=dry_run,
@@ -353,60 +409,84 @@ def _remote(decider, opened, remote_storage, scope, resolver, now, dry_run, ledg
         )
 
 
-def _open(log_dir: str, topics, dry_run: bool) -> tuple[LogDir, list]:
-    """The log directory and the partitions to purge, settled: interrupted swaps recovered once every
-    leftover `.swap` passed its checks (a dry run, which writes nothing, refuses them)."""
-    opened = LogDir.open(log_dir)
-    scope = _scope(opened, topics)
-    for tp in scope:  # before an interrupted swap is recovered by names it cannot trust
-        opened.partition(*tp).ensure_well_named()
+def _plan(targets: list[tuple[str, str]], topics, dry_run: bool) -> PurgePlan:
+    """Every copy's partitions to purge, listed once and settled: interrupted swaps recovered once
+    every leftover `.swap` of every copy passed its checks (a dry run, which writes nothing,
+    refuses them). A partition is listed again only where recovery changed it."""
+    opened = [LogDir.open(path) for path, _ in targets]
+    scopes = _scopes(opened, topics)
+    parts = [{tp: o.partition(*tp) for tp in scope} for o, scope in zip(opened, scopes)]
+    for listed in parts:  # before an interrupted swap is recovered by names it cannot trust
+        for part in listed.values():
+            part.ensure_well_named()
     if not dry_run:
-        for tp in scope:  # every leftover swap is checked before any partition is recovered
-            check_swaps(opened.fs, opened.partition_paths[tp])
-        for tp in scope:
-            recover_partition(opened.fs, opened.partition_paths[tp])
-    for tp in scope:
-        opened.partition(*tp).ensure_settled()
-    return opened, scope
+        for o, scope in zip(opened, scopes):  # every leftover swap is checked before any partition is recovered
+            for tp in scope:
+                check_swaps(o.fs, o.partition_paths[tp])
+        for o, scope, listed in zip(opened, scopes, parts):
+            for tp in scope:
+                if recover_partition(o.fs, o.partition_paths[tp]):
+                    listed[tp] = o.partition(*tp)
+    for listed in parts:
+        for part in listed.values():
+            part.ensure_settled()
+    copies = []
+    for (path, name), o, listed in zip(targets, opened, parts):
+        segments = {tp: part.segments for tp, part in listed.items()}
+        copies.append(Copy(path, name, o, segments, *_broker_ids(o)))
+    return PurgePlan(tuple(copies))
 
 
-def _scope(opened: LogDir, topics: Iterable[str] | None) -> list[tuple[str, int]]:
-    """The partitions to purge: those of `topics`, else of every topic but the internal ones."""
+def _broker_ids(opened: LogDir) -> tuple[int | None, str | None]:
+    """The copy's node.id and directory.id, where its meta.properties has them. They only name the
+    copy: a meta.properties Kafka would refuse (which `validate` reports) names none, and does not
+    stop a purge, as it did not before copies were named."""
+    try:
+        meta = opened.read_meta()
+    except LogDirError:
+        return None, None
+    return (None, None) if meta is None else (meta.node_id, meta.directory_id)
+
+
+def _scopes(opened: list[LogDir], topics: Iterable[str] | None) -> list[list[tuple[str, int]]]:
+    """The partitions to purge in each log dir: those of `topics`, else of every topic but the
+    internal ones. A topic named must have a partition in one of the log dirs (a JBOD broker
+    spreads a topic's partitions over its dirs)."""
     if topics is None:
-        return [tp for tp in opened.topic_partitions if not tp[0].startswith("__")]
+        return [[tp for tp in o.topic_partitions if not tp[0].startswith("__")] for o in opened]
     wanted = set([topics] if isinstance(topics, str) else topics)
     refused = sorted(filter(is_kraft_metadata, wanted))
     if refused:
         raise ConfigError(
             f"purge refuses topic {refused[0]}: {KRAFT_METADATA_NOT_REWRITTEN}, nor does kafkalog rewrite it"
         )
-    opened.check_topics(wanted)
-    return [tp for tp in opened.topic_partitions if tp[0] in wanted]
+    check_topics(opened, wanted)
+    return [[tp for tp in o.topic_partitions if tp[0] in wanted] for o in opened]
 
 
-def _log_end_offsets(segments_of: Mapping[tuple[str, int], list[LogSegment]]) -> dict:
-    """(topic, partition) -> log end offset: the end of the last batch of the last segment (its
-    base offset when it is empty)."""
-    ends = {}
-    for tp, segments in segments_of.items():
-        if segments:
-            last = segments[-1].last_offset()
-            ends[tp] = segments[-1].base_offset if last is None else last + 1
-    return ends
+def check_topics(opened: Sequence[LogDir], topics: Iterable[str] | None) -> None:
+    """Refuse a topic the caller chose that has no partition in any of the log dirs (LogDir.check_topics)."""
+    if len(opened) == 1:
+        opened[0].check_topics(topics)
+        return
+    missing = sorted(set(topics or ()) - {t for o in opened for t in o.topics})
+    if missing:
+        raise ConfigError(f"no partition of topic {missing[0]!r} in any of the {len(opened)} log directories")
 
 
-def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int) -> list[OutputSegment]:
-    """One output per source segment with a purged record; its `.txnindex` entries all stay (a
-    purge keeps every transaction marker and a batch of every transaction)."""
+def _output_segments(plan: PurgePlan, decided, resolver: ConfigResolver, now: int) -> list[OutputSegment]:
+    """One output per source segment with a purged record, of the plan's segments; its `.txnindex`
+    entries all stay (a purge keeps every transaction marker and a batch of every transaction)."""
     touched = (
-        decided.where(decided.action.isNotNull()).select("topic", "partition", "segmentBaseOffset").distinct().collect()
+        decided.where(decided.action.isNotNull())
+        .select("copy", "topic", "partition", "segmentBaseOffset")
+        .distinct()
+        .collect()
     )
     outputs = []
     for r in sorted(touched):
         config = resolver.for_topic(r.topic)
-        segment = next(
-            s for s in opened.partition(r.topic, r.partition).segments if s.base_offset == r.segmentBaseOffset
-        )
+        segment = plan.segment(r.copy, r.topic, r.partition, r.segmentBaseOffset)
         outputs.append(
             OutputSegment(
                 r.topic,
@@ -416,33 +496,56 @@ def _output_segments(opened: LogDir, decided, resolver: ConfigResolver, now: int
                 config.index_interval_bytes,
                 tuple(tuple(t) for t in segment.aborted_txns()),
                 nbytes=segment.size,
+                copy=r.copy,
             )
         )
     return outputs
 
 
+def _with_copy_columns(spark, purged, plan: PurgePlan):
+    """`purged` with the ledger's name of each row's log dir and its broker (spark/ledger.py's COPY_COLUMNS)."""
+    from pyspark.sql import functions as F
+
+    names = spark.createDataFrame(
+        [(i, log_dir_identity(c.name), c.node_id) for i, c in enumerate(plan.copies)],
+        "copy int, log_dir string, node_id int",
+    )
+    return purged.join(F.broadcast(names), "copy")
+
+
 # -- verify and report ----------------------------------------------------------------------------------
 
 
-def _verify(decider: Decider, result: PurgeResult, touched: set) -> None:
-    """Rescan the touched partitions: `remaining` counts records the purge still finds to do."""
+def _verify(decider: Decider, plan: PurgePlan, result: PurgeResult, touched: set) -> None:
+    """Rescan the touched partitions of every copy, listed anew: `remaining` counts records the
+    purge still finds to do."""
     from pyspark.sql import functions as F
 
     left = {}
     if touched:
-        matched, decided = decider.decide(sorted({t for t, _ in touched}), touched)
-        rows = decided.where(F.col("action").isNotNull()).groupBy("topic", "partition").count().collect()
+        matched, decided = decider.decide(plan.relisted(touched))
+        rows = decided.where(F.col("action").isNotNull()).groupBy("copy", "topic", "partition").count().collect()
         matched.unpersist()
-        left = {(r.topic, r.partition): r["count"] for r in rows}
+        left = {(r.copy, r.topic, r.partition): r["count"] for r in rows}
     for p in result.partitions:
-        p["remaining"] = left.get((p["topic"], p["partition"]), 0)
+        p["remaining"] = left.get((p["copy"], p["topic"], p["partition"]), 0)
     by_partition: dict = {}
     for o in result.outputs:
-        entry = by_partition.setdefault((o.topic, o.partition), [0, 0])
+        entry = by_partition.setdefault((o.copy, o.topic, o.partition), [0, 0])
         entry[0] += o.bytes_in
         entry[1] += o.bytes_out
     for p in result.partitions:
-        p["bytes_before"], p["bytes_after"] = by_partition.get((p["topic"], p["partition"]), (0, 0))
+        p["bytes_before"], p["bytes_after"] = by_partition.get((p["copy"], p["topic"], p["partition"]), (0, 0))
+
+
+def _labelled(partitions: list[dict], copies: list[dict]) -> list[dict]:
+    """The report's rows: each row's copy named by its log dir and broker where there are several
+    (one log dir's rows stay as they were)."""
+    out = []
+    for p in partitions:
+        copy = copies[p.pop("copy")]
+        out.append(p if len(copies) == 1 else {"log_dir": copy["log_dir"], "node_id": copy["node_id"], **p})
+    return out
 
 
 def _run_row(result: PurgeResult, started: int, key_count: int, topics, where, tombstone) -> dict:
@@ -452,6 +555,7 @@ def _run_row(result: PurgeResult, started: int, key_count: int, topics, where, t
         "finished_at": int(time.time() * 1000),
         "purged_at": result.now,
         "log_dir": result.log_dir,
+        "log_dirs": [c["log_dir"] for c in result.copies],
         "topics": None if topics is None else sorted([topics] if isinstance(topics, str) else topics),
         "keys": key_count,
         "where": bool(where),

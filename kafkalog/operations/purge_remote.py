@@ -23,6 +23,7 @@ old size (reported per segment as `metadataSize`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..codec.remote_log_metadata import RemoteLogSegments
@@ -89,7 +90,7 @@ class RemotePurgeResult:
 
 def purge_remote_tier(
     decider: Decider,
-    opened: LogDir,
+    copies: Sequence[LogDir],
     remote_storage: str,
     scope: list[tuple[str, int]],
     resolver: ConfigResolver,
@@ -101,10 +102,11 @@ def purge_remote_tier(
     run_id: str,
     fault: FaultHook | None = None,
 ) -> RemotePurgeResult:
-    """Purge the remote segments of the partitions of `scope` (of `opened`) that have a remote
+    """Purge the remote segments of the partitions of `scope` (of the local `copies`, every broker's
+    log dirs given, which share the one remote tier) that have a remote
     directory in `remote_storage`, with the rules of the local purge's `decider` (the module docstring)."""
     storage = RemoteStorage.open(remote_storage)
-    paths = _remote_paths(opened, storage, scope)
+    paths = _remote_paths(copies, storage, scope)
     result = RemotePurgeResult(remote_storage, [])
     if not dry_run:  # a dry run, which writes nothing, is refused by RemotePartition.open instead
         for path in paths.values():
@@ -115,13 +117,15 @@ def purge_remote_tier(
     if not parts:
         return result
     remote = _decider(decider, storage, remote_storage, parts)
-    matched, decided = remote.decide(sorted({t for t, _ in parts}), sorted(parts))
-    try:
-        result.partitions = partition_report(decided)
+    matched, decided = remote.decide_partitions(sorted(parts))
+    try:  # one remote copy: the report's rows need no `copy`
+        result.partitions = [{k: v for k, v in p.items() if k != "copy"} for p in partition_report(decided)]
         if dry_run:
             return result
         targets = _targets(decided, parts, resolver, now)
-        sizes = _metadata_sizes(read_remote_log_metadata(opened))  # read before anything is staged
+        sizes: dict = {}  # read before anything is staged; each broker holds some metadata partitions
+        for opened in copies:
+            sizes |= _metadata_sizes(read_remote_log_metadata(opened))
         stats = stage_remote(remote.spark, remote_storage, targets, batch_plans(decided), fault)
         try:
             assert ledger is not None and secret is not None  # operations/purge.py requires both
@@ -142,7 +146,10 @@ def purge_remote_tier(
     for target, stat in zip(targets, stats):
         path = target.partition_path
         commit_and_swap(storage.fs, path, target.start, target.segment_id)
-        result.index_cache_deleted += clear_remote_index_cache(opened.fs, opened.path, target.start, target.segment_id)
+        for opened in copies:  # every broker caches the remote indexes it read
+            result.index_cache_deleted += clear_remote_index_cache(
+                opened.fs, opened.path, target.start, target.segment_id
+            )
         result.segments.append(
             {
                 "topic": target.topic,
@@ -167,12 +174,12 @@ def purge_remote_tier(
     return result
 
 
-def _remote_paths(opened: LogDir, storage: RemoteStorage, scope: list[tuple[str, int]]) -> dict:
+def _remote_paths(copies: Sequence[LogDir], storage: RemoteStorage, scope: list[tuple[str, int]]) -> dict:
     """(topic, partition) -> the remote directory of each partition of `scope` that has one: that of
     its topic id (`partition.metadata`; without one, the only directory of its name)."""
     out = {}
     for topic, number in scope:
-        tid = topic_id(opened.partition(topic, number))
+        tid = topic_id(next(o for o in copies if (topic, number) in o.partition_paths).partition(topic, number))
         found = [
             p
             for p in storage.partition_paths.get((topic, number), [])
@@ -228,7 +235,7 @@ def _verify(local: Decider, storage: RemoteStorage, root: str, paths: dict, resu
     left = {}
     if touched:
         parts = {tp: RemotePartition.open(storage.fs, paths[tp]) for tp in sorted(touched)}
-        matched, decided = _decider(local, storage, root, parts).decide(sorted({t for t, _ in parts}), sorted(parts))
+        matched, decided = _decider(local, storage, root, parts).decide_partitions(sorted(parts))
         rows = decided.where(F.col("action").isNotNull()).groupBy("topic", "partition").count().collect()
         matched.unpersist()
         left = {(r.topic, r.partition): r["count"] for r in rows}

@@ -42,16 +42,18 @@ from .session import delta_configured
 # Hadoop's UnsupportedFileSystemException: the session cannot reach the table's scheme
 NO_FILESYSTEM = "No FileSystem for scheme"
 PURGED_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "action", "matched_by", "reason")
+COPY_COLUMNS = ("log_dir", "node_id")  # which copy a record was purged from, where `log_dir` is not given
 
 
 def write_ledger_records(
-    spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str
+    spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str | None = None
 ) -> int:
     """Add to `ledger` the rows of the records in `purged` (a DataFrame with PURGED_COLUMNS, timestamp
-    in epoch ms) that it does not hold yet; creates the table when there is none. Returns how many
+    in epoch ms, and without `log_dir`, COPY_COLUMNS: each row's log dir, named already by
+    `log_dir_identity`, and broker) that it does not hold yet; creates the table when there is none. Returns how many
     rows were added. Through delta-spark where the session has it and its Hadoop reaches the path;
     else (an `s3://` path on a session without an S3 filesystem, say) with deltalake on the driver."""
-    purged = purged.select(*PURGED_COLUMNS)
+    purged = purged.select(*PURGED_COLUMNS, *(COPY_COLUMNS if log_dir is None else ()))
     if delta_configured(spark):
         try:
             return _merge_through_spark(
@@ -70,9 +72,10 @@ class _Unreachable(Exception):
 
 
 def _merge_through_spark(
-    spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str
+    spark, ledger: str, purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str | None
 ) -> int:
-    name = log_dir_identity(log_dir)  # on the driver: a relative path means the driver's working directory
+    # on the driver: a relative path means the driver's working directory
+    name = None if log_dir is None else log_dir_identity(log_dir)
 
     def rows(batches):
         for batch in batches:
@@ -92,7 +95,8 @@ def _merge_through_spark(
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in ROW_IDENTITY)
     try:
         (merged,) = spark.sql(
-            f"MERGE INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
+            # with schema evolution: a ledger a former version wrote takes the new columns (older rows null)
+            f"MERGE WITH SCHEMA EVOLUTION INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
         ).collect()
     except Exception as err:
         raise _error("cannot write the ledger through delta-spark", err, ledger) from err

@@ -1,18 +1,28 @@
 """A purge's decisions as a Spark plan (the command is kafkalog/operations/purge.py): the keys
 as a DataFrame, the records they (or a `where` expression) match, what becomes of each, and the
-batch plans of the rewrite."""
+batch plans of the rewrite.
+
+A purge works on one or more copies of a log (`PurgePlan`: the log dirs of every broker holding
+a replica, JBOD dirs included), listed once on the driver. Every row of the decision carries its
+`copy` (an index into the plan's copies); the keys are joined with the records of every copy at
+once, and the rules that look beyond one record (a key's latest record, a legacy partition's last)
+look at every copy of its partition, so that copies that agree before agree after."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ..codec.filter import BatchRetention
 from ..errors import ConfigError
 from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.logdir import LogDir
+from ..storage.segment import LogSegment
+from .inventory import log_dir_uri
 from .rewrite import removed_run
-from .scan import narrow_scan, read_records
+from .scan import default_min_tasks, scan_dataframe
+from .scan_plan import ScanFilter, plan_segments
 
 ACTIONS = ("removed", "tombstoned", "redacted")
 BROADCAST_KEYS = 1_000_000  # a key list this long or shorter is broadcast to the scan's tasks
@@ -116,47 +126,114 @@ def _parse_keys(column):
 # -- decide --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Copy:
+    """One copy of the log a purge rewrites: a log dir, its partitions to purge, listed once."""
+
+    log_dir: str  # the directory rewritten in place (the input, or the staged output), as LogDir.open takes it
+    name: str  # how the result names it: the input, or the output, as given (the ledger: its log_dir_identity)
+    opened: LogDir
+    segments: Mapping[tuple[str, int], list[LogSegment]]  # (topic, partition) -> its segments, listed
+    node_id: int | None = None  # meta.properties's node.id (broker.id), where it has one
+    directory_id: str | None = None  # meta.properties's directory.id, where it has one
+
+    def log_ends(self) -> dict:
+        """(topic, partition) -> log end offset: the end of the last batch of the last segment (its
+        base offset when it is empty)."""
+        ends = {}
+        for tp, segments in self.segments.items():
+            if segments:
+                last = segments[-1].last_offset()
+                ends[tp] = segments[-1].base_offset if last is None else last + 1
+        return ends
+
+
+@dataclass(frozen=True)
+class PurgePlan:
+    """What a purge reads, listed once on the driver: every copy's partitions and segments. The
+    decide step scans these segments and the rewrite replaces them; nothing lists them again
+    before the swap (the verifying rescan lists the touched partitions anew: it is the proof)."""
+
+    copies: tuple[Copy, ...]
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({t for c in self.copies for t, _ in c.segments})
+
+    def segment(self, copy: int, topic: str, partition: int, base_offset: int) -> LogSegment:
+        return next(s for s in self.copies[copy].segments[topic, partition] if s.base_offset == base_offset)
+
+    def relisted(self, touched) -> PurgePlan:
+        """The plan of the partitions in `touched` ((copy, topic, partition)), each listed anew."""
+        copies = []
+        for i, c in enumerate(self.copies):
+            mine = sorted((t, p) for k, t, p in touched if k == i)
+            copies.append(Copy(c.log_dir, c.name, c.opened, {tp: c.opened.partition(*tp).segments for tp in mine}))
+        return PurgePlan(tuple(copies))
+
+
 class Decider:
     """Step 2 of a purge, shared by the purge and its verification: which records match, and what becomes of each."""
 
-    def __init__(self, spark, log_dir, keys, key_count, where, tombstone, resolver, reason, log_ends):
-        self.spark, self.log_dir, self.keys, self.where = spark, log_dir, keys, where
+    def __init__(self, spark, plan: PurgePlan, keys, key_count, where, tombstone, resolver, reason):
+        self.spark, self.plan, self.keys, self.where = spark, plan, keys, where
         self.broadcast = key_count is not None and key_count <= BROADCAST_KEYS
         self.tombstone, self.resolver, self.reason = tombstone, resolver, reason
+        # the log ends before the purge (a purge never lowers one): the verification judges by them too
         self.log_ends = spark.createDataFrame(
-            [(t, p, end) for (t, p), end in log_ends.items()], "topic string, partition int, log_end long"
+            [(i, t, p, end) for i, c in enumerate(plan.copies) for (t, p), end in c.log_ends().items()],
+            "copy int, topic string, partition int, log_end long",
         )
 
-    def decide(self, topics: Sequence[str], partitions=None):
-        """(matched, decided): the matched records, cached (unpersist `matched` when done), and
-        the same with their `action`."""
-        matched = self._matched(topics, partitions).cache()
-        compacted = [t for t in topics if self.tombstone and self.resolver.for_topic(t).compact]
-        return matched, self._with_actions(matched, compacted)
+    def decide(self, plan: PurgePlan | None = None):
+        """(matched, decided) over the segments of `plan` (default: the purge's): the matched
+        records, cached (unpersist `matched` when done), and the same with their `action`."""
+        plan = plan or self.plan
+        matched = self._matched(plan).cache()
+        compacted = [t for t in plan.topics if self.tombstone and self.resolver.for_topic(t).compact]
+        return matched, self._with_actions(plan, matched, compacted)
 
-    def _matched(self, topics: Sequence[str], partitions):
-        """The data records the keys or `where` select in `topics` (and, if given, only the
-        (topic, partition) pairs of `partitions`), with their batch and why they matched."""
+    def _scan(self, plan: PurgePlan, view: str):
+        """`view` of every copy's planned segments, each row with its `copy`: the tasks of all copies
+        in one DataFrame, so that one join matches the keys against all of them."""
         from pyspark.sql import functions as F
 
-        numbers = None if partitions is None else sorted({p for _, p in partitions})  # the scan prunes by these
-        narrow = self._scan("narrow", topics, numbers).where(~F.col("isControl"))
-        if partitions is not None:
-            chosen = self.spark.createDataFrame(sorted(partitions), "topic string, partition int")
-            narrow = narrow.join(F.broadcast(chosen), ["topic", "partition"], "left_semi")
+        frames = []
+        for i, c in enumerate(plan.copies):
+            segments = [s for listed in c.segments.values() for s in listed]
+            scan_plan = plan_segments(
+                log_dir_uri(c.log_dir),
+                segments,
+                ScanFilter(),
+                is_local=c.opened.fs.is_local,
+                min_tasks=default_min_tasks(self.spark),
+            )
+            frames.append(scan_dataframe(self.spark, scan_plan, view).withColumn("copy", F.lit(i)))
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        return union.where(~F.col("isControl"))
+
+    def _matched(self, plan: PurgePlan):
+        """The data records the keys or `where` select in the plan's segments, with their batch, copy
+        and why they matched."""
+        from pyspark.sql import functions as F
+
+        narrow = self._scan(plan, "narrow")
         keys = self.keys.withColumnRenamed("reason", "key_reason").withColumn("by_key", F.lit(True))
         rows = narrow.join(F.broadcast(keys) if self.broadcast else keys, "key", "left")
         hit = F.col("by_key").isNotNull()
         if self.where:
-            selected = self._selected_by_where(topics, numbers).select(
-                "topic", "partition", "offset", F.lit(True).alias("by_where")
+            selected = where_filter(self._scan(plan, "records"), self.where).select(
+                "copy", "topic", "partition", "offset", F.lit(True).alias("by_where")
             )
-            rows = rows.join(selected, ["topic", "partition", "offset"], "left")
+            rows = rows.join(selected, ["copy", "topic", "partition", "offset"], "left")
             hit = hit | F.col("by_where").isNotNull()
         return (
             rows.where(hit)
-            .join(F.broadcast(self.log_ends), ["topic", "partition"])
+            .join(F.broadcast(self.log_ends), ["copy", "topic", "partition"])
             .select(
+                "copy",
                 "topic",
                 "partition",
                 "segmentBaseOffset",
@@ -174,64 +251,60 @@ class Decider:
             )
         )
 
-    def _selected_by_where(self, topics: Sequence[str], partitions):
-        from pyspark.sql import functions as F
-
-        return where_filter(self._scan("records", topics, partitions).where(~F.col("isControl")), self.where)
-
-    def _scan(self, view: str, topics: Sequence[str], partitions):
-        """The `narrow` or `records` view of the records to decide (a remote tier's decider reads
-        other segments: spark/remote_purge.py)."""
-        scan = narrow_scan if view == "narrow" else read_records
-        return scan(self.spark, self.log_dir, topics=topics, partitions=partitions)
-
-    def _with_actions(self, matched, compacted: list[str]):
+    def _with_actions(self, plan: PurgePlan, matched, compacted: list[str]):
         """`matched` with `action`: removed, tombstoned (the latest record of a key in a compacted
         topic, with `tombstone`), redacted, or null where the record already is what the purge
-        leaves (a tombstone without headers, a redacted last record)."""
+        leaves (a tombstone without headers, a redacted last record).
+
+        The latest record of a key is the latest in any copy of its partition, and a legacy
+        partition's last record is the last of any copy: a copy that lags behind (a follower)
+        then keeps no record of the key where another copy keeps its tombstone, and each copy's
+        records over the offsets they share stay the same."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         by_key = F.col("matched_by") == "key"
         latest = F.max(F.when(by_key, F.col("offset"))).over(Window.partitionBy("topic", "partition", "key"))
         rows = matched.withColumn("target", F.col("topic").isin(compacted) & by_key & (F.col("offset") == latest))
-        with_headers = self._tombstones_with_headers(rows) if compacted else []
+        with_headers = self._tombstones_with_headers(plan, rows) if compacted else []
         headers = F.lit(False)
         if with_headers:
-            flagged = self.spark.createDataFrame(with_headers, "topic string, partition int, offset long")
+            flagged = self.spark.createDataFrame(with_headers, "copy int, topic string, partition int, offset long")
             rows = rows.join(
-                F.broadcast(flagged.withColumn("has_headers", F.lit(True))), ["topic", "partition", "offset"], "left"
+                F.broadcast(flagged.withColumn("has_headers", F.lit(True))),
+                ["copy", "topic", "partition", "offset"],
+                "left",
             )
             headers = F.coalesce(F.col("has_headers"), F.lit(False))
+        ends = self.log_ends.groupBy("topic", "partition").agg(F.collect_set("log_end").alias("log_ends"))
+        rows = rows.join(F.broadcast(ends), ["topic", "partition"])
         clean_tombstone = F.col("valueIsNull") & ~headers
-        legacy_last = (F.col("magic") < 2) & (F.col("offset") + 1 == F.col("log_end"))
+        legacy_last = (F.col("magic") < 2) & F.array_contains(F.col("log_ends"), F.col("offset") + 1)
         redacted = F.col("key").isNull() & F.col("valueIsNull")
         action = (
             F.when(F.col("target"), F.when(~clean_tombstone, "tombstoned"))
             .when(legacy_last, F.when(~redacted, "redacted"))
             .otherwise("removed")
         )
-        return rows.withColumn("action", action)
+        return rows.withColumn("action", action).drop("log_ends")
 
-    def _tombstones_with_headers(self, rows) -> list[tuple]:
+    def _tombstones_with_headers(self, plan: PurgePlan, rows) -> list[tuple]:
         """The tombstone targets that already are tombstones but carry headers (which may hold
-        personal data): few, read on the driver, batch by batch."""
+        personal data): few, read on the driver, batch by batch, from the plan's segments."""
         from pyspark.sql import functions as F
 
         candidates = (
             rows.where(F.col("target") & F.col("valueIsNull") & (F.col("magic") >= 2))
-            .select("topic", "partition", "segmentBaseOffset", "position", "offset")
+            .select("copy", "topic", "partition", "segmentBaseOffset", "position", "offset")
             .collect()
         )
         wanted: dict = {}
         for r in candidates:
-            wanted.setdefault((r.topic, r.partition, r.segmentBaseOffset, r.position), set()).add(r.offset)
-        opened = LogDir.open(self.log_dir)
+            wanted.setdefault((r.copy, r.topic, r.partition, r.segmentBaseOffset, r.position), set()).add(r.offset)
         out = []
-        for (topic, partition, base, position), offsets in sorted(wanted.items()):
-            segment = next(s for s in opened.partition(topic, partition).segments if s.base_offset == base)
-            _, batch = next(segment.batches(start=position))
-            out += [(topic, partition, r.offset) for r in batch.records() if r.offset in offsets and r.headers]
+        for (copy, topic, partition, base, position), offsets in sorted(wanted.items()):
+            _, batch = next(plan.segment(copy, topic, partition, base).batches(start=position))
+            out += [(copy, topic, partition, r.offset) for r in batch.records() if r.offset in offsets and r.headers]
         return out
 
 
@@ -241,7 +314,7 @@ def partition_report(decided) -> list[dict]:
     acts = F.col("action").isNotNull()
     counts = [F.sum(F.when(F.col("action") == a, 1).otherwise(0)).alias(a) for a in ACTIONS]
     rows = (
-        decided.groupBy("topic", "partition")
+        decided.groupBy("copy", "topic", "partition")
         .agg(
             *counts,
             F.sum(F.when(acts, 0).otherwise(1)).alias("kept"),
@@ -251,7 +324,7 @@ def partition_report(decided) -> list[dict]:
         )
         .collect()
     )
-    return [dict(r.asDict(), remaining=None) for r in sorted(rows, key=lambda r: (r.topic, r.partition))]
+    return [dict(r.asDict(), remaining=None) for r in sorted(rows, key=lambda r: (r.copy, r.topic, r.partition))]
 
 
 # -- rewrite ---------------------------------------------------------------------------------------------
@@ -269,9 +342,10 @@ def batch_plans(decided):
     keeps = (F.col("producerId") >= 0) | (F.col("lastOffset") + 1 == F.col("log_end"))
     return (
         decided.where(F.col("action").isNotNull())
-        .groupBy("topic", "partition", "segmentBaseOffset", "position")
+        .groupBy("copy", "topic", "partition", "segmentBaseOffset", "position")
         .agg(*[offsets(a) for a in ACTIONS], F.max(keeps).alias("keeps"))
         .select(
+            "copy",
             "topic",
             "partition",
             "segmentBaseOffset",

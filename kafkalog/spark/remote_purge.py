@@ -19,7 +19,7 @@ from ..storage.remote_rewrite import discard_staged, stage_remote_segment, stagi
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook
 from .errors import from_spark_error, worker_error
-from .purge import Decider
+from .purge import Decider, PurgePlan
 from .rewrite import PLAN_COLUMNS, plans_from_table
 from .scan import default_min_tasks, scan_dataframe
 from .scan_plan import ScanFilter, plan_segments
@@ -32,24 +32,40 @@ _STAGED = "target int, records_in long, records_out long, bytes_in long, bytes_o
 
 class RemoteDecider(Decider):
     """A Decider over remote segments (LogSegments of `storage/remote_log.RemotePartition`s on the
-    filesystem of `root`, the remote storage's path or URI), with the keys, `where`, reason and log
-    end offsets of the local purge's decider. Never a tombstone: Kafka tiers no compacted topic
+    filesystem of `root`, the remote storage's path or URI), with the keys, `where` and reason of the
+    local purge's decider. The remote tier is one copy, which every broker's copies share: its log
+    end offsets are the largest of theirs. Never a tombstone: Kafka tiers no compacted topic
     (LogConfig refuses remote.storage.enable with cleanup.policy=compact)."""
 
     def __init__(self, local: Decider, root: str, segments: Sequence[LogSegment], is_local: bool):
+        from pyspark.sql import functions as F
+
         # the local decider's inputs, taken as they are (its own __init__ would build them again)
         self.spark, self.keys, self.broadcast, self.where = local.spark, local.keys, local.broadcast, local.where
-        self.resolver, self.reason, self.log_ends = local.resolver, local.reason, local.log_ends
-        self.tombstone = False
-        self.log_dir, self.segments, self.is_local = root, list(segments), is_local
-
-    def _scan(self, view: str, topics: Sequence[str], partitions):
-        numbers = None if partitions is None else set(partitions)
-        chosen = [s for s in self.segments if s.topic in topics and (numbers is None or s.partition in numbers)]
-        plan = plan_segments(
-            self.log_dir, chosen, ScanFilter(), is_local=self.is_local, min_tasks=default_min_tasks(self.spark)
+        self.resolver, self.reason, self.tombstone = local.resolver, local.reason, False
+        self.log_ends = (
+            local.log_ends.groupBy("topic", "partition")
+            .agg(F.max("log_end").alias("log_end"))
+            .withColumn("copy", F.lit(0))
         )
-        return scan_dataframe(self.spark, plan, view)
+        self.log_dir, self.segments, self.is_local = root, list(segments), is_local
+        self.chosen: list[LogSegment] = []
+
+    def decide_partitions(self, parts: Sequence[tuple[str, int]]):
+        """(matched, decided) over the remote segments of `parts`, as `Decider.decide` over a plan."""
+        wanted = set(parts)
+        self.chosen = [s for s in self.segments if (s.topic, s.partition) in wanted]
+        remote = PurgePlan(())  # no local copy: `_scan` reads the chosen remote segments
+        matched = self._matched(remote).cache()
+        return matched, self._with_actions(remote, matched, [])
+
+    def _scan(self, plan, view: str):
+        from pyspark.sql import functions as F
+
+        scan_plan = plan_segments(
+            self.log_dir, self.chosen, ScanFilter(), is_local=self.is_local, min_tasks=default_min_tasks(self.spark)
+        )
+        return scan_dataframe(self.spark, scan_plan, view).withColumn("copy", F.lit(0)).where(~F.col("isControl"))
 
 
 @dataclass(frozen=True)

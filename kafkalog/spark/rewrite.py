@@ -71,6 +71,7 @@ class OutputSegment:
     aborted_txns: tuple = ()  # AbortedTxn entries that stay in .txnindex
     nbytes: int = 0  # the sources' bytes: what packs output segments into tasks
     legacy_as_v2: bool = False  # write legacy (v0/v1) batches as v2, as Kafka 4.x's cleaner does
+    copy: int = 0  # which of the rewrite's log dirs holds the partition (a purge rewrites several copies)
 
     @property
     def base_offset(self) -> int:
@@ -91,9 +92,13 @@ class OutputStats:
     bytes_out: int
     batches_rewritten: int
     horizons_set: int
+    copy: int = 0  # the output's log dir among the rewrite's (OutputSegment.copy)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The report's row: `copy`, an index into the run's own list of log dirs, is left to the caller."""
+        row = asdict(self)
+        del row["copy"]
+        return row
 
 
 # OutputStats as the rows the rewrite tasks yield: Spark's DDL and pyarrow's types of its fields, and
@@ -115,15 +120,17 @@ _BLOBS = "task int, output int, plans binary"
 
 
 def write_outputs(
-    spark, log_dir: str, outputs: Sequence[OutputSegment], plans, fault: FaultHook | None = None
+    spark, log_dir: str | Sequence[str], outputs: Sequence[OutputSegment], plans, fault: FaultHook | None = None
 ) -> list[OutputStats]:
     """Step 5: Spark tasks write the output segments' `.cleaned` files, the segments packed into
-    tasks by their bytes (many small ones share a task). `plans` is a DataFrame with
-    `PLAN_COLUMNS` (a missing one is null). Its rows are cut, where they are, into one Arrow IPC
-    blob per output segment (pickling the rows one by one, offsets and all, would cost more than
-    the rewrite's codecs), and the blobs reach the task of their segment by `repartitionById`
-    (the partition is the task number itself, not a hash of it), so every task gets its output
-    segments and all of their plans. DataFrames only: the same plan runs on Spark Connect.
+    tasks by their bytes (many small ones share a task). `log_dir`: the log dir, or the log dirs
+    that the outputs' `copy` numbers index, all written by the one job. `plans` is a DataFrame with
+    `PLAN_COLUMNS` (a missing one is null) and, with several log dirs, `copy`. Its rows are cut,
+    where they are, into one Arrow IPC blob per output segment (pickling the rows one by one,
+    offsets and all, would cost more than the rewrite's codecs), and the blobs reach the task of
+    their segment by `repartitionById` (the partition is the task number itself, not a hash of
+    it), so every task gets its output segments and all of their plans. DataFrames only: the
+    same plan runs on Spark Connect.
 
     Any failure leaves no staged file behind and raises a KafkaLogError naming a file (the module
     docstring). `fault`, a test hook, is called in the tasks at `REWRITE_STEP`."""
@@ -133,15 +140,17 @@ def write_outputs(
 
     from .scan import pack_tasks
 
-    outputs = list(outputs)
+    outputs, roots = list(outputs), _roots(log_dir)
     tasks = pack_tasks(spark, range(len(outputs)), lambda i: outputs[i].nbytes)
     task_of = {i: t for t, members in enumerate(tasks) for i in members}
-    plans = plans.select(*[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
+    copy = F.col("copy") if "copy" in plans.columns else F.lit(0)
+    plans = plans.select(copy.alias("copy"), *[c if c in plans.columns else F.lit(None).alias(c) for c in PLAN_COLUMNS])
     segments = spark.createDataFrame(
-        [(o.topic, o.partition, base, task_of[i], i) for i, o in enumerate(outputs) for base in o.bases],
-        "topic string, partition int, segmentBaseOffset long, task int, output int",
+        [(o.copy, o.topic, o.partition, base, task_of[i], i) for i, o in enumerate(outputs) for base in o.bases],
+        "copy int, topic string, partition int, segmentBaseOffset long, task int, output int",
     )
-    blobs = plans.join(segments, ["topic", "partition", "segmentBaseOffset"]).mapInArrow(_plan_blobs, _BLOBS)
+    keys = ["copy", "topic", "partition", "segmentBaseOffset"]
+    blobs = plans.join(segments, keys).mapInArrow(_plan_blobs, _BLOBS)
     # a row without plans for every output segment: one whose batches all stay still gets written
     every_output = spark.createDataFrame([(task_of[i], i, None) for i in range(len(outputs))], _BLOBS)
 
@@ -156,10 +165,11 @@ def write_outputs(
                     blobs_of[i].append(blob)
         stats = []
         for i in sorted(blobs_of):
+            root = roots[outputs[i].copy]
             try:
-                stats.append(rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i]), fault).to_dict())
+                stats.append(asdict(rewrite_output(root, outputs[i], _read_plans(blobs_of[i]), fault)))
             except Exception as err:  # the rest of this task is not written: the step has failed
-                stats.append({"error": worker_error(_rewrite_error(err, log_dir, outputs[i]))})
+                stats.append({"error": worker_error(_rewrite_error(err, root, outputs[i]))})
                 break
         if stats:
             yield pa.RecordBatch.from_pylist(stats, pa.schema(_STATS))
@@ -197,15 +207,20 @@ def _rewrite_error(err: Exception, log_dir: str, output: OutputSegment) -> Kafka
     return KafkaLogError(f"rewriting the segment failed: {type(err).__name__}: {text}", file=source)
 
 
-def remove_outputs(log_dir: str, outputs: Sequence[OutputSegment]) -> None:
+def _roots(log_dir: str | Sequence[str]) -> list[str]:
+    return [log_dir] if isinstance(log_dir, str) else list(log_dir)
+
+
+def remove_outputs(log_dir: str | Sequence[str], outputs: Sequence[OutputSegment]) -> None:
     """Delete every file the rewrite tasks staged (what a step between the rewrite and the swap
     calls when it fails too). A file that cannot be deleted stays for the
     next run, whose recovery deletes `.cleaned` files first; the error that failed the step is
     the one raised."""
     from .views import filesystem_and_path
 
-    fs, root = filesystem_and_path(log_dir)
+    located = [filesystem_and_path(root) for root in _roots(log_dir)]
     for o in outputs:
+        fs, root = located[o.copy]
         try:
             remove_staged(fs, fs.join(root, f"{o.topic}-{o.partition}"), o.base_offset, CLEANED)
         except (OSError, KafkaLogError):
@@ -322,6 +337,7 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
         stats.bytes_out,
         rewritten,
         stats.horizons_set,
+        output.copy,
     )
 
 

@@ -1,7 +1,8 @@
 """The audit ledger of purges: a Delta table with one row per purged record, and a run table.
 
-A records row says where a record was and what became of it -- run id, purge time, log directory,
-topic, partition, offset, the record's timestamp, the action (removed, tombstoned, redacted), what matched
+A records row says where a record was and what became of it -- run id, purge time, log directory
+(the copy: a purge may rewrite every replica's, and `node_id` names the broker whose meta.properties
+says so), topic, partition, offset, the record's timestamp, the action (removed, tombstoned, redacted), what matched
 it (its key, or the `where` expression) and the reason -- and names the record's key only by its
 fingerprint: HMAC-SHA256 of the key bytes under the operator's secret, in hex. Whoever holds the
 secret can ask `find(ledger, key, secret)` "was this key purged, and where"; without it the ledger
@@ -49,6 +50,7 @@ RECORDS_SCHEMA = pa.schema(
         ("matched_by", pa.string()),
         ("reason", pa.string()),
         ("key_fingerprint", pa.string()),
+        ("node_id", pa.int32()),  # the broker of the copy (its meta.properties' node.id), null when unknown
     ]
 )
 MISSING_REPLICA_FIELDS = [
@@ -63,7 +65,7 @@ RUNS_SCHEMA = pa.schema(
         ("started_at", TIMESTAMP),
         ("finished_at", TIMESTAMP),
         ("purged_at", TIMESTAMP),
-        ("log_dir", pa.string()),
+        ("log_dir", pa.string()),  # the first of `log_dirs`
         ("topics", pa.list_(pa.string())),
         ("keys", pa.int64()),
         ("where", pa.bool_()),
@@ -79,6 +81,7 @@ RUNS_SCHEMA = pa.schema(
         # metadata log said which replicas exist)
         ("missing_replicas", pa.list_(pa.struct(MISSING_REPLICA_FIELDS))),
         ("kafkalog_version", pa.string()),
+        ("log_dirs", pa.list_(pa.string())),  # every copy the run purged
     ]
 )
 # what makes a records row unique: a record's offset is unique in its partition of one log directory
@@ -119,19 +122,23 @@ def runs_path(ledger: str) -> str:
     return ledger.rstrip("/") + "_runs"
 
 
-def records_table(purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str) -> pa.Table:
+def records_table(
+    purged: pa.Table, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir: str | None = None
+) -> pa.Table:
     """Ledger rows (RECORDS_SCHEMA) for records purged from `log_dir`, given as topic, partition,
-    offset, timestamp (epoch ms), key, action, matched_by and reason: the key is replaced by its
-    fingerprint. A local `log_dir` is named by its absolute path, so that a rerun from another
-    working directory is the same directory."""
-    return ledger_rows(
-        purged, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir_name=log_dir_identity(log_dir)
-    )
+        offset, timestamp (epoch ms), key, action, matched_by and reason: the key is replaced by its
+        fingerprint. A local `log_dir` is named by its absolute path, so that a rerun from another
+        working directory is the same directory. Without `log_dir`, each row's own `log_dir` and `node_id`
+    (`ledger_rows`)."""
+    name = None if log_dir is None else log_dir_identity(log_dir)
+    return ledger_rows(purged, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir_name=name)
 
 
-def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir_name: str) -> pa.Table:
+def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_dir_name: str | None = None) -> pa.Table:
     """`records_table` with the log directory already named (`log_dir_identity`): what both
-    writers build rows with, this module on the driver and Spark's on executors, one batch at a time."""
+    writers build rows with, this module on the driver and Spark's on executors, one batch at a time.
+    Without `log_dir_name`, each row's own `log_dir` (named already) and `node_id` columns say which
+    copy it was purged from (a purge of several log dirs); `node_id` is null where not given."""
     memo: dict = {}
 
     def fp(key):
@@ -145,7 +152,9 @@ def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_di
     columns = {
         "run_id": pa.array([run_id] * n, pa.string()),
         "purged_at": pa.array([purged_at_ms * 1000] * n, pa.int64()).cast(TIMESTAMP),
-        "log_dir": pa.array([log_dir_name] * n, pa.string()),
+        "log_dir": purged.column("log_dir").cast(pa.string())
+        if log_dir_name is None
+        else pa.array([log_dir_name] * n, pa.string()),
         "topic": purged.column("topic").cast(pa.string()),
         "partition": purged.column("partition").cast(pa.int32()),
         "offset": purged.column("offset").cast(pa.int64()),
@@ -156,6 +165,9 @@ def ledger_rows(purged, *, secret: bytes, run_id: str, purged_at_ms: int, log_di
         "matched_by": purged.column("matched_by").cast(pa.string()),
         "reason": purged.column("reason").cast(pa.string()),
         "key_fingerprint": pa.array([fp(k) for k in purged.column("key").to_pylist()], pa.string()),
+        "node_id": purged.column("node_id").cast(pa.int32())
+        if "node_id" in purged.schema.names
+        else pa.nulls(n, pa.int32()),
     }
     return pa.table([columns[f.name] for f in RECORDS_SCHEMA], schema=RECORDS_SCHEMA)
 
@@ -187,7 +199,7 @@ def write_records(ledger: str, rows: pa.Table) -> int:
         predicate = " AND ".join(f't."{c}" = s."{c}"' for c in ROW_IDENTITY)
         merged = (
             DeltaTable(ledger)
-            .merge(source=rows, predicate=predicate, source_alias="s", target_alias="t")
+            .merge(source=rows, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True)
             .when_not_matched_insert_all()
             .execute()
         )
@@ -199,7 +211,7 @@ def write_records(ledger: str, rows: pa.Table) -> int:
 def write_run(ledger: str, run: Mapping) -> None:
     """Append one row (RUNS_SCHEMA; timestamps as epoch ms) to the run table next to the ledger."""
     try:
-        write_table(runs_path(ledger), run_table(run), "delta", append=True, what="the run table")
+        write_table(runs_path(ledger), run_table(run), "delta", append=True, what="the run table", add_columns=True)
     except TableError as err:
         raise LedgerError(err.message, file=err.file) from err
 

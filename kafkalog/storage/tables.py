@@ -102,10 +102,12 @@ def write_table(
     append: bool = False,
     note: str | None = None,
     what: str = "the table",
+    add_columns: bool = False,
 ) -> None:
     """`table` as the whole table at `path_or_uri` (Delta and Iceberg: a new version of it; Parquet, CSV
     and JSON Lines: a file replacing the one there), or appended to it (Delta and Iceberg), in one
-    commit carrying `note`. Errors of the writers name the table, and say they could not write `what`."""
+    commit carrying `note`. Errors of the writers name the table, and say they could not write `what`.
+    `add_columns`: an append to a Delta table adds the columns it lacks (its older rows null there)."""
     if append and fmt not in ("delta", "iceberg"):
         raise TableError(f"a {fmt} file cannot be appended to: write a Delta or Iceberg table", file=path_or_uri)
     if note is not None and fmt not in ("delta", "iceberg"):
@@ -116,8 +118,11 @@ def write_table(
             from deltalake import CommitProperties, write_deltalake
 
             commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
-            if append:  # a table of an older kafkalog gains the columns added since (the ledger's run table)
-                write_deltalake(path_or_uri, table, mode="append", schema_mode="merge", commit_properties=commit)
+            if append:
+                if add_columns:  # the columns the table lacks are added, its older rows null there
+                    write_deltalake(path_or_uri, table, mode="append", schema_mode="merge", commit_properties=commit)
+                else:
+                    write_deltalake(path_or_uri, table, mode="append", commit_properties=commit)
             else:
                 write_deltalake(path_or_uri, table, mode="overwrite", schema_mode="overwrite", commit_properties=commit)
         elif fmt == "iceberg":

@@ -72,12 +72,11 @@ def cluster(kafka_tools: KafkaTools, tmp_path_factory):
 
 
 def purge_copies(spark, log_dirs: list[Path], keys: list[bytes], *, now: int, **options) -> list:
-    """kafkalog's purge of every broker's log dir with the same keys and the same `now`; the results
-    of its calls. One call per log dir until purge takes them all in one call (issue 28, item 1);
-    then this is `[purge(spark, [str(d) for d in log_dirs], keys, now=now, **options)]`."""
+    """kafkalog's purge of every broker's log dir in one run: the same keys, the same `now`, one
+    decision (a list of one result: the checks below sum over results)."""
     from kafkalog.operations.purge import purge
 
-    return [purge(spark, str(log_dir), keys, now=now, **options) for log_dir in log_dirs]
+    return [purge(spark, [str(d) for d in log_dirs], keys, now=now, **options)]
 
 
 def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, tmp_path):
@@ -114,6 +113,7 @@ def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, t
         ),
     )
     step("kafkalog purge of the three log dirs")
+    assert all(r.all_replicas for r in results), "the metadata's replicas were not all given"
     purged = len(cluster.brokers) * len([r for r in sent if r.key in PURGED])  # every copy's
     summaries = "\n".join(r.summary() for r in results)
     assert sum(r.total("removed") for r in results) == purged, summaries

@@ -237,7 +237,7 @@ def test_purge_and_its_delta_ledger_on_spark_connect_are_those_of_a_classic_sess
 
     records = rows(str(connect / "ledger"), ("run_id",))
     assert len(records) > len(KEYS) and records == rows(str(ledger), ("run_id",))
-    run_columns = ("run_id", "started_at", "finished_at")
+    run_columns = ("run_id", "started_at", "finished_at", "log_dirs")  # log_dirs: as log_dir, the run's own output
     assert rows(runs_path(str(connect / "ledger")), run_columns) == rows(runs_path(str(ledger)), run_columns)
     # the server wrote it: delta-spark's commits name Spark, the deltalake package's name delta-rs
     summary = json.loads((connect / "summary.json").read_text())

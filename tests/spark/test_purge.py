@@ -578,7 +578,7 @@ def test_a_purge_through_delta_spark_writes_the_ledger_a_purge_with_deltalake_do
     assert {r["log_dir"] for r in through_spark.to_pylist()} == {str(purged.root)}
     assert {r["log_dir"] for r in with_deltalake.to_pylist()} == {str(root)}
     assert _rows(through_spark, drop=("run_id", "log_dir")) == _rows(with_deltalake, drop=("run_id", "log_dir"))
-    varying = ("run_id", "log_dir", "started_at", "finished_at")
+    varying = ("run_id", "log_dir", "log_dirs", "started_at", "finished_at")
     assert _rows(DeltaTable(runs_path(purged.ledger)).to_pyarrow_table(), drop=varying) == _rows(
         spark.read.format("delta").load(runs_path(ledger)).toArrow(), drop=varying
     )

@@ -112,10 +112,14 @@ def test_an_empty_first_write_creates_the_table_and_runs_append(tmp_path):
         "remaining": 0,
         "kafkalog_version": "0",
     }
-    write_run(ledger, run)
-    write_run(ledger, dict(run, run_id="r2"))
+    from kafkalog.storage.ledger import run_table
+
+    # a run table a former version wrote, without `log_dirs`: the next run's row adds the column
+    write_deltalake(runs_path(ledger), run_table(run).drop_columns(["log_dirs"]))
+    write_run(ledger, dict(run, run_id="r2", log_dirs=["/x", "/y"]))
     runs = DeltaTable(runs_path(ledger)).to_pyarrow_table()
     assert runs.schema == RUNS_SCHEMA and sorted(runs.column("run_id").to_pylist()) == ["r1", "r2"]
+    assert sorted(runs.column("log_dirs").to_pylist(), key=str) == [None, ["/x", "/y"]]
 
 
 def test_a_run_table_of_an_older_kafkalog_gains_the_new_columns(tmp_path):
@@ -160,3 +164,32 @@ def test_the_row_builders_both_writers_share(tmp_path):
     assert row.schema == RUNS_SCHEMA and row.num_rows == 1 and row.column("records_removed")[0].as_py() is None
     write_run(str(tmp_path / "ledger"), run)
     assert DeltaTable(runs_path(str(tmp_path / "ledger"))).to_pyarrow_table() == row
+
+
+def test_rows_of_several_copies_name_each_copy_and_its_broker(tmp_path):
+    """A purge of several log dirs gives each row its own log dir and broker; a ledger written before
+    the `node_id` column existed takes the new rows (the column is added, older rows null)."""
+    ledger = str(tmp_path / "ledger")
+    old = records_table(_purged([1]), secret=SECRET, run_id="r0", purged_at_ms=0, log_dir="/b1").drop_columns(
+        ["node_id"]
+    )
+    write_deltalake(ledger, old)
+    copies = (
+        pa.concat_tables([_purged([3]), _purged([3])])
+        .append_column("log_dir", pa.array(["/b1", "/b2"]))
+        .append_column("node_id", pa.array([1, 2], pa.int32()))
+    )
+    rows = records_table(copies, secret=SECRET, run_id="r1", purged_at_ms=0)
+    assert rows.schema == RECORDS_SCHEMA and rows.select(["log_dir", "node_id"]).to_pylist() == [
+        {"log_dir": "/b1", "node_id": 1},
+        {"log_dir": "/b2", "node_id": 2},
+    ]
+    assert write_records(ledger, rows) == 2
+    assert sorted((r["log_dir"], r["offset"], r["node_id"]) for r in find(ledger, b"alice", SECRET)) == [
+        ("/b1", 1, None),
+        ("/b1", 3, 1),
+        ("/b2", 3, 2),
+    ]
+    assert records_table(_purged([3]), secret=SECRET, run_id="r2", purged_at_ms=0, log_dir="/b1").column(
+        "node_id"
+    ).to_pylist() == [None]
