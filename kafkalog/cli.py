@@ -967,6 +967,11 @@ def _add_export(commands) -> None:
         help="read schemas from a directory of <id>.avsc, <id>.proto and <id>.json files instead",
     )
     p.add_argument(
+        "--schema-registry",
+        metavar="URL",
+        help="or ask a reachable Schema Registry for them (GET /schemas/ids/{id}), each once",
+    )
+    p.add_argument(
         "--envelope",
         choices=ENVELOPES,
         help="values are Debezium change events: op c/r/u upserts 'after', d and the tombstone delete "
@@ -1004,6 +1009,7 @@ def _run_export(args) -> int:
         value_schema=args.value_schema,
         schemas_topic=args.schemas_topic,
         schema_dir=args.schema_dir,
+        schema_registry_url=args.schema_registry,
         envelope=args.envelope,
         on_decode_error=args.on_decode_error,
         dead_letter=args.dead_letter,

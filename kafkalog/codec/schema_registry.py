@@ -150,15 +150,7 @@ class SchemasTopicReader:
         schema_id = body.get("id")
         if not isinstance(schema_id, int) or isinstance(schema_id, bool):
             raise SchemaRegistryError(f"SCHEMA value for {key[0]!r} version {key[1]} has no integer id")
-        refs = body.get("references") or []
-        if not isinstance(refs, list):
-            raise SchemaRegistryError(f"schema id {schema_id}: references is not a list")
-        schema = RegisteredSchema(
-            id=schema_id,
-            schema_type=body.get("schemaType") or "AVRO",
-            schema=_text(body, "schema", f"schema id {schema_id}"),
-            references=tuple(_reference(r, schema_id) for r in refs),
-        )
+        schema = schema_from_json(body, schema_id)
         self._store[key] = SubjectVersion(key[0], key[1], schema, deleted=body.get("deleted") is True)
 
     def _delete_subject(self, subject: str, up_to: int) -> None:
@@ -183,6 +175,20 @@ def read_schemas_topic(records: Iterable[tuple[bytes | None, bytes | None]]) -> 
         except SchemaRegistryError as err:
             raise SchemaRegistryError(f"_schemas record {number}: {err.message}") from None
     return reader.registry()
+
+
+def schema_from_json(body: dict, schema_id: int) -> RegisteredSchema:
+    """Schema `schema_id` from a JSON object with "schema", "schemaType" (absent: AVRO) and
+    "references": a `_schemas` value, or the registry's answer to GET /schemas/ids/{id}."""
+    refs = body.get("references") or []
+    if not isinstance(refs, list):
+        raise SchemaRegistryError(f"schema id {schema_id}: references is not a list")
+    return RegisteredSchema(
+        id=schema_id,
+        schema_type=body.get("schemaType") or "AVRO",
+        schema=_text(body, "schema", f"schema id {schema_id}"),
+        references=tuple(_reference(r, schema_id) for r in refs),
+    )
 
 
 def _json_object(data: bytes | None, what: str) -> dict | None:

@@ -97,7 +97,8 @@ class ValueDecoder:
     ):
         self.format = fmt
         self.registry = registry if registry is not None else SchemaRegistry()
-        self.descriptor_sets = dict(descriptor_sets or {})
+        # kept as given: a registry asked over HTTP compiles each schema as it is looked up
+        self.descriptor_sets = descriptor_sets if descriptor_sets is not None else {}
         self._cache: dict[Any, Any] = {}
         self.arrow_message: str | None = None
         self.reader: RegisteredSchema | None = None

@@ -6,13 +6,14 @@ Formats (`--key-format`, `--value-format`): ``bytes`` (or ``binary``, left as th
 (UTF-8), ``json`` (a Spark DDL schema, or one inferred from every value), and Confluent's wire format
 ``avro``, ``protobuf`` and ``json-schema`` (a reader schema by id or subject; default the subject
 Confluent's TopicNameStrategy names, ``<topic>-key`` or ``<topic>-value``). Their schemas come from
-``--schema-dir`` when given, else from the log dir's own Schema Registry topic (``--schemas-topic``,
-default ``_schemas``).
+``--schema-dir`` or a reachable Schema Registry (``--schema-registry URL``) when given, else from the
+log dir's own Schema Registry topic (``--schemas-topic``, default ``_schemas``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import urllib.parse
 from dataclasses import dataclass
 
 from ..codec.schema_registry import SchemaRegistry
@@ -21,7 +22,7 @@ from ..errors import ConfigError
 from ..spark.decode import DECODE_ERROR, ENVELOPES, ON_ERROR, OPERATION, decode_records, json_format
 from ..spark.topic_table import COLUMNS
 from ..storage.logdir import LogDir
-from ..storage.schemas import load_schema_dir, read_schemas_partition
+from ..storage.schemas import HttpSchemaRegistry, load_schema_dir, read_schemas_partition
 
 # the options' names, and the codec's kinds they stand for
 VALUE_FORMATS = {
@@ -57,6 +58,7 @@ class Decoding:
     value_schema: object = None
     schemas_topic: str | None = None
     schema_dir: str | None = None
+    schema_registry_url: str | None = None
     envelope: str | None = None
     on_decode_error: str = "fail"
     dead_letter: str | None = None
@@ -81,11 +83,23 @@ class Decoding:
             raise ConfigError("--on-decode-error dead-letter with nothing decoded: give --key-format or --value-format")
         if self.dead_letter is not None and self.on_decode_error != "dead-letter":
             raise ConfigError("a dead-letter path is for --on-decode-error dead-letter: give that, or drop the path")
+        sources = [
+            option
+            for option, value in (
+                ("--schemas-topic", self.schemas_topic),
+                ("--schema-dir", self.schema_dir),
+                ("--schema-registry", self.schema_registry_url),
+            )
+            if value is not None
+        ]
         confluent = any(k in CONFLUENT_FORMATS for k in self.kinds.values())
-        if not confluent and (self.schema_dir is not None or self.schemas_topic is not None):
-            raise ConfigError("--schema-dir and --schemas-topic are for avro, protobuf or json-schema keys or values")
-        if self.schema_dir is not None and self.schemas_topic is not None:
-            raise ConfigError("give the schemas by --schema-dir or by --schemas-topic, not both")
+        if not confluent and sources:
+            raise ConfigError(f"{sources[0]} is for avro, protobuf or json-schema keys or values")
+        if len(sources) > 1:
+            raise ConfigError(f"give the schemas by one of {' or '.join(sources)}, not several")
+        url = self.schema_registry_url
+        if url is not None and urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+            raise ConfigError(f"--schema-registry {url!r}: expected an http:// or https:// URL")
         for kind in sorted(set(self.kinds.values()) & _FORMAT_MODULES.keys()):
             for module in _FORMAT_MODULES[kind]:
                 if importlib.util.find_spec(module) is None:
@@ -132,8 +146,8 @@ class Decoding:
 
 
 def schema_registry(decoding: Decoding, log_dir) -> SchemaRegistry | None:
-    """The schemas the Confluent formats read with: the schema directory, else the log dir's schemas
-    topic; None when no format needs one."""
+    """The schemas the Confluent formats read with: the schema directory or the Schema Registry at the
+    URL, else the log dir's schemas topic; None when no format needs one."""
     asked = [
         f"--{side}-format {decoding.kinds[side]}"
         for side in ("key", "value")
@@ -143,13 +157,15 @@ def schema_registry(decoding: Decoding, log_dir) -> SchemaRegistry | None:
         return None
     if decoding.schema_dir is not None:
         return load_schema_dir(decoding.schema_dir)
+    if decoding.schema_registry_url is not None:
+        return HttpSchemaRegistry(decoding.schema_registry_url)
     topic = decoding.schemas_topic or SCHEMAS_TOPIC
     log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(str(log_dir))
     if (topic, 0) not in set(log.topic_partitions):
         raise ConfigError(
             f"{' and '.join(asked)} need the writers' schemas, and this log dir has no {topic!r} topic: give "
-            "--schema-dir DIR (files <id>.avsc, <id>.proto, <id>.json) or --schemas-topic NAME (the registry's "
-            "kafkastore.topic)",
+            "--schema-dir DIR (files <id>.avsc, <id>.proto, <id>.json), --schema-registry URL or --schemas-topic "
+            "NAME (the registry's kafkastore.topic)",
             file=log.path,
         )
     return read_schemas_partition(log.path, topic)

@@ -21,6 +21,11 @@ from .session import delta_configured
 
 FORMATS = ("delta", "iceberg", "parquet")
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
+# The tables delta-spark writes have deletion vectors: an incremental MERGE marks the rows it replaces
+# or deletes in the files that hold them instead of rewriting those files, and the new keys of a run,
+# spread over the whole table, would touch nearly every file (docs/benchmarks.md, "A topic as a
+# table"). Python's `deltalake` reads them with `DeltaTable.scan()` (not `to_pyarrow_table()`).
+DELETION_VECTORS = "delta.enableDeletionVectors"
 
 
 def _text(note: dict, fmt: str) -> str:
@@ -65,6 +70,22 @@ def table_schema(path: str, fmt: str):
     return StructType.fromJson(tables.delta_schema(path))
 
 
+def read_table(spark, path: str, fmt: str):
+    """The table at `path` as a DataFrame. Iceberg's Spark runtime has no build for Spark 4.2 (README,
+    Limits): an Iceberg table is read as the Parquet files of its current snapshot, which pyiceberg's
+    scan plan lists (storage/iceberg_table.py); Delta through delta-spark where the session has it,
+    else through the `deltalake` package on the driver."""
+    if fmt == "iceberg":
+        from ..storage.iceberg_table import data_files
+
+        files = data_files(path)
+        schema = table_schema(path, fmt)
+        return spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    if fmt == "delta" and not delta_configured(spark):
+        return spark.createDataFrame(tables.read_table(path, fmt))
+    return spark.read.format(fmt).load(path)
+
+
 def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = False) -> None:
     """`df` as the whole table at `path` (a new version of it), or appended to it, in one commit with
     `note`. Parquet is written once: an existing directory is refused."""
@@ -77,7 +98,9 @@ def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = Fa
         writer = (
             df.write.format("delta").mode("append" if append else "overwrite").option("userMetadata", _text(note, fmt))
         )
-        (writer if append else writer.option("overwriteSchema", "true")).save(path)
+        if not append:
+            writer = writer.option("overwriteSchema", "true").option(DELETION_VECTORS, "true")
+        writer.save(path)
         return
     tables.write_table(path, df.toArrow(), fmt, append=append, note=_text(note, fmt))
 

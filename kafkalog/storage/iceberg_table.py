@@ -138,6 +138,18 @@ def notes(path: str, key: str) -> list[str] | None:
     return [text for text in found if text is not None]
 
 
+def data_files(path: str) -> list[str]:
+    """The Parquet files that hold the current snapshot's rows, from pyiceberg's scan plan, for a reader
+    without Iceberg (Spark here). Refused where the plan has delete files (another writer's row-level
+    deletes), which only an Iceberg reader applies; kafkalog's own commits rewrite files instead."""
+    tasks = list(catalog(path).load_table().scan().plan_files())
+    if any(task.delete_files for task in tasks):
+        raise ConfigError(
+            "the table has delete files, which only an Iceberg reader applies: read it with pyiceberg", file=path
+        )
+    return [task.file.file_path for task in tasks]
+
+
 def write(path: str, data: pa.Table, summary: dict[str, str], *, append: bool = False) -> None:
     """`data` as the whole table at `path` (created if absent), or appended, in one snapshot whose
     summary carries `summary`."""

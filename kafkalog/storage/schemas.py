@@ -1,5 +1,5 @@
 """Schemas from files: Schema Registry's `_schemas` partition in a log dir, a directory of schema
-files, and Protobuf schemas compiled to descriptors.
+files, a running Schema Registry's REST API, and Protobuf schemas compiled to descriptors.
 
 `read_schemas_partition` replays the `_schemas` topic's one partition (the registry's
 kafkastore.topic, `_schemas` unless configured) as the registry does on start-up.
@@ -10,6 +10,10 @@ carries and by the schema's type: ``<id>.avsc`` (Avro), ``<id>.proto`` (Protobuf
 would otherwise leave its id undecodable with no word why. Schemas from a directory carry no
 references (use the `_schemas` topic for schemas that import others).
 
+`HttpSchemaRegistry` asks a reachable registry for each schema id as a value names it (GET
+/schemas/ids/{id}) and for subject versions (GET /subjects/{subject}/versions/{version|latest}),
+each answer kept for the rest of the run; Spark's executors ask it themselves (each its own cache).
+
 Schema Registry stores Protobuf schemas as .proto text, which Python's protobuf cannot parse, so
 `compile_protobuf` runs protoc (the one `grpcio-tools` bundles, with its well-known types such as
 google/protobuf/timestamp.proto) into a FileDescriptorSet that the codec decodes with.
@@ -17,15 +21,26 @@ google/protobuf/timestamp.proto) into a FileDescriptorSet that the codec decodes
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping
 
-from ..codec.schema_registry import RegisteredSchema, SchemaRegistry, SchemasTopicReader
+from ..codec.schema_registry import (
+    RegisteredSchema,
+    SchemaRegistry,
+    SchemasTopicReader,
+    SubjectVersion,
+    schema_from_json,
+)
 from ..codec.value_format import PROTOBUF_FILE
-from ..errors import SchemaRegistryError
+from ..errors import SchemaRegistryError, UndecodableValueError
 from .fs import LogFileSystem
 from .logdir import LogDir
 
@@ -69,9 +84,115 @@ def load_schema_dir(path: str) -> SchemaRegistry:
     return SchemaRegistry(schemas=schemas)
 
 
-def compile_protobuf_schemas(registry: SchemaRegistry) -> dict[int, bytes | str]:
+class HttpSchemaRegistry(SchemaRegistry):
+    """The schemas of a Schema Registry at `url`, asked for over its REST API as they are needed and
+    kept per id and per subject version. An id the registry does not know (HTTP 404) is a value that
+    does not decode, as with a registry read from files; any other failure (unreachable, an error
+    status, an answer that is not a schema) is a SchemaRegistryError naming the URL."""
+
+    ACCEPT = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
+
+    def __init__(self, url: str, timeout: float = 30.0):
+        super().__init__()
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def schema(self, schema_id: int) -> RegisteredSchema:
+        if schema_id not in self.by_id:
+            body = self._get(f"/schemas/ids/{int(schema_id)}")
+            if body is None:
+                raise UndecodableValueError(f"schema id {schema_id} is not in the Schema Registry at {self.url}")
+            self.by_id[schema_id] = self._schema(body, schema_id, f"schema id {schema_id}")
+        return self.by_id[schema_id]
+
+    def version(self, subject: str, version: int) -> SubjectVersion:
+        if (subject, version) not in self.versions:
+            self._subject_version(subject, str(version))
+        return self.versions[(subject, version)]
+
+    def latest(self, subject: str) -> SubjectVersion:
+        """The subject's newest live version, as the registry answers it now."""
+        return self._subject_version(subject, "latest")
+
+    def _subject_version(self, subject: str, version: str) -> SubjectVersion:
+        body = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{version}")
+        if body is None:
+            raise SchemaRegistryError(f"the Schema Registry at {self.url} has no version {version} of {subject!r}")
+        what = f"subject {subject!r} version {version}"
+        schema_id, number = body.get("id"), body.get("version")
+        if not isinstance(schema_id, int) or not isinstance(number, int):
+            raise SchemaRegistryError(f"the Schema Registry at {self.url} answered {what} without an integer id")
+        found = SubjectVersion(subject, number, self._schema(body, schema_id, what))
+        self.versions[(subject, number)] = found
+        self.by_id.setdefault(schema_id, found.schema)
+        return found
+
+    def _schema(self, body: dict, schema_id: int, what: str) -> RegisteredSchema:
+        try:
+            return schema_from_json(body, schema_id)
+        except SchemaRegistryError as err:
+            raise SchemaRegistryError(f"the Schema Registry at {self.url} answered {what}: {err.message}") from None
+
+    def _get(self, path: str) -> dict | None:
+        """The JSON object at `path`; None for a 404."""
+        request = urllib.request.Request(self.url + path, headers={"Accept": self.ACCEPT})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                text = response.read()
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                return None
+            raise SchemaRegistryError(f"the Schema Registry at {self.url}: GET {path}: {_http_error(err)}") from None
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            why = getattr(err, "reason", err)
+            raise SchemaRegistryError(f"cannot reach the Schema Registry at {self.url}: GET {path}: {why}") from None
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise SchemaRegistryError(f"the Schema Registry at {self.url}: GET {path}: the answer is not a JSON object")
+        return body
+
+
+def _http_error(err) -> str:
+    """An error status with the registry's own message ({"error_code", "message"}) where it sent one."""
+    try:
+        message = json.loads(err.read()).get("message")
+    except (ValueError, AttributeError, OSError):
+        message = None
+    return f"HTTP {err.code} {message or err.reason}"
+
+
+class _CompiledOnUse(Mapping):
+    """The Protobuf schemas of a registry asked for by id as values name them, each compiled when
+    first looked up (`compile_protobuf_schemas`); a schema protoc refuses maps to protoc's message."""
+
+    def __init__(self, registry: SchemaRegistry):
+        self.registry = registry
+        self.compiled: dict[int, bytes | str] = {}
+
+    def __getitem__(self, schema_id: int) -> bytes | str:
+        if schema_id not in self.compiled:
+            try:
+                self.compiled[schema_id] = compile_protobuf(self.registry, self.registry.schema(schema_id))
+            except SchemaRegistryError as err:
+                self.compiled[schema_id] = err.message
+        return self.compiled[schema_id]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.compiled)
+
+    def __len__(self) -> int:
+        return len(self.compiled)
+
+
+def compile_protobuf_schemas(registry: SchemaRegistry) -> Mapping[int, bytes | str]:
     """Every Protobuf schema of `registry` compiled (`compile_protobuf`), by id, for `ValueDecoder`'s
-    descriptor_sets; a schema protoc refuses maps to protoc's message, which its values then report."""
+    descriptor_sets; a schema protoc refuses maps to protoc's message, which its values then report.
+    A registry asked over HTTP has no list of its schemas here: each is compiled when a value names it."""
+    if isinstance(registry, HttpSchemaRegistry):
+        return _CompiledOnUse(registry)
     compiled: dict[int, bytes | str] = {}
     for schema in registry.by_id.values():
         if schema.schema_type == "PROTOBUF":

@@ -85,7 +85,11 @@ def read_table(path_or_uri: str, fmt: str | None = None) -> pa.Table:
         _needs("deltalake", "reading a Delta table", path_or_uri)
         from deltalake import DeltaTable
 
-        return DeltaTable(path_or_uri).to_pyarrow_table()
+        table = DeltaTable(path_or_uri)
+        if "deletionVectors" in (table.protocol().reader_features or []):
+            # export's tables (spark/tables.py): to_pyarrow_table() refuses deletion vectors, scan() applies them
+            return pa.table(table.scan())
+        return table.to_pyarrow_table()
     if fmt == "iceberg":
         _needs("pyiceberg", "reading an Iceberg table", path_or_uri)
         from .iceberg_table import catalog

@@ -168,8 +168,8 @@ def test_the_command_refuses_an_unknown_topic_before_spark_starts(topic):
         ({"envelope": "maxwell", "value_format": "json"}, "envelope 'maxwell'"),
         ({"on_decode_error": "dead-letter"}, "with nothing decoded"),
         ({"value_format": "json", "dead_letter": "/tmp/dl"}, "for --on-decode-error dead-letter"),
-        ({"value_format": "json", "schema_dir": "/tmp/s"}, "are for avro, protobuf or json-schema"),
-        ({"value_format": "avro", "schema_dir": "/tmp/s", "schemas_topic": "_s"}, "not both"),
+        ({"value_format": "json", "schema_dir": "/tmp/s"}, "--schema-dir is for avro, protobuf or json-schema"),
+        ({"value_format": "avro", "schema_dir": "/tmp/s", "schemas_topic": "_s"}, "not several"),
     ],
 )
 def test_decoding_options_that_would_do_nothing_or_cannot_be_are_refused(options, message):

@@ -1,0 +1,83 @@
+"""`kafkalog export` memory against the number of distinct keys: logs of the same size whose records
+all have distinct keys (compaction's keys case, `benchmarks/compact.py`), each exported into Delta
+through delta-spark, the resident memory of the Python driver, the JVM and the Python workers sampled
+every 50 ms (peaks).
+
+    .venv/bin/python benchmarks/export_memory.py [--size-mb 200] [--keys 1000000 10000000] [--dir DIR]
+
+Every key is a row of the table, so the window keeping the last record per key holds every record:
+memory stays flat only where that window and the Delta write spill rather than hold keys in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compact import PeakMemory, _mb, keys_spec_for  # noqa: E402
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size-mb", type=int, default=200, help="MB of .log per case (default 200)")
+    parser.add_argument("--keys", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="2g", help="the JVM heap of local mode (spark.driver.memory)")
+    parser.add_argument("--dir", type=Path, help="where the generated logs stay (default: a temporary one, removed)")
+    args = parser.parse_args(argv)
+
+    from kafkalog.operations.export import export
+    from kafkalog.operations.generate import generate
+    from kafkalog.spark import local_session
+    from kafkalog.spark.inventory import list_segments
+
+    base = args.dir or Path(tempfile.mkdtemp(prefix="kafkalog-export-memory-"))
+    spark = local_session(
+        "kafkalog-bench-export-memory", args.master, {"spark.driver.memory": args.driver_memory}, delta=True
+    )
+    rows = []
+    try:
+        export_warm = base / "warm.delta"
+        for keys in args.keys:
+            source = base / f"keys-{keys}"
+            if not source.exists():
+                generate(str(source), keys_spec_for(args.size_mb, keys))
+            if not export_warm.exists():  # an untimed warm-up, on the first log
+                export(spark, str(source), "distinct", str(export_warm), as_of_offset=1000)
+            table = base / "table.delta"
+            shutil.rmtree(table, ignore_errors=True)
+            with PeakMemory() as memory:
+                start = time.perf_counter()
+                export(spark, str(source), "distinct", str(table))
+                seconds = time.perf_counter() - start
+            count = spark.read.format("delta").load(str(table)).count()
+            if count != keys:
+                raise RuntimeError(f"{keys:,} keys, but the table holds {count:,} rows")
+            nbytes = sum(s.size for s in list_segments(str(source)))
+            rows.append((keys, nbytes, seconds, memory.peak))
+            print(f"[{time.strftime('%H:%M:%S')}] {keys:,} keys: {seconds:.1f} s, {memory.peak}", file=sys.stderr)
+    finally:
+        spark.stop()
+        if args.dir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    print(
+        f"Spark {args.master}, {args.driver_memory} heap, delta-spark; every record has a distinct key, so every "
+        f"record is a row of the table; {time.strftime('%Y-%m-%d %H:%M %Z')}\n"
+    )
+    print("| distinct keys | MB of .log | seconds | peak driver MiB | peak JVM MiB | peak workers MiB |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for keys, nbytes, seconds, peak in rows:
+        print(
+            f"| {keys:,} | {nbytes / 1e6:.0f} | {seconds:.1f} | {_mb(peak['driver'])} | {_mb(peak['jvm'])} | "
+            f"{_mb(peak['workers'])} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
