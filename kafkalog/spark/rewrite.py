@@ -159,7 +159,7 @@ def write_outputs(
             try:
                 stats.append(rewrite_output(log_dir, outputs[i], _read_plans(blobs_of[i]), fault).to_dict())
             except Exception as err:  # the rest of this task is not written: the step has failed
-                stats.append({"error": worker_error(_rewrite_error(err, log_dir, outputs[i]))})
+                stats.append({"error": worker_error(rewrite_error(err, log_dir, outputs[i]))})
                 break
         if stats:
             yield pa.RecordBatch.from_pylist(stats, pa.schema(_STATS))
@@ -182,7 +182,7 @@ def write_outputs(
     return [OutputStats(**{k: v for k, v in row.asDict().items() if k != "error"}) for row in rows]
 
 
-def _rewrite_error(err: Exception, log_dir: str, output: OutputSegment) -> KafkaLogError:
+def rewrite_error(err: Exception, log_dir: str, output: OutputSegment) -> KafkaLogError:
     """What failed a rewrite task, as a KafkaLogError naming a file: its own, or the output's
     first source segment."""
     if isinstance(err, KafkaLogError):
@@ -294,9 +294,15 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
         raise LogDirError(
             f"segments {missing} of {output.topic}-{output.partition} are gone since the plan was made", file=part.path
         )
+    return write_output(fs, part_dir, sources, output, plans)
+
+
+def write_output(fs: LogFileSystem, part_dir: str, sources, output: OutputSegment, plans: dict) -> OutputStats:
+    """Write `output` from its source LogSegments (`sources`, in `fs`) as `.cleaned` files in
+    `part_dir`; `plans` by (source base offset, batch position)."""
     _, stats = rewrite_segments(
-        part.fs,
-        part.path,
+        fs,
+        part_dir,
         sources,
         plans,
         delete_horizon_ms=output.delete_horizon_ms,
