@@ -50,7 +50,7 @@ from ..storage.naming import (
 )
 from ..storage.partition import Partition
 from ..storage.producer_state import replay_bytes, replay_partition
-from ..storage.swap import FaultHook, recover_partition
+from ..storage.swap import FaultHook, needs_recovery, recover_partition
 from . import progress
 from .files import camel_keys
 
@@ -73,19 +73,21 @@ def plan_compaction(
     topics=None,
     opened: LogDir | None = None,
     spark=None,
+    listed: dict[tuple[str, int], Partition] | None = None,
 ) -> CompactionPlan:
     """Step 1 for every partition whose cleanup.policy contains compact (metadata only);
     `log_dir` a path or URI, `opened` the LogDir of it a caller opened already. The producer-state
     replays (every batch of a partition without a snapshot) run on the driver, or with `spark` on
-    its executors, packed into tasks by the bytes they read; the plan is the same."""
+    its executors, packed into tasks by the bytes they read; the plan is the same. `listed`: the
+    partitions a caller opened already (they are not listed again)."""
     opened = opened or LogDir.open(log_dir)
     opened.check_topics(topics)
     checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     plan = CompactionPlan(opened.path, now, str(log_dir), opened.fs.is_local)
     with progress.phase("compact", "plan", total=len(opened.topic_partitions), unit="partition") as counted:
-        listed = _compacted_partitions(plan, opened, resolver, topics)
-        replay = _replays(spark, plan, [p for p, _ in listed])
-        for part, config in listed:
+        compacted = _compacted_partitions(plan, opened, resolver, topics, listed or {})
+        replay = _replays(spark, plan, [p for p, _ in compacted])
+        for part, config in compacted:
             try:
                 plan.logs.append(log_to_clean(part, checkpoints, config, now, force=force, replay=replay))
                 plan.segments[(part.topic, part.partition)] = part.segments
@@ -121,11 +123,13 @@ def nothing_to_compact(name: str, opened: LogDir, topics=None) -> str:
     )
 
 
-def _compacted_partitions(plan: CompactionPlan, opened: LogDir, resolver: ConfigResolver, topics) -> list[tuple]:
+def _compacted_partitions(
+    plan: CompactionPlan, opened: LogDir, resolver: ConfigResolver, topics, listed: dict
+) -> list[tuple]:
     """(Partition, its topic's config) of each compacted partition with segments to plan, listed;
     KRaft's metadata partition goes to `plan.excluded`, a partition that cannot be listed or was left
-    half swapped to `plan.uncleanable`."""
-    listed = []
+    half swapped to `plan.uncleanable`. `listed`: partitions the caller opened already."""
+    compacted = []
     for topic, partition in opened.topic_partitions:
         if is_kraft_metadata(topic):  # listed, never chosen, whatever the configuration; not even read
             if not topics or topic in topics:
@@ -135,15 +139,15 @@ def _compacted_partitions(plan: CompactionPlan, opened: LogDir, resolver: Config
         if not config.compact or (topics and topic not in topics):
             continue
         try:
-            part = opened.partition(topic, partition)
+            part = listed.get((topic, partition)) or opened.partition(topic, partition)
             part.ensure_well_named()
             part.ensure_settled()
         except KafkaLogError as err:
             plan.uncleanable[(topic, partition)] = err
             continue
         if part.segments:
-            listed.append((part, config))
-    return listed
+            compacted.append((part, config))
+    return compacted
 
 
 def _replays(spark, plan: CompactionPlan, parts: list[Partition]):
@@ -258,21 +262,28 @@ def _compact(
 ) -> CompactionResult:
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
     spark = started(spark)
-    opened = LogDir.open(target.path)
+    opened = target.opened or LogDir.open(target.path)
     if not compacted_topics(opened, resolver, topics):
         log.warning("compact: %s", nothing_to_compact(target.source, opened, topics))
     damaged: dict[tuple[str, int], KafkaLogError] = {}  # a leftover swap failed its checks: left as it is
+    listed: dict[tuple[str, int], Partition] = {}  # listed once here, and handed to the plan
     if not dry_run:
         for tp in opened.topic_partitions:
-            # a partition with misnamed files is not recovered: the plan makes it uncleanable
-            if resolver.for_topic(tp[0]).compact and not opened.partition(*tp).misnamed:
+            if resolver.for_topic(tp[0]).compact:
+                listed[tp] = part = opened.partition(*tp)
+                # a partition with misnamed files is not recovered: the plan makes it uncleanable
+                if part.misnamed or not needs_recovery(part.listing):
+                    continue
                 try:
-                    recover_partition(opened.fs, opened.partition_paths[tp])
+                    if recover_partition(opened.fs, part.path, part.listing):
+                        listed[tp] = opened.partition(*tp)  # as recovered
                 except KafkaLogError as err:
                     damaged[tp] = target.relocate(err)
-    plan = plan_compaction(target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark)
+    plan = plan_compaction(
+        target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark, listed=listed
+    )
     plan.uncleanable.update((tp, err) for tp, err in damaged.items() if not topics or tp[0] in topics)
-    settings = {s.topic: _output_settings(resolver.for_topic(s.topic), plan.now, legacy_as_v2) for s in plan.logs}
+    settings = {s.topic: OutputSettings.of(resolver.for_topic(s.topic), plan.now, legacy_as_v2) for s in plan.logs}
     jobs = one_task_jobs(plan, settings)
     if jobs and not dry_run:  # on the driver, before anything is staged: a segment any of them may replace
         ensure_replaceable(opened, _possible_outputs(jobs))
@@ -318,17 +329,6 @@ def _compact(
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
-
-
-def _output_settings(config, now: int, legacy_as_v2: bool) -> OutputSettings:
-    """A topic's OutputSettings for a pass at `now`."""
-    return OutputSettings(
-        config.segment_bytes,
-        config.segment_index_bytes,
-        now + config.delete_retention_ms,
-        config.index_interval_bytes,
-        legacy_as_v2,
-    )
 
 
 def _clean_in_one_task(spark, plan: CompactionPlan, jobs, target: Destination, dry_run: bool, fault) -> list[Cleaned]:

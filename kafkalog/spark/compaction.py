@@ -369,6 +369,17 @@ class OutputSettings:
     index_interval_bytes: int
     legacy_as_v2: bool = False
 
+    @classmethod
+    def of(cls, config, now: int, legacy_as_v2: bool = False) -> OutputSettings:
+        """A topic's settings (`config`, its TopicConfig) for a pass at `now`."""
+        return cls(
+            config.segment_bytes,
+            config.segment_index_bytes,
+            now + config.delete_retention_ms,
+            config.index_interval_bytes,
+            legacy_as_v2,
+        )
+
 
 def partition_outputs(
     log: LogToClean, settings: OutputSettings, kept_markers: set[int], changed: set[int]
