@@ -30,6 +30,7 @@ from ..spark.compaction import (
     decide,
     one_task_jobs,
     partition_outputs,
+    segment_files,
     segment_summaries,
 )
 from ..spark.errors import from_spark_error, raises_kafkalog_errors, worker_error
@@ -417,7 +418,11 @@ def _output_segments(
         o
         for s in plan.chosen
         for o in partition_outputs(
-            s, settings[s.topic], kept.get((s.topic, s.partition), set()), changed.get((s.topic, s.partition), set())
+            s,
+            settings[s.topic],
+            kept.get((s.topic, s.partition), set()),
+            changed.get((s.topic, s.partition), set()),
+            {f[0]: f for f in segment_files(plan.segments[s.topic, s.partition])},
         )
     ]
 

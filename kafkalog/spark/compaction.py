@@ -49,12 +49,12 @@ from ..rules.compaction import (
 from ..storage.fs import HeldFileSystem
 from ..storage.naming import segment_file_name
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged
-from ..storage.segment import LogSegment
 from .errors import worker_error
 from .rewrite import (
     REWRITE_STEP,
     OutputSegment,
     rewrite_error,
+    source_segments,
     write_output,
 )
 from .scan import default_min_tasks, pack_tasks, spark_schema
@@ -382,13 +382,14 @@ class OutputSettings:
 
 
 def partition_outputs(
-    log: LogToClean, settings: OutputSettings, kept_markers: set[int], changed: set[int]
+    log: LogToClean, settings: OutputSettings, kept_markers: set[int], changed: set[int], files=None
 ) -> list[OutputSegment]:
     """Step 4 for one partition: its source segments grouped into output segments as Kafka's
     cleaner groups them. A lone segment none of whose batches changes (not in `changed`) is left
     alone: rewriting it would give the same bytes (unless its legacy batches are to become v2: then
     every cleanable segment is rewritten, as Kafka's are). `kept_markers`: the last offsets of the
-    ABORT markers whose `.txnindex` entry stays."""
+    ABORT markers whose `.txnindex` entry stays. `files`: the plan's (base offset, files, next base
+    offset) of each segment by base offset, handed to the rewrite tasks (they do not list the partition)."""
     aborted = tuple(tuple(t) for t in log.aborted_txns if t.last_offset in kept_markers)
     outputs = []
     for group in group_segments_by_size(
@@ -406,6 +407,7 @@ def partition_outputs(
                 aborted,
                 nbytes=sum(s.size for s in group),
                 legacy_as_v2=settings.legacy_as_v2,
+                sources=tuple(files[s.base_offset] for s in group) if files else (),
             )
         )
     return outputs
@@ -452,9 +454,14 @@ def one_task_jobs(plan, settings: dict[str, OutputSettings]) -> list[OneTask]:
         if sum(s.size for s in segments) > ONE_TASK_BYTES:
             continue
         units = plan_units(segments, ScanFilter(), unit_bytes=ONE_TASK_BYTES)  # whole segments, no index read
-        entries = tuple((s.base_offset, dict(s.files), s.next_base_offset) for s in segments)
-        jobs.append(OneTask(log, entries, tuple(units), settings[log.topic]))
+        jobs.append(OneTask(log, tuple(segment_files(segments)), tuple(units), settings[log.topic]))
     return jobs
+
+
+def segment_files(segments) -> list[tuple]:
+    """(base offset, {suffix: FileEntry}, next base offset) of each LogSegment: what a task needs to
+    open them without listing their partition."""
+    return [(s.base_offset, dict(s.files), s.next_base_offset) for s in segments]
 
 
 def clean_in_one_task(spark, plan, jobs: list[OneTask], *, write: bool, fault=None) -> list[Cleaned]:
@@ -486,20 +493,18 @@ def clean_partition(fs, root: str, job: OneTask, now: int, *, write: bool, fault
         cleaned.error = worker_error(err)
         return cleaned
     cleaned.segments = outcome.segments
-    cleaned.outputs = partition_outputs(log, job.settings, outcome.kept_txn_markers, outcome.changed)
+    files = {f[0]: f for f in job.segments}
+    cleaned.outputs = partition_outputs(log, job.settings, outcome.kept_txn_markers, outcome.changed, files)
     if not write:
         return cleaned
-    sources = {
-        base: LogSegment(held, log.path, base, dict(files), next_base, log.topic, log.partition)
-        for base, files, next_base in job.segments
-    }
     plans = {at: BatchPlan(*change) for at, change in outcome.changes.items()}
     output = None
     try:
         for output in cleaned.outputs:
             if fault is not None:
                 fault(REWRITE_STEP, fs.join(log.path, segment_file_name(output.base_offset, ".log" + CLEANED)))
-            cleaned.written.append(write_output(held, log.path, [sources[b] for b in output.bases], output, plans))
+            sources = source_segments(held, log.path, output)
+            cleaned.written.append(write_output(held, log.path, sources, output, plans))
     except Exception as err:  # what is staged goes; the pass fails (as a failing rewrite task fails it)
         for staged in cleaned.outputs:
             try:

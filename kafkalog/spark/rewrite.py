@@ -30,6 +30,7 @@ from ..storage.logdir import LogDir
 from ..storage.naming import segment_file_name
 from ..storage.partition import Partition
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged, rewrite_segments
+from ..storage.segment import LogSegment
 from ..storage.swap import SEGMENT_KINDS, FaultHook, replace_in_partitions
 from ..storage.txnindex import AbortedTxn
 from .errors import from_spark_error, worker_error
@@ -71,6 +72,9 @@ class OutputSegment:
     aborted_txns: tuple = ()  # AbortedTxn entries that stay in .txnindex
     nbytes: int = 0  # the sources' bytes: what packs output segments into tasks
     legacy_as_v2: bool = False  # write legacy (v0/v1) batches as v2, as Kafka 4.x's cleaner does
+    # the sources' files as the plan listed them, (base offset, {suffix: FileEntry}, next base offset)
+    # each: the task then opens them without listing the partition (empty: it lists it)
+    sources: tuple = ()
 
     @property
     def base_offset(self) -> int:
@@ -286,6 +290,8 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
     part_dir = fs.join(root, f"{output.topic}-{output.partition}")
     if fault is not None:
         fault(REWRITE_STEP, fs.join(part_dir, segment_file_name(output.base_offset, ".log" + CLEANED)))
+    if output.sources:
+        return write_output(fs, part_dir, source_segments(fs, part_dir, output), output, plans)
     part = Partition.open(fs, part_dir)
     wanted = set(output.bases)
     sources = [s for s in part.segments if s.base_offset in wanted]
@@ -295,6 +301,14 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
             f"segments {missing} of {output.topic}-{output.partition} are gone since the plan was made", file=part.path
         )
     return write_output(fs, part_dir, sources, output, plans)
+
+
+def source_segments(fs: LogFileSystem, part_dir: str, output: OutputSegment) -> list[LogSegment]:
+    """The LogSegments of `output.sources` (in `fs`, the partition directory `part_dir`)."""
+    return [
+        LogSegment(fs, part_dir, base, dict(files), next_base, output.topic, output.partition)
+        for base, files, next_base in output.sources
+    ]
 
 
 def write_output(fs: LogFileSystem, part_dir: str, sources, output: OutputSegment, plans: dict) -> OutputStats:

@@ -158,3 +158,25 @@ def test_one_task_reads_each_segment_once_and_lists_nothing(tmp_path, monkeypatc
     assert stats.as_dict() == {path: (1, size) for path, size in scanned.items()}
     staged = {str(p.relative_to(root)) for p in root.rglob("*.log.cleaned")}
     assert staged == {f"{o.topic}-{o.partition}/{o.base_offset:020d}.log.cleaned" for c in cleaned for o in c.outputs}
+
+
+def test_the_window_paths_rewrite_opens_the_plans_files_without_listing(tmp_path, monkeypatch):
+    """A rewrite task of the window path is handed its sources' files (`OutputSegment.sources`, from
+    the plan): it writes its output from them and lists no directory."""
+    from kafkalog.operations.compact import plan_compaction
+    from kafkalog.spark.rewrite import rewrite_output
+    from kafkalog.storage.fs import LogFileSystem
+
+    root = tmp_path / "log"
+    root.mkdir()
+    write_log_dir(root)
+    plan = plan_compaction(str(root), RESOLVER, NOW, force=True)
+    (log,) = [s for s in plan.chosen if s.topic == "legacy"]
+    files = {f[0]: f for f in compaction.segment_files(plan.segments[log.topic, log.partition])}
+    settings = compaction.OutputSettings.of(RESOLVER.for_topic(log.topic), NOW, legacy_as_v2=True)
+    outputs = compaction.partition_outputs(log, settings, set(), set(), files)
+    assert outputs and all(o.sources for o in outputs)
+    monkeypatch.setattr(LogFileSystem, "list_dir", lambda *a: pytest.fail("a rewrite task listed a directory"))
+    written = [rewrite_output(str(root), o, {}) for o in outputs]
+    assert sum(w.records_in for w in written) == sum(w.records_out for w in written) > 0
+    assert all((root / "legacy-0" / f"{o.base_offset:020d}.log.cleaned").exists() for o in outputs)
