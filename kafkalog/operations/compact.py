@@ -266,20 +266,7 @@ def _compact(
     opened = target.opened or LogDir.open(target.path)
     if not compacted_topics(opened, resolver, topics):
         log.warning("compact: %s", nothing_to_compact(target.source, opened, topics))
-    damaged: dict[tuple[str, int], KafkaLogError] = {}  # a leftover swap failed its checks: left as it is
-    listed: dict[tuple[str, int], Partition] = {}  # listed once here, and handed to the plan
-    if not dry_run:
-        for tp in opened.topic_partitions:
-            if resolver.for_topic(tp[0]).compact:
-                listed[tp] = part = opened.partition(*tp)
-                # a partition with misnamed files is not recovered: the plan makes it uncleanable
-                if part.misnamed or not needs_recovery(part.listing):
-                    continue
-                try:
-                    if recover_partition(opened.fs, part.path, part.listing):
-                        listed[tp] = opened.partition(*tp)  # as recovered
-                except KafkaLogError as err:
-                    damaged[tp] = target.relocate(err)
+    listed, damaged = _recovered(opened, resolver, target) if not dry_run else ({}, {})
     plan = plan_compaction(
         target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark, listed=listed
     )
@@ -290,32 +277,16 @@ def _compact(
         ensure_replaceable(opened, _possible_outputs(jobs))
     cleaned = _clean_in_one_task(spark, plan, jobs, target, dry_run, fault)
     whole = {(job.log.topic, job.log.partition) for job in jobs}
-    outputs = [o for c in cleaned for o in c.outputs]
-    summaries = [row for c in cleaned for row in c.segments]
-    written = [w for c in cleaned for w in c.written]
     try:
         spread = replace(plan, logs=[s for s in plan.logs if (s.topic, s.partition) not in whole])
-        decision = _decide_cleanable(spark, spread, target)
-        if decision is not None:
-            decided, outcomes, rows = decision
-            try:
-                spread_summaries = [row.asDict() for row in rows]
-                spread_outputs = _output_segments(spread, settings, spread_summaries)
-                summaries += spread_summaries
-                outputs += spread_outputs
-                if not dry_run:
-                    ensure_replaceable(opened, spread_outputs)
-                    log.info("compact: rewriting %d output segments on executors", len(spread_outputs))
-                    rewritten = progress.totals(spread_outputs, lambda o: o.nbytes)
-                    with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):
-                        written += write_outputs(spark, plan.root, spread_outputs, batch_plans(outcomes), fault)
-            finally:
-                for df in (outcomes, decided):
-                    df.unpersist()
-        counts = [r for r in summaries if sum(r[k] for k in REASONS)]
+        summaries, outputs, written = _clean_spread(spark, spread, opened, target, settings, dry_run, fault)
     except BaseException:
         remove_outputs(plan.root, [o for c in cleaned for o in c.outputs])
         raise
+    summaries += [row for c in cleaned for row in c.segments]
+    outputs += [o for c in cleaned for o in c.outputs]
+    written += [w for c in cleaned for w in c.written]
+    counts = [r for r in summaries if sum(r[k] for k in REASONS)]
     if not plan.chosen:
         return CompactionResult(plan, [])
     if dry_run:
@@ -330,6 +301,49 @@ def _compact(
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
+
+
+def _recovered(opened: LogDir, resolver: ConfigResolver, target: Destination) -> tuple[dict, dict]:
+    """Each compacted partition of `opened`, listed once, an interrupted swap in it finished or
+    rolled back (only where its listing shows one, from that listing): ({tp: Partition} for the
+    plan, {tp: error} of the partitions whose leftover swap failed its checks, left as they are)."""
+    listed: dict[tuple[str, int], Partition] = {}
+    damaged: dict[tuple[str, int], KafkaLogError] = {}
+    for tp in opened.topic_partitions:
+        if not resolver.for_topic(tp[0]).compact:
+            continue
+        listed[tp] = part = opened.partition(*tp)
+        # a partition with misnamed files is not recovered: the plan makes it uncleanable
+        if part.misnamed or not needs_recovery(part.listing):
+            continue
+        try:
+            if recover_partition(opened.fs, part.path, part.listing):
+                listed[tp] = opened.partition(*tp)  # as recovered
+        except KafkaLogError as err:
+            damaged[tp] = target.relocate(err)
+    return listed, damaged
+
+
+def _clean_spread(spark, plan: CompactionPlan, opened: LogDir, target: Destination, settings, dry_run: bool, fault):
+    """Steps 2 to 5 of the partitions too large for one task (the window path): (segment
+    summaries, output segments, OutputStats written); nothing written with `dry_run`."""
+    decision = _decide_cleanable(spark, plan, target)
+    if decision is None:
+        return [], [], []
+    decided, outcomes, rows = decision
+    try:
+        summaries = [row.asDict() for row in rows]
+        outputs = _output_segments(plan, settings, summaries)
+        if dry_run:
+            return summaries, outputs, []
+        ensure_replaceable(opened, outputs)
+        log.info("compact: rewriting %d output segments on executors", len(outputs))
+        rewritten = progress.totals(outputs, lambda o: o.nbytes)
+        with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):
+            return summaries, outputs, write_outputs(spark, plan.root, outputs, batch_plans(outcomes), fault)
+    finally:
+        for df in (outcomes, decided):
+            df.unpersist()
 
 
 def _clean_in_one_task(spark, plan: CompactionPlan, jobs, target: Destination, dry_run: bool, fault) -> list[Cleaned]:
