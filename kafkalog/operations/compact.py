@@ -4,10 +4,12 @@
    `LogToClean` from metadata, index tails and producer state: the cleanable range, dirty ratio,
    active producers, aborted transactions; the partitions Kafka's rules choose, and the work units
    to read of them.
+2-5. A partition of at most ONE_TASK_BYTES: scanned, decided, grouped and rewritten in one task
+   that reads each of its segments once (spark/compaction.clean_partition). The larger ones:
 2-3. Scan and decide (Spark, kafkalog/spark/compaction.py).
 4. Group (driver): source segments into output segments, as Kafka's cleaner groups them.
-5. Rewrite (executors): one task per output segment writes `.cleaned` files; untouched batches are
-   copied byte for byte.
+5. Rewrite (executors): output segments packed into tasks write `.cleaned` files; untouched batches
+   are copied byte for byte.
 6. Commit (driver): the swap protocol per partition, then `cleaner-offset-checkpoint`.
 7. Report: records and bytes by reason, per partition and per output segment.
 """
