@@ -4,10 +4,12 @@
    `LogToClean` from metadata, index tails and producer state: the cleanable range, dirty ratio,
    active producers, aborted transactions; the partitions Kafka's rules choose, and the work units
    to read of them.
+2-5. A partition of at most ONE_TASK_BYTES: scanned, decided, grouped and rewritten in one task
+   that reads each of its segments once (spark/compaction.clean_partition). The larger ones:
 2-3. Scan and decide (Spark, kafkalog/spark/compaction.py).
 4. Group (driver): source segments into output segments, as Kafka's cleaner groups them.
-5. Rewrite (executors): one task per output segment writes `.cleaned` files; untouched batches are
-   copied byte for byte.
+5. Rewrite (executors): output segments packed into tasks write `.cleaned` files; untouched batches
+   are copied byte for byte.
 6. Commit (driver): the swap protocol per partition, then `cleaner-offset-checkpoint`.
 7. Report: records and bytes by reason, per partition and per output segment.
 """
@@ -16,16 +18,26 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from ..config import ConfigResolver
 from ..errors import KafkaLogError
-from ..rules.cleaner import LogToClean, group_segments_by_size, log_to_clean
-from ..spark.compaction import REASONS, batch_plans, decide, segment_summaries
+from ..rules.cleaner import log_to_clean
+from ..rules.compaction import REASONS, CompactionPlan
+from ..spark.compaction import (
+    Cleaned,
+    OutputSettings,
+    batch_plans,
+    clean_in_one_task,
+    decide,
+    one_task_jobs,
+    partition_outputs,
+    segment_files,
+    segment_summaries,
+)
 from ..spark.errors import from_spark_error, raises_kafkalog_errors, worker_error
 from ..spark.progress import task_feed
-from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, swap_in, write_outputs
+from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import pack_tasks
 from ..spark.session import started
 from ..spark.tasks import run_tasks
@@ -41,8 +53,7 @@ from ..storage.naming import (
 )
 from ..storage.partition import Partition
 from ..storage.producer_state import replay_bytes, replay_partition
-from ..storage.segment import LogSegment
-from ..storage.swap import FaultHook, recover_partition
+from ..storage.swap import FaultHook, needs_recovery, recover_partition
 from . import progress
 from .files import camel_keys
 
@@ -56,74 +67,6 @@ log = logging.getLogger("kafkalog")
 REPLAY_ON_EXECUTORS_BYTES = 1 << 30
 
 
-@dataclass
-class CompactionPlan:
-    """A cleaning pass, decided from metadata and handed down: the rest of the pass reads the
-    segments listed here (`segments`, the opened partitions' LogSegments) and nothing else."""
-
-    log_dir: str
-    now: int
-    root: str = ""  # the log directory as executors reach it
-    is_local: bool = True
-    logs: list[LogToClean] = field(default_factory=list)
-    segments: dict[tuple[str, int], list[LogSegment]] = field(default_factory=dict)
-    # (topic, partition) -> the error that makes it uncleanable: it cannot be read whole (KIP-346)
-    uncleanable: dict[tuple[str, int], KafkaLogError] = field(default_factory=dict)
-    # (topic, partition) -> why kafkalog never cleans it, whatever its configuration
-    excluded: dict[tuple[str, int], str] = field(default_factory=dict)
-
-    @property
-    def chosen(self) -> list[LogToClean]:
-        return [log for log in self.logs if log.eligible and (log.topic, log.partition) not in self.uncleanable]
-
-    def scanned(self) -> list[LogSegment]:
-        """The segments the scan reads: the chosen partitions' below their first uncleanable offset."""
-        return [
-            seg for s in self.chosen for seg in self.segments[(s.topic, s.partition)] if seg.base_offset < s.upper_bound
-        ]
-
-    def mark_uncleanable(self, err: KafkaLogError) -> bool:
-        """Make the chosen partition whose file `err` names uncleanable; False when it names none."""
-        tp = partition_of_file(err.file) if err.file else None
-        if tp is None or tp not in {(s.topic, s.partition) for s in self.chosen}:
-            return False
-        self.uncleanable[tp] = err
-        log.warning("compact: %s-%d is uncleanable and is left as it is: %s", tp[0], tp[1], err)
-        return True
-
-    def partitions(self) -> list[dict]:
-        """Why each compacted partition was or was not chosen: the plan's partition table."""
-        rows: list[dict[str, Any]]
-        rows = [
-            {
-                "topic": s.topic,
-                "partition": s.partition,
-                "chosen": s.eligible,
-                "reason": s.reason,
-                "first_dirty_offset": s.range.first_dirty,
-                "first_uncleanable_offset": s.range.first_uncleanable,
-                "log_start_offset": s.log_start_offset,
-                "log_end_offset": s.log_end_offset,
-                "last_stable_offset": s.last_stable_offset,
-                "clean_bytes": s.stats.clean_bytes,
-                "cleanable_bytes": s.stats.cleanable_bytes,
-                "dirty_ratio": round(s.stats.cleanable_ratio, 6),
-                "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000,
-            }
-            for s in self.logs
-        ]
-        planned = {(s.topic, s.partition) for s in self.logs}
-        rows += [
-            {"topic": t, "partition": p, "chosen": False, "reason": reason} for (t, p), reason in self.excluded.items()
-        ]
-        rows += [{"topic": t, "partition": p} for t, p in self.uncleanable if (t, p) not in planned]
-        for row in rows:
-            err = self.uncleanable.get((row["topic"], row["partition"]))
-            if err is not None:
-                row.update(chosen=False, reason=f"uncleanable: {err}")
-        return sorted(rows, key=lambda r: (r["topic"], r["partition"]))
-
-
 def plan_compaction(
     log_dir: str,
     resolver: ConfigResolver,
@@ -133,19 +76,21 @@ def plan_compaction(
     topics=None,
     opened: LogDir | None = None,
     spark=None,
+    listed: dict[tuple[str, int], Partition] | None = None,
 ) -> CompactionPlan:
     """Step 1 for every partition whose cleanup.policy contains compact (metadata only);
     `log_dir` a path or URI, `opened` the LogDir of it a caller opened already. The producer-state
     replays (every batch of a partition without a snapshot) run on the driver, or with `spark` on
-    its executors, packed into tasks by the bytes they read; the plan is the same."""
+    its executors, packed into tasks by the bytes they read; the plan is the same. `listed`: the
+    partitions a caller opened already (they are not listed again)."""
     opened = opened or LogDir.open(log_dir)
     opened.check_topics(topics)
     checkpoints = {name: opened.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     plan = CompactionPlan(opened.path, now, str(log_dir), opened.fs.is_local)
     with progress.phase("compact", "plan", total=len(opened.topic_partitions), unit="partition") as counted:
-        listed = _compacted_partitions(plan, opened, resolver, topics)
-        replay = _replays(spark, plan, [p for p, _ in listed])
-        for part, config in listed:
+        compacted = _compacted_partitions(plan, opened, resolver, topics, listed or {})
+        replay = _replays(spark, plan, [p for p, _ in compacted])
+        for part, config in compacted:
             try:
                 plan.logs.append(log_to_clean(part, checkpoints, config, now, force=force, replay=replay))
                 plan.segments[(part.topic, part.partition)] = part.segments
@@ -181,11 +126,13 @@ def nothing_to_compact(name: str, opened: LogDir, topics=None) -> str:
     )
 
 
-def _compacted_partitions(plan: CompactionPlan, opened: LogDir, resolver: ConfigResolver, topics) -> list[tuple]:
+def _compacted_partitions(
+    plan: CompactionPlan, opened: LogDir, resolver: ConfigResolver, topics, listed: dict
+) -> list[tuple]:
     """(Partition, its topic's config) of each compacted partition with segments to plan, listed;
     KRaft's metadata partition goes to `plan.excluded`, a partition that cannot be listed or was left
-    half swapped to `plan.uncleanable`."""
-    listed = []
+    half swapped to `plan.uncleanable`. `listed`: partitions the caller opened already."""
+    compacted = []
     for topic, partition in opened.topic_partitions:
         if is_kraft_metadata(topic):  # listed, never chosen, whatever the configuration; not even read
             if not topics or topic in topics:
@@ -195,15 +142,15 @@ def _compacted_partitions(plan: CompactionPlan, opened: LogDir, resolver: Config
         if not config.compact or (topics and topic not in topics):
             continue
         try:
-            part = opened.partition(topic, partition)
+            part = listed.get((topic, partition)) or opened.partition(topic, partition)
             part.ensure_well_named()
             part.ensure_settled()
         except KafkaLogError as err:
             plan.uncleanable[(topic, partition)] = err
             continue
         if part.segments:
-            listed.append((part, config))
-    return listed
+            compacted.append((part, config))
+    return compacted
 
 
 def _replays(spark, plan: CompactionPlan, parts: list[Partition]):
@@ -318,41 +265,36 @@ def _compact(
 ) -> CompactionResult:
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
     spark = started(spark)
-    opened = LogDir.open(target.path)
+    opened = target.opened or LogDir.open(target.path)
     if not compacted_topics(opened, resolver, topics):
         log.warning("compact: %s", nothing_to_compact(target.source, opened, topics))
-    damaged: dict[tuple[str, int], KafkaLogError] = {}  # a leftover swap failed its checks: left as it is
-    if not dry_run:
-        for tp in opened.topic_partitions:
-            # a partition with misnamed files is not recovered: the plan makes it uncleanable
-            if resolver.for_topic(tp[0]).compact and not opened.partition(*tp).misnamed:
-                try:
-                    recover_partition(opened.fs, opened.partition_paths[tp])
-                except KafkaLogError as err:
-                    damaged[tp] = target.relocate(err)
-    plan = plan_compaction(target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark)
+    listed, damaged = _recovered(opened, resolver, target) if not dry_run else ({}, {})
+    plan = plan_compaction(
+        target.path, resolver, now, force=force, topics=topics, opened=opened, spark=spark, listed=listed
+    )
     plan.uncleanable.update((tp, err) for tp, err in damaged.items() if not topics or tp[0] in topics)
-    decision = _decide_cleanable(spark, plan, target)
-    if decision is None:
-        return CompactionResult(plan, [])
-    decided, outcomes, summaries = decision
+    settings = {s.topic: OutputSettings.of(resolver.for_topic(s.topic), plan.now, legacy_as_v2) for s in plan.logs}
+    jobs = one_task_jobs(plan, settings)
+    if jobs and not dry_run:  # on the driver, before anything is staged: a segment any of them may replace
+        ensure_replaceable(opened, _possible_outputs(jobs))
+    cleaned = _clean_in_one_task(spark, plan, jobs, target, dry_run, fault)
+    whole = {(job.log.topic, job.log.partition) for job in jobs}
     try:
-        changed = {(r.topic, r.partition, r.segmentBaseOffset) for r in summaries if r.changed}
-        kept = {(r.topic, r.partition, o) for r in summaries for o in r.kept_txn_markers}
-        outputs = _output_segments(plan, resolver, kept, changed, legacy_as_v2)
-        counts = [r for r in summaries if sum(r[k] for k in REASONS)]
-        if dry_run:
-            return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
-        ensure_replaceable(opened, outputs)
-        log.info("compact: rewriting %d output segments on executors", len(outputs))
-        rewritten = progress.totals(outputs, lambda o: o.nbytes)
-        with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):
-            written = write_outputs(spark, plan.root, outputs, batch_plans(outcomes), fault)
-    finally:
-        for df in (outcomes, decided):
-            df.unpersist()
+        spread = replace(plan, logs=[s for s in plan.logs if (s.topic, s.partition) not in whole])
+        summaries, outputs, written = _clean_spread(spark, spread, opened, target, settings, dry_run, fault)
+    except BaseException:
+        remove_outputs(plan.root, [o for c in cleaned for o in c.outputs])
+        raise
+    summaries += [row for c in cleaned for row in c.segments]
+    outputs += [o for c in cleaned for o in c.outputs]
+    written += [w for c in cleaned for w in c.written]
+    counts = [r for r in summaries if sum(r[k] for k in REASONS)]
+    if not plan.chosen:
+        return CompactionResult(plan, [])
+    if dry_run:
+        return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
     _fault(fault, "rewritten")
-    with progress.phase("compact", "swap", **rewritten):
+    with progress.phase("compact", "swap", **progress.totals(outputs, lambda o: o.nbytes)):
         swap_in(opened, outputs, fault)
         _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
@@ -363,11 +305,94 @@ def _compact(
     return result
 
 
+def _recovered(opened: LogDir, resolver: ConfigResolver, target: Destination) -> tuple[dict, dict]:
+    """Each compacted partition of `opened`, listed once, an interrupted swap in it finished or
+    rolled back (only where its listing shows one, from that listing): ({tp: Partition} for the
+    plan, {tp: error} of the partitions whose leftover swap failed its checks, left as they are)."""
+    listed: dict[tuple[str, int], Partition] = {}
+    damaged: dict[tuple[str, int], KafkaLogError] = {}
+    for tp in opened.topic_partitions:
+        if not resolver.for_topic(tp[0]).compact:
+            continue
+        listed[tp] = part = opened.partition(*tp)
+        # a partition with misnamed files is not recovered: the plan makes it uncleanable
+        if part.misnamed or not needs_recovery(part.listing):
+            continue
+        try:
+            if recover_partition(opened.fs, part.path, part.listing):
+                listed[tp] = opened.partition(*tp)  # as recovered
+        except KafkaLogError as err:
+            damaged[tp] = target.relocate(err)
+    return listed, damaged
+
+
+def _clean_spread(spark, plan: CompactionPlan, opened: LogDir, target: Destination, settings, dry_run: bool, fault):
+    """Steps 2 to 5 of the partitions too large for one task (the window path): (segment
+    summaries, output segments, OutputStats written); nothing written with `dry_run`."""
+    decision = _decide_cleanable(spark, plan, target)
+    if decision is None:
+        return [], [], []
+    decided, outcomes, rows = decision
+    try:
+        summaries = [row.asDict() for row in rows]
+        outputs = _output_segments(plan, settings, summaries)
+        if dry_run:
+            return summaries, outputs, []
+        ensure_replaceable(opened, outputs)
+        log.info("compact: rewriting %d output segments on executors", len(outputs))
+        rewritten = progress.totals(outputs, lambda o: o.nbytes)
+        with progress.phase("compact", "rewrite", **rewritten, feed=task_feed(spark)):
+            return summaries, outputs, write_outputs(spark, plan.root, outputs, batch_plans(outcomes), fault)
+    finally:
+        for df in (outcomes, decided):
+            df.unpersist()
+
+
+def _clean_in_one_task(spark, plan: CompactionPlan, jobs, target: Destination, dry_run: bool, fault) -> list[Cleaned]:
+    """Steps 2 to 5 of the partitions cleaned in one task each (spark/compaction.py); with
+    `dry_run`, nothing written. A partition whose batches cannot be read whole becomes uncleanable
+    on its own; a rewrite that fails fails the pass, every staged file removed first."""
+    if not jobs:
+        return []
+    log.info("compact: %d partitions cleaned in one task each", len(jobs))
+    totals = progress.totals([s for job in jobs for s in plan.scanned(job.log)], lambda s: s.size)
+    try:
+        with progress.phase("compact", "clean", **totals, feed=task_feed(spark)):
+            results = clean_in_one_task(spark, plan, jobs, write=not dry_run, fault=fault)
+    except BaseException:  # a task that died rather than returned its error: whatever it staged goes
+        remove_outputs(plan.root, _possible_outputs(jobs))
+        raise
+    errors = {(c.topic, c.partition): (c, from_spark_error(c.error)) for c in results if c.error is not None}
+    failed = next((err for c, err in errors.values() if not c.decided), None)
+    if failed is not None:  # a rewrite failed: the pass stops, nothing staged left
+        remove_outputs(plan.root, [o for c in results for o in c.outputs])
+        raise target.relocate(failed)
+    for tp, (_, err) in errors.items():
+        assert err is not None  # `worker_error`'s text always names one
+        _uncleanable(plan, tp, target.relocate(err))
+    return [c for c in results if c.error is None]
+
+
+def _possible_outputs(jobs) -> list[OutputSegment]:
+    """Every output segment the jobs could have staged: one at each of their scanned segments."""
+    return [
+        OutputSegment(job.log.topic, job.log.partition, (base,), 0, 0) for job in jobs for base, _, _ in job.segments
+    ]
+
+
+def _uncleanable(plan: CompactionPlan, tp, err: KafkaLogError) -> bool:
+    """Make the chosen partition `tp` uncleanable (KIP-346), saying so; False when it is not chosen."""
+    if not plan.mark_uncleanable(tp, err):
+        return False
+    log.warning("compact: %s-%d is uncleanable and is left as it is: %s", tp[0], tp[1], err)
+    return True
+
+
 def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
-    """Steps 2 and 3 over the chosen partitions: (decided, outcomes, segment summaries), the first
-    two cached; None when no partition is chosen. A partition whose batches cannot be read whole
-    becomes uncleanable and the pass is decided again without it, as Kafka's cleaner marks a
-    partition uncleanable and goes on with the others (KIP-346)."""
+    """Steps 2 and 3 over the chosen partitions cleaned by the window path: (decided, outcomes,
+    segment summaries), the first two cached; None when no partition is chosen. A partition whose
+    batches cannot be read whole becomes uncleanable and the pass is decided again without it, as
+    Kafka's cleaner marks a partition uncleanable and goes on with the others (KIP-346)."""
     while plan.chosen:
         log.info("compact: %d of %d compacted partitions chosen; deciding", len(plan.chosen), len(plan.logs))
         scanned = plan.scanned()
@@ -380,7 +405,10 @@ def _decide_cleanable(spark, plan: CompactionPlan, target: Destination):
             for df in (outcomes, decided):
                 df.unpersist()
             found = err if isinstance(err, KafkaLogError) else from_spark_error(err)
-            if found is None or not plan.mark_uncleanable(target.relocate(found)):
+            if found is None:
+                raise
+            found = target.relocate(found)
+            if not _uncleanable(plan, partition_of_file(found.file) if found.file else None, found):
                 raise
     return None
 
@@ -391,34 +419,28 @@ def _fault(hook: FaultHook | None, step: str) -> None:
 
 
 def _output_segments(
-    plan: CompactionPlan, resolver: ConfigResolver, kept: set[tuple], changed: set[tuple], legacy_as_v2: bool
+    plan: CompactionPlan, settings: dict[str, OutputSettings], summaries: list[dict]
 ) -> list[OutputSegment]:
-    """Step 4 (driver): source segments grouped into output segments as Kafka's cleaner groups them.
-    A lone segment none of whose batches changes is left alone: rewriting it would give the same bytes
-    (unless its legacy batches are to become v2: then every cleanable segment is rewritten, as Kafka's are)."""
-    outputs = []
-    for state in plan.chosen:
-        config = resolver.for_topic(state.topic)
-        aborted = tuple(tuple(t) for t in state.aborted_txns if (state.topic, state.partition, t.last_offset) in kept)
-        for group in group_segments_by_size(
-            state.cleanable_segments(), config.segment_bytes, config.segment_index_bytes, state.upper_bound
-        ):
-            lone = len(group) == 1 and (state.topic, state.partition, group[0].base_offset) not in changed
-            if lone and not legacy_as_v2:
-                continue
-            outputs.append(
-                OutputSegment(
-                    state.topic,
-                    state.partition,
-                    tuple(s.base_offset for s in group),
-                    plan.now + config.delete_retention_ms,
-                    config.index_interval_bytes,
-                    aborted,
-                    nbytes=sum(s.size for s in group),
-                    legacy_as_v2=legacy_as_v2,
-                )
-            )
-    return outputs
+    """Step 4 (driver) for the partitions of the window path: each one's source segments grouped
+    into output segments (`partition_outputs`), from its segments' summaries."""
+    changed: dict[tuple[str, int], set[int]] = {}
+    kept: dict[tuple[str, int], set[int]] = {}
+    for r in summaries:
+        tp = (r["topic"], r["partition"])
+        kept.setdefault(tp, set()).update(r["kept_txn_markers"])
+        if r["changed"]:
+            changed.setdefault(tp, set()).add(r["segmentBaseOffset"])
+    return [
+        o
+        for s in plan.chosen
+        for o in partition_outputs(
+            s,
+            settings[s.topic],
+            kept.get((s.topic, s.partition), set()),
+            changed.get((s.topic, s.partition), set()),
+            {f[0]: f for f in segment_files(plan.segments[s.topic, s.partition])},
+        )
+    ]
 
 
 # -- step 7: report -----------------------------------------------------------------------------------
@@ -429,12 +451,12 @@ def _partition_report(counts: list) -> list[dict]:
     out: dict = {}
     for r in counts:
         entry = out.setdefault(
-            (r.topic, r.partition),
-            {"topic": r.topic, "partition": r.partition, **{k: 0 for k in REASONS}, "bytes_removed": 0},
+            (r["topic"], r["partition"]),
+            {"topic": r["topic"], "partition": r["partition"], **{k: 0 for k in REASONS}, "bytes_removed": 0},
         )
         for k in REASONS:
             entry[k] += r[k]
-        entry["bytes_removed"] += r.bytes_removed or 0
+        entry["bytes_removed"] += r["bytes_removed"] or 0
     return [out[k] for k in sorted(out)]
 
 
@@ -455,7 +477,7 @@ def _segment_report(counts: list, outputs: list[OutputSegment], written: list[Ou
         }
         out[key].update({k: v for k, v in stats.get(key, {}).items() if k not in out[key]})
     for r in counts:
-        owning = owner.get((r.topic, r.partition, r.segmentBaseOffset))
+        owning = owner.get((r["topic"], r["partition"], r["segmentBaseOffset"]))
         if owning is not None:
             for k in REASONS:
                 out[(owning.topic, owning.partition, owning.base_offset)][k] += r[k]

@@ -12,57 +12,56 @@
    the latest record per key of partitions read by several tasks. Only batches that change get a
    plan; changed segments and the report's counts come from the same per-batch table.
 
-`plan` is kafkalog.operations.compact.CompactionPlan: what these functions read of it is its root
-(the log directory as executors reach it), `now`, the chosen `LogToClean`s and their segments
-(`scanned()`).
+A partition small enough (`ONE_TASK_BYTES`) skips all of that: one task reads its segments once,
+decides, and writes its `.cleaned` segments (`clean_partition`); Spark only spreads such
+partitions over the executors.
+
+`plan` is a rules.compaction.CompactionPlan: what these functions read of it is its root (the log
+directory as executors reach it), `now`, the chosen `LogToClean`s and their segments (`scanned()`).
+The rules themselves (fates, the offset map, batch retention) are rules/compaction.py's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from ..codec.filter import BatchRetention
-from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata, decide_batch
-from .scan import default_min_tasks, pack_tasks, spark_schema
-from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, ScanPlan, plan_segments
-from .tasks import task_frame
-from .views import read_task
-
-# One row per batch below the upper bound: its fate, and whether its ABORT marker keeps the
-# transaction's .txnindex entry (data of the transaction is still in the log).
-DECIDED = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("segmentBaseOffset", pa.int64()),
-        ("segment", pa.int32()),
-        ("position", pa.int64()),
-        ("lastOffset", pa.int64()),
-        ("count", pa.int32()),
-        ("magic", pa.int8()),
-        ("deleteHorizonMs", pa.int64()),
-        ("retention", pa.string()),
-        ("discard_records", pa.bool_()),
-        ("marker_for_empty_txn", pa.bool_()),
-        ("keeps_txn_index_entry", pa.bool_()),
-    ]
+from ..errors import KafkaLogError
+from ..rules.cleaner import LogToClean, group_segments_by_size
+from ..rules.compaction import (
+    COMBINED,
+    DECIDED,
+    EXPIRE_TOMBSTONE,
+    FATES,
+    FATES_OF,
+    KEEP_TOMBSTONE,
+    REASONS,
+    SUPERSEDED,
+    PartitionOutcome,
+    SegmentFacts,
+    combine,
+    decide_batches,
+    partition_outcome,
+    record_fates,
 )
-# A record's fate as a small integer: fates travel through the window's shuffle, where a string per
-# record would cost. The first three are keyed data records, in the offset map, whose fate the
-# window may still turn into SUPERSEDED.
-KEEP, KEEP_TOMBSTONE, EXPIRE_TOMBSTONE, CONTROL, MARKER, ABORTED, UNKEYED, SUPERSEDED = range(8)
-FATES_OF = {
-    "kept": (KEEP, KEEP_TOMBSTONE, CONTROL),
-    "superseded": (SUPERSEDED,),
-    "tombstone_expired": (EXPIRE_TOMBSTONE,),
-    "aborted_transaction": (ABORTED,),
-    "marker_removed": (MARKER,),
-    "unkeyed": (UNKEYED,),
-}
-REASONS = tuple(FATES_OF)
+from ..storage.fs import HeldFileSystem
+from ..storage.naming import segment_file_name
+from ..storage.rewrite import CLEANED, BatchPlan, remove_staged
+from .errors import worker_error
+from .rewrite import (
+    REWRITE_STEP,
+    OutputSegment,
+    rewrite_error,
+    source_segments,
+    write_output,
+)
+from .scan import default_min_tasks, pack_tasks, spark_schema
+from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, ScanPlan, plan_segments, plan_units
+from .tasks import run_tasks, task_frame
+from .views import filesystem, read_task, read_unit
+
 # A compaction's scan tasks are twice the size of other scans' where the bytes allow, so that more
 # partitions are read whole by one task, which then decides their keys alone.
 TASK_BYTES = 2 * DEFAULT_MAX_BYTES_PER_TASK
@@ -102,21 +101,6 @@ def _whole(scan: ScanPlan) -> set[tuple[str, int]]:
     return {tp for tp, ids in tasks.items() if len(ids) == 1}
 
 
-@dataclass(frozen=True)
-class SegmentFacts:
-    """What the record fates read of a source segment and of its partition. Its own number and its
-    partition's (`tp`) stand for the topic, partition and segment in the window's shuffle; `whole`:
-    one scan task reads the whole partition."""
-
-    tp: int
-    number: int
-    mtime_ms: int
-    first_dirty: int
-    upper_bound: int
-    legacy_horizon_ms: int
-    whole: bool
-
-
 def _segment_facts(plan, whole: set) -> dict[tuple[str, int, int], SegmentFacts]:
     """The facts of every source segment of the chosen partitions, by (topic, partition, base)."""
     facts: dict = {}
@@ -143,11 +127,7 @@ def _batch_decisions(spark, plan, scan: ScanPlan, facts: dict):
         units.setdefault((unit.topic, unit.partition), []).append(unit)
     partitions = [
         (
-            s.topic,
-            s.partition,
-            s.aborted_txns,
-            s.active_producers,
-            s.upper_bound,
+            s,
             {seg.base_offset: facts[s.topic, s.partition, seg.base_offset].number for seg in s.segments},
             sorted(units.get((s.topic, s.partition), ()), key=lambda u: (u.segment_base_offset, u.start)),
         )
@@ -163,50 +143,11 @@ def _batch_decisions(spark, plan, scan: ScanPlan, facts: dict):
     return task_frame(spark, len(tasks), task, spark_schema(DECIDED))
 
 
-def _decide_partition(
-    root: str, topic: str, partition: int, aborted, active, upper: int, numbers: dict, units, now: int
-) -> pa.RecordBatch:
-    """The DECIDED rows of one partition's batches below `upper`; `numbers` are its segments'.
-    CRCs are left to the record scan, which reads every one of these batches."""
-    tracker = CleanedTransactionMetadata()
-    tracker.add_aborted(aborted)
-    rows = []
-    for headers in read_task(root, units, "batches", ScanFilter.of(end_offset=upper), verify_crc=False):
-        c = headers.to_pydict()
-        for i in range(headers.num_rows):
-            meta = BatchMeta(
-                c["baseOffset"][i],
-                c["lastOffset"][i],
-                c["producerId"][i],
-                c["producerEpoch"][i],
-                c["isTransactional"][i],
-                c["isControl"][i],
-                c["controlType"][i],
-            )
-            horizon = c["deleteHorizonMs"][i]
-            kept_before = len(tracker.kept_aborted)
-            d = decide_batch(
-                meta, tracker, delete_horizon_ms=horizon, active_producers=active, upper_bound=upper, now=now
-            )
-            rows.append(
-                (
-                    topic,
-                    partition,
-                    c["segmentBaseOffset"][i],
-                    numbers[c["segmentBaseOffset"][i]],
-                    c["position"][i],
-                    meta.last_offset,
-                    c["count"][i],
-                    c["magic"][i],
-                    horizon,
-                    d.retention.value,
-                    d.discard_records,
-                    d.contains_marker_for_empty_txn,
-                    len(tracker.kept_aborted) > kept_before,
-                )
-            )
-    columns = zip(*rows) if rows else [()] * len(DECIDED)
-    return pa.RecordBatch.from_arrays([pa.array(c, f.type) for c, f in zip(columns, DECIDED)], schema=DECIDED)
+def _decide_partition(root: str, log: LogToClean, numbers: dict, units, now: int) -> pa.RecordBatch:
+    """The DECIDED rows of one partition's batches below its upper bound; `numbers` are its
+    segments'. CRCs are left to the record scan, which reads every one of these batches."""
+    flt = ScanFilter.of(end_offset=log.upper_bound)
+    return decide_batches(read_task(root, units, "batches", flt, verify_crc=False), log, numbers, now)
 
 
 def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
@@ -252,7 +193,7 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
 
         solo = task << 32  # run numbers unique over the tasks
         for table, split in _chunks(fates(), COMBINE_ROWS):
-            out, solo = _combine(table, split, solo)
+            out, solo = combine(table, split, solo)
             yield from out
 
     combined = inputs.mapInArrow(decide_task, spark_schema(COMBINED))
@@ -285,81 +226,6 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
 def _segment_of(batch: pa.RecordBatch) -> tuple[str, int, int]:
     """The segment of a scan's Arrow batch: the reader's batches are each of one work unit."""
     return batch["topic"][0].as_py(), batch["partition"][0].as_py(), batch["segmentBaseOffset"][0].as_py()
-
-
-def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence[int], now: int) -> pa.RecordBatch:
-    """The fates of one narrow Arrow batch's records below the upper bound, as Kafka's cleaner gives
-    them before superseding: a record of a batch whose records all go (`discarded` positions) is an
-    aborted record or a removed marker; a control record stays; an unkeyed one goes; a tombstone
-    stays while its delete horizon (v2: the batch's; v0/v1: the segment's mtime against the
-    partition's legacy horizon) is not past. `map_offset` is the offset of a keyed record in the
-    cleanable dirty range, which supersedes older records of its key. The columns `_combine` reads."""
-    import numpy as np
-
-    offset = batch["offset"].to_numpy()
-    batch = batch.filter(pa.array(offset < facts.upper_bound))
-    offset = batch["offset"].to_numpy()
-    position = batch["position"].to_numpy()
-    control = batch["isControl"].to_numpy(zero_copy_only=False)
-    horizon = batch["deleteHorizonMs"]
-    retain = np.where(
-        batch["magic"].to_numpy() >= 2,
-        horizon.is_null().to_numpy(zero_copy_only=False) | (now < horizon.fill_null(0).to_numpy()),
-        facts.mtime_ms > facts.legacy_horizon_ms,
-    )
-    tombstone = batch["valueIsNull"].to_numpy(zero_copy_only=False)
-    discard = np.isin(position, np.asarray(discarded, np.int64))
-    fate = np.select(
-        [
-            discard & control,
-            discard,
-            control,
-            batch["key"].is_null().to_numpy(zero_copy_only=False),
-            tombstone & retain,
-            tombstone,
-        ],
-        [MARKER, ABORTED, CONTROL, UNKEYED, KEEP_TOMBSTONE, EXPIRE_TOMBSTONE],
-        KEEP,
-    ).astype(np.int8)
-    in_map = (offset >= facts.first_dirty) & (fate <= EXPIRE_TOMBSTONE)
-    n = batch.num_rows
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(np.full(n, facts.tp, np.int32)),
-            pa.array(np.full(n, facts.number, np.int32)),
-            batch["position"],
-            batch["offset"],
-            batch["key"],
-            batch["recordSpanSize"],
-            pa.array(fate),
-            pa.array(offset, mask=~in_map),
-            pa.array(np.full(n, facts.whole)),
-        ],
-        names=["tp", "segment", "position", "offset", "key", "recordSpanSize", "fate", "map_offset", "whole"],
-    )
-
-
-# What a scan task hands the window (`_combine`): the records it cannot decide alone (key, offset,
-# map_offset, fate, span; `solo` null) and runs of what it decided (offset null; a `solo` number
-# of their own; the aggregates of `_batch_outcomes`' first step).
-COMBINED = pa.schema(
-    [
-        ("tp", pa.int32()),
-        ("segment", pa.int32()),
-        ("position", pa.int64()),
-        ("run", pa.int64()),
-        ("key", pa.binary()),
-        ("offset", pa.int64()),
-        ("map_offset", pa.int64()),
-        ("fate", pa.int8()),
-        ("recordSpanSize", pa.int32()),
-        ("solo", pa.int64()),
-        ("bits", pa.int64()),
-        ("has_tombstone", pa.bool_()),
-        ("bytes_removed", pa.int64()),
-        *[(r, pa.int64()) for r in REASONS],
-    ]
-)
 
 
 def _chunks(batches, max_rows: int):
@@ -398,94 +264,6 @@ def _chunks(batches, max_rows: int):
         held, rows = table.slice(cut).to_batches(), rows - cut
     if rows:
         yield chunk(pa.Table.from_batches(held))
-
-
-def _combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.RecordBatch], int]:
-    """One chunk of a scan task's records: the latest offset of each key among them, by pyarrow's
-    hash aggregation. A record older than that is superseded whatever other chunks and tasks hold;
-    in a partition this task reads whole (`whole`) and this chunk holds whole (not in `split`), every
-    record is decided. Decided records leave as runs of 64 offsets of a batch, aggregated, numbered from
-    `solo`; the others (the latest of each key of a partition read by several tasks or chunks, and
-    its records not superseded here) leave one by one for the window. Returns the batches and the
-    next free run number."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    out: list[pa.RecordBatch] = []
-    keyed = pc.less_equal(table["fate"], EXPIRE_TOMBSTONE)
-    latest = table.filter(keyed).group_by(["tp", "key"]).aggregate([("map_offset", "max")])
-    table = table.join(latest, ["tp", "key"], join_type="left outer")
-    offset = table["offset"].to_numpy()
-    fate = table["fate"].to_numpy()
-    is_keyed = fate <= EXPIRE_TOMBSTONE
-    superseded = is_keyed & (offset < table["map_offset_max"].fill_null(-1).to_numpy())
-    fate = np.where(superseded, np.int8(SUPERSEDED), fate).astype(np.int8)
-    tps = table["tp"].to_numpy()
-    whole = table["whole"].to_numpy() & ~np.isin(tps, list(split))
-    undecided = is_keyed & ~superseded & ~whole
-    run = offset >> 6
-    pending = table.filter(pa.array(undecided))
-    if pending.num_rows:
-        n = pending.num_rows
-        out.append(
-            pa.RecordBatch.from_arrays(
-                [
-                    pending["tp"].combine_chunks(),
-                    pending["segment"].combine_chunks(),
-                    pending["position"].combine_chunks(),
-                    pa.array(run[undecided]),
-                    pending["key"].combine_chunks(),
-                    pa.array(offset[undecided]),
-                    pending["map_offset"].combine_chunks(),
-                    pa.array(fate[undecided], pa.int8()),
-                    pending["recordSpanSize"].combine_chunks(),
-                    *[pa.nulls(n, f.type) for f in COMBINED][9:],
-                ],
-                schema=COMBINED,
-            )
-        )
-    decided = ~undecided
-    if not decided.any():
-        return out, solo
-    # the decided records' runs, aggregated: rows sorted by run, then reduced at each run's start
-    segment, position = table["segment"].to_numpy()[decided], table["position"].to_numpy()[decided]
-    fate, offset, span = fate[decided], offset[decided], table["recordSpanSize"].to_numpy()[decided]
-    order = np.lexsort((offset, position, segment))
-    segment, position, fate, offset, span = segment[order], position[order], fate[order], offset[order], span[order]
-    tp, run = tps[decided][order], offset >> 6
-    starts = np.flatnonzero(
-        np.concatenate(
-            [[True], (segment[1:] != segment[:-1]) | (position[1:] != position[:-1]) | (run[1:] != run[:-1])]
-        )
-    )
-    gone = ~np.isin(fate, FATES_OF["kept"])
-    bits = np.where(gone, np.left_shift(np.uint64(1), (offset & 63).astype(np.uint64)), np.uint64(0))
-    removed = np.add.reduceat(np.where(gone, span, 0).astype(np.int64), starts)
-    n = len(starts)
-    out.append(
-        pa.RecordBatch.from_arrays(
-            [
-                pa.array(tp[starts], pa.int32()),
-                pa.array(segment[starts], pa.int32()),
-                pa.array(position[starts], pa.int64()),
-                pa.array(run[starts], pa.int64()),
-                *[
-                    pa.nulls(n, COMBINED.field(c).type)
-                    for c in ("key", "offset", "map_offset", "fate", "recordSpanSize")
-                ],
-                pa.array(solo + np.arange(n, dtype=np.int64)),
-                pa.array(np.bitwise_or.reduceat(bits, starts).view(np.int64)),
-                pa.array(np.logical_or.reduceat(fate == KEEP_TOMBSTONE, starts)),
-                pa.array(removed, mask=~np.logical_or.reduceat(gone, starts)),  # null where nothing goes, as Spark sums
-                *[
-                    pa.array(np.add.reduceat(np.isin(fate, fates_).astype(np.int64), starts))
-                    for fates_ in FATES_OF.values()
-                ],
-            ],
-            schema=COMBINED,
-        )
-    )
-    return out, solo + n
 
 
 def _batch_outcomes(fates, decided):
@@ -565,3 +343,207 @@ def segment_summaries(decided, outcomes) -> list:
         )
         .collect()
     )
+
+
+# -- a partition in one task -----------------------------------------------------------------------------
+
+# A chosen partition whose scanned segments hold at most this many bytes is cleaned in one task
+# (`clean_partition`). The task holds the segments' bytes from the read that decides to the copy
+# that writes (so each is read once), and a narrow row per record (its key and a few numbers, some
+# 60 bytes with short keys: a fifth of the log for records of a few hundred bytes). At 512 MiB the
+# two tasks of a 2-core executor hold at most about 1.3 GiB, and the partitions of the 1 GiB
+# benchmark (4 x 256 MiB) are cleaned without the JVM seeing a record. A larger partition gains
+# more from being spread over several cores (the window path) than it loses to the shuffle.
+ONE_TASK_BYTES = 512 << 20
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """How the output segments of a topic's partitions are grouped and written: its configuration
+    (segment.bytes, segment.index.bytes, index.interval.bytes), the horizon the pass gives batches
+    that need one (now + delete.retention.ms), and whether legacy batches become v2."""
+
+    segment_bytes: int
+    segment_index_bytes: int
+    delete_horizon_ms: int
+    index_interval_bytes: int
+    legacy_as_v2: bool = False
+
+    @classmethod
+    def of(cls, config, now: int, legacy_as_v2: bool = False) -> OutputSettings:
+        """A topic's settings (`config`, its TopicConfig) for a pass at `now`."""
+        return cls(
+            config.segment_bytes,
+            config.segment_index_bytes,
+            now + config.delete_retention_ms,
+            config.index_interval_bytes,
+            legacy_as_v2,
+        )
+
+
+def partition_outputs(
+    log: LogToClean, settings: OutputSettings, kept_markers: set[int], changed: set[int], files=None
+) -> list[OutputSegment]:
+    """Step 4 for one partition: its source segments grouped into output segments as Kafka's
+    cleaner groups them. A lone segment none of whose batches changes (not in `changed`) is left
+    alone: rewriting it would give the same bytes (unless its legacy batches are to become v2: then
+    every cleanable segment is rewritten, as Kafka's are). `kept_markers`: the last offsets of the
+    ABORT markers whose `.txnindex` entry stays. `files`: the plan's (base offset, files, next base
+    offset) of each segment by base offset, handed to the rewrite tasks (they do not list the partition)."""
+    aborted = tuple(tuple(t) for t in log.aborted_txns if t.last_offset in kept_markers)
+    outputs = []
+    for group in group_segments_by_size(
+        log.cleanable_segments(), settings.segment_bytes, settings.segment_index_bytes, log.upper_bound
+    ):
+        if len(group) == 1 and group[0].base_offset not in changed and not settings.legacy_as_v2:
+            continue
+        outputs.append(
+            OutputSegment(
+                log.topic,
+                log.partition,
+                tuple(s.base_offset for s in group),
+                settings.delete_horizon_ms,
+                settings.index_interval_bytes,
+                aborted,
+                nbytes=sum(s.size for s in group),
+                legacy_as_v2=settings.legacy_as_v2,
+                sources=tuple(files[s.base_offset] for s in group) if files else (),
+            )
+        )
+    return outputs
+
+
+@dataclass(frozen=True)
+class OneTask:
+    """What the task of a partition cleaned in one task takes from the plan: its LogToClean, its
+    scanned segments' files as the plan listed them (no task lists the partition again), their
+    work units (whole segments) and how its outputs are written."""
+
+    log: LogToClean
+    segments: tuple  # (base offset, {suffix: FileEntry}, next base offset) of each scanned segment
+    units: tuple
+    settings: OutputSettings
+
+    @property
+    def nbytes(self) -> int:
+        return sum(size for _, files, _ in self.segments for size in [files[".log"].size])
+
+
+@dataclass
+class Cleaned:
+    """What the task of one partition returns: the report's rows per source segment
+    (PartitionOutcome.segments), its output segments and what writing them wrote; or its error as
+    `worker_error` text, found while reading and deciding (`decided`: the partition is
+    uncleanable, the others go on) or while writing (the pass fails)."""
+
+    topic: str
+    partition: int
+    segments: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    written: list = field(default_factory=list)
+    error: str | None = None
+    decided: bool = True
+
+
+def one_task_jobs(plan, settings: dict[str, OutputSettings]) -> list[OneTask]:
+    """The chosen partitions of `plan` cleaned in one task: those whose scanned segments hold at
+    most ONE_TASK_BYTES; `settings` by topic."""
+    jobs = []
+    for log in plan.chosen:
+        segments = plan.scanned(log)
+        if sum(s.size for s in segments) > ONE_TASK_BYTES:
+            continue
+        units = plan_units(segments, ScanFilter(), unit_bytes=ONE_TASK_BYTES)  # whole segments, no index read
+        jobs.append(OneTask(log, tuple(segment_files(segments)), tuple(units), settings[log.topic]))
+    return jobs
+
+
+def segment_files(segments) -> list[tuple]:
+    """(base offset, {suffix: FileEntry}, next base offset) of each LogSegment: what a task needs to
+    open them without listing their partition."""
+    return [(s.base_offset, dict(s.files), s.next_base_offset) for s in segments]
+
+
+def clean_in_one_task(spark, plan, jobs: list[OneTask], *, write: bool, fault=None) -> list[Cleaned]:
+    """`clean_partition` of each job on the executors, the jobs packed into tasks by their bytes
+    (many small partitions share a task); Spark only spreads them. The results in the jobs' order."""
+    root, now = plan.root, plan.now
+
+    def work(job: OneTask) -> Cleaned:
+        return clean_partition(filesystem(root), root, job, now, write=write, fault=fault)
+
+    return run_tasks(spark, pack_tasks(spark, jobs, lambda j: j.nbytes), work)
+
+
+def clean_partition(fs, root: str, job: OneTask, now: int, *, write: bool, fault=None) -> Cleaned:
+    """Executor side: one partition's pass in one task. Each scanned segment's `.log` is read once
+    into memory; its batches are decided (the transaction tracker), its records get their fates and
+    the latest offset per key (rules/compaction.py, numpy and Arrow), and, with `write`, the output
+    segments are written from the same bytes as `.cleaned` files (untouched batches copied as they
+    are). `root` is the log directory as `fs` reaches it (for the errors' file names)."""
+    from .views import filesystem_and_path
+
+    log = job.log
+    cleaned = Cleaned(log.topic, log.partition)
+    try:
+        entries = [files[".log"] for _, files, _ in job.segments]
+        held = HeldFileSystem(fs, {e.path: fs.read_range(e.path, 0, e.size) for e in entries})
+        outcome = _decide_whole(held, job, now)
+    except KafkaLogError as err:
+        cleaned.error = worker_error(err)
+        return cleaned
+    cleaned.segments = outcome.segments
+    files = {f[0]: f for f in job.segments}
+    cleaned.outputs = partition_outputs(log, job.settings, outcome.kept_txn_markers, outcome.changed, files)
+    if not write:
+        return cleaned
+    plans = {at: BatchPlan(*change) for at, change in outcome.changes.items()}
+    output = None
+    try:
+        for output in cleaned.outputs:
+            if fault is not None:
+                fault(REWRITE_STEP, fs.join(log.path, segment_file_name(output.base_offset, ".log" + CLEANED)))
+            sources = source_segments(held, log.path, output)
+            cleaned.written.append(write_output(held, log.path, sources, output, plans))
+    except Exception as err:  # what is staged goes; the pass fails (as a failing rewrite task fails it)
+        for staged in cleaned.outputs:
+            try:
+                remove_staged(fs, log.path, staged.base_offset)
+            except (OSError, KafkaLogError):
+                pass
+        assert output is not None
+        cleaned.error, cleaned.decided = worker_error(rewrite_error(err, filesystem_and_path(root)[1], output)), False
+        cleaned.written = []
+    return cleaned
+
+
+def _decide_whole(held, job: OneTask, now: int) -> PartitionOutcome:
+    """The outcome of the partition of `job`, read from `held` (each segment's bytes in memory)."""
+    log = job.log
+    numbers = {base: i for i, (base, _, _) in enumerate(job.segments)}
+    flt = ScanFilter.of(end_offset=log.upper_bound)
+    headers = (b for u in job.units for b in read_unit(u, held, "batches", flt, verify_crc=False) if b.num_rows)
+    decided = decide_batches(headers, log, numbers, now)
+    discarded: dict[int, list[int]] = {}
+    for segment, position, discard in zip(
+        decided["segment"].to_pylist(), decided["position"].to_pylist(), decided["discard_records"].to_pylist()
+    ):
+        if discard:
+            discarded.setdefault(segment, []).append(position)
+    mtimes = {s.base_offset: s.mtime_ms for s in log.segments}
+    fates = []
+    for unit in job.units:
+        number = numbers[unit.segment_base_offset]
+        facts = SegmentFacts(
+            0,
+            number,
+            mtimes[unit.segment_base_offset],
+            log.range.first_dirty,
+            log.upper_bound,
+            log.legacy_delete_horizon_ms,
+            True,
+        )
+        for batch in read_unit(unit, held, "narrow", flt):
+            if batch.num_rows:
+                fates.append(record_fates(batch, facts, discarded.get(number, ()), now))
+    return partition_outcome(log, decided, pa.Table.from_batches(fates, schema=FATES))

@@ -30,6 +30,7 @@ from ..storage.logdir import LogDir
 from ..storage.naming import segment_file_name
 from ..storage.partition import Partition
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged, rewrite_segments
+from ..storage.segment import LogSegment
 from ..storage.swap import SEGMENT_KINDS, FaultHook, replace_in_partitions
 from ..storage.txnindex import AbortedTxn
 from .errors import from_spark_error, worker_error
@@ -72,6 +73,9 @@ class OutputSegment:
     nbytes: int = 0  # the sources' bytes: what packs output segments into tasks
     legacy_as_v2: bool = False  # write legacy (v0/v1) batches as v2, as Kafka 4.x's cleaner does
     copy: int = 0  # which of the rewrite's log dirs holds the partition (a purge rewrites several copies)
+    # the sources' files as the plan listed them, (base offset, {suffix: FileEntry}, next base offset)
+    # each: the task then opens them without listing the partition (empty: it lists it)
+    sources: tuple = ()
 
     @property
     def base_offset(self) -> int:
@@ -169,7 +173,7 @@ def write_outputs(
             try:
                 stats.append(asdict(rewrite_output(root, outputs[i], _read_plans(blobs_of[i]), fault)))
             except Exception as err:  # the rest of this task is not written: the step has failed
-                stats.append({"error": worker_error(_rewrite_error(err, root, outputs[i]))})
+                stats.append({"error": worker_error(rewrite_error(err, root, outputs[i]))})
                 break
         if stats:
             yield pa.RecordBatch.from_pylist(stats, pa.schema(_STATS))
@@ -192,7 +196,7 @@ def write_outputs(
     return [OutputStats(**{k: v for k, v in row.asDict().items() if k != "error"}) for row in rows]
 
 
-def _rewrite_error(err: Exception, log_dir: str, output: OutputSegment) -> KafkaLogError:
+def rewrite_error(err: Exception, log_dir: str, output: OutputSegment) -> KafkaLogError:
     """What failed a rewrite task, as a KafkaLogError naming a file: its own, or the output's
     first source segment."""
     if isinstance(err, KafkaLogError):
@@ -307,6 +311,8 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
     part_dir = fs.join(root, f"{output.topic}-{output.partition}")
     if fault is not None:
         fault(REWRITE_STEP, fs.join(part_dir, segment_file_name(output.base_offset, ".log" + CLEANED)))
+    if output.sources:
+        return write_output(fs, part_dir, source_segments(fs, part_dir, output), output, plans)
     part = Partition.open(fs, part_dir)
     wanted = set(output.bases)
     sources = [s for s in part.segments if s.base_offset in wanted]
@@ -315,9 +321,23 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
         raise LogDirError(
             f"segments {missing} of {output.topic}-{output.partition} are gone since the plan was made", file=part.path
         )
+    return write_output(fs, part_dir, sources, output, plans)
+
+
+def source_segments(fs: LogFileSystem, part_dir: str, output: OutputSegment) -> list[LogSegment]:
+    """The LogSegments of `output.sources` (in `fs`, the partition directory `part_dir`)."""
+    return [
+        LogSegment(fs, part_dir, base, dict(files), next_base, output.topic, output.partition)
+        for base, files, next_base in output.sources
+    ]
+
+
+def write_output(fs: LogFileSystem, part_dir: str, sources, output: OutputSegment, plans: dict) -> OutputStats:
+    """Write `output` from its source LogSegments (`sources`, in `fs`) as `.cleaned` files in
+    `part_dir`; `plans` by (source base offset, batch position)."""
     _, stats = rewrite_segments(
-        part.fs,
-        part.path,
+        fs,
+        part_dir,
         sources,
         plans,
         delete_horizon_ms=output.delete_horizon_ms,

@@ -13,7 +13,7 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import FileAccessError, KafkaLogError, LogDirError
 from .fs import LogFileSystem
@@ -31,6 +31,7 @@ class Destination:
 
     path: str
     source: str
+    opened: LogDir | None = field(default=None, compare=False)  # `path` opened, when the preflight opened it
 
     def relocate(self, err: KafkaLogError) -> KafkaLogError:
         """`err` naming the input's file where it names the staging copy's (errors name files as
@@ -111,11 +112,11 @@ def destination(
     for note in opened.linked_dir_notes():
         log.warning("%s: %s", note, consequence)
     if dry_run:
-        yield Destination(source, source)
+        yield Destination(source, source, opened)
         return
     if output is None:
         with opened.locked():
-            yield Destination(source, source)
+            yield Destination(source, source, opened)
         return
     fs, path = LogFileSystem.for_path(output)
     staging = path + STAGING_SUFFIX

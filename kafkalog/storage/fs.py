@@ -280,3 +280,17 @@ def _fsync(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class HeldFileSystem(LogFileSystem):
+    """`inner`, but the files of `held` (path -> bytes) are read from memory: a task that reads a
+    segment several ways (its batches, its records, its rewrite) reads it from the disk once.
+    Everything else (writes, listings, other files) goes to `inner`'s filesystem."""
+
+    def __init__(self, inner: LogFileSystem, held: dict[str, bytes]):
+        super().__init__(inner.fs)
+        self.inner, self.held = inner, held
+
+    def open_input(self, path: str):
+        data = self.held.get(path)
+        return self.inner.open_input(path) if data is None else pa.BufferReader(data)

@@ -34,6 +34,7 @@ class Partition:
     files: dict[str, FileEntry] = field(default_factory=dict)  # leader-epoch-checkpoint, partition.metadata
     kraft_snapshots: dict[tuple[int, int], FileEntry] = field(default_factory=dict)  # (end offset, epoch)
     misnamed: dict[str, str] = field(default_factory=dict)  # path -> why its name is not Kafka's
+    listing: list[FileEntry] = field(default_factory=list)  # the directory's entries, as opened
 
     @classmethod
     def open(cls, fs: LogFileSystem, path: str, entries: list[FileEntry] | None = None) -> Partition:
@@ -47,6 +48,7 @@ class Partition:
         segments: dict[int, LogSegment] = {}
         indexes: list[tuple[int, FileEntry, str]] = []
         entries = fs.list_dir(path) if entries is None else entries
+        part.listing = entries
         part.misnamed = _misnamed(entries)
         for entry in entries:
             if entry.is_dir:

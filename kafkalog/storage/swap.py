@@ -65,7 +65,9 @@ def replace_segments(
 
     Producer snapshots at old base offsets that are not new base offsets are deleted."""
     new_bases, old_bases = sorted(set(new_bases)), sorted(set(old_bases))
-    files = {e.name: e for e in fs.list_dir(partition_dir)}
+    # the one listing: every later step renames or deletes files it names, or files it renamed
+    listing = fs.list_dir(partition_dir)
+    files = {e.name: e for e in listing}
     staged = {
         name[: -len(".cleaned")] + ".swap": files[name].size
         for b in new_bases
@@ -74,24 +76,28 @@ def replace_segments(
     intent = {"version": 1, "swaps": staged, "replaced": old_bases}
     fs.write_atomic(fs.join(partition_dir, SWAP_INTENT), json.dumps(intent).encode())
     fault("cleaned-written", "")
+    swaps = [e for e in listing if e.name.endswith(".swap")]
     for base in reversed(new_bases):
         for name in _segment_files(files, base, ".cleaned"):
-            fs.rename(files[name].path, _sibling(files[name], name[: -len(".cleaned")] + ".swap"))
+            swaps.append(_renamed(fs, files[name], name[: -len(".cleaned")] + ".swap"))
             fault("swap-renamed", name)
+    deleted = [e for e in listing if e.name.endswith(".deleted")]
     for base in old_bases:
         for name in _segment_files(files, base, None):
-            fs.rename(files[name].path, _sibling(files[name], name + ".deleted"))
+            deleted.append(_renamed(fs, files[name], name + ".deleted"))
             fault("old-deleted", name)
-    _complete_swaps(fs, partition_dir, fault)
+    _complete_swaps(fs, swaps, fault)
     fs.sync_dir(partition_dir)
     # the snapshots go while `.deleted` files still mark the replacement: a crash here leaves
-    # recovery a sign that it must remove the strays
+    # recovery a sign that it must remove the strays (no step renames a snapshot: the listing's stand)
     doomed = set(old_bases) - set(new_bases)
-    for entry in fs.list_dir(partition_dir):
+    for entry in listing:
         parsed = parse_segment_file_name(entry.name)
         if parsed and parsed.kind == ".snapshot" and not parsed.state and parsed.base_offset in doomed:
             fs.delete(entry.path)
-    _delete_leftovers(fs, partition_dir, ".deleted", fault)
+    for entry in sorted(deleted, key=lambda e: e.name):
+        fs.delete(entry.path)
+        fault("deleted-removed", entry.name)
     fs.delete(fs.join(partition_dir, SWAP_INTENT))
     fault("done", "")
 
@@ -130,21 +136,18 @@ def _parsed(name: str) -> SegmentFileName:
     return parsed
 
 
-def _complete_swaps(fs: LogFileSystem, partition_dir: str, fault: FaultHook) -> None:
-    swaps = sorted(
-        (e for e in fs.list_dir(partition_dir) if e.name.endswith(".swap")),
-        key=lambda e: (_parsed(e.name).base_offset, SEGMENT_KINDS.index(_parsed(e.name).kind)),
-    )
-    for entry in swaps:
+def _renamed(fs: LogFileSystem, entry: FileEntry, name: str) -> FileEntry:
+    """Rename `entry` to `name` in its directory; the renamed file's entry."""
+    path = _sibling(entry, name)
+    fs.rename(entry.path, path)
+    return entry._replace(name=name, path=path)
+
+
+def _complete_swaps(fs: LogFileSystem, swaps: list[FileEntry], fault: FaultHook) -> None:
+    """Step 3: each `.swap` file renamed to its final name, segment by segment, `.log` first."""
+    for entry in sorted(swaps, key=lambda e: (_parsed(e.name).base_offset, SEGMENT_KINDS.index(_parsed(e.name).kind))):
         fs.rename(entry.path, _sibling(entry, entry.name[: -len(".swap")]))
         fault("swap-completed", entry.name)
-
-
-def _delete_leftovers(fs: LogFileSystem, partition_dir: str, state: str, fault: FaultHook = no_fault) -> None:
-    for entry in fs.list_dir(partition_dir):
-        if entry.name.endswith(state):
-            fs.delete(entry.path)
-            fault("deleted-removed", entry.name)
 
 
 def in_flight_files(fs: LogFileSystem, partition_dir: str) -> list[FileEntry]:
@@ -156,7 +159,13 @@ def _in_flight(listing: list[FileEntry]) -> list[FileEntry]:
     return [e for e in listing if (p := parse_segment_file_name(e.name)) is not None and p.state is not None]
 
 
-def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
+def needs_recovery(listing: list[FileEntry]) -> bool:
+    """Whether a partition directory so listed holds anything `recover_partition` acts on: files of
+    an interrupted swap, or kafkalog's swap intent."""
+    return bool(_in_flight(listing)) or any(e.name == SWAP_INTENT for e in listing)
+
+
+def recover_partition(fs: LogFileSystem, partition_dir: str, listing: list[FileEntry] | None = None) -> list[str]:
     """Finish or roll back an interrupted swap as Kafka's LogLoader does; returns what it did.
 
     `.deleted` files go; `.swap` files at or above the lowest `.cleaned` base offset belong to an
@@ -164,8 +173,9 @@ def recover_partition(fs: LogFileSystem, partition_dir: str) -> list[str]:
     live files whose base offset lies in their offset range are deleted and the swaps renamed. When
     a replacement won, the producer snapshots it would have deleted in step 4 go as Kafka's loader
     removes stray snapshots. Unlike Kafka's loader, the winning swaps are read and checked first
-    (`check_swaps`): one that would lose or misplace data raises, and nothing is touched."""
-    recovery = _plan_recovery(fs, partition_dir)
+    (`check_swaps`): one that would lose or misplace data raises, and nothing is touched.
+    `listing`: the directory's, when the caller listed it already."""
+    recovery = _plan_recovery(fs, partition_dir, listing)
     actions = []
     for what, entries in (
         ("deleted", recovery.deleted),
@@ -209,8 +219,8 @@ class _Recovery:
     intent: FileEntry | None  # kafkalog's swap intent, deleted once the swap is settled
 
 
-def _plan_recovery(fs: LogFileSystem, partition_dir: str) -> _Recovery:
-    listing = fs.list_dir(partition_dir)
+def _plan_recovery(fs: LogFileSystem, partition_dir: str, listing: list[FileEntry] | None = None) -> _Recovery:
+    listing = fs.list_dir(partition_dir) if listing is None else listing
     entries = _in_flight(listing)
     deleted = [e for e in entries if e.name.endswith(".deleted")]
     cleaned = [e for e in entries if e.name.endswith(".cleaned")]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from kafkalog.spark.compaction import (
+from kafkalog.rules.compaction import (
     ABORTED,
     CONTROL,
     EXPIRE_TOMBSTONE,
@@ -16,9 +16,9 @@ from kafkalog.spark.compaction import (
     MARKER,
     UNKEYED,
     SegmentFacts,
-    _chunks,
     record_fates,
 )
+from kafkalog.spark.compaction import _chunks
 
 
 def batches(*tps_per_batch):
