@@ -5,7 +5,7 @@ on the driver against the same replays on Spark's executors, in one run.
     .venv/bin/python benchmarks/plan.py [--size-mb 256] [--master local[2]] [--repeat 3] [--dir DIR]
 
 The directory is `benchmarks/compact.py`'s, copied without its `.snapshot` files. The executors' run
-sets `REPLAY_ON_EXECUTORS_BYTES` to 0, so that it replays there whatever the size; the table says
+sets `tuning.REPLAY_ON_EXECUTORS_BYTES` to 0, so that it replays there whatever the size; the table says
 which of the two `compact` takes by default at this size. Both plans must be equal, which the run
 asserts. Rounds alternate the two, the fastest of each counts; the session is started and warm (its
 Python workers running, the log in the page cache) before the first round.
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compact import RESOLVER  # noqa: E402
 from scan import ensure_log_dir, log_dir_parser, temporary_dir  # noqa: E402
 
-from kafkalog.operations import compact  # noqa: E402
+from kafkalog import tuning  # noqa: E402
 from kafkalog.operations.compact import plan_compaction  # noqa: E402
 
 NOW = 1_800_000_000_000
@@ -55,8 +55,8 @@ def _plan(root: str, spark) -> tuple:
 def report(root: str, master: str, repeat: int) -> None:
     from kafkalog.spark import local_session
 
-    default = compact.REPLAY_ON_EXECUTORS_BYTES
-    compact.REPLAY_ON_EXECUTORS_BYTES = 0  # the executors' run replays there, whatever the size
+    default = tuning.REPLAY_ON_EXECUTORS_BYTES
+    tuning.REPLAY_ON_EXECUTORS_BYTES = 0  # the executors' run replays there, whatever the size
     spark = local_session("kafkalog-plan-bench", master)
     _plan(root, spark)  # warm-up
     load_before = os.getloadavg()[0]

@@ -4,7 +4,7 @@
    `LogToClean` from metadata, index tails and producer state: the cleanable range, dirty ratio,
    active producers, aborted transactions; the partitions Kafka's rules choose, and the work units
    to read of them.
-2-5. A partition of at most ONE_TASK_BYTES: scanned, decided, grouped and rewritten in one task
+2-5. A partition of at most `tuning.ONE_TASK_BYTES`: scanned, decided, grouped and rewritten in one task
    that reads each of its segments once (spark/compaction.clean_partition). The larger ones:
 2-3. Scan and decide (Spark, kafkalog/spark/compaction.py).
 4. Group (driver): source segments into output segments, as Kafka's cleaner groups them.
@@ -20,6 +20,7 @@ import functools
 import logging
 from dataclasses import dataclass, field, replace
 
+from .. import tuning
 from ..config import ConfigResolver
 from ..errors import KafkaLogError
 from ..rules.cleaner import log_to_clean
@@ -58,13 +59,6 @@ from . import progress
 from .files import camel_keys
 
 log = logging.getLogger("kafkalog")
-
-
-# Producer-state replays of a local log dir that read less than this run on the driver: they read
-# about 2 µs a batch there (0.12 s for 260 MB of 14 KiB batches, 1.4 s for 457 MB of 700 B ones),
-# while a Spark job costs 0.6 to 0.9 s before its tasks do anything (measured on 2 cores, where the
-# executors made planning 0.3 and 0.6 times as fast at those two sizes).
-REPLAY_ON_EXECUTORS_BYTES = 1 << 30
 
 
 def plan_compaction(
@@ -155,14 +149,14 @@ def _compacted_partitions(
 
 def _replays(spark, plan: CompactionPlan, parts: list[Partition]):
     """The `replay` that `log_to_clean` takes for `parts`: `replay_partition` on the driver, or,
-    with a session and at least REPLAY_ON_EXECUTORS_BYTES to read (or an object store to read them
+    with a session and at least tuning.REPLAY_ON_EXECUTORS_BYTES to read (or an object store to read them
     from), the replays run on the executors in tasks packed by the bytes each reads: a partition's
     replay as its task made it, or the error that stopped it, raised on the driver (a task returns
     errors as data, so that one partition's fails none of the others)."""
     if spark is None:
         return replay_partition
     sizes = {part.path: replay_bytes(part) for part in parts}
-    if plan.is_local and sum(sizes.values()) < REPLAY_ON_EXECUTORS_BYTES:
+    if plan.is_local and sum(sizes.values()) < tuning.REPLAY_ON_EXECUTORS_BYTES:
         return replay_partition
     tasks = pack_tasks(spark, list(sizes), sizes.__getitem__)
     paths = [path for task in tasks for path in task]

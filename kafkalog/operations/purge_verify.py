@@ -32,10 +32,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .. import tuning
 from ..errors import KafkaLogError
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.evidence import SCOPE_SCHEMA, find_fingerprints
-from ..spark.purge import BROADCAST_KEYS
 from ..storage.ledger import (
     LedgerError,
     copy_identity,
@@ -126,7 +126,11 @@ def verify_purge(
         copies[log_dir_identity(path)] = (path, wanted, copy_identity(opened.meta_properties()))
     scope = spark.createDataFrame([(fp, all_, sorted(listed)) for fp, (all_, listed) in scopes.items()], SCOPE_SCHEMA)
     partitions, hits = find_fingerprints(
-        spark, {n: (p, t) for n, (p, t, _) in copies.items()}, scope, secret, broadcast=len(scopes) <= BROADCAST_KEYS
+        spark,
+        {n: (p, t) for n, (p, t, _) in copies.items()},
+        scope,
+        secret,
+        broadcast=len(scopes) <= tuning.BROADCAST_KEYS,
     )
     return _report(ledger, scopes, runs, secret_checked, copies, partitions, hits, tombstoned)
 

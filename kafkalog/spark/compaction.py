@@ -12,7 +12,7 @@
    the latest record per key of partitions read by several tasks. Only batches that change get a
    plan; changed segments and the report's counts come from the same per-batch table.
 
-A partition small enough (`ONE_TASK_BYTES`) skips all of that: one task reads its segments once,
+A partition small enough (`tuning.ONE_TASK_BYTES`) skips all of that: one task reads its segments once,
 decides, and writes its `.cleaned` segments (`clean_partition`); Spark only spreads such
 partitions over the executors.
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from .. import tuning
 from ..codec.filter import BatchRetention
 from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean, group_segments_by_size
@@ -58,20 +59,9 @@ from .rewrite import (
     write_output,
 )
 from .scan import default_min_tasks, pack_tasks, spark_schema
-from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, ScanPlan, plan_segments, plan_units
+from .scan_plan import ScanFilter, ScanPlan, plan_segments, plan_units
 from .tasks import run_tasks, task_frame
 from .views import filesystem, read_task, read_unit
-
-# A compaction's scan tasks are twice the size of other scans' where the bytes allow, so that more
-# partitions are read whole by one task, which then decides their keys alone.
-TASK_BYTES = 2 * DEFAULT_MAX_BYTES_PER_TASK
-# About this many records of a scan task are combined at once (`_chunks`): what bounds a Python
-# worker's memory when a task holds millions of small records with distinct keys. Measured
-# (docs/benchmarks.md): from 5 to 10 million keys the workers grew 27% at 2^20, 9% at 2^18, not at
-# 2^17; but at 2^17 the partitions of a 256 MB log no longer fit in a chunk, and compaction took 1.5
-# times as long.
-COMBINE_ROWS = 1 << 18
-
 
 # -- step 3: decide ------------------------------------------------------------------------------------
 
@@ -86,7 +76,7 @@ def _scan(spark, plan) -> ScanPlan:
         plan.scanned(),
         ScanFilter.of(end_offset=max(s.upper_bound for s in chosen)),
         is_local=plan.is_local,
-        max_bytes_per_task=TASK_BYTES,
+        max_bytes_per_task=tuning.COMPACTION_TASK_BYTES,
         min_tasks=default_min_tasks(spark),
         whole_partitions=True,
     )
@@ -177,6 +167,7 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
     every_task = spark.createDataFrame([(None, None, t) for t in range(count)], "segment int, position long, task int")
     inputs = discarded.unionByName(every_task).repartitionById(count, "task")
     root, flt, now, tasks = scan.root, scan.flt, plan.now, scan.tasks
+    combine_rows = tuning.COMBINE_ROWS  # read here: the task gets the driver's value
 
     def decide_task(batches):
         given = pa.Table.from_batches(list(batches))
@@ -192,7 +183,7 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
                 yield record_fates(batch, segment, gone.get(segment.number, ()), now)
 
         solo = task << 32  # run numbers unique over the tasks
-        for table, split in _chunks(fates(), COMBINE_ROWS):
+        for table, split in _chunks(fates(), combine_rows):
             out, solo = combine(table, split, solo)
             yield from out
 
@@ -347,15 +338,6 @@ def segment_summaries(decided, outcomes) -> list:
 
 # -- a partition in one task -----------------------------------------------------------------------------
 
-# A chosen partition whose scanned segments hold at most this many bytes is cleaned in one task
-# (`clean_partition`). The task holds the segments' bytes from the read that decides to the copy
-# that writes (so each is read once), and a narrow row per record (its key and a few numbers, some
-# 60 bytes with short keys: a fifth of the log for records of a few hundred bytes). At 512 MiB the
-# two tasks of a 2-core executor hold at most about 1.3 GiB, and the partitions of the 1 GiB
-# benchmark (4 x 256 MiB) are cleaned without the JVM seeing a record. A larger partition gains
-# more from being spread over several cores (the window path) than it loses to the shuffle.
-ONE_TASK_BYTES = 512 << 20
-
 
 @dataclass(frozen=True)
 class OutputSettings:
@@ -447,13 +429,13 @@ class Cleaned:
 
 def one_task_jobs(plan, settings: dict[str, OutputSettings]) -> list[OneTask]:
     """The chosen partitions of `plan` cleaned in one task: those whose scanned segments hold at
-    most ONE_TASK_BYTES; `settings` by topic."""
+    most tuning.ONE_TASK_BYTES; `settings` by topic."""
     jobs = []
     for log in plan.chosen:
         segments = plan.scanned(log)
-        if sum(s.size for s in segments) > ONE_TASK_BYTES:
+        if sum(s.size for s in segments) > tuning.ONE_TASK_BYTES:
             continue
-        units = plan_units(segments, ScanFilter(), unit_bytes=ONE_TASK_BYTES)  # whole segments, no index read
+        units = plan_units(segments, ScanFilter(), unit_bytes=tuning.ONE_TASK_BYTES)  # whole segments, no index read
         jobs.append(OneTask(log, tuple(segment_files(segments)), tuple(units), settings[log.topic]))
     return jobs
 

@@ -99,11 +99,12 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from .. import tuning
 from ..errors import ConfigError
 from .context import spark_context
 from .inventory import open_log_dir
 from .scan import spark_schema
-from .scan_plan import DEFAULT_MAX_BYTES_PER_TASK, ScanFilter, plan_scan
+from .scan_plan import ScanFilter, plan_scan
 from .source_options import (
     EARLIEST_KIND,
     LATEST,
@@ -168,7 +169,7 @@ class KafkaLogReader(DataSourceReader):
         self.selection = Selection.of(options, streaming)
         self.flt = self.selection.listing_filter()
         self.headers = include_headers(options)
-        self.max_bytes = int_option(options, "maxBytesPerTask") or DEFAULT_MAX_BYTES_PER_TASK
+        self.max_bytes = int_option(options, "maxBytesPerTask") or tuning.MAX_BYTES_PER_TASK
         self.min_partitions = int_option(options, "minPartitions") or DEFAULT_MIN_PARTITIONS
         self.pack = bool_option(options, "packUnits", True)
         self.verify_crc = bool_option(options, "verifyCrc", True)

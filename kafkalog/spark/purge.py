@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .. import tuning
 from ..codec.filter import BatchRetention
 from ..errors import ConfigError
 from ..storage.fs import LogFileSystem
@@ -25,7 +26,6 @@ from .scan import default_min_tasks, scan_dataframe
 from .scan_plan import ScanFilter, plan_segments
 
 ACTIONS = ("removed", "tombstoned", "redacted")
-BROADCAST_KEYS = 1_000_000  # a key list this long or shorter is broadcast to the scan's tasks
 
 
 def where_filter(records, where: str):
@@ -177,7 +177,7 @@ class Decider:
 
     def __init__(self, spark, plan: PurgePlan, keys, key_count, where, tombstone, resolver, reason):
         self.spark, self.plan, self.keys, self.where = spark, plan, keys, where
-        self.broadcast = key_count is not None and key_count <= BROADCAST_KEYS
+        self.broadcast = key_count is not None and key_count <= tuning.BROADCAST_KEYS
         self.tombstone, self.resolver, self.reason = tombstone, resolver, reason
         # the log ends before the purge (a purge never lowers one): the verification judges by them too
         self.log_ends = spark.createDataFrame(

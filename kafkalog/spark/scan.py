@@ -12,10 +12,10 @@ from typing import TypeVar
 
 import pyarrow as pa
 
+from .. import tuning
 from .context import default_parallelism
 from .inventory import IOStats
 from .scan_plan import (
-    DEFAULT_MAX_BYTES_PER_TASK,
     SMALL_OPEN_COST,
     ScanFilter,
     ScanPlan,
@@ -62,7 +62,7 @@ def pack_tasks(spark, items: Sequence[T], nbytes: Callable[[T], int]) -> list[tu
     the default parallelism of them where the bytes allow. Their fixed cost is a small Python call,
     not a file open on a cluster store: a small open cost."""
     total = sum(nbytes(i) + SMALL_OPEN_COST for i in items)
-    return pack(items, nbytes, task_bytes(total, DEFAULT_MAX_BYTES_PER_TASK, default_min_tasks(spark)), SMALL_OPEN_COST)
+    return pack(items, nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), SMALL_OPEN_COST)
 
 
 # -- Spark -----------------------------------------------------------------------------------------
@@ -185,7 +185,7 @@ def narrow_scan(
     start_offset: int | None = None,
     end_offset: int | None = None,
     *,
-    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    max_bytes_per_task: int = tuning.MAX_BYTES_PER_TASK,
     min_tasks: int | None = None,
     verify_crc: bool = True,
     metrics: ScanMetrics | None = None,
@@ -220,7 +220,7 @@ def read_records(
     start_offset: int | None = None,
     end_offset: int | None = None,
     *,
-    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    max_bytes_per_task: int = tuning.MAX_BYTES_PER_TASK,
     min_tasks: int | None = None,
     verify_crc: bool = True,
     metrics: ScanMetrics | None = None,
@@ -251,7 +251,7 @@ def read_batches(
     start_offset: int | None = None,
     end_offset: int | None = None,
     *,
-    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    max_bytes_per_task: int = tuning.MAX_BYTES_PER_TASK,
     min_tasks: int | None = None,
     verify_crc: bool = True,
     metrics: ScanMetrics | None = None,

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TypeVar
 
+from .. import tuning
 from ..storage.index import OffsetPosition
 from ..storage.logdir import LogDir
 from ..storage.remote_log import RemoteStorage, with_remote_segments
 from ..storage.segment import LogSegment
 from .inventory import IOStats, list_segments, log_dir_uri, open_log_dir
 
-DEFAULT_MAX_BYTES_PER_TASK = 64 * 1024 * 1024  # half spark.sql.files.maxPartitionBytes: decoding is CPU-bound
 DEFAULT_OPEN_COST = 4 * 1024 * 1024  # like spark.sql.files.openCostInBytes
 MIN_SPLIT_BYTES = 1024 * 1024  # parallelism alone never cuts ranges smaller than this
 SMALL_OPEN_COST = 64 * 1024  # what a partition or an output segment costs a task beyond its bytes
@@ -363,7 +363,7 @@ def plan_scan(
     log_dir,
     flt: ScanFilter = ScanFilter(),
     *,
-    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    max_bytes_per_task: int = tuning.MAX_BYTES_PER_TASK,
     min_tasks: int = 1,
     open_cost: int | None = None,
     pack: bool = True,
@@ -415,7 +415,7 @@ def plan_segments(
     flt: ScanFilter,
     *,
     is_local: bool,
-    max_bytes_per_task: int = DEFAULT_MAX_BYTES_PER_TASK,
+    max_bytes_per_task: int = tuning.MAX_BYTES_PER_TASK,
     min_tasks: int = 1,
     open_cost: int | None = None,
     pack: bool = True,

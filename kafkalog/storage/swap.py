@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .. import tuning
 from ..errors import CorruptIndexError, KafkaLogError, LogDirError
 from .fs import FileEntry, LogFileSystem
 from .index import OffsetIndex, OffsetPosition, TimeIndex
@@ -39,7 +40,6 @@ from .txnindex import TransactionIndex
 
 SEGMENT_KINDS = (".log", ".index", ".timeindex", ".txnindex")
 SWAP_STEPS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed", "done")
-SWAP_THREADS = 8  # partitions swapped at once by replace_in_partitions
 
 LEFT = "kafkalog does not complete such a swap and leaves the partition as it is"  # ends every refusal
 SWAP_INTENT = "kafkalog-swap-intent.json"  # the `.swap` files kafkalog's own swap makes, with their sizes
@@ -111,7 +111,7 @@ def replace_in_partitions(
     run to their end before its error is raised."""
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max(1, min(SWAP_THREADS, len(replacements)))) as pool:
+    with ThreadPoolExecutor(max(1, min(tuning.SWAP_THREADS, len(replacements)))) as pool:
         swaps = [
             pool.submit(replace_segments, fs, path, *replacements[path], fault=fault) for path in sorted(replacements)
         ]

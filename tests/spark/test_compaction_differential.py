@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from kafkalog import tuning
 from kafkalog.codec.compression import Codec
 from kafkalog.config import resolver_from
 from kafkalog.operations.compact import REASONS, compact
@@ -132,9 +133,9 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, monkeypatc
     from kafkalog.spark import compaction
 
     if spread is True:
-        monkeypatch.setattr(compaction, "TASK_BYTES", 1024)
+        monkeypatch.setattr(tuning, "COMPACTION_TASK_BYTES", 1024)
     if spread == "chunked":
-        monkeypatch.setattr(compaction, "COMBINE_ROWS", 10)
+        monkeypatch.setattr(tuning, "COMBINE_ROWS", 10)
         batch_rows = "spark.sql.execution.arrow.maxRecordsPerBatch"
         before = spark.conf.get(batch_rows)
         spark.conf.set(batch_rows, "7")

@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+from kafkalog import tuning
 from kafkalog.codec.compression import Codec
 from kafkalog.config import resolver_from
 from kafkalog.operations import compact as compact_module
@@ -73,9 +74,9 @@ def files(root) -> dict:
 def passes(spark, root, monkeypatch, *, one_task: bool, task_bytes: int | None, legacy_as_v2: bool) -> list:
     """Two passes (now, then past the horizon), every partition by the path asked for; returns
     the reports (records per partition and per output segment) and how many partitions one task cleaned."""
-    monkeypatch.setattr(compaction, "ONE_TASK_BYTES", 1 << 40 if one_task else 0)
+    monkeypatch.setattr(tuning, "ONE_TASK_BYTES", 1 << 40 if one_task else 0)
     if task_bytes is not None:
-        monkeypatch.setattr(compaction, "TASK_BYTES", task_bytes)
+        monkeypatch.setattr(tuning, "COMPACTION_TASK_BYTES", task_bytes)
     jobs = []
     planned = compact_module.one_task_jobs
     monkeypatch.setattr(compact_module, "one_task_jobs", lambda *a: jobs.append(planned(*a)) or jobs[-1])

@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
+from kafkalog import tuning
 from kafkalog.config import resolver_from
-from kafkalog.operations import compact
 from kafkalog.operations.compact import plan_compaction
 from kafkalog.storage.segment import LogSegment
 
@@ -76,7 +76,7 @@ def test_the_plan_is_the_drivers_and_the_driver_reads_no_batch(spark, small_log,
     with pytest.raises(AssertionError, match="the driver read the batches"):  # too few bytes to start a job for
         plan_compaction(str(damaged), EVERYTHING, NOW, spark=spark)
     assert len(tracker.getJobIdsForGroup(None)) == jobs
-    monkeypatch.setattr(compact, "REPLAY_ON_EXECUTORS_BYTES", 0)
+    monkeypatch.setattr(tuning, "REPLAY_ON_EXECUTORS_BYTES", 0)
     for root in roots:
         jobs = len(tracker.getJobIdsForGroup(None))
         spread = _plan_as_data(plan_compaction(str(root), EVERYTHING, NOW, spark=spark))

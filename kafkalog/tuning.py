@@ -1,0 +1,43 @@
+"""kafkalog's tuning knobs in one place, as Kafka's `CleanerConfig` gathers its cleaner's (threads,
+dedupe buffer, I/O buffer). None changes what is written: each trades memory, tasks or driver work
+for time, and the numbers here are the measured ones (docs/benchmarks.md). Modules read them as
+`tuning.NAME` where they decide, so that a test or benchmark can set one for a run."""
+
+from __future__ import annotations
+
+# A scan task reads about this many bytes: half of Spark's spark.sql.files.maxPartitionBytes, as
+# decoding is CPU-bound (spark/scan_plan.py cuts work units by it).
+MAX_BYTES_PER_TASK = 64 * 1024 * 1024
+
+# A compaction's scan tasks are twice the size of other scans' where the bytes allow, so that more
+# partitions are read whole by one task, which then decides their keys alone.
+COMPACTION_TASK_BYTES = 2 * MAX_BYTES_PER_TASK
+
+# A chosen partition whose scanned segments hold at most this many bytes is cleaned in one task
+# (spark/compaction.clean_partition). The task holds the segments' bytes from the read that decides
+# to the copy that writes (so each is read once), and a narrow row per record (its key and a few
+# numbers, some 60 bytes with short keys: a fifth of the log for records of a few hundred bytes). At
+# 512 MiB the two tasks of a 2-core executor hold at most about 1.3 GiB, and the partitions of the
+# 1 GiB benchmark (4 x 256 MiB) are cleaned without the JVM seeing a record. A larger partition gains
+# more from being spread over several cores (the window path) than it loses to the shuffle.
+ONE_TASK_BYTES = 512 << 20
+
+# About this many records of a scan task are combined at once on the window path: what bounds a
+# Python worker's memory when a task holds millions of small records with distinct keys. Measured:
+# from 5 to 10 million keys the workers grew 27% at 2^20, 9% at 2^18, not at 2^17; but at 2^17 the
+# partitions of a 256 MB log no longer fit in a chunk, and compaction took 1.5 times as long.
+COMBINE_ROWS = 1 << 18
+
+# Producer-state replays of a local log dir that read less than this run on the driver: they read
+# about 2 µs a batch there (0.12 s for 260 MB of 14 KiB batches, 1.4 s for 457 MB of 700 B ones),
+# while a Spark job costs 0.6 to 0.9 s before its tasks do anything (measured on 2 cores, where the
+# executors made planning 0.3 and 0.6 times as fast at those two sizes).
+REPLAY_ON_EXECUTORS_BYTES = 1 << 30
+
+# Partitions swapped at once (storage/swap.replace_in_partitions): each swap is a few renames and
+# fsyncs, which wait on the disk rather than the CPU.
+SWAP_THREADS = 8
+
+# A purge's key list this long or shorter is broadcast to the scan's tasks; a longer one is joined
+# by a shuffle.
+BROADCAST_KEYS = 1_000_000
