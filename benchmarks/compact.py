@@ -345,6 +345,11 @@ def keys_case(args, base: Path) -> None:
         f"\nSpark {args.master}, {args.driver_memory} heap; every record has a distinct key, so nothing is "
         "superseded and every key is in the window\n"
     )
+    print_memory_table(rows)
+
+
+def print_memory_table(rows) -> None:
+    """(distinct keys, bytes of .log, seconds, peak memory by process) per run, as a Markdown table."""
     print("| distinct keys | MB of .log | seconds | peak driver MiB | peak JVM MiB | peak workers MiB |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     for keys, nbytes, seconds, peak in rows:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compact import PeakMemory, _mb, keys_spec_for  # noqa: E402
+from compact import PeakMemory, keys_spec_for, print_memory_table  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -70,13 +70,7 @@ def main(argv=None) -> None:
         f"Spark {args.master}, {args.driver_memory} heap, delta-spark; every record has a distinct key, so every "
         f"record is a row of the table; {time.strftime('%Y-%m-%d %H:%M %Z')}\n"
     )
-    print("| distinct keys | MB of .log | seconds | peak driver MiB | peak JVM MiB | peak workers MiB |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    for keys, nbytes, seconds, peak in rows:
-        print(
-            f"| {keys:,} | {nbytes / 1e6:.0f} | {seconds:.1f} | {_mb(peak['driver'])} | {_mb(peak['jvm'])} | "
-            f"{_mb(peak['workers'])} |"
-        )
+    print_memory_table(rows)
 
 
 if __name__ == "__main__":
