@@ -22,6 +22,14 @@ COMPACTION_TASK_BYTES = 2 * MAX_BYTES_PER_TASK
 # more from being spread over several cores (the window path) than it loses to the shuffle.
 ONE_TASK_BYTES = 512 << 20
 
+# A partition of more records than this is handed back by its one task, once it has read the batch
+# headers, to the window path: the task holds a narrow row per record (its key and some numbers) to
+# find each key's latest offset, so its memory grows with the records, while the window path's
+# combine takes them in chunks (COMBINE_ROWS) and Spark's sort spills. Measured (docs/benchmarks.md,
+# `--keys-case`): one task's workers grew from 875 to 2,773 MiB from 1 to 10 million distinct keys.
+# The 1 GiB benchmark's partitions (1.7 million records each) stay under it.
+ONE_TASK_RECORDS = 1 << 21
+
 # About this many records of a scan task are combined at once on the window path: what bounds a
 # Python worker's memory when a task holds millions of small records with distinct keys. Measured:
 # from 5 to 10 million keys the workers grew 27% at 2^20, 9% at 2^18, not at 2^17; but at 2^17 the

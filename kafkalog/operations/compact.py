@@ -272,7 +272,8 @@ def _compact(
     if jobs and not dry_run:  # on the driver, before anything is staged: a segment any of them may replace
         ensure_replaceable(opened, _possible_outputs(jobs))
     cleaned = _clean_in_one_task(spark, plan, jobs, target, dry_run, fault)
-    whole = {(job.log.topic, job.log.partition) for job in jobs}
+    spread_back = {(c.topic, c.partition) for c in cleaned if c.spread}  # too many records for one task
+    whole = {(job.log.topic, job.log.partition) for job in jobs} - spread_back
     try:
         spread = replace(plan, logs=[s for s in plan.logs if (s.topic, s.partition) not in whole])
         summaries, outputs, written = _clean_spread(spark, spread, opened, target, settings, dry_run, fault)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import tuning
 from ..codec.filter import BatchRetention
@@ -425,6 +426,7 @@ class Cleaned:
     written: list = field(default_factory=list)
     error: str | None = None
     decided: bool = True
+    spread: bool = False  # more records than tuning.ONE_TASK_RECORDS: the window path cleans it
 
 
 def one_task_jobs(plan, settings: dict[str, OutputSettings]) -> list[OneTask]:
@@ -449,20 +451,21 @@ def segment_files(segments) -> list[tuple]:
 def clean_in_one_task(spark, plan, jobs: list[OneTask], *, write: bool, fault=None) -> list[Cleaned]:
     """`clean_partition` of each job on the executors, the jobs packed into tasks by their bytes
     (many small partitions share a task); Spark only spreads them. The results in the jobs' order."""
-    root, now = plan.root, plan.now
+    root, now, records_at_most = plan.root, plan.now, tuning.ONE_TASK_RECORDS
 
     def work(job: OneTask) -> Cleaned:
-        return clean_partition(filesystem(root), root, job, now, write=write, fault=fault)
+        return clean_partition(filesystem(root), root, job, now, records_at_most, write=write, fault=fault)
 
     return run_tasks(spark, pack_tasks(spark, jobs, lambda j: j.nbytes), work)
 
 
-def clean_partition(fs, root: str, job: OneTask, now: int, *, write: bool, fault=None) -> Cleaned:
+def clean_partition(fs, root: str, job: OneTask, now: int, records_at_most: int, *, write: bool, fault=None) -> Cleaned:
     """Executor side: one partition's pass in one task. Each scanned segment's `.log` is read once
     into memory; its batches are decided (the transaction tracker), its records get their fates and
     the latest offset per key (rules/compaction.py, numpy and Arrow), and, with `write`, the output
     segments are written from the same bytes as `.cleaned` files (untouched batches copied as they
-    are). `root` is the log directory as `fs` reaches it (for the errors' file names)."""
+    are). `root` is the log directory as `fs` reaches it (for the errors' file names). A partition
+    of more than `records_at_most` records is handed back (`spread`) once its batch headers are read."""
     from .views import filesystem_and_path
 
     log = job.log
@@ -470,9 +473,12 @@ def clean_partition(fs, root: str, job: OneTask, now: int, *, write: bool, fault
     try:
         entries = [files[".log"] for _, files, _ in job.segments]
         held = HeldFileSystem(fs, {e.path: fs.read_range(e.path, 0, e.size) for e in entries})
-        outcome = _decide_whole(held, job, now)
+        outcome = _decide_whole(held, job, now, records_at_most)
     except KafkaLogError as err:
         cleaned.error = worker_error(err)
+        return cleaned
+    if outcome is None:
+        cleaned.spread = True
         return cleaned
     cleaned.segments = outcome.segments
     files = {f[0]: f for f in job.segments}
@@ -499,13 +505,16 @@ def clean_partition(fs, root: str, job: OneTask, now: int, *, write: bool, fault
     return cleaned
 
 
-def _decide_whole(held, job: OneTask, now: int) -> PartitionOutcome:
-    """The outcome of the partition of `job`, read from `held` (each segment's bytes in memory)."""
+def _decide_whole(held, job: OneTask, now: int, records_at_most: int) -> PartitionOutcome | None:
+    """The outcome of the partition of `job`, read from `held` (each segment's bytes in memory);
+    None when its batches hold more than `records_at_most` records."""
     log = job.log
     numbers = {base: i for i, (base, _, _) in enumerate(job.segments)}
     flt = ScanFilter.of(end_offset=log.upper_bound)
     headers = (b for u in job.units for b in read_unit(u, held, "batches", flt, verify_crc=False) if b.num_rows)
     decided = decide_batches(headers, log, numbers, now)
+    if (pc.sum(decided["count"]).as_py() or 0) > records_at_most:
+        return None
     discarded: dict[int, list[int]] = {}
     for segment, position, discard in zip(
         decided["segment"].to_pylist(), decided["position"].to_pylist(), decided["discard_records"].to_pylist()

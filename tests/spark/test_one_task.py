@@ -71,10 +71,13 @@ def files(root) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def passes(spark, root, monkeypatch, *, one_task: bool, task_bytes: int | None, legacy_as_v2: bool) -> list:
+def passes(
+    spark, root, monkeypatch, *, one_task: bool, task_bytes: int | None, legacy_as_v2: bool, records: int = 1 << 30
+) -> list:
     """Two passes (now, then past the horizon), every partition by the path asked for; returns
     the reports (records per partition and per output segment) and how many partitions one task cleaned."""
     monkeypatch.setattr(tuning, "ONE_TASK_BYTES", 1 << 40 if one_task else 0)
+    monkeypatch.setattr(tuning, "ONE_TASK_RECORDS", records)
     if task_bytes is not None:
         monkeypatch.setattr(tuning, "COMPACTION_TASK_BYTES", task_bytes)
     jobs = []
@@ -96,18 +99,27 @@ def test_one_task_and_the_window_path_write_the_same_bytes(spark, tmp_path, monk
     source.mkdir()
     write_log_dir(source)
     results = {}
-    for name, one_task, task_bytes in (("one task", True, None), ("window", False, None), ("spread", False, 1024)):
+    cases = (("one task", True, None, 1 << 30), ("window", False, None, 1 << 30), ("spread", False, 1024, 1 << 30))
+    for name, one_task, task_bytes, records in cases + (("handed back", True, None, 1),):
         root = tmp_path / name.replace(" ", "-")
         shutil.copytree(source, root)
         with monkeypatch.context() as patched:
-            reports = passes(spark, root, patched, one_task=one_task, task_bytes=task_bytes, legacy_as_v2=legacy_as_v2)
+            reports = passes(
+                spark,
+                root,
+                patched,
+                one_task=one_task,
+                task_bytes=task_bytes,
+                legacy_as_v2=legacy_as_v2,
+                records=records,
+            )
         results[name] = (files(root), [r[:2] for r in reports], [r[2] for r in reports])
     assert results["one task"][2] == [5, 5] and results["window"][2] == results["spread"][2] == [0, 0]
     assert files(source) != results["one task"][0]  # the passes changed the log
     report = results["one task"][1]
     assert any(row["superseded"] and row["aborted_transaction"] for row in report[0][0])
     assert any(row["tombstone_expired"] for row in report[1][0])
-    for name in ("window", "spread"):
+    for name in ("window", "spread", "handed back"):
         assert results[name][0] == results["one task"][0], name
         assert results[name][1] == report, name
 
@@ -153,12 +165,32 @@ def test_one_task_reads_each_segment_once_and_lists_nothing(tmp_path, monkeypatc
     monkeypatch.setattr(LogFileSystem, "list_dir", lambda *a: pytest.fail("a task listed a directory"))
     stats = IOStats()
     fs = CountingFileSystem(LogFileSystem.for_path(str(root))[0], stats)
-    cleaned = [compaction.clean_partition(fs, str(root), job, NOW, write=True) for job in jobs]
+    cleaned = [compaction.clean_partition(fs, str(root), job, NOW, 1 << 30, write=True) for job in jobs]
     assert all(c.error is None for c in cleaned) and sum(len(c.written) for c in cleaned) > 0
     scanned = {seg.log_path: seg.size for s in plan.chosen for seg in plan.scanned(s)}
     assert stats.as_dict() == {path: (1, size) for path, size in scanned.items()}
     staged = {str(p.relative_to(root)) for p in root.rglob("*.log.cleaned")}
     assert staged == {f"{o.topic}-{o.partition}/{o.base_offset:020d}.log.cleaned" for c in cleaned for o in c.outputs}
+
+
+def test_a_partition_of_more_records_than_one_task_holds_is_handed_back(tmp_path):
+    """Past tuning.ONE_TASK_RECORDS a task hands its partition back once it has read the batch
+    headers: nothing decided, nothing written (the window path then cleans it, as the first test's
+    "handed back" case shows)."""
+    from kafkalog.operations.compact import plan_compaction
+    from kafkalog.storage.fs import LogFileSystem
+
+    root = tmp_path / "log"
+    root.mkdir()
+    write_log_dir(root)
+    plan = plan_compaction(str(root), RESOLVER, NOW, force=True)
+    settings = {s.topic: compaction.OutputSettings.of(RESOLVER.for_topic(s.topic), NOW) for s in plan.logs}
+    fs = LogFileSystem.for_path(str(root))[0]
+    for job in compaction.one_task_jobs(plan, settings):
+        records = sum(seg.last_offset() - seg.base_offset + 1 for seg in plan.scanned(job.log))  # at least
+        fits, handed_back = (compaction.clean_partition(fs, str(root), job, NOW, n, write=True) for n in (1 << 30, 1))
+        assert records > 1 and (fits.spread, handed_back.spread) == (False, True), job.log.topic
+        assert handed_back.error is None and not handed_back.outputs and not handed_back.segments
 
 
 def test_the_window_paths_rewrite_opens_the_plans_files_without_listing(tmp_path, monkeypatch):
