@@ -257,10 +257,12 @@ def test_executors_import_kafkalog_and_its_native_dependencies_from_the_archive(
     standalone_cluster, spark_submit, tmp_path
 ):
     (tmp_path / "probe.py").write_text(PROBE)
-    # tasks start once both executors are registered, so that each takes some
+    # tasks start once both executors are registered, so that each takes some: a standalone application
+    # expects spark.cores.max cores (none without it, and the ratio then waits for nothing)
     run = spark_submit(
         tmp_path / "probe.py",
         conf={
+            "spark.cores.max": "2",
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "300s",
         },
