@@ -30,7 +30,7 @@ from ..codec.schema_registry import SchemaRegistry
 from ..errors import ConfigError
 from ..rules.partition_state import partition_state
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
-from ..spark.topic_table import PartitionRange, committed_records, latest_per_key
+from ..spark.topic_table import PartitionRange, committed_records, latest_records
 from ..storage import tables
 from ..storage.logdir import LogDir
 from ..storage.offsets_for_times import offset_for_timestamp
@@ -126,10 +126,9 @@ def _check(mode: str, fmt: str | None = None) -> None:
 def _rows(spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry):
     """The table's rows, decoded. In latest mode each has `DELETED`: a tombstone is told before
     decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op."""
-    records = committed_records(spark, str(log_dir), topic, ranges)
     if mode == "changelog":
-        return decoded(spark, records, decoding, topic, registry)
-    latest = latest_per_key(records)
+        return decoded(spark, committed_records(spark, str(log_dir), topic, ranges), decoding, topic, registry)
+    latest = latest_records(spark, str(log_dir), topic, ranges)
     latest = latest.withColumn(DELETED, latest["value"].isNull())
     return deleted_after_decoding(decoded(spark, latest, decoding, topic, registry), decoding)
 

@@ -5,7 +5,8 @@ reads between each partition's log start offset and its end (`PartitionRange`): 
 appear, and records of aborted transactions are dropped on the executors by Kafka's transaction
 tracker (`CleanedTransactionMetadata`, the one the cleaner uses), seeded as a fetch response seeds a
 consumer, with the partition's aborted transactions (`.txnindex`) that end at or past the first batch
-read. `latest_per_key`: the last of those records per (partition, key), a window over the scan.
+read. `latest_records`: the last of those records per (partition, key), decided in the scan task
+where a task reads the whole partition, else by a window over the scan (`latest_per_key`).
 Keys and values are decoded by spark/decode.py (`decode_records`).
 """
 
@@ -16,12 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from .. import tuning
 from ..codec.control import parse_control_type
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..storage.txnindex import AbortedTxn
 from .scan import default_min_tasks, spark_schema
-from .scan_plan import ScanFilter, plan_scan
+from .scan_plan import ScanFilter, pack, pack_units, plan_scan, task_bytes
 from .tasks import task_frame
 from .views import RECORDS_SCHEMA, read_task
 
@@ -95,24 +98,100 @@ def committed_batches(
             yield kept.select(list(COLUMNS))
 
 
+def _plan(spark, log_dir, topic: str, ranges: Sequence[PartitionRange]):
+    """(the partitions to read with their ranges, their filter, the scan plan); no plan when none."""
+    wanted = {r.partition: r for r in ranges if r.end > r.start}
+    if not wanted:
+        return wanted, None, None
+    flt = ScanFilter.of(topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
+    plan = plan_scan(log_dir, flt, min_tasks=default_min_tasks(spark))
+    return wanted, flt, plan if plan.tasks else None
+
+
+def _committed_frame(spark, root: str, tasks, flt: ScanFilter, wanted, verify_crc: bool, keep=lambda batches: batches):
+    """A DataFrame of the committed records each task's units hold, through `keep`."""
+
+    def task(i: int):
+        yield from keep(committed_batches(read_task(root, tasks[i], "records", flt, verify_crc=verify_crc), wanted))
+
+    return task_frame(spark, len(tasks), task, spark_schema(TABLE_SCHEMA))
+
+
 def committed_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], *, verify_crc: bool = True):
     """The records of `topic` a read_committed consumer reads in each partition's range, in offset
     order per partition (each scan task reads its partitions' work units in order), with the
     columns of Spark's Kafka source (`COLUMNS`)."""
-    wanted = {r.partition: r for r in ranges if r.end > r.start}
-    schema = spark_schema(TABLE_SCHEMA)
-    if not wanted:
-        return spark.createDataFrame([], schema)
-    flt = ScanFilter.of(topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
-    plan = plan_scan(log_dir, flt, min_tasks=default_min_tasks(spark))
-    if not plan.tasks:
-        return spark.createDataFrame([], schema)
-    root, tasks = plan.root, plan.tasks
+    wanted, flt, plan = _plan(spark, log_dir, topic, ranges)
+    if plan is None:
+        return spark.createDataFrame([], spark_schema(TABLE_SCHEMA))
+    return _committed_frame(spark, plan.root, plan.tasks, flt, wanted, verify_crc)
 
-    def task(i: int):
-        yield from committed_batches(read_task(root, tasks[i], "records", flt, verify_crc=verify_crc), wanted)
 
-    return task_frame(spark, len(tasks), task, schema)
+def latest_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], *, verify_crc: bool = True):
+    """`latest_per_key` of `committed_records`, the partitions that fit in a task decided in it: a
+    partition of at most `tuning.ONE_TASK_BYTES` and `tuning.ONE_TASK_RECORDS` offsets is read whole
+    by one task, which keeps each key's last record as it reads (`last_per_key`), so that only the
+    table's rows reach the JVM (no shuffle of every record, as compaction's one-task path). Larger
+    partitions go through the window, their records read by several tasks."""
+    wanted, flt, plan = _plan(spark, log_dir, topic, ranges)
+    if plan is None:
+        return spark.createDataFrame([], spark_schema(TABLE_SCHEMA))
+    runs: dict[int, list] = {}
+    for unit in plan.units:
+        runs.setdefault(unit.partition, []).append(unit)
+    whole, spread = [], []
+    for partition, run in runs.items():
+        run.sort(key=lambda u: (u.segment_base_offset, u.start))
+        r = wanted[partition]
+        if sum(u.nbytes for u in run) <= tuning.ONE_TASK_BYTES and r.end - r.start <= tuning.ONE_TASK_RECORDS:
+            whole.append(tuple(run))
+        else:
+            spread.extend(run)
+    frames = []
+    if whole:
+
+        def nbytes(run) -> int:
+            return sum(u.nbytes for u in run)
+
+        target = task_bytes(sum(map(nbytes, whole)), tuning.ONE_TASK_BYTES, default_min_tasks(spark), 0)
+        tasks = [tuple(u for run in group for u in run) for group in pack(whole, nbytes, target, 0)]
+        frames.append(_committed_frame(spark, plan.root, tasks, flt, wanted, verify_crc, last_per_key))
+    if spread:
+        target = task_bytes(sum(u.nbytes for u in spread), tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark))
+        records = _committed_frame(spark, plan.root, pack_units(spread, target), flt, wanted, verify_crc)
+        frames.append(latest_per_key(records))
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+
+
+def last_per_key(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Per (partition, key), the last of the committed records `batches` hold (whole partitions, each
+    in offset order), keyless records left out. The records are combined about `tuning.COMBINE_ROWS`
+    at a time with the last ones so far (pyarrow's hash aggregation), so a task holds one row per key
+    of the partition it reads and a chunk, not the partition."""
+    held: pa.Table | None = None  # the last record per key of the current partition so far
+    chunk: list[pa.RecordBatch] = []
+    rows, current = 0, None
+    for batch in batches:
+        partition = batch["partition"][0].as_py()
+        if partition != current and (held is not None or chunk):
+            yield from _combine(held, chunk).to_batches()
+            held, chunk, rows = None, [], 0
+        current = partition
+        keyed = batch.filter(pc.is_valid(batch["key"]))
+        chunk.append(keyed)
+        rows += keyed.num_rows
+        if rows >= tuning.COMBINE_ROWS:
+            held, chunk, rows = _combine(held, chunk), [], 0
+    if held is not None or chunk:
+        yield from _combine(held, chunk).to_batches()
+
+
+def _combine(held: pa.Table | None, chunk: list[pa.RecordBatch]) -> pa.Table:
+    """The last record per key of `held` (one partition's so far) followed by `chunk`: offsets are
+    unique in a partition, so each key's greatest offset picks its row."""
+    table = pa.Table.from_batches([*(held.to_batches() if held is not None else ()), *chunk], TABLE_SCHEMA)
+    last = table.group_by("key", use_threads=False).aggregate([("offset", "max")])
+    return table.filter(pc.is_in(table["offset"], value_set=last["offset_max"]))
 
 
 def latest_per_key(records):

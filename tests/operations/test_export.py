@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from kafkalog import tuning
 from kafkalog.errors import ConfigError
 from kafkalog.operations.export import as_of_offsets, partition_ranges
 from kafkalog.spark.scan_plan import ScanFilter, plan_scan
-from kafkalog.spark.topic_table import committed_batches
+from kafkalog.spark.topic_table import committed_batches, last_per_key
 from kafkalog.spark.views import read_task
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.offsets_for_times import offset_for_timestamp
-from tests.export_scenario import T0, TOPIC, consumer_reads, write_topic
+from tests.export_scenario import T0, TOPIC, consumer_reads, latest, write_topic
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,27 @@ def read_committed(root: str, ranges) -> list[tuple[int, int, bytes | None, byte
 
 def expected(read) -> list:
     return [(r.partition, r.offset, r.key, r.value) for r in read]
+
+
+@pytest.mark.parametrize("combine_rows", [1, 5, 1 << 18])
+def test_one_task_keeps_each_keys_last_record_as_a_consumer_would(topic, monkeypatch, combine_rows):
+    """The latest table's one-task path: both partitions read by one task, in many small units, the
+    records combined a few rows at a time or all at once."""
+    root, records, fates = topic
+    monkeypatch.setattr(tuning, "COMBINE_ROWS", combine_rows)
+    wanted = {r.partition: r for r in partition_ranges(root, TOPIC)}
+    flt = ScanFilter.of(TOPIC)
+    units = plan_scan(root, flt, max_bytes_per_task=512).units
+    assert len({u.partition for u in units}) == 2 and len(units) > 4
+    rows: dict = {}
+    for batch in last_per_key(committed_batches(read_task(root, units, "records", flt), wanted)):
+        for p, key, offset, value in zip(*(batch[c].to_pylist() for c in ("partition", "key", "offset", "value"))):
+            assert (p, key) not in rows and key is not None
+            rows[p, key] = (offset, value)
+    read = consumer_reads(records, fates)
+    tombstoned = {(r.partition, r.key): (r.offset, None) for r in read if r.key is not None}  # the last wins
+    assert rows == {**tombstoned, **{k: (r.offset, r.value) for k, r in latest(read).items()}}
+    assert any(value is None for _, value in rows.values())  # tombstones stay: an incremental run deletes by them
 
 
 def test_read_committed_matches_the_model(topic):

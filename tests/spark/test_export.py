@@ -73,6 +73,23 @@ def delta_version(path: str) -> int:
     return DeltaTable(path).version()
 
 
+def test_latest_partitions_read_whole_by_a_task_or_through_the_window(spark, topic, monkeypatch):
+    """Each partition's latest records are decided in the task that reads it whole, or, past
+    `tuning.ONE_TASK_RECORDS` offsets, by the window: either way, and both in one plan, the same table."""
+    from kafkalog import tuning
+    from kafkalog.operations.export import partition_ranges
+
+    root, records, fates = topic
+    want = model_rows(consumer_reads(records, fates))
+    spans = sorted(r.end - r.start for r in partition_ranges(root, TOPIC))
+    assert spans[0] < spans[1]
+    for cap, windows in ((spans[1], False), (spans[0], True), (0, True)):  # all, one, no partition read whole
+        monkeypatch.setattr(tuning, "ONE_TASK_RECORDS", cap)
+        table = topic_table(spark, root, TOPIC)
+        assert rows_of(table) == want
+        assert ("Window" in table._jdf.queryExecution().optimizedPlan().toString()) == windows
+
+
 def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeypatch):
     root, records, fates = topic
     out = str(tmp_path / "table")
@@ -83,21 +100,21 @@ def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeyp
     # a run that fails inside its MERGE (a task of its source raises): the table stays as it was
     from kafkalog.operations import export as export_module
 
-    real = export_module.latest_per_key
+    real = export_module.latest_records
 
-    def failing(records_df):
+    def failing(*args):
         def boom(batches):
             for _ in batches:
                 raise RuntimeError("killed inside the commit")
             yield from ()
 
-        latest_df = real(records_df)
+        latest_df = real(*args)
         return latest_df.mapInArrow(boom, latest_df.schema)
 
-    monkeypatch.setattr(export_module, "latest_per_key", failing)
+    monkeypatch.setattr(export_module, "latest_records", failing)
     with pytest.raises(Exception, match="killed inside the commit"):
         export(spark, root, TOPIC, out, incremental=True)
-    monkeypatch.setattr(export_module, "latest_per_key", real)
+    monkeypatch.setattr(export_module, "latest_records", real)
     assert delta_version(out) == version
     assert delta_rows(out) == model_rows(consumer_reads(records, fates, as_of={0: 40, 1: 40}))
 
