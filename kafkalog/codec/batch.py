@@ -16,7 +16,7 @@ import crc32c
 
 from ..errors import CorruptBatchError, CrcMismatchError, DecompressionLimitError, KafkaLogError, TruncatedDataError
 from .compression import DEFAULT_DECOMPRESSION_LIMIT, MAX_RECORDS_PER_BATCH, Codec, compress, decompress
-from .decode import decode_section
+from .decode import RecordColumns, decode_columns, decode_section
 from .records import Record, decode_record, encode_record
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -243,6 +243,15 @@ class RecordBatch(AbstractBatch):
 
     def records(self, limit: int = DEFAULT_DECOMPRESSION_LIMIT) -> list[Record]:
         """Decode every record, checking that exactly `records_count` fill the section."""
+        return self._decode(decode_section, limit)
+
+    def record_columns(self, limit: int = DEFAULT_DECOMPRESSION_LIMIT) -> RecordColumns | list[Record]:
+        """`records()` as columns (`RecordColumns`) where the vectorised decoder reads the batch; else
+        the records as `records()` gives them (small batches, and those only the scalar decoder can
+        judge), so that a caller holding many small batches' records keeps them as it likes."""
+        return self._decode(decode_columns, limit)
+
+    def _decode(self, vectorised, limit: int):
         count = self._checked_count()
         if count == 0:  # Kafka does not look at the payload of an empty batch
             return []
@@ -261,7 +270,7 @@ class RecordBatch(AbstractBatch):
             section = self.records_section(limit)
             self.check_count_fits(count, len(section))
             # all records at once (numpy); None for small batches and whatever only the scalar path can tell
-            out = decode_section(section, count, base_offset, base_timestamp, log_append_time)
+            out = vectorised(section, count, base_offset, base_timestamp, log_append_time)
             if out is not None:
                 return out
         out = []

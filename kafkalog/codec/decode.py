@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import struct
 from itertools import repeat
+from typing import NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import KafkaLogError
 from .columnar import SMALL_RECORD, GiveUp, SectionReader, attempt, count_nonzero, read_fields
@@ -50,8 +52,31 @@ def decode_section(
     return attempt(_decode, section, count, base_offset, base_timestamp, log_append_time)
 
 
-def _decode(section, bounds, base_offset, base_timestamp, log_append_time, checked):
-    f = read_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked, True)
+def decode_columns(
+    section: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None
+) -> RecordColumns | None:
+    """`decode_section` as columns: the same records, their keys and values Arrow arrays cut out of
+    the section with numpy rather than a bytes object each; None where `decode_section` is."""
+    if count < (DECODE_THRESHOLD if len(section) >= SMALL_RECORD * count else DECODE_THRESHOLD_SMALL_RECORDS):
+        return None
+    return attempt(_decode_columns, section, count, base_offset, base_timestamp, log_append_time)
+
+
+class RecordColumns(NamedTuple):
+    """A batch's records as columns: offsets and timestamps (int64 numpy arrays), keys and values
+    (Arrow binary arrays, null where the record has none) and each record's headers (a list of
+    (key, value) pairs, None for none; None for the whole column where no record has any)."""
+
+    offsets: np.ndarray
+    timestamps: np.ndarray
+    keys: pa.Array
+    values: pa.Array
+    headers: list | None
+
+
+def _fields_and_headers(section, bounds, base_offset, base_timestamp, log_append_time, checked, as_list):
+    """Each record's fields up to its value, and its headers: an iterable of tuples, one per record."""
+    f = read_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked, as_list)
     E = f.E
     headers = _same_headers(section, f.reader, f.value_end, E)
     if headers is None:
@@ -62,9 +87,60 @@ def _decode(section, bounds, base_offset, base_timestamp, log_append_time, check
             if pos.tobytes() != E.tobytes():  # the record size must be consumed exactly
                 raise GiveUp
             headers = repeat(())
+    return f, headers
+
+
+def _decode(section, bounds, base_offset, base_timestamp, log_append_time, checked):
+    f, headers = _fields_and_headers(section, bounds, base_offset, base_timestamp, log_append_time, checked, True)
     keys = _slices(f.reader, section, f.key_start, f.key_end, f.key_len)
     values = _slices(f.reader, section, f.value_start, f.value_end, f.value_len)
-    return list(map(tuple.__new__, repeat(Record, len(E)), zip(f.offset.tolist(), f.timestamp, keys, values, headers)))
+    return list(
+        map(tuple.__new__, repeat(Record, len(f.E)), zip(f.offset.tolist(), f.timestamp, keys, values, headers))
+    )
+
+
+def _decode_columns(section, bounds, base_offset, base_timestamp, log_append_time, checked):
+    f, headers = _fields_and_headers(section, bounds, base_offset, base_timestamp, log_append_time, checked, False)
+    n = len(f.E)
+    if isinstance(headers, repeat):
+        first = next(headers)
+        per_record = None if not first else [list(first)] * n
+    else:
+        per_record = [list(h) if h else None for h in headers]
+    data = f.reader.bytes
+    return RecordColumns(
+        f.offset.astype(np.int64, copy=False),
+        np.asarray(f.timestamp, np.int64),
+        binary_column(section, data, f.key_start, f.key_len),
+        binary_column(section, data, f.value_start, f.value_len),
+        per_record,
+    )
+
+
+def binary_column(section: bytes, data: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.Array:
+    """An Arrow binary array of section[start:start + length] per row, null where length < 0 (`data`
+    is the section as uint8), with no bytes object per row: short fields are gathered by one numpy
+    index, longer ones joined from memoryview slices (an index per byte costs more past some 50
+    bytes a field; measured)."""
+    valid = length >= 0
+    lengths = np.where(valid, length, 0)
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total <= _GATHER_FIELD_BYTES * len(lengths):
+        index = np.repeat(start - offsets[:-1], lengths)
+        index += np.arange(total)
+        body = data.take(index).tobytes()
+    else:
+        view = memoryview(section)
+        body = b"".join([view[a : a + n] for a, n in zip(start.tolist(), lengths.tolist())])
+    nulls = len(valid) - int(count_nonzero(valid))
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(body)]
+    return pa.Array.from_buffers(pa.binary(), len(lengths), buffers, nulls)
+
+
+_GATHER_FIELD_BYTES = 48  # fields this long on average, or shorter, are gathered by a numpy index
 
 
 def _same_headers(section: bytes, reader: SectionReader, start, E):

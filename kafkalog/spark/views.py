@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, parse_control_type, parse_coordinator_epoch
+from ..codec.decode import RecordColumns
 from ..codec.scan import KeyColumns, scan_batches, scan_keys
 from ..errors import CorruptBatchError, CorruptIndexError, KafkaLogError
 from ..storage.fs import LogFileSystem
@@ -338,9 +340,12 @@ _RECORD_BATCH_FIELDS = (
 
 
 class RecordsBuilder(_ViewBuilder):
-    """The full view: every record decoded, with headers; Spark's Kafka source columns first."""
+    """The full view: every record decoded, with headers; Spark's Kafka source columns first. A
+    batch the vectorised decoder reads arrives as columns (`RecordColumns`) and stays so; the
+    records of small batches are gathered in lists and made columns together, in order."""
 
     schema = RECORDS_SCHEMA
+    parts: list[RecordColumns]
     keys: list[bytes | None]
     values: list[bytes | None]
     offsets: list[int]
@@ -352,21 +357,31 @@ class RecordsBuilder(_ViewBuilder):
         self._reset()
 
     def _reset(self) -> None:
-        self.keys, self.values, self.offsets, self.timestamps, self.headers = [], [], [], [], []
+        self.parts = []
+        self._reset_lists()
         self.batch = _BatchColumns(_RECORD_BATCH_FIELDS)
         self.rows = 0
 
+    def _reset_lists(self) -> None:
+        self.keys, self.values, self.offsets, self.timestamps, self.headers = [], [], [], [], []
+
     def add(self, position: int, batch) -> None:
-        records = batch.records()
-        if not records:
+        decoded = batch.record_columns() if isinstance(batch, RecordBatch) else batch.records()
+        if isinstance(decoded, RecordColumns):
+            self._lists_to_part()
+            self.parts.append(decoded)
+            n = len(decoded.offsets)
+        elif decoded:
+            for record in decoded:
+                self.keys.append(record.key)
+                self.values.append(record.value)
+                self.offsets.append(record.offset)
+                self.timestamps.append(record.timestamp)
+                self.headers.append(list(record.headers) if record.headers else None)
+            n = len(decoded)
+        else:
             return
-        for record in records:
-            self.keys.append(record.key)
-            self.values.append(record.value)
-            self.offsets.append(record.offset)
-            self.timestamps.append(record.timestamp)
-            self.headers.append(list(record.headers) if record.headers else None)
-        self.rows += len(records)
+        self.rows += n
         self.batch.add(
             self.rows,
             (
@@ -382,10 +397,26 @@ class RecordsBuilder(_ViewBuilder):
             ),
         )
 
+    def _lists_to_part(self) -> None:
+        """The records gathered in lists so far, as one part."""
+        if not self.offsets:
+            return
+        self.parts.append(
+            RecordColumns(
+                np.array(self.offsets, np.int64),
+                np.array(self.timestamps, np.int64),
+                pa.array(self.keys, pa.binary()),
+                pa.array(self.values, pa.binary()),
+                self.headers if any(h is not None for h in self.headers) else None,
+            )
+        )
+        self._reset_lists()
+
     def flush(self) -> pa.RecordBatch:
-        n, unit, b = self.rows, self.unit, self.batch
-        offset = pa.array(self.offsets, pa.int64())
-        millis = pa.array(self.timestamps, pa.int64())
+        self._lists_to_part()
+        n, unit, b, parts = self.rows, self.unit, self.batch, self.parts
+        offset = pa.array(np.concatenate([p.offsets for p in parts]) if parts else [], pa.int64())
+        millis = pa.array(np.concatenate([p.timestamps for p in parts]) if parts else [], pa.int64())
         try:
             timestamp = pc.multiply_checked(millis, 1000).cast(TIMESTAMP_TYPE)
         except pa.ArrowInvalid:
@@ -394,14 +425,14 @@ class RecordsBuilder(_ViewBuilder):
             ) from None
         batch_base = b.expand("baseOffset", pa.int64())
         columns = {
-            "key": pa.array(self.keys, pa.binary()),
-            "value": pa.array(self.values, pa.binary()),
+            "key": _concat([p.keys for p in parts], pa.binary()),
+            "value": _concat([p.values for p in parts], pa.binary()),
             "topic": _constant(unit.topic, pa.string(), n),
             "partition": _constant(unit.partition, pa.int32(), n),
             "offset": offset,
             "timestamp": timestamp,
             "timestampType": b.expand("timestampType", pa.int32()),
-            "headers": pa.array(self.headers, HEADERS_TYPE),
+            "headers": _headers_column(parts, n),
             "producerId": b.expand("producerId", pa.int64()),
             "producerEpoch": b.expand("producerEpoch", pa.int16()),
             "sequence": record_sequences(b.expand("baseSequence", pa.int64()), offset, batch_base),
@@ -415,6 +446,20 @@ class RecordsBuilder(_ViewBuilder):
         out = pa.RecordBatch.from_arrays([columns[f.name] for f in RECORDS_SCHEMA], schema=RECORDS_SCHEMA)
         self._reset()
         return out
+
+
+def _concat(arrays: list[pa.Array], type_: pa.DataType) -> pa.Array:
+    return pa.concat_arrays(arrays) if arrays else pa.array([], type_)
+
+
+def _headers_column(parts: list[RecordColumns], n: int) -> pa.Array:
+    """Each record's headers, null where it has none: nulls alone where no part has any."""
+    if all(p.headers is None for p in parts):
+        return pa.nulls(n, HEADERS_TYPE)
+    rows: list = []
+    for p in parts:
+        rows += p.headers if p.headers is not None else [None] * len(p.offsets)
+    return pa.array(rows, HEADERS_TYPE)
 
 
 def record_sequences(base_sequence: pa.Array, offset: pa.Array, batch_base_offset: pa.Array) -> pa.Array:

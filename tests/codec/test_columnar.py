@@ -27,6 +27,7 @@ from kafkalog.codec import decode as decode_module
 from kafkalog.codec import scan as scan_module
 from kafkalog.codec.batch import RecordBatch, TimestampType, _assemble, build_batch
 from kafkalog.codec.compression import Codec, compress
+from kafkalog.codec.decode import RecordColumns
 from kafkalog.codec.legacy import LegacyBatch
 from kafkalog.codec.reader import BatchReader
 from kafkalog.codec.records import Record, decode_record
@@ -184,11 +185,28 @@ def forced_scan(batch):
     )
 
 
+def as_records(decoded) -> list[Record]:
+    """`record_columns()`'s result as `records()` gives it."""
+    if not isinstance(decoded, RecordColumns):
+        return decoded
+    assert decoded.offsets.dtype == decoded.timestamps.dtype == np.int64
+    assert decoded.keys.type == decoded.values.type == pa.binary()
+    headers = decoded.headers or [None] * len(decoded.offsets)
+    columns = (
+        decoded.offsets.tolist(),
+        decoded.timestamps.tolist(),
+        decoded.keys.to_pylist(),
+        decoded.values.to_pylist(),
+    )
+    return [Record(o, t, k, v, tuple(h) if h else ()) for o, t, k, v, h in zip(*columns, headers)]
+
+
 def assert_same_as_scalar(batch):
-    """records() and scan_keys() agree with their scalar selves; forced vectorised reads either
-    give up (None) or agree too. Returns the scalar records outcome."""
+    """records(), record_columns() and scan_keys() agree with their scalar selves; forced vectorised
+    reads either give up (None) or agree too. Returns the scalar records outcome."""
     expected = outcome(lambda: scalar_records(batch))
     assert outcome(batch.records) == expected
+    assert outcome(lambda: as_records(batch.record_columns())) == expected
     forced = outcome(lambda: forced_decode(batch))
     if expected[0] == "ok":
         for record in expected[1]:
@@ -332,6 +350,7 @@ def test_round_trip_through_build_batch(n, fields, data):
     ]
     batch = RecordBatch(build_batch(records, codec=fields["codec"]))
     assert forced_decode(batch) == records == batch.records()
+    assert as_records(batch.record_columns()) == records
     cols = KeyColumns()
     scan_keys(batch, cols)
     assert cols.offset.tolist() == offsets and cols.key == [r.key for r in records]

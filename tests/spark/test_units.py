@@ -221,6 +221,45 @@ def test_views_equal_what_the_codec_decodes_with_offset_filters(small_log):
     assert sorted(got, key=lambda r: (r[2], r[4])) == sorted(expected, key=lambda r: (r[2], r[4]))
 
 
+def _records_view_rows(log_dir) -> list:
+    plan = plan_scan(log_dir, max_bytes_per_task=64 * 1024)
+    table = pa.Table.from_batches([b for task in plan.tasks for b in read_task(plan.root, task, "records")])
+    table = table.set_column(5, "timestamp", pc.divide(table.column("timestamp").cast(pa.int64()), 1000))
+    return [
+        (*row[:7], None if row[7] is None else [(h["key"], h["value"]) for h in row[7]], *row[8:])
+        for row in zip(*(table.column(c).to_pylist() for c in table.column_names))
+    ]
+
+
+def test_the_records_view_of_large_and_small_batches_with_and_without_headers(tmp_path, monkeypatch):
+    """Batches the vectorised decoder reads become columns as they are, the records of small ones
+    are gathered and made columns together: in one Arrow batch, in order, as the codec decodes them."""
+    from kafkalog.codec.batch import RecordBatch
+    from kafkalog.codec.decode import RecordColumns
+    from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
+
+    shapes = {"headers": 2, "plain": 0}
+    topics = [
+        TopicSpec(name, records=600, keys=40, tombstone_ratio=0.2, headers=headers, codec="lz4", batch_records=(1, 60))
+        for name, headers in shapes.items()
+    ]
+    topics.append(TopicSpec("keyless", records=300, keys=0, batch_records=(30, 60), transactional_producers=1))
+    generate(str(tmp_path / "log"), GeneratorSpec(seed=5, consumer_offsets=None, topics=topics))
+    seen: set = set()
+    real = RecordBatch.record_columns
+
+    def record_columns(batch, *args):
+        out = real(batch, *args)
+        seen.add("list" if not isinstance(out, RecordColumns) else "headers" if out.headers else "columns")
+        return out
+
+    monkeypatch.setattr(RecordBatch, "record_columns", record_columns)
+    got = _records_view_rows(tmp_path / "log")
+    assert seen == {"list", "headers", "columns"}
+    key = lambda r: (r[2], r[3], r[4])  # noqa: E731
+    assert sorted(got, key=key) == sorted(direct.record_rows(tmp_path / "log"), key=key)
+
+
 def test_batch_columns_carry_dumps_names_and_values(small_log):
     """Every batch column Kafka has a name for is named as `kafkalog dump` (kafka-dump-log) names
     it and holds the same value; where dump prints a name, the column holds Kafka's number."""
