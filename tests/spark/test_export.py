@@ -139,6 +139,42 @@ def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeyp
     assert not third.committed and delta_version(out) == version + 1
 
 
+def test_the_merge_runs_with_its_own_settings_and_gives_the_session_back(spark, topic, tmp_path, monkeypatch):
+    # the MERGE's join setting (tables.MERGE_CONF) and the note are set around the MERGE alone: a
+    # setting the session had before is as it was after, one it did not have is unset again
+    from kafkalog.spark.tables import MERGE_CONF, USER_METADATA_CONF
+    from kafkalog.storage.tables import NOTE_KEY
+
+    root, records, fates = topic
+    out = str(tmp_path / "table")
+    export(spark, root, TOPIC, out, as_of_offset=40, incremental=True)
+    [(threshold, merge_value)] = MERGE_CONF.items()
+    assert spark.conf.get(USER_METADATA_CONF, None) is None
+    seen = []
+    real_sql = spark.sql
+
+    def spying(text, *args, **kwargs):
+        if text.startswith("MERGE INTO"):
+            seen.append((spark.conf.get(threshold, None), spark.conf.get(USER_METADATA_CONF, None)))
+        return real_sql(text, *args, **kwargs)
+
+    monkeypatch.setattr(spark, "sql", spying)
+    spark.conf.set(threshold, "1m")
+    try:
+        result = export(spark, root, TOPIC, out, incremental=True)
+        assert result.committed and spark.conf.get(threshold) == "1m"
+    finally:
+        spark.conf.unset(threshold)
+    assert spark.conf.get(USER_METADATA_CONF, None) is None
+    [(during, note)] = seen
+    assert during == merge_value and json.loads(note)[NOTE_KEY] == {
+        "topic": TOPIC,
+        "mode": "latest",
+        "endOffsets": {str(p): o for p, o in result.end_offsets.items()},
+    }
+    assert delta_rows(out) == model_rows(consumer_reads(records, fates))
+
+
 def test_incremental_changelog_and_iceberg(spark, topic, tmp_path):
     from pyiceberg.table import StaticTable
 
