@@ -46,6 +46,18 @@ REPLAY_ON_EXECUTORS_BYTES = 1 << 30
 # fsyncs, which wait on the disk rather than the CPU.
 SWAP_THREADS = 8
 
+# An incremental export whose Delta table holds at most this many bytes of data files, with changes
+# from at most DRIVER_MERGE_RECORDS new records, is merged on the driver by the `deltalake` package
+# rather than by delta-spark's MERGE (spark/tables.merge_latest). deltalake rewrites every file that
+# holds a matched row (with keys spread over the table, every file), in Rust and without a Spark job;
+# delta-spark marks the rows with deletion vectors but runs some 20 Spark jobs, about 3 s of fixed cost
+# on 2 cores. Measured on a table of a million rows in 54 MB of Parquet: deltalake's merge of 66,000
+# changes took 0.35 to 0.56 s (the driver's resident memory up some 260 MB), the whole incremental run
+# 0.96 s, against 3.6 to 3.8 s through delta-spark. A larger table would cost the driver more time and
+# memory than the executors' MERGE costs.
+DRIVER_MERGE_BYTES = 128 << 20
+DRIVER_MERGE_RECORDS = 1 << 20
+
 # A purge's key list this long or shorter is broadcast to the scan's tasks; a longer one is joined
 # by a shuffle.
 BROADCAST_KEYS = 1_000_000

@@ -279,7 +279,7 @@ def export(
         elif mode == "changelog":
             write_table(spark, rows, output, format, new_note, append=True)
         else:
-            merge_latest(spark, rows, output, format, new_note)
+            merge_latest(spark, rows, output, format, new_note, records=sum(r.end - r.start for r in ranges))
     finally:
         if cached is not None:
             cached.unpersist()

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from .. import tuning
 from ..errors import ConfigError
 from ..storage import tables
 from ..storage.tables import DELETED, NOTE_KEY
@@ -115,10 +116,15 @@ def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = Fa
     tables.write_table(path, df.toArrow(), fmt, append=append, note=_text(note, fmt))
 
 
-def merge_latest(spark, changes, path: str, fmt: str, note: dict) -> None:
+def merge_latest(spark, changes, path: str, fmt: str, note: dict, *, records: int) -> None:
     """One commit applying `changes` (the last record per (partition, key) since the table's note, with
-    `DELETED` true for a tombstone) to the table at `path`, with `note`: a MERGE on (partition, key)."""
-    if not (fmt == "delta" and delta_configured(spark)):
+    `DELETED` true for a tombstone, from at most `records` new records) to the table at `path`, with
+    `note`: a MERGE on (partition, key). A small Delta table is merged on the driver by `deltalake`,
+    whose merge has none of delta-spark's fixed cost (`tuning.DRIVER_MERGE_BYTES` says when)."""
+    delta_spark = fmt == "delta" and delta_configured(spark)
+    if not delta_spark or (
+        records <= tuning.DRIVER_MERGE_RECORDS and tables.delta_data_bytes(path) <= tuning.DRIVER_MERGE_BYTES
+    ):
         tables.merge_table(path, changes.toArrow(), ("partition", "key"), fmt, note=_text(note, fmt))
         return
     view = f"kafkalog_export_{uuid.uuid4().hex}"

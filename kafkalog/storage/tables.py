@@ -179,6 +179,16 @@ def merge_table(path_or_uri: str, changes: pa.Table, on: tuple[str, ...], fmt: s
     )
 
 
+def delta_data_bytes(path_or_uri: str) -> int:
+    """The bytes of the data files of the Delta table's current version (its log's add actions)."""
+    _needs("deltalake", "a Delta table", path_or_uri)
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    added = pa.table(DeltaTable(path_or_uri).get_add_actions(flatten=True))
+    return int(pc.sum(added["size_bytes"]).as_py() or 0)
+
+
 def notes(path_or_uri: str, fmt: str) -> list[str] | None:
     """The notes of the table's commits, newest first; None where there is no table."""
     if fmt == "iceberg":

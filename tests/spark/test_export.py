@@ -91,11 +91,14 @@ def test_latest_partitions_read_whole_by_a_task_or_through_the_window(spark, top
 
 
 def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeypatch):
+    from kafkalog import tuning
+
     root, records, fates = topic
     out = str(tmp_path / "table")
     first = export(spark, root, TOPIC, out, as_of_offset=40, incremental=True)
     assert first.committed and delta_rows(out) == model_rows(consumer_reads(records, fates, as_of={0: 40, 1: 40}))
     version = delta_version(out)
+    monkeypatch.setattr(tuning, "DRIVER_MERGE_BYTES", -1)  # delta-spark's MERGE, whatever the table's size
 
     # a run that fails inside its MERGE (a task of its source raises): the table stays as it was
     from kafkalog.operations import export as export_module
@@ -118,13 +121,13 @@ def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeyp
     assert delta_version(out) == version
     assert delta_rows(out) == model_rows(consumer_reads(records, fates, as_of={0: 40, 1: 40}))
 
-    second = export(spark, root, TOPIC, out, incremental=True)
+    as_of = {0: 70, 1: 70}
+    second = export(spark, root, TOPIC, out, as_of_offset=as_of, incremental=True)
     assert second.committed and {r.partition: r.start for r in second.ranges} == {0: 40, 1: 40}
-    assert delta_rows(out) == model_rows(consumer_reads(records, fates))
+    assert delta_rows(out) == model_rows(consumer_reads(records, fates, as_of=as_of))
     assert delta_version(out) == version + 1  # one commit: upserts and deletes in one MERGE
     # a table with deletion vectors, so that a MERGE marks the rows it replaces rather than copying
-    # the rest of their files (here every row of the one file is replaced: the file goes); kafkalog's
-    # own reader (deltalake's scan()) applies them
+    # the rest of their files; kafkalog's own reader (deltalake's scan()) applies them
     from deltalake import DeltaTable
 
     from kafkalog.storage.tables import read_table as read_arrow
@@ -133,21 +136,33 @@ def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeyp
     assert int(DeltaTable(out).history(1)[0]["operationMetrics"]["numTargetRowsCopied"]) == 0
     arrow_rows = read_arrow(out, "delta").to_pylist()
     assert {(r["partition"], r["key"]): (r["offset"], r["value"]) for r in arrow_rows} == delta_rows(out)
-    assert spark.read.format("delta").load(out).count() == len(latest(consumer_reads(records, fates)))
 
+    # a small table is merged on the driver by deltalake, which rewrites the files the deletion
+    # vectors mark, applying them: the same table, one commit
+    monkeypatch.setattr(tuning, "DRIVER_MERGE_BYTES", 1 << 30)
     third = export(spark, root, TOPIC, out, incremental=True)
-    assert not third.committed and delta_version(out) == version + 1
+    assert third.committed and {r.partition: r.start for r in third.ranges} == as_of
+    assert delta_rows(out) == model_rows(consumer_reads(records, fates))
+    assert delta_version(out) == version + 2
+    assert int(DeltaTable(out).history(1)[0]["operationMetrics"]["num_target_rows_copied"]) > 0
+    assert spark.read.format("delta").load(out).count() == len(latest(consumer_reads(records, fates)))
+    assert rows_of(spark.read.format("delta").load(out)) == model_rows(consumer_reads(records, fates))
+
+    fourth = export(spark, root, TOPIC, out, incremental=True)
+    assert not fourth.committed and delta_version(out) == version + 2
 
 
 def test_the_merge_runs_with_its_own_settings_and_gives_the_session_back(spark, topic, tmp_path, monkeypatch):
     # the MERGE's join setting (tables.MERGE_CONF) and the note are set around the MERGE alone: a
     # setting the session had before is as it was after, one it did not have is unset again
+    from kafkalog import tuning
     from kafkalog.spark.tables import MERGE_CONF, USER_METADATA_CONF
     from kafkalog.storage.tables import NOTE_KEY
 
     root, records, fates = topic
     out = str(tmp_path / "table")
     export(spark, root, TOPIC, out, as_of_offset=40, incremental=True)
+    monkeypatch.setattr(tuning, "DRIVER_MERGE_BYTES", -1)  # delta-spark's MERGE, whatever the table's size
     [(threshold, merge_value)] = MERGE_CONF.items()
     assert spark.conf.get(USER_METADATA_CONF, None) is None
     seen = []

@@ -60,3 +60,13 @@ def test_what_a_format_cannot_do_is_refused(tmp_path):
         detect_format(str(tmp_path / "t.txt"))
     with pytest.raises(TableError, match="cannot write the findings"):
         write_table(str(tmp_path / "no" / "t.parquet"), ROWS, "parquet", what="the findings")
+
+
+def test_a_delta_tables_data_bytes_are_its_current_files(tmp_path):
+    path = str(tmp_path / "t.delta")
+    write_table(path, pa.table({"k": list(range(1000))}), "delta")
+    write_table(path, pa.table({"k": list(range(10))}), "delta", append=True)
+    files = [f for f in (tmp_path / "t.delta").iterdir() if f.suffix == ".parquet"]
+    assert len(files) == 2 and tables.delta_data_bytes(path) == sum(f.stat().st_size for f in files)
+    write_table(path, pa.table({"k": [1]}), "delta")  # a new version: the old files are no longer its
+    assert tables.delta_data_bytes(path) < min(f.stat().st_size for f in files)
