@@ -51,11 +51,12 @@ SWAP_THREADS = 8
 # rather than by delta-spark's MERGE (spark/tables.merge_latest). deltalake rewrites every file that
 # holds a matched row (with keys spread over the table, every file), in Rust and without a Spark job;
 # delta-spark marks the rows with deletion vectors but runs some 20 Spark jobs, about 3 s of fixed cost
-# on 2 cores. Measured on a table of a million rows in 54 MB of Parquet: deltalake's merge of 66,000
-# changes took 0.35 to 0.56 s (the driver's resident memory up some 260 MB), the whole incremental run
-# 0.96 s, against 3.6 to 3.8 s through delta-spark. A larger table would cost the driver more time and
-# memory than the executors' MERGE costs.
-DRIVER_MERGE_BYTES = 128 << 20
+# on 2 cores. Measured (docs/benchmarks.md, "The incremental run"): on the 1 GiB benchmark's table (a
+# million rows, 153 MB of Parquet) with 1.1% more records, the incremental run took 1.43 to 1.91 s
+# this way against 3.96 to 5.37 s through delta-spark, the driver's resident memory peaking at about
+# 1 GB; on a table of 54 MB, 0.96 s against 3.6 s. deltalake's time and the driver's memory grow with
+# the table, delta-spark's MERGE much less: past this size the executors' MERGE is the better buy.
+DRIVER_MERGE_BYTES = 256 << 20
 DRIVER_MERGE_RECORDS = 1 << 20
 
 # A purge's key list this long or shorter is broadcast to the scan's tasks; a longer one is joined
