@@ -14,6 +14,8 @@ from kafkalog.config import resolver_from
 from kafkalog.operations.compact import plan_compaction
 from kafkalog.storage.segment import LogSegment
 
+from .jobs import newest_job
+
 pytestmark = pytest.mark.spark
 
 EVERYTHING = resolver_from(settings=["cleanup.policy=compact"])
@@ -71,14 +73,13 @@ def test_the_plan_is_the_drivers_and_the_driver_reads_no_batch(spark, small_log,
     monkeypatch.setattr(LogSegment, "batches", read_on_the_driver)  # the driver's process only: not the workers'
     with pytest.raises(AssertionError, match="the driver read the batches"):
         plan_compaction(str(damaged), EVERYTHING, NOW)
-    tracker = spark.sparkContext.statusTracker()
-    jobs = len(tracker.getJobIdsForGroup(None))
+    jobs = newest_job(spark)
     with pytest.raises(AssertionError, match="the driver read the batches"):  # too few bytes to start a job for
         plan_compaction(str(damaged), EVERYTHING, NOW, spark=spark)
-    assert len(tracker.getJobIdsForGroup(None)) == jobs
+    assert newest_job(spark) == jobs
     monkeypatch.setattr(tuning, "REPLAY_ON_EXECUTORS_BYTES", 0)
     for root in roots:
-        jobs = len(tracker.getJobIdsForGroup(None))
+        jobs = newest_job(spark)
         spread = _plan_as_data(plan_compaction(str(root), EVERYTHING, NOW, spark=spark))
         assert spread == alone[root]
-        assert len(tracker.getJobIdsForGroup(None)) == jobs + 1  # the replays are one Spark job
+        assert newest_job(spark) == jobs + 1  # the replays are one Spark job

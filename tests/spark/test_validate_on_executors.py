@@ -10,6 +10,8 @@ import pytest
 from kafkalog.cli import main
 from kafkalog.operations.validate import validate_paths
 
+from .jobs import newest_job
+
 pytestmark = pytest.mark.spark
 
 
@@ -27,8 +29,7 @@ def test_the_report_is_the_drivers(spark, small_log, tmp_path, capsys):
         assert spread.to_json() == alone.to_json()
         assert (spread.exit_code == 0) == clean and spread.counts["partitions"] > 5
     # the command line checks on the executors of a session already running (a job's): one Spark job more
-    tracker = spark.sparkContext.statusTracker()
-    jobs = len(tracker.getJobIdsForGroup(None))
+    jobs = newest_job(spark)
     assert main(["validate", str(damaged), "--json", "--quiet", "--config", "index.interval.bytes=256"]) == 1
     assert capsys.readouterr().out.strip() == alone.to_json().strip()
-    assert len(tracker.getJobIdsForGroup(None)) == jobs + 1
+    assert newest_job(spark) == jobs + 1
