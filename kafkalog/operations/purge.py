@@ -342,20 +342,9 @@ def _purge(
                     run_id=run_id,
                     purged_at_ms=now,
                 )
-                for i, c in enumerate(plan.copies):
-                    mine = [(o, s) for o, s in zip(outputs, stats) if o.copy == i]
-                    record_segments(
-                        spark,
-                        ledger,
-                        c.opened,
-                        c.log_dir,
-                        [o for o, _ in mine],
-                        [s for _, s in mine],
-                        named=c.name,
-                        run_id=run_id,
-                        purged_at_ms=now,
-                        secret=secret,
-                    )
+                record_segments(
+                    spark, ledger, plan.copies, outputs, stats, run_id=run_id, purged_at_ms=now, secret=secret
+                )
             except BaseException:  # nothing is swapped in: the staged segments go
                 remove_outputs(roots, outputs)
                 raise

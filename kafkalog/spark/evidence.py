@@ -25,79 +25,76 @@ from .tasks import run_tasks
 SCANNED = ("topic", "partition", "segmentBaseOffset", "position", "offset", "key", "valueIsNull", "magic")
 
 
-def segment_hashes(spark, log_dir: str, outputs: Sequence[OutputSegment]) -> dict:
-    """(topic, partition, base offset) -> (SHA-256 of the source `.log`, of the staged `.log.cleaned`)
-    of each output segment of a purge (one source segment each), written and not yet swapped in."""
+def segment_hashes(spark, roots: Sequence[str], outputs: Sequence[OutputSegment]) -> list[tuple[str, str]]:
+    """(SHA-256 of the source `.log`, of the staged `.log.cleaned`) of each output segment of a purge,
+    in order (one source segment each, of the copy at roots[output.copy]), written and not yet swapped
+    in: one Spark job for every copy's."""
     for o in outputs:
         assert len(o.bases) == 1, "a purge rewrites each segment into one of its own"
 
     def hashes(output: OutputSegment) -> tuple:
         from .views import filesystem_and_path
 
-        fs, root = filesystem_and_path(log_dir)
+        fs, root = filesystem_and_path(roots[output.copy])
         part = fs.join(root, f"{output.topic}-{output.partition}")
         log = fs.join(part, segment_file_name(output.base_offset, ".log"))
         return file_sha256(fs, log), file_sha256(fs, log + CLEANED)
 
-    found = run_tasks(spark, pack_tasks(spark, list(outputs), lambda o: o.nbytes), hashes)
-    return {(o.topic, o.partition, o.base_offset): h for o, h in zip(outputs, found)}
+    return run_tasks(spark, pack_tasks(spark, list(outputs), lambda o: o.nbytes), hashes)
 
 
 def record_segments(
     spark,
     ledger: str,
-    opened,
-    log_dir: str,
+    copies: Sequence,
     outputs: Sequence[OutputSegment],
     stats: Sequence[OutputStats],
     *,
-    named: str,
     run_id: str,
     purged_at_ms: int,
     secret: bytes,
 ) -> int:
-    """Hash the rewritten segments of the copy at `log_dir`, `opened` (the outputs staged, not swapped in)
-    and append their rows to the ledger's segments table; `named` is how the ledger names the copy.
-    Returns how many rows."""
+    """Hash the rewritten segments of every copy (`copies`: the purge's, each with its `log_dir`,
+    `opened` and the `name` the ledger knows it by; the outputs staged, not swapped in) in one Spark
+    job, and append their rows to the ledger's segments table in one commit. Returns how many rows."""
     from .ledger import write_ledger_segments
 
-    broker_id, directory_id = copy_identity(opened.meta_properties())
-    rows = segment_evidence(
-        stats,
-        segment_hashes(spark, log_dir, outputs),
-        log_dir=log_dir_identity(named),
-        broker_id=broker_id,
-        directory_id=directory_id,
-    )
+    found = segment_hashes(spark, [c.log_dir for c in copies], outputs)
+    rows = []
+    for i, c in enumerate(copies):
+        broker_id, directory_id = copy_identity(c.opened.meta_properties())
+        mine = [(s, h) for o, s, h in zip(outputs, stats, found) if o.copy == i]
+        rows += segment_evidence(mine, log_dir=log_dir_identity(c.name), broker_id=broker_id, directory_id=directory_id)
     write_ledger_segments(spark, ledger, segments_table(rows, run_id=run_id, purged_at_ms=purged_at_ms, secret=secret))
     return len(rows)
 
 
 def segment_evidence(
-    stats: Sequence[OutputStats], hashes: dict, *, log_dir: str, broker_id: int | None, directory_id: str | None
+    segments: Sequence[tuple[OutputStats, tuple[str, str]]],
+    *,
+    log_dir: str,
+    broker_id: int | None,
+    directory_id: str | None,
 ) -> list[dict]:
     """The segments table's columns (storage/ledger.py SEGMENTS_SCHEMA, from `log_dir` on) of each
-    rewritten segment of one copy: what its rewrite counted, and its hashes."""
-    rows = []
-    for s in stats:
-        before, after = hashes[(s.topic, s.partition, s.base_offset)]
-        rows.append(
-            {
-                "log_dir": log_dir,
-                "broker_id": broker_id,
-                "directory_id": directory_id,
-                "topic": s.topic,
-                "partition": s.partition,
-                "base_offset": s.base_offset,
-                "records_before": s.records_in,
-                "records_after": s.records_out,
-                "bytes_before": s.bytes_in,
-                "bytes_after": s.bytes_out,
-                "sha256_before": before,
-                "sha256_after": after,
-            }
-        )
-    return rows
+    rewritten segment of one copy: what its rewrite counted, and its hashes (before, after)."""
+    return [
+        {
+            "log_dir": log_dir,
+            "broker_id": broker_id,
+            "directory_id": directory_id,
+            "topic": s.topic,
+            "partition": s.partition,
+            "base_offset": s.base_offset,
+            "records_before": s.records_in,
+            "records_after": s.records_out,
+            "bytes_before": s.bytes_in,
+            "bytes_after": s.bytes_out,
+            "sha256_before": before,
+            "sha256_after": after,
+        }
+        for s, (before, after) in segments
+    ]
 
 
 # the scope of a ledger's fingerprints, one row each: every topic but internal ones (`all_topics`),

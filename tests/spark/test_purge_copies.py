@@ -145,6 +145,9 @@ def test_every_copy_is_purged_alike_in_one_run(spark, tmp_path):
     assert {(r["log_dir"], r["node_id"]) for r in rows} == {(a, 1), (b, 2), (c, 3)}
     (run,) = DeltaTable(ledger + "_runs").to_pyarrow_table().to_pylist()
     assert run["log_dirs"] == [a, b, c] and run["log_dir"] == a
+    # every copy's rewritten segments, hashed together, in one commit of the segments table
+    segments = DeltaTable(ledger + "_segments")
+    assert segments.version() == 0 and {r["broker_id"] for r in segments.to_pyarrow_table().to_pylist()} == {1, 2, 3}
 
 
 class FailInCopy:
