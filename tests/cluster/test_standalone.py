@@ -233,7 +233,8 @@ import json, sys
 from pyspark.sql import SparkSession
 
 def where(_):
-    import os, sys
+    import os, sys, time
+    time.sleep(1)  # a task an executor cannot finish before the other takes its share
     import kafkalog, kafkalog.codec.compression as compression, crc32c, pyspark
     from kafkalog.spark import scan  # noqa: F401  (what the scan tasks import: pyarrow, numpy)
     for codec in compression.Codec:
@@ -246,6 +247,10 @@ def where(_):
 
 spark = SparkSession.builder.appName("kafkalog-probe").getOrCreate()
 print("application " + spark.sparkContext.applicationId)
+import time
+deadline = time.monotonic() + 300
+while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3 and time.monotonic() < deadline:
+    time.sleep(0.2)  # the driver and both executors: then each executor takes tasks from the first round
 print("PROBE " + json.dumps(spark.sparkContext.parallelize(range(6), 6).mapPartitions(where).collect()))
 spark.stop()
 """
@@ -258,7 +263,9 @@ def test_executors_import_kafkalog_and_its_native_dependencies_from_the_archive(
 ):
     (tmp_path / "probe.py").write_text(PROBE)
     # tasks start once both executors are registered, so that each takes some: a standalone application
-    # expects spark.cores.max cores (none without it, and the ratio then waits for nothing)
+    # expects spark.cores.max cores (none without it, and the ratio then waits for nothing). That alone
+    # still let all six tasks run on one worker's executor once in a full run (2026-11-28), so the probe
+    # also waits until the driver lists both executors, and each task takes a second.
     run = spark_submit(
         tmp_path / "probe.py",
         conf={
