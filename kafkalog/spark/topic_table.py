@@ -23,8 +23,8 @@ from .. import tuning
 from ..codec.control import parse_control_type
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..storage.txnindex import AbortedTxn
-from .scan import default_min_tasks, spark_schema
-from .scan_plan import ScanFilter, pack, pack_units, plan_scan, task_bytes
+from .scan import default_min_tasks, pack_tasks, spark_schema
+from .scan_plan import ScanFilter, pack_units, plan_scan, task_bytes
 from .tasks import task_frame
 from .views import RECORDS_SCHEMA, read_task
 
@@ -148,13 +148,9 @@ def latest_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange],
         else:
             spread.extend(run)
     frames = []
-    if whole:
-
-        def nbytes(run) -> int:
-            return sum(u.nbytes for u in run)
-
-        target = task_bytes(sum(map(nbytes, whole)), tuning.ONE_TASK_BYTES, default_min_tasks(spark), 0)
-        tasks = [tuple(u for run in group for u in run) for group in pack(whole, nbytes, target, 0)]
+    if whole:  # packed as compaction's one-task partitions are
+        groups = pack_tasks(spark, whole, lambda run: sum(u.nbytes for u in run))
+        tasks = [tuple(u for run in group for u in run) for group in groups]
         frames.append(_committed_frame(spark, plan.root, tasks, flt, wanted, verify_crc, last_per_key))
     if spread:
         target = task_bytes(sum(u.nbytes for u in spread), tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark))
