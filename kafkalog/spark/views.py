@@ -415,8 +415,8 @@ class RecordsBuilder(_ViewBuilder):
     def flush(self) -> pa.RecordBatch:
         self._lists_to_part()
         n, unit, b, parts = self.rows, self.unit, self.batch, self.parts
-        offset = pa.array(np.concatenate([p.offsets for p in parts]) if parts else [], pa.int64())
-        millis = pa.array(np.concatenate([p.timestamps for p in parts]) if parts else [], pa.int64())
+        offset = pa.array(np.concatenate([p.offsets for p in parts]), pa.int64())  # rows: a part at least
+        millis = pa.array(np.concatenate([p.timestamps for p in parts]), pa.int64())
         try:
             timestamp = pc.multiply_checked(millis, 1000).cast(TIMESTAMP_TYPE)
         except pa.ArrowInvalid:
@@ -425,8 +425,8 @@ class RecordsBuilder(_ViewBuilder):
             ) from None
         batch_base = b.expand("baseOffset", pa.int64())
         columns = {
-            "key": _concat([p.keys for p in parts], pa.binary()),
-            "value": _concat([p.values for p in parts], pa.binary()),
+            "key": pa.concat_arrays([p.keys for p in parts]),
+            "value": pa.concat_arrays([p.values for p in parts]),
             "topic": _constant(unit.topic, pa.string(), n),
             "partition": _constant(unit.partition, pa.int32(), n),
             "offset": offset,
@@ -446,10 +446,6 @@ class RecordsBuilder(_ViewBuilder):
         out = pa.RecordBatch.from_arrays([columns[f.name] for f in RECORDS_SCHEMA], schema=RECORDS_SCHEMA)
         self._reset()
         return out
-
-
-def _concat(arrays: list[pa.Array], type_: pa.DataType) -> pa.Array:
-    return pa.concat_arrays(arrays) if arrays else pa.array([], type_)
 
 
 def _headers_column(parts: list[RecordColumns], n: int) -> pa.Array:
