@@ -68,7 +68,7 @@ from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
 from ..storage.remote_log import topic_id
 from ..storage.rewrite import CLEANED, BatchPlan, rewrite_segments
-from ..storage.segment import LogSegment, SegmentMeta, locate
+from ..storage.segment import LogSegment, SegmentMeta, locate, log_end_offset
 from ..storage.swap import FaultHook, no_fault, recover_partition, replace_segments
 from ..topics import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC
 from .clock import stamp
@@ -409,14 +409,7 @@ def plan_partition(
     metas = []
     for i, segment in enumerate(part.segments):
         metas.append(segment.meta(with_last_offset=consumed_on or i == len(part.segments) - 1, with_first_batch=False))
-    last_meta = metas[-1] if metas else None
-    log_end = (
-        last_meta.last_offset + 1
-        if last_meta and last_meta.last_offset is not None
-        else last_meta.base_offset
-        if last_meta
-        else 0
-    )
+    log_end = log_end_offset(part.segments)
     # the log end offset is the last segment's: no producer state is replayed unless a roll needs its snapshot
     state = partition_state(
         part,

@@ -101,6 +101,7 @@ from pyspark.sql.datasource import (
 
 from .. import tuning
 from ..errors import ConfigError
+from ..storage.segment import log_end_offset
 from .context import spark_context
 from .inventory import open_log_dir
 from .scan import spark_schema
@@ -114,7 +115,6 @@ from .source_options import (
     bool_option,
     checked,
     int_option,
-    log_end_offset,
 )
 from .views import SCHEMAS, read_task
 

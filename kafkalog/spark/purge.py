@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.logdir import LogDir
-from ..storage.segment import LogSegment
+from ..storage.segment import LogSegment, log_end_offset
 from .inventory import log_dir_uri
 from .rewrite import removed_run
 from .scan import default_min_tasks, scan_dataframe
@@ -140,12 +140,7 @@ class Copy:
     def log_ends(self) -> dict:
         """(topic, partition) -> log end offset: the end of the last batch of the last segment (its
         base offset when it is empty)."""
-        ends = {}
-        for tp, segments in self.segments.items():
-            if segments:
-                last = segments[-1].last_offset()
-                ends[tp] = segments[-1].base_offset if last is None else last + 1
-        return ends
+        return {tp: log_end_offset(segments) for tp, segments in self.segments.items() if segments}
 
 
 @dataclass(frozen=True)

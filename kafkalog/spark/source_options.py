@@ -24,7 +24,7 @@ from ..rules.partition_state import partition_state
 from ..storage.logdir import LogDir
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
-from ..storage.segment import LogSegment
+from ..storage.segment import LogSegment, log_end_offset
 from .scan_plan import ScanFilter
 
 # kafkalog's own options (the data source's module documentation says what each does)
@@ -391,15 +391,3 @@ class Selection:
 def _some(names: Sequence[str], most: int = 5) -> str:
     shown = ", ".join(names[:most])
     return shown + (f" and {len(names) - most} more" if len(names) > most else "") if names else "it holds none"
-
-
-# -- offsets from files ------------------------------------------------------------------------------
-
-
-def log_end_offset(segments: Sequence[LogSegment]) -> int:
-    """The offset after the partition's last record (its last segment's base offset when empty)."""
-    for segment in reversed(segments):
-        last = segment.last_offset()
-        if last is not None:
-            return last + 1
-    return segments[-1].base_offset if segments else 0

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from ..codec.batch import NO_SEQUENCE, RecordBatch
 from ..codec.control import ControlType, control_record
+from .segment import log_end_offset
 from .snapshot import ProducerSnapshot, ProducerStateEntry
 from .txnindex import AbortedTxn
 
@@ -207,13 +208,11 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
             continue
         manager, start = ProducerStateManager.from_snapshot(snapshot), offset
         break
-    log_end = part.segments[-1].base_offset if part.segments else 0
     for seg in _segments_from(part, start):
         for _, batch in seg.batches():
             if start is None or batch.last_offset >= start:
                 manager.append(batch)
-            log_end = batch.last_offset + 1
-    return manager, max(log_end, start or 0)
+    return manager, max(log_end_offset(part.segments), start or 0)
 
 
 def replay_bytes(part) -> int:

@@ -236,6 +236,12 @@ class LogSegment:
         """The last offset of the last batch (None: no batch)."""
         return self.tail.last_offset
 
+    def next_offset(self) -> int:
+        """Kafka's LogSegment.readNextOffset: the offset after the last batch, the base offset when the
+        segment holds none."""
+        last = self.last_offset()
+        return self.base_offset if last is None else last + 1
+
     @property
     def offset_bounds(self) -> tuple[int, int | None]:
         """[low, high) holding every offset of the segment, from what has been read of it (high None:
@@ -390,6 +396,14 @@ class SegmentReader:
             position=tail.position,
             offset=base_offset,
         )
+
+
+def log_end_offset(segments: list[LogSegment]) -> int:
+    """A partition's log end offset as Kafka's LogLoader sets it: the active (last) segment's next
+    offset, so an empty active segment ends the log at its base offset even where an earlier segment
+    ends lower (0 without segments). The one place it is computed; the log start offset bounds it
+    from below in rules/partition_state."""
+    return segments[-1].next_offset() if segments else 0
 
 
 def batch_first_offset(batch: Batch) -> int | None:

@@ -176,3 +176,24 @@ def test_replay_bytes_are_the_bytes_a_replay_reads(tmp_path, monkeypatch):
         assert replay_bytes(part) == sum(s.size for s in read)
         replays.append((state.snapshot(), end))
     assert replays[0] == replays[1] == replays[2]  # the same state at the same log end offset, whatever it read
+
+
+def test_an_empty_active_segment_ends_the_log_at_its_base_offset(tmp_path):
+    """Kafka's LogLoader takes the log end offset from the last segment alone (`readNextOffset`: its
+    base offset when it holds no batch), also where an earlier segment ends lower, as after a cleaner
+    removed a segment's last records and the log rolled. Every reader of the log end agrees."""
+    from kafkalog.codec.batch import build_batch as build
+    from kafkalog.rules.partition_state import partition_state
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.partition import Partition
+    from kafkalog.storage.producer_state import replay_partition
+    from kafkalog.storage.segment import log_end_offset
+
+    part_dir = tmp_path / "t-0"
+    part_dir.mkdir()
+    (part_dir / f"{0:020d}.log").write_bytes(build([Record(o, 100, b"k", b"v") for o in range(6)]))
+    (part_dir / f"{10:020d}.log").write_bytes(b"")  # rolled at 10; offsets 6-9 were cleaned away
+    part = Partition.open(*LogFileSystem.for_path(str(part_dir)))
+    assert log_end_offset(part.segments) == 10
+    assert replay_partition(part)[1] == 10
+    assert partition_state(part, replay_partition).log_end_offset == 10
