@@ -7,12 +7,14 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "kafkalog"
-# lowest first; a module may import its own layer and the ones before it
+# lowest first; a module may import its own layer and the ones before it. Kafka's rules sit below
+# storage: they are pure decisions over plain data (segment metadata, aborted transactions) that the
+# storage layer reads for them, so no rule can open a file
 LAYERS = (
     ("config", "errors", "topics", "tuning"),
     ("codec",),
-    ("storage",),
     ("rules",),
+    ("storage",),
     ("spark",),
     ("operations",),
     ("cli", "jobs", "__main__"),
@@ -100,3 +102,19 @@ def test_every_command_has_its_function_in_the_operations_layer():
     for module, function in commands.items():
         source = (PACKAGE / "operations" / f"{module}.py").read_text()
         assert f"\ndef {function}(" in source, f"operations/{module}.py has no {function}()"
+
+
+def test_rules_open_no_file_and_start_no_spark():
+    """The rules take what storage read and return decisions: an import of storage/ or spark/ (or of
+    pyarrow's file systems) from rules/ is I/O creeping back in."""
+    found = sorted(
+        f"{m} imports {t}"
+        for m, targets in graph().items()
+        if m.startswith("kafkalog.rules")
+        for t in targets
+        if t.startswith(("kafkalog.storage", "kafkalog.spark"))
+    )
+    assert found == []
+    for path in (PACKAGE / "rules").glob("*.py"):
+        source = path.read_text()
+        assert "pyarrow.fs" not in source and "open(" not in source, f"{path.name} opens files"

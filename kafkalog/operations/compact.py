@@ -23,8 +23,9 @@ from dataclasses import dataclass, field, replace
 from .. import tuning
 from ..config import ConfigResolver
 from ..errors import KafkaLogError
-from ..rules.cleaner import log_to_clean
+from ..rules.cleaner import LogToClean, log_to_clean
 from ..rules.compaction import REASONS, CompactionPlan
+from ..rules.partition_state import partition_state
 from ..spark.compaction import (
     Cleaned,
     OutputSettings,
@@ -36,7 +37,7 @@ from ..spark.compaction import (
     segment_files,
     segment_summaries,
 )
-from ..spark.errors import from_spark_error, raises_kafkalog_errors, worker_error
+from ..spark.errors import from_spark_error, raises_kafkalog_errors, returned_error, worker_error
 from ..spark.progress import task_feed
 from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import pack_tasks
@@ -48,7 +49,9 @@ from ..storage.logdir import LogDir
 from ..storage.naming import (
     CLEANER_OFFSET_CHECKPOINT,
     KRAFT_METADATA_NOT_REWRITTEN,
+    LOG_START_OFFSET_CHECKPOINT,
     OFFSET_CHECKPOINT_FILES,
+    REPLICATION_OFFSET_CHECKPOINT,
     is_kraft_metadata,
     partition_of_file,
 )
@@ -86,12 +89,38 @@ def plan_compaction(
         replay = _replays(spark, plan, [p for p, _ in compacted])
         for part, config in compacted:
             try:
-                plan.logs.append(log_to_clean(part, checkpoints, config, now, force=force, replay=replay))
+                plan.logs.append(_log_to_clean(part, checkpoints, config, now, force, replay))
                 plan.segments[(part.topic, part.partition)] = part.segments
             except KafkaLogError as err:  # its metadata or producer state cannot be read: uncleanable
                 plan.uncleanable[(part.topic, part.partition)] = err
             counted.advance()
     return plan
+
+
+def _log_to_clean(part: Partition, checkpoints: dict, config, now: int, force: bool, replay) -> LogToClean:
+    """What the cleaner's rules decide on, read from `part`'s files: the segments' metadata, its
+    offsets and producer state (`replay` reads them: on the driver, or handed in from executors),
+    its checkpoint entries (`checkpoints` maps a file name to its entries) and aborted transactions."""
+    tp = (part.topic, part.partition)
+    loaded = partition_state(
+        part,
+        replay,
+        log_start_checkpoint=checkpoints[LOG_START_OFFSET_CHECKPOINT].get(tp),
+        high_watermark_checkpoint=checkpoints[REPLICATION_OFFSET_CHECKPOINT].get(tp),
+    )
+    segments = [seg.meta(with_last_offset=False) for seg in part.segments]
+    return log_to_clean(
+        part.topic,
+        part.partition,
+        part.path,
+        segments,
+        loaded,
+        checkpoints[CLEANER_OFFSET_CHECKPOINT].get(tp),
+        part.aborted_txns(),
+        config,
+        now,
+        force=force,
+    )
 
 
 def compacted_topics(opened: LogDir, resolver: ConfigResolver, topics=None) -> list[str]:
@@ -148,7 +177,7 @@ def _compacted_partitions(
 
 
 def _replays(spark, plan: CompactionPlan, parts: list[Partition]):
-    """The `replay` that `log_to_clean` takes for `parts`: `replay_partition` on the driver, or,
+    """The `replay` that `_log_to_clean` takes for `parts`: `replay_partition` on the driver, or,
     with a session and at least tuning.REPLAY_ON_EXECUTORS_BYTES to read (or an object store to read them
     from), the replays run on the executors in tasks packed by the bytes each reads: a partition's
     replay as its task made it, or the error that stopped it, raised on the driver (a task returns
@@ -165,9 +194,7 @@ def _replays(spark, plan: CompactionPlan, parts: list[Partition]):
     def replay(part: Partition):
         result = replayed[part.path]
         if isinstance(result, str):
-            err = from_spark_error(result)
-            assert err is not None  # `worker_error`'s text always names one
-            raise err
+            raise returned_error(result)
         return result
 
     return replay
@@ -357,13 +384,12 @@ def _clean_in_one_task(spark, plan: CompactionPlan, jobs, target: Destination, d
     except BaseException:  # a task that died rather than returned its error: whatever it staged goes
         remove_outputs(plan.root, _possible_outputs(jobs))
         raise
-    errors = {(c.topic, c.partition): (c, from_spark_error(c.error)) for c in results if c.error is not None}
+    errors = {(c.topic, c.partition): (c, returned_error(c.error)) for c in results if c.error is not None}
     failed = next((err for c, err in errors.values() if not c.decided), None)
     if failed is not None:  # a rewrite failed: the pass stops, nothing staged left
         remove_outputs(plan.root, [o for c in results for o in c.outputs])
         raise target.relocate(failed)
     for tp, (_, err) in errors.items():
-        assert err is not None  # `worker_error`'s text always names one
         _uncleanable(plan, tp, target.relocate(err))
     return [c for c in results if c.error is None]
 

@@ -47,6 +47,7 @@ from ..rules.retention import (
     share_group_offsets,
     time_breach,
 )
+from ..rules.segment_meta import SegmentMeta
 from ..storage.checkpoint import (
     EpochEntry,
     format_leader_epoch_checkpoint,
@@ -68,7 +69,7 @@ from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
 from ..storage.remote_log import topic_id
 from ..storage.rewrite import CLEANED, BatchPlan, rewrite_segments
-from ..storage.segment import LogSegment, SegmentMeta, locate, log_end_offset
+from ..storage.segment import LogSegment, locate, log_end_offset
 from ..storage.swap import FaultHook, no_fault, recover_partition, replace_segments
 from ..topics import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC
 from .clock import stamp

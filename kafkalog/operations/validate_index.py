@@ -16,10 +16,11 @@ from dataclasses import replace
 
 from ..codec.control import ControlType
 from ..errors import KafkaLogError
+from ..rules.aborted_txn import AbortedTxn
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.segment import LogSegment
 from ..storage.txnindex import ENTRY_SIZE as TXN_ENTRY_SIZE
-from ..storage.txnindex import AbortedTxn, TransactionIndex
+from ..storage.txnindex import TransactionIndex
 from .validate_report import ERROR, INFO, WARNING, Findings
 
 _OFFSET_ENTRY_SIZE = OffsetIndex.ENTRY.size  # 8

@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 from ..codec.control import ControlType
 from ..codec.filter import BatchRetention
-from ..storage.segment import SegmentMeta
-from ..storage.txnindex import AbortedTxn
-from .partition_state import partition_state
+from .aborted_txn import AbortedTxn
+from .partition_state import PartitionState
+from .segment_meta import SegmentMeta
 
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -278,23 +278,22 @@ class LogToClean:
         return [s for s in self.segments if s.base_offset < self.range.first_uncleanable]
 
 
-def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = False, replay=None) -> LogToClean:
-    """Read what the cleaner needs of `part` (a storage Partition) and decide whether to clean it.
-
-    `checkpoints` maps a checkpoint file name to its {(topic, partition): offset} entries. `replay`
-    takes `part` and returns its producer state and log end offset, as `replay_partition` does
-    (the default): a replay run elsewhere (on Spark's executors) is handed in this way."""
-    from ..storage.naming import CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
-    from ..storage.producer_state import replay_partition
-
-    tp = (part.topic, part.partition)
-    infos = [seg.meta(with_last_offset=False) for seg in part.segments]
-    loaded = partition_state(
-        part,
-        replay or replay_partition,
-        log_start_checkpoint=checkpoints.get(LOG_START_OFFSET_CHECKPOINT, {}).get(tp),
-        high_watermark_checkpoint=checkpoints.get(REPLICATION_OFFSET_CHECKPOINT, {}).get(tp),
-    )
+def log_to_clean(
+    topic: str,
+    partition: int,
+    path: str,
+    segments: list[SegmentMeta],
+    loaded: PartitionState,
+    checkpoint: int | None,
+    aborted: list[AbortedTxn],
+    config,
+    now: int,
+    *,
+    force: bool = False,
+) -> LogToClean:
+    """Decide whether to clean a partition from what its files say, read by the caller: its
+    segments' metadata, its offsets and producer state as a broker loads them, its
+    `cleaner-offset-checkpoint` entry and its aborted transactions."""
     manager = loaded.producers
     manager.remove_expired(now, config.producer_id_expiration_ms)  # expiry spares open transactions: the LSO holds
     log_start, log_end, high_watermark, lso = (
@@ -303,9 +302,8 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
         loaded.high_watermark,
         loaded.last_stable_offset,
     )
-    checkpoint = checkpoints.get(CLEANER_OFFSET_CHECKPOINT, {}).get(tp)
     rng = cleanable_offsets(
-        infos,
+        segments,
         checkpoint=checkpoint,
         log_start_offset=log_start,
         log_end_offset=log_end,
@@ -313,15 +311,15 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
         min_compaction_lag_ms=config.min_compaction_lag_ms,
         now=now,
     )
-    stats = dirty_stats(infos, rng.first_dirty, rng.first_uncleanable)
-    delay = max_compaction_delay(infos, rng.first_dirty, config.max_compaction_lag_ms, now)
-    clean_before = [s for s in infos if s.base_offset < rng.first_dirty]
+    stats = dirty_stats(segments, rng.first_dirty, rng.first_uncleanable)
+    delay = max_compaction_delay(segments, rng.first_dirty, config.max_compaction_lag_ms, now)
+    clean_before = [s for s in segments if s.base_offset < rng.first_dirty]
     legacy_horizon = clean_before[-1].mtime_ms - config.delete_retention_ms if clean_before else 0
     state = LogToClean(
-        part.topic,
-        part.partition,
-        part.path,
-        infos,
+        topic,
+        partition,
+        path,
+        segments,
         log_start,
         log_end,
         high_watermark,
@@ -331,7 +329,7 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
         stats,
         delay,
         manager.active_producers(),
-        _aborted_txns(part),
+        aborted,
         legacy_horizon,
     )
     state.eligible, state.reason = _eligibility(state, config.min_cleanable_dirty_ratio, force)
@@ -353,7 +351,3 @@ def _eligibility(state: LogToClean, min_ratio: float, force: bool) -> tuple[bool
     if ratio > min_ratio:
         return True, f"dirty ratio {ratio:.3f} > min.cleanable.dirty.ratio {min_ratio}"
     return False, f"dirty ratio {ratio:.3f} <= min.cleanable.dirty.ratio {min_ratio}"
-
-
-def _aborted_txns(part) -> list:
-    return [txn for seg in part.segments for txn in seg.aborted_txns()]

@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 from ..config import TopicConfig
 from ..errors import KafkaLogError
-from ..storage.segment import SegmentMeta
 from ..topics import (
     CONSUMER_OFFSETS_TOPIC,
     KRAFT_METADATA_TOPIC,
@@ -30,6 +29,7 @@ from ..topics import (
     SHARE_GROUP_STATE_TOPIC,
     TRANSACTION_STATE_TOPIC,
 )
+from .segment_meta import SegmentMeta
 
 # Kafka creates its internal topics compacted; without a per-topic cleanup.policy for them, the
 # broker-wide default (delete) must not apply.

@@ -8,6 +8,7 @@ reads the last such note of the text back, not the error's printed message."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from .. import errors
 
@@ -48,3 +49,31 @@ def raises_kafkalog_errors(function):
             raise converted from err
 
     return wrapper
+
+
+def returned_error(text: str) -> errors.KafkaLogError:
+    """The kafkalog error a task returned as `worker_error` text."""
+    err = from_spark_error(text)
+    assert err is not None  # worker_error's text always names one
+    return err
+
+
+def collected(job: Callable[[], list], what: str, cleanup: Callable[[], None]) -> list:
+    """The rows of `job()`, a Spark action whose tasks return their errors as data in an `error`
+    column (`worker_error`) so that one item's error fails none of the others. Where a task died
+    rather than returned (or the job was stopped), or a row carries an error, `cleanup()` runs first;
+    then the error is raised as the kafkalog error it was, or, for a task that died without one, as a
+    one-line KafkaLogError saying that `what` failed."""
+    try:
+        rows = job()
+    except BaseException as err:
+        cleanup()
+        if not isinstance(err, Exception):
+            raise
+        first_line = next(iter(str(err).strip().splitlines()), type(err).__name__)
+        raise from_spark_error(err) or errors.KafkaLogError(f"{what} failed: {first_line}") from err
+    failed = next((row.error for row in rows if row.error is not None), None)
+    if failed is not None:
+        cleanup()
+        raise returned_error(failed)
+    return rows

@@ -18,7 +18,7 @@ from ..storage.remote_log import RemotePartition
 from ..storage.remote_rewrite import discard_staged, stage_remote_segment, staging_path
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook
-from .errors import from_spark_error, worker_error
+from .errors import collected, worker_error
 from .purge import Decider, PurgePlan
 from .rewrite import PLAN_COLUMNS, plans_from_table
 from .scan import default_min_tasks, scan_dataframe
@@ -140,24 +140,10 @@ def stage_remote(
             row = {"target": i, "error": worker_error(error)}
         return pa.Table.from_pylist([row], schema=_arrow_schema())
 
-    try:
-        rows = (
-            plans.join(chosen, ["topic", "partition", "segmentBaseOffset"])
-            .groupBy("target")
-            .applyInArrow(stage, _STAGED)
-            .collect()
-        )
-    except BaseException as err:
-        discard_all(root, targets)
-        if not isinstance(err, Exception):
-            raise
-        raise from_spark_error(err) or KafkaLogError(f"a remote staging task failed: {err}") from err
-    failed = next((r.error for r in rows if r.error is not None), None)
-    if failed is not None:
-        discard_all(root, targets)
-        error = from_spark_error(failed)
-        assert error is not None  # worker_error's text always names one
-        raise error
+    staged = (
+        plans.join(chosen, ["topic", "partition", "segmentBaseOffset"]).groupBy("target").applyInArrow(stage, _STAGED)
+    )
+    rows = collected(staged.collect, "a remote staging task", lambda: discard_all(root, targets))
     by_target = {r.target: r for r in rows}
     return [
         StagedStats(by_target[i].records_in, by_target[i].records_out, by_target[i].bytes_in, by_target[i].bytes_out)

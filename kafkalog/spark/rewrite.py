@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, fields
 
 from ..codec.filter import BatchRetention, Outcome
 from ..errors import KafkaLogError, LogDirError
+from ..rules.aborted_txn import AbortedTxn
 from ..storage.fs import LogFileSystem, refused
 from ..storage.logdir import LogDir
 from ..storage.naming import segment_file_name
@@ -32,8 +33,7 @@ from ..storage.partition import Partition
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged, rewrite_segments
 from ..storage.segment import LogSegment
 from ..storage.swap import SEGMENT_KINDS, FaultHook, replace_in_partitions
-from ..storage.txnindex import AbortedTxn
-from .errors import from_spark_error, worker_error
+from .errors import collected, worker_error
 
 PLAN_COLUMNS = (
     "topic",
@@ -179,20 +179,7 @@ def write_outputs(
             yield pa.RecordBatch.from_pylist(stats, pa.schema(_STATS))
 
     written = blobs.unionByName(every_output).repartitionById(len(tasks), "task").mapInArrow(run, _STATS_DDL)
-    try:
-        rows = written.collect()
-    except BaseException as err:  # a task that died (or a job stopped) rather than returned its error
-        remove_outputs(log_dir, outputs)
-        if not isinstance(err, Exception):
-            raise
-        first_line = next(iter(str(err).strip().splitlines()), type(err).__name__)
-        raise from_spark_error(err) or KafkaLogError(f"a rewrite task failed: {first_line}") from err
-    failed = next((row.error for row in rows if row.error is not None), None)
-    if failed is not None:
-        remove_outputs(log_dir, outputs)
-        error = from_spark_error(failed)
-        assert error is not None  # `worker_error`'s text always names one
-        raise error
+    rows = collected(written.collect, "a rewrite task", lambda: remove_outputs(log_dir, outputs))
     return [OutputStats(**{k: v for k, v in row.asDict().items() if k != "error"}) for row in rows]
 
 

@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 
 from .. import tuning
 from ..codec.control import parse_control_type
+from ..rules.aborted_txn import AbortedTxn
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
-from ..storage.txnindex import AbortedTxn
 from .scan import default_min_tasks, pack_tasks, spark_schema
 from .scan_plan import ScanFilter, pack_units, plan_scan, task_bytes
 from .tasks import task_frame

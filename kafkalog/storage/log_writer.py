@@ -38,12 +38,13 @@ from ..codec.reader import Batch, BatchReader
 from ..codec.records import Record
 from ..config import TopicConfig
 from ..errors import KafkaLogError, LogDirError
+from ..rules.aborted_txn import AbortedTxn
 from .checkpoint import EpochEntry, format_leader_epoch_checkpoint, format_partition_metadata
 from .fs import LogFileSystem
 from .index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder, OffsetIndex, TimeIndex, relative_offset
 from .naming import INT32_MAX, LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, segment_file_name
 from .producer_state import CompletedTxn, ProducerStateManager
-from .txnindex import AbortedTxn, TransactionIndex
+from .txnindex import TransactionIndex
 
 # Kafka's defaults
 DEFAULT_SEGMENT_BYTES = TopicConfig.segment_bytes

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import LogDirError
+from ..rules.aborted_txn import AbortedTxn
 from .fs import FileEntry, LogFileSystem
 from .naming import (
     LEADER_EPOCH_CHECKPOINT,
@@ -16,7 +17,6 @@ from .naming import (
     parse_segment_file_name,
 )
 from .segment import LogSegment
-from .txnindex import AbortedTxn
 
 
 @dataclass

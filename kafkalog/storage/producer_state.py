@@ -10,9 +10,9 @@ from typing import NamedTuple
 
 from ..codec.batch import NO_SEQUENCE, RecordBatch
 from ..codec.control import ControlType, control_record
+from ..rules.aborted_txn import AbortedTxn
 from .segment import log_end_offset
 from .snapshot import ProducerSnapshot, ProducerStateEntry
-from .txnindex import AbortedTxn
 
 NUM_BATCHES_TO_RETAIN = 5  # Kafka remembers the last 5 batches of each producer for duplicate checks
 NO_OFFSET = -1

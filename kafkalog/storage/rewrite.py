@@ -17,12 +17,12 @@ from ..codec.batch import RecordBatch
 from ..codec.filter import BatchRetention, FilteredBatch, Outcome, SpliceJob, filter_batch, splice_batches
 from ..codec.records import Record
 from ..errors import KafkaLogError
+from ..rules.aborted_txn import AbortedTxn
 from .fs import LogFileSystem
 from .log_writer import SegmentWriter, WrittenSegment
 from .naming import segment_file_name
 from .segment import LogSegment, locate
 from .swap import SEGMENT_KINDS
-from .txnindex import AbortedTxn
 
 CLEANED = ".cleaned"
 WINDOW_BATCHES = 64  # batches spliced together: numpy's cost per call is paid once per window

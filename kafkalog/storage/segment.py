@@ -17,39 +17,17 @@ from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
 from ..codec.reader import Batch, BatchReader, TruncatedTail, header_first_offset
 from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError
+from ..rules.aborted_txn import AbortedTxn
+from ..rules.segment_meta import SegmentMeta
 from .fs import FileEntry, LogFileSystem
 from .index import BatchSummary, OffsetIndex, OffsetPosition, TimeIndex
 from .naming import INT64_MAX
-from .txnindex import AbortedTxn, TransactionIndex
+from .txnindex import TransactionIndex
 
 CHUNK_SIZE = 8 * 1024 * 1024
 FIRST_BATCH_CHUNK = 64 * 1024  # enough for most first batches; a larger one is read whole
 TAIL_CHUNK = 256 * 1024  # the batches after the last offset-index entry: about index.interval.bytes
 FIRST_HEADER_BYTES = 18  # a v2 header up to its magic byte, a legacy one up to its attributes
-
-
-class SegmentMeta(NamedTuple):
-    """What Kafka's rules (cleaner, retention) need of a segment, without reading its records: one
-    record per segment (`LogSegment.meta`), each value read once.
-
-    `largest_timestamp` is Kafka's LogSegment.largestTimestamp: the time index's last entry, or the
-    `.log` file's mtime when the index has no timestamp >= 0 (`timestamp_from_index` False).
-    `last_offset` is the last offset of the last batch (None: no batch, or not asked for);
-    `first_batch_timestamp` Kafka's getFirstBatchTimestamp (INT64_MAX: none, or not asked for)."""
-
-    base_offset: int
-    size: int
-    largest_timestamp: int
-    last_offset: int | None = None
-    timestamp_from_index: bool = True
-    mtime_ms: int = 0
-    first_batch_timestamp: int = INT64_MAX
-    offset_index_bytes: int = 0
-    time_index_bytes: int = 0
-
-    def last_offset_or_below(self) -> int:
-        """The last offset, or base - 1 for a segment without batches: everything in it is below."""
-        return self.last_offset if self.last_offset is not None else self.base_offset - 1
 
 
 class SegmentTail(NamedTuple):

@@ -8,23 +8,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..errors import CorruptIndexError, UnsupportedFormatError
+from ..rules.aborted_txn import AbortedTxn
 
 VERSION = 0
 _ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, last stable offset
 ENTRY_SIZE = _ENTRY.size  # 34
-
-
-class AbortedTxn(NamedTuple):
-    """An aborted transaction: its data spans [first_offset, last_offset], the ABORT marker is at
-    `last_offset`, and `last_stable_offset` was the partition's LSO when the abort was written."""
-
-    producer_id: int
-    first_offset: int
-    last_offset: int
-    last_stable_offset: int
-
-    def to_bytes(self) -> bytes:
-        return _ENTRY.pack(VERSION, *self)
 
 
 class TxnIndexSearchResult(NamedTuple):
@@ -54,7 +42,7 @@ class TransactionIndex:
         return cls(base_offset, entries, file)
 
     def to_bytes(self) -> bytes:
-        return b"".join(txn.to_bytes() for txn in self.entries)
+        return b"".join(_ENTRY.pack(VERSION, *txn) for txn in self.entries)
 
     def append(self, txn: AbortedTxn) -> None:
         """Append an entry; markers are written in offset order, so last offsets must increase."""

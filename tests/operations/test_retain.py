@@ -33,6 +33,7 @@ from kafkalog.rules.retention import (
     deletable_segments,
     delete_old_segments,
 )
+from kafkalog.rules.segment_meta import SegmentMeta
 from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter, SegmentWriter
@@ -47,7 +48,6 @@ from kafkalog.storage.naming import (
 )
 from kafkalog.storage.naming import INT64_MAX as LONG_MAX
 from kafkalog.storage.partition import Partition
-from kafkalog.storage.segment import SegmentMeta
 from kafkalog.storage.swap import in_flight_files
 
 NOW = 1_700_000_000_000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kafkalog.codec.control import ControlType
 from kafkalog.codec.filter import BatchRetention
+from kafkalog.rules.aborted_txn import AbortedTxn
 from kafkalog.rules.cleaner import (
     BatchMeta,
     CleanedTransactionMetadata,
@@ -13,8 +14,7 @@ from kafkalog.rules.cleaner import (
     group_segments_by_size,
     max_compaction_delay,
 )
-from kafkalog.storage.segment import SegmentMeta
-from kafkalog.storage.txnindex import AbortedTxn
+from kafkalog.rules.segment_meta import SegmentMeta
 
 INT_MAX = 2**31 - 1
 

@@ -21,7 +21,7 @@ from kafkalog.rules.retention import (
     local_retention_ms,
     remote_log_enabled,
 )
-from kafkalog.storage.segment import SegmentMeta
+from kafkalog.rules.segment_meta import SegmentMeta
 
 NOW = 10_000_000
 OLD = NOW - 1_000_000  # older than every retention below

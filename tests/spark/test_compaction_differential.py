@@ -14,9 +14,10 @@ from kafkalog import tuning
 from kafkalog.codec.compression import Codec
 from kafkalog.config import resolver_from
 from kafkalog.operations.compact import REASONS, compact
+from kafkalog.rules.aborted_txn import AbortedTxn
 from kafkalog.storage.index import BatchSummary, build_indexes
 from kafkalog.storage.logdir import LogDir
-from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
+from kafkalog.storage.txnindex import TransactionIndex
 
 from ..reference.cleaner_model import CleanerConfig, clean, replay_producers, split_batches
 from ..reference.scenarios import T0, LogBuilder

@@ -13,6 +13,7 @@ from kafkalog.codec.control import ControlType, build_end_txn_marker, control_re
 from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
 from kafkalog.errors import KafkaLogError, LogDirError
+from kafkalog.rules.aborted_txn import AbortedTxn
 from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint, parse_partition_metadata
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.index import LogSegmentOffsetOverflowError, build_indexes
@@ -20,7 +21,7 @@ from kafkalog.storage.log_writer import PartitionWriter, SegmentWriter, Unexpect
 from kafkalog.storage.partition import Partition
 from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot, ProducerStateEntry
-from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
+from kafkalog.storage.txnindex import TransactionIndex
 
 T0 = 1_700_000_000_000
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from kafkalog.codec.batch import RecordBatch, build_batch, build_empty_batch
 from kafkalog.codec.control import build_end_txn_marker
 from kafkalog.codec.records import Record
+from kafkalog.rules.aborted_txn import AbortedTxn
 from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot, ProducerStateEntry
-from kafkalog.storage.txnindex import AbortedTxn
 
 
 def data(offsets, pid=-1, epoch=-1, seq=-1, txn=False, ts=100, last_delta=None):

@@ -11,10 +11,11 @@ from kafkalog.codec.control import build_end_txn_marker
 from kafkalog.codec.filter import BatchRetention
 from kafkalog.codec.reader import iter_batches
 from kafkalog.codec.records import Record
+from kafkalog.rules.aborted_txn import AbortedTxn
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.partition import Partition
 from kafkalog.storage.rewrite import BatchPlan, rewrite_segments
-from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
+from kafkalog.storage.txnindex import TransactionIndex
 
 
 def _segment(d, base, batches, mtime):

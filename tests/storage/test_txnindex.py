@@ -5,7 +5,8 @@ import struct
 import pytest
 
 from kafkalog.errors import CorruptIndexError, UnsupportedFormatError
-from kafkalog.storage.txnindex import ENTRY_SIZE, AbortedTxn, TransactionIndex, TxnIndexSearchResult
+from kafkalog.rules.aborted_txn import AbortedTxn
+from kafkalog.storage.txnindex import ENTRY_SIZE, TransactionIndex, TxnIndexSearchResult
 
 TXNS = [AbortedTxn(0, 0, 10, 11), AbortedTxn(1, 5, 15, 13), AbortedTxn(2, 18, 35, 25), AbortedTxn(3, 32, 50, 40)]
 
@@ -48,7 +49,7 @@ def test_sanity_check__TXIT_testSanityCheck():
 
 
 def test_sanity_check_reports_non_increasing_last_offsets():
-    data = AbortedTxn(1, 0, 20, 21).to_bytes() + AbortedTxn(2, 5, 20, 21).to_bytes()
+    data = TransactionIndex(0, [AbortedTxn(1, 0, 20, 21), AbortedTxn(2, 5, 20, 21)]).to_bytes()
     with pytest.raises(CorruptIndexError, match="must increase") as caught:
         TransactionIndex.from_bytes(data, 0).sanity_check()
     assert caught.value.position == ENTRY_SIZE
@@ -72,7 +73,7 @@ def test_last_offset_must_increase__TXIT_testLastOffsetMustIncrease_testLastOffs
 
 def test_aborted_txn_serde__TXIT_testAbortedTxnSerde():
     txn = AbortedTxn(producer_id=983493, first_offset=137, last_offset=299, last_stable_offset=200)
-    data = txn.to_bytes()
+    data = TransactionIndex(0, [txn]).to_bytes()
     assert len(data) == 34 == ENTRY_SIZE
     assert data == struct.pack(">hqqqq", 0, 983493, 137, 299, 200)
     assert TransactionIndex.from_bytes(data, 0).entries == [txn]

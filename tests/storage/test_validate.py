@@ -18,10 +18,11 @@ from kafkalog.errors import LogDirError
 from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate, small_preset
 from kafkalog.operations.validate import validate_paths
 from kafkalog.operations.validate_report import CHECKS, Problem, ValidationReport
+from kafkalog.rules.aborted_txn import AbortedTxn
 from kafkalog.storage.index import build_indexes
 from kafkalog.storage.producer_state import ProducerStateManager
 from kafkalog.storage.snapshot import ProducerSnapshot
-from kafkalog.storage.txnindex import AbortedTxn, TransactionIndex
+from kafkalog.storage.txnindex import TransactionIndex
 
 REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
 BROKER_DIRS = REAL / "broker-dirs"
@@ -572,7 +573,7 @@ def test_txnindex_entry_with_no_abort_marker(log_dir):
             ]
     txnindex, index, last, data_offset = candidates[0]
     bogus = AbortedTxn(last.producer_id, last.first_offset, data_offset, data_offset + 1)
-    txnindex.write_bytes(txnindex.read_bytes() + bogus.to_bytes())
+    txnindex.write_bytes(txnindex.read_bytes() + TransactionIndex(0, [bogus]).to_bytes())
     report = validate(log_dir)
     assert findings(report, log_dir) == {("txnindex.entry", f"payments-0/{txnindex.name}")}
     p = report.findings[0]
@@ -604,7 +605,7 @@ def write_segment(
         log.with_suffix(".index").write_bytes(offset_index.to_bytes())
         log.with_suffix(".timeindex").write_bytes(time_index.to_bytes())
     if txns:
-        log.with_suffix(".txnindex").write_bytes(b"".join(t.to_bytes() for t in txns))
+        log.with_suffix(".txnindex").write_bytes(TransactionIndex(base, txns).to_bytes())
     return log
 
 
@@ -678,7 +679,9 @@ def test_an_empty_aborted_transaction_has_no_entry(tmp_path):
     log = write_segment(part, 0, batches, txns=[AbortedTxn(8, 2, 3, 4)])
     assert validate_paths([str(part)]).findings == []
     # an entry for the empty one is what Kafka never writes
-    log.with_suffix(".txnindex").write_bytes(AbortedTxn(7, 1, 1, 2).to_bytes() + AbortedTxn(8, 2, 3, 4).to_bytes())
+    log.with_suffix(".txnindex").write_bytes(
+        TransactionIndex(0, [AbortedTxn(7, 1, 1, 2), AbortedTxn(8, 2, 3, 4)]).to_bytes()
+    )
     p = only(validate_paths([str(part)]), "txnindex.entry")
     assert (p.position, p.offset) == (0, 1) and "without data" in p.message
 
