@@ -826,9 +826,10 @@ def _run_evidence_build(args) -> int:
 def _run_evidence_verify(args) -> int:
     from .operations.evidence import SignatureMismatch, read_signed, render_markdown, verify_report
 
-    signed = read_signed(_read_file(args.report, "report"), args.report)
+    data, public_key = _read_file(args.report, "report"), _read_file(args.public_key, "public key")
     try:
-        report = verify_report(signed, _read_file(args.public_key, "public key"))
+        signed = read_signed(data, args.report)
+        report = verify_report(signed, public_key)
     except SignatureMismatch as err:  # the check's answer (exit 1), not a failure to check (exit 2)
         print(f"kafkalog evidence verify: {err}", file=sys.stderr)
         return EXIT_PROBLEMS

@@ -275,3 +275,32 @@ def test_a_ledger_of_where_matches_only_has_nothing_to_verify_and_says_so(tmp_pa
         _scopes(ledger, None)
     with pytest.raises(LedgerError, match="no purge ledger"):
         _scopes(str(tmp_path / "nothing"), None)
+
+
+def test_verify_refuses_unsigned_content_and_duplicate_keys_and_accepts_a_clean_report(tmp_path, capsys):
+    """The signature covers `report` alone: a field beside it (or beside the signature's three), and a
+    key twice in one object (JSON readers differ on which value counts), are refused (exit 1, one
+    line) and the report is never printed; the file as signed still verifies."""
+    private, public = _pem_pair()
+    (tmp_path / "k.pub").write_bytes(public)
+    report = build_report(_ledger(tmp_path, segments=True))  # users: 2 removed
+    text = json.dumps(sign_report(report, private), indent=2)
+    forged = json.dumps(report).replace('"removed": 2', '"removed": 0')
+    cases = {
+        "clean": text,
+        "extra": text.replace("{", '{"extra": 1, ', 1),
+        "signature.note": text.replace('"algorithm"', '"note": "ok", "algorithm"', 1),
+        "removed": text.replace('"removed": 2', '"removed": 0, "removed": 2', 1),
+        "report": text.replace('"report": ', f'"report": {forged}, "report": ', 1),
+    }
+    for name, content in cases.items():
+        (tmp_path / f"{name}.json").write_text(content)
+        args = ["evidence", "verify", str(tmp_path / f"{name}.json"), "--public-key", str(tmp_path / "k.pub")]
+        code = main([*args, "--markdown"])
+        out, err = capsys.readouterr()
+        if name == "clean":
+            assert code == 0 and "| users | 2 | 0 | 0 |" in out, err
+            continue
+        assert content != text and json.loads(content)  # still JSON, which Python's reader would take
+        assert code == 1 and out == "", (name, out)
+        assert len(err.splitlines()) == 1 and f"`{name}`" in err and "not verified" in err, (name, err)
