@@ -437,6 +437,8 @@ def _run_compact(args) -> int:
         if rows:
             print()
             print(_table(rows, list(rows[0])))
+    if result.dry_run and result.report:
+        print("bytes_removed is an estimate: a dry run writes nothing (a pass reports what the .log files lose)")
     _write_report(args.report, result.to_dict())
     for (topic, partition), err in sorted(result.plan.uncleanable.items()):
         print(

@@ -287,14 +287,14 @@ def _compact(
     if not plan.chosen:
         return CompactionResult(plan, [])
     if dry_run:
-        return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
+        return CompactionResult(plan, _partition_report(counts, None), _segment_report(counts, outputs, []))
     _fault(fault, "rewritten")
     with progress.phase("compact", "swap", **progress.totals(outputs, lambda o: o.nbytes)):
         swap_in(opened, outputs, fault)
         _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
     log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
-    result = CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, written))
+    result = CompactionResult(plan, _partition_report(counts, written), _segment_report(counts, outputs, written))
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
@@ -441,17 +441,24 @@ def _output_segments(
 # -- step 7: report -----------------------------------------------------------------------------------
 
 
-def _partition_report(counts: list) -> list[dict]:
-    """Per partition: records by reason, and the record bytes that go."""
+def _partition_report(counts: list, written: list[OutputStats] | None) -> list[dict]:
+    """Per partition: records by reason, and the `.log` bytes removed: those its files lost (bytes
+    in minus out of each segment `written`, as Kafka's CleanerStats counts bytes read and written),
+    or in a dry run (`written` None) the decisions' estimate (rules/compaction.estimated_bytes_removed)."""
     out: dict = {}
+
+    def entry(topic: str, partition: int) -> dict:
+        zeros = {k: 0 for k in (*REASONS, "bytes_removed")}
+        return out.setdefault((topic, partition), {"topic": topic, "partition": partition, **zeros})
+
     for r in counts:
-        entry = out.setdefault(
-            (r["topic"], r["partition"]),
-            {"topic": r["topic"], "partition": r["partition"], **{k: 0 for k in REASONS}, "bytes_removed": 0},
-        )
+        row = entry(r["topic"], r["partition"])
         for k in REASONS:
-            entry[k] += r[k]
-        entry["bytes_removed"] += r["bytes_removed"] or 0
+            row[k] += r[k]
+        if written is None:
+            row["bytes_removed"] += r["bytes_removed"] or 0
+    for w in written or ():
+        entry(w.topic, w.partition)["bytes_removed"] += w.bytes_in - w.bytes_out
     return [out[k] for k in sorted(out)]
 
 
