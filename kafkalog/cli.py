@@ -737,14 +737,16 @@ def _add_verify_purge(commands) -> None:
     p.set_defaults(run=_run_verify_purge)
 
 
-def _add_ledger_options(p, required: bool = True) -> None:
+def _add_ledger_options(
+    p, required: bool = True, run_help: str = "only this run's keys (default: every run's)"
+) -> None:
     p.add_argument("--ledger", required=required, metavar="PATH", help="the purge ledger (Delta table)")
     p.add_argument(
         "--secret-file",
         metavar="FILE",
         help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
     )
-    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="only this run of the ledger (default: every run)")
+    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help=run_help)
 
 
 def _run_verify_purge(args) -> int:
@@ -785,7 +787,11 @@ def _add_evidence(commands) -> None:
     build = actions.add_parser(
         "build", help="the report of a run (default: the latest), with the verification of the copies"
     )
-    _add_ledger_options(build)
+    _add_ledger_options(
+        build,
+        run_help="the run to report (default: the latest); --verify then looks for its keys alone "
+        "(without --run: every run's)",
+    )
     build.add_argument(
         "--verify",
         nargs="+",

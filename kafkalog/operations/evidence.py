@@ -121,6 +121,7 @@ def _run(run: dict) -> dict:
         "finishedAt": _iso(run["finished_at"]),
         "purgedAt": _iso(run["purged_at"]),
         "logDir": run["log_dir"],
+        "logDirs": run.get("log_dirs") or [run["log_dir"]],  # a ledger older than `log_dirs`: its first
         "topics": run["topics"],
         "keys": run["keys"],
         "where": run["where"],
@@ -324,8 +325,8 @@ def render_markdown(signed: dict) -> str:
         f"- keys: {run['keys']} (listed in the ledger only as fingerprints)",
         f"- topics: {', '.join(run['topics']) if run['topics'] else 'every topic but internal ones'}",
         f"- a where expression: {_yes(run['where'])}; tombstones kept: {_yes(run['tombstone'])}",
-        f"- purged at {run['purgedAt']} (started {run['startedAt']}, finished {run['finishedAt']}), "
-        f"log directory {run['logDir']}",
+        f"- purged at {run['purgedAt']} (started {run['startedAt']}, finished {run['finishedAt']})",
+        f"- log directories: {', '.join(run.get('logDirs') or [run['logDir']])}",
         "",
         "## What was done",
         "",
