@@ -11,7 +11,8 @@
 5. Rewrite (executors): output segments packed into tasks write `.cleaned` files; untouched batches
    are copied byte for byte.
 6. Commit (driver): the swap protocol per partition, then `cleaner-offset-checkpoint`.
-7. Report: records and bytes by reason, per partition and per output segment.
+7. Report: records by reason and the `.log` bytes removed, per partition and per output segment
+   (docs/operations.md, "The compaction report").
 """
 
 from __future__ import annotations
@@ -185,7 +186,7 @@ def _replay_task(root: str, path: str):
 @dataclass
 class CompactionResult:
     plan: CompactionPlan
-    report: list[dict]  # per partition: records and bytes by reason
+    report: list[dict]  # per partition: records by reason, `.log` bytes removed
     segments: list[dict] = field(default_factory=list)  # per output segment: records and bytes in and out
     outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
     log_dir: str = ""  # the log directory rewritten: the input, or --output
@@ -193,7 +194,7 @@ class CompactionResult:
 
     def to_dict(self) -> dict:
         """The report (`kafkalog compact --report`): why each partition was or was not chosen, records
-        and bytes by reason per partition, and per output segment; keys in camelCase, as every report's."""
+        by reason and bytes removed per partition, and per output segment; keys in camelCase, as every report's."""
         return camel_keys(
             {
                 "now": self.plan.now,

@@ -261,9 +261,10 @@ def _chunks(batches, max_rows: int):
 
 def _batch_outcomes(fates, decided):
     """Per batch below the upper bound: its decision and what becomes of its records: the offsets
-    that go, whether a kept tombstone needs a horizon, records per reason and the record bytes
-    removed. Plans, changed segments and the report all come from this small table (a batch
-    without records has nulls).
+    that go, whether a kept tombstone needs a horizon, records per reason and `bytes_removed`, the
+    spans of the records that go (`segment_summaries` makes it the batch's estimate). Plans,
+    changed segments and the report all come from this small table (a batch without records has
+    nulls).
 
     The records are aggregated first per run of 64 offsets of a batch, the offsets that go as the
     bits of a long: that aggregation is of fixed-size values, hashed and combined before its
