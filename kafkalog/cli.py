@@ -437,6 +437,8 @@ def _run_compact(args) -> int:
         if rows:
             print()
             print(_table(rows, list(rows[0])))
+    if result.dry_run and result.report:
+        print("bytes_removed is an estimate: a dry run writes nothing (a pass reports what the .log files lose)")
     _write_report(args.report, result.to_dict())
     for (topic, partition), err in sorted(result.plan.uncleanable.items()):
         print(
@@ -735,14 +737,16 @@ def _add_verify_purge(commands) -> None:
     p.set_defaults(run=_run_verify_purge)
 
 
-def _add_ledger_options(p, required: bool = True) -> None:
+def _add_ledger_options(
+    p, required: bool = True, run_help: str = "only this run's keys (default: every run's)"
+) -> None:
     p.add_argument("--ledger", required=required, metavar="PATH", help="the purge ledger (Delta table)")
     p.add_argument(
         "--secret-file",
         metavar="FILE",
         help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
     )
-    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help="only this run of the ledger (default: every run)")
+    p.add_argument("--run", dest="run_id", metavar="RUN_ID", help=run_help)
 
 
 def _run_verify_purge(args) -> int:
@@ -783,7 +787,11 @@ def _add_evidence(commands) -> None:
     build = actions.add_parser(
         "build", help="the report of a run (default: the latest), with the verification of the copies"
     )
-    _add_ledger_options(build)
+    _add_ledger_options(
+        build,
+        run_help="the run to report (default: the latest); --verify then looks for its keys alone "
+        "(without --run: every run's)",
+    )
     build.add_argument(
         "--verify",
         nargs="+",
@@ -826,9 +834,10 @@ def _run_evidence_build(args) -> int:
 def _run_evidence_verify(args) -> int:
     from .operations.evidence import SignatureMismatch, read_signed, render_markdown, verify_report
 
-    signed = read_signed(_read_file(args.report, "report"), args.report)
+    data, public_key = _read_file(args.report, "report"), _read_file(args.public_key, "public key")
     try:
-        report = verify_report(signed, _read_file(args.public_key, "public key"))
+        signed = read_signed(data, args.report)
+        report = verify_report(signed, public_key)
     except SignatureMismatch as err:  # the check's answer (exit 1), not a failure to check (exit 2)
         print(f"kafkalog evidence verify: {err}", file=sys.stderr)
         return EXIT_PROBLEMS

@@ -584,11 +584,11 @@ def remote_log_prefixes(broker: Mapping[str, str] = {}) -> tuple[str, ...]:
     )
 
 
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+def did_you_mean(name: str, candidates: Iterable[str], cutoff: float = 0.6) -> str:
     """`; did you mean 'x'?` with the known name closest to `name` (a configuration's, a topic's, an
-    option's; letter case aside), or ""."""
+    option's; letter case aside), or "" when none is at least `cutoff` alike (difflib's ratio)."""
     by_lower = {candidate.lower(): candidate for candidate in candidates}
-    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1)
+    close = difflib.get_close_matches(name.lower(), sorted(by_lower), n=1, cutoff=cutoff)
     return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
 
 

@@ -11,7 +11,8 @@
 5. Rewrite (executors): output segments packed into tasks write `.cleaned` files; untouched batches
    are copied byte for byte.
 6. Commit (driver): the swap protocol per partition, then `cleaner-offset-checkpoint`.
-7. Report: records and bytes by reason, per partition and per output segment.
+7. Report: records by reason and the `.log` bytes removed, per partition and per output segment
+   (docs/operations.md, "The compaction report").
 """
 
 from __future__ import annotations
@@ -212,7 +213,7 @@ def _replay_task(root: str, path: str):
 @dataclass
 class CompactionResult:
     plan: CompactionPlan
-    report: list[dict]  # per partition: records and bytes by reason
+    report: list[dict]  # per partition: records by reason, `.log` bytes removed
     segments: list[dict] = field(default_factory=list)  # per output segment: records and bytes in and out
     outputs: dict = field(default_factory=dict)  # (topic, partition) -> base offsets of the written segments
     log_dir: str = ""  # the log directory rewritten: the input, or --output
@@ -220,7 +221,7 @@ class CompactionResult:
 
     def to_dict(self) -> dict:
         """The report (`kafkalog compact --report`): why each partition was or was not chosen, records
-        and bytes by reason per partition, and per output segment; keys in camelCase, as every report's."""
+        by reason and bytes removed per partition, and per output segment; keys in camelCase, as every report's."""
         return camel_keys(
             {
                 "now": self.plan.now,
@@ -314,14 +315,14 @@ def _compact(
     if not plan.chosen:
         return CompactionResult(plan, [])
     if dry_run:
-        return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
+        return CompactionResult(plan, _partition_report(counts, None), _segment_report(counts, outputs, []))
     _fault(fault, "rewritten")
     with progress.phase("compact", "swap", **progress.totals(outputs, lambda o: o.nbytes)):
         swap_in(opened, outputs, fault)
         _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
     log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
-    result = CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, written))
+    result = CompactionResult(plan, _partition_report(counts, written), _segment_report(counts, outputs, written))
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
@@ -467,17 +468,24 @@ def _output_segments(
 # -- step 7: report -----------------------------------------------------------------------------------
 
 
-def _partition_report(counts: list) -> list[dict]:
-    """Per partition: records by reason, and the record bytes that go."""
+def _partition_report(counts: list, written: list[OutputStats] | None) -> list[dict]:
+    """Per partition: records by reason, and the `.log` bytes removed: those its files lost (bytes
+    in minus out of each segment `written`, as Kafka's CleanerStats counts bytes read and written),
+    or in a dry run (`written` None) the decisions' estimate (rules/compaction.estimated_bytes_removed)."""
     out: dict = {}
+
+    def entry(topic: str, partition: int) -> dict:
+        zeros = {k: 0 for k in (*REASONS, "bytes_removed")}
+        return out.setdefault((topic, partition), {"topic": topic, "partition": partition, **zeros})
+
     for r in counts:
-        entry = out.setdefault(
-            (r["topic"], r["partition"]),
-            {"topic": r["topic"], "partition": r["partition"], **{k: 0 for k in REASONS}, "bytes_removed": 0},
-        )
+        row = entry(r["topic"], r["partition"])
         for k in REASONS:
-            entry[k] += r[k]
-        entry["bytes_removed"] += r["bytes_removed"] or 0
+            row[k] += r[k]
+        if written is None:
+            row["bytes_removed"] += r["bytes_removed"] or 0
+    for w in written or ():
+        entry(w.topic, w.partition)["bytes_removed"] += w.bytes_in - w.bytes_out
     return [out[k] for k in sorted(out)]
 
 

@@ -17,6 +17,8 @@ strings, integers, booleans, nulls, lists and objects only (no floating-point nu
 such values this is RFC 8785's JSON Canonicalization Scheme: any JCS library, or
 `jq -cjS .report REPORT`, gives the same bytes, which any Ed25519 tool verifies (docs/operations.md).
 `publicKey` says which key signed; trust comes from checking against a public key you hold.
+Verifying refuses anything the signature does not cover: a field beside `report` and the signature's
+three, and a key twice in one object (`read_signed`).
 """
 
 from __future__ import annotations
@@ -119,6 +121,7 @@ def _run(run: dict) -> dict:
         "finishedAt": _iso(run["finished_at"]),
         "purgedAt": _iso(run["purged_at"]),
         "logDir": run["log_dir"],
+        "logDirs": run.get("log_dirs") or [run["log_dir"]],  # a ledger older than `log_dirs`: its first
         "topics": run["topics"],
         "keys": run["keys"],
         "where": run["where"],
@@ -222,6 +225,7 @@ def verify_report(signed: dict, public_key: bytes) -> dict:
     signature = signed.get("signature")
     if not isinstance(signature, dict) or signature.get("algorithm") != ALGORITHM:
         raise EvidenceError(f"not a signed evidence report: no {ALGORITHM} `signature`")
+    _only_signed(signed, signature)
     if signature.get("publicKey") != _b64(_raw_public(key)):
         raise SignatureMismatch("the report was signed with another key than the one given")
     try:
@@ -229,6 +233,18 @@ def verify_report(signed: dict, public_key: bytes) -> dict:
     except (InvalidSignature, ValueError):
         raise SignatureMismatch("the signature does not hold: the report was changed after it was signed") from None
     return signed["report"]
+
+
+def _only_signed(signed: dict, signature: dict) -> None:
+    """Refuse (SignatureMismatch) a field beside `report` and `signature`, or in `signature` beside
+    its three: the signature covers `report` alone, and a reader must never be shown unsigned text
+    as verified."""
+    extra = [f"`{k}`" for k in signed if k not in ("report", "signature")]
+    extra += [f"`signature.{k}`" for k in signature if k not in ("algorithm", "publicKey", "value")]
+    if extra:
+        raise SignatureMismatch(
+            f"the file holds {', '.join(extra)} beside the signed report: unsigned content, so it is not verified"
+        )
 
 
 def _needs_cryptography() -> None:
@@ -241,10 +257,31 @@ def _needs_cryptography() -> None:
 
 
 def read_signed(data: bytes, file: str | None = None) -> dict:
+    """The signed report in `data`, JSON; SignatureMismatch for a key twice in one object (readers
+    disagree on which value counts: one could be shown a value that was never signed)."""
     try:
-        return json.loads(data)
+        return json.loads(data, object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise EvidenceError(f"not a JSON evidence report: {err}", file=file) from None
+    except _DuplicateKey as err:
+        raise SignatureMismatch(
+            f"the key `{err}` appears twice in one object: JSON readers differ on which value counts, "
+            "so the report is not verified",
+            file=file,
+        ) from None
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _load_key(data: bytes, *, private: bool):
@@ -288,8 +325,8 @@ def render_markdown(signed: dict) -> str:
         f"- keys: {run['keys']} (listed in the ledger only as fingerprints)",
         f"- topics: {', '.join(run['topics']) if run['topics'] else 'every topic but internal ones'}",
         f"- a where expression: {_yes(run['where'])}; tombstones kept: {_yes(run['tombstone'])}",
-        f"- purged at {run['purgedAt']} (started {run['startedAt']}, finished {run['finishedAt']}), "
-        f"log directory {run['logDir']}",
+        f"- purged at {run['purgedAt']} (started {run['startedAt']}, finished {run['finishedAt']})",
+        f"- log directories: {', '.join(run.get('logDirs') or [run['logDir']])}",
         "",
         "## What was done",
         "",

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..codec.batch import RECORD_BATCH_OVERHEAD
 from ..codec.filter import BatchRetention
 from ..errors import KafkaLogError
 from .cleaner import BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch
@@ -126,9 +127,11 @@ DECIDED = pa.schema(
         ("segmentBaseOffset", pa.int64()),
         ("segment", pa.int32()),
         ("position", pa.int64()),
+        ("size", pa.int32()),
         ("lastOffset", pa.int64()),
         ("count", pa.int32()),
         ("magic", pa.int8()),
+        ("compresscodec", pa.int8()),
         ("deleteHorizonMs", pa.int64()),
         ("retention", pa.string()),
         ("discard_records", pa.bool_()),
@@ -180,9 +183,11 @@ def decide_batches(
                     c["segmentBaseOffset"][i],
                     numbers[c["segmentBaseOffset"][i]],
                     c["position"][i],
+                    c["size"][i],
                     meta.last_offset,
                     c["count"][i],
                     c["magic"][i],
+                    c["compresscodec"][i],
                     horizon,
                     d.retention.value,
                     d.discard_records,
@@ -410,6 +415,30 @@ def combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Record
     return out, solo + n
 
 
+# -- the bytes a pass removes, as its decisions tell them -------------------------------------------------
+
+
+def estimated_bytes_removed(size, count, magic, codec, retention, gone, gone_spans) -> np.ndarray:
+    """Per batch (numpy arrays of DECIDED's columns, then its records that go and their spans in its
+    decompressed records section), the `.log` bytes a pass removes, as a dry run can tell them before
+    anything is written: all of a batch that goes (DELETE, or every record gone); all but the v2 header
+    of one kept empty (RETAIN_EMPTY); the spans of the records an uncompressed v2 batch loses; a
+    compressed or legacy batch's share of its records that go (how the rest compresses again is not
+    known; legacy records have no spans). New delete horizons and `--legacy-as-v2` are not counted.
+    Never negative, never more than the batch's size."""
+    size = np.asarray(size, np.int64)
+    count, gone = np.asarray(count, np.int64), np.asarray(gone, np.int64)
+    retention = np.asarray(retention, object)
+    v2 = np.asarray(magic) >= 2
+    records = np.maximum(size - np.where(v2, RECORD_BATCH_OVERHEAD, 0), 0)
+    emptied = gone >= count
+    kept_empty = emptied & v2 & (retention == BatchRetention.RETAIN_EMPTY.value)
+    whole = (retention == BatchRetention.DELETE.value) | (emptied & ~kept_empty)
+    exact = v2 & (np.asarray(codec) == 0)
+    share = np.where(exact, np.asarray(gone_spans, np.int64), records * gone // np.maximum(count, 1))
+    return np.where(whole, size, np.where(kept_empty, records, np.clip(share, 0, records)))
+
+
 # -- a partition read whole: what the rewrite and the report take ------------------------------------------
 
 
@@ -425,8 +454,9 @@ class BatchChange(NamedTuple):
 @dataclass
 class PartitionOutcome:
     """What one partition's pass comes to: the batches that change, by (segment base offset, file
-    position), and per source segment the report's row (records per reason, the record bytes that
-    go, whether a batch changes, the ABORT markers whose `.txnindex` entry stays)."""
+    position), and per source segment the report's row (records per reason, the `.log` bytes that
+    go as `estimated_bytes_removed` tells them, whether a batch changes, the ABORT markers whose
+    `.txnindex` entry stays)."""
 
     changes: dict[tuple[int, int], BatchChange]
     segments: list[dict]
@@ -457,8 +487,9 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table)
 
     per_reason = {r: per_run(np.isin(fate, fates_).astype(np.int64)) for r, fates_ in FATES_OF.items()}
     has_tombstone = per_run(fate == KEEP_TOMBSTONE, np.logical_or)
-    removed_bytes = per_run(np.where(gone, fates["recordSpanSize"].to_numpy().astype(np.int64), 0))
-    gone_ends = np.cumsum(per_run(gone.astype(np.int64))).tolist()  # run i's gone offsets end there
+    gone_spans = np.append(per_run(np.where(gone, fates["recordSpanSize"].to_numpy().astype(np.int64), 0)), 0)
+    gone_counts = np.append(per_run(gone.astype(np.int64)), 0)  # [-1]: a batch without records
+    gone_ends = np.cumsum(gone_counts[:-1]).tolist()  # run i's gone offsets end there
     gone_offsets = fates["offset"].to_numpy()[gone]
     # the batches of `decided` (every batch, with records or not) matched to their record runs
     d = decided.to_pydict()
@@ -466,7 +497,11 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table)
     at = np.searchsorted(run_key, batch_key)
     found = at < len(run_key)
     found[found] = run_key[at[found]] == batch_key[found]
-    runs = np.where(found, at, -1).tolist()
+    runs = np.where(found, at, -1)
+    removed_bytes = estimated_bytes_removed(
+        d["size"], d["count"], d["magic"], d["compresscodec"], d["retention"], gone_counts[runs], gone_spans[runs]
+    ).tolist()
+    runs = runs.tolist()
     changes: dict[tuple[int, int], BatchChange] = {}
     segments: dict[int, dict] = {}
     for i, run in enumerate(runs):
@@ -487,9 +522,9 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table)
         if run >= 0:
             for r in REASONS:
                 row[r] += per_reason[r][run]
-            row["bytes_removed"] += removed_bytes[run]
             tombstone = has_tombstone[run]
             removed = frozenset(gone_offsets[gone_ends[run - 1] if run else 0 : gone_ends[run]].tolist())
+        row["bytes_removed"] += removed_bytes[i]
         marker = d["marker_for_empty_txn"][i]
         needs_horizon = (tombstone or marker) and d["deleteHorizonMs"][i] is None and d["magic"][i] >= 2
         if (

@@ -45,6 +45,7 @@ from ..rules.compaction import (
     SegmentFacts,
     combine,
     decide_batches,
+    estimated_bytes_removed,
     partition_outcome,
     record_fates,
 )
@@ -260,9 +261,10 @@ def _chunks(batches, max_rows: int):
 
 def _batch_outcomes(fates, decided):
     """Per batch below the upper bound: its decision and what becomes of its records: the offsets
-    that go, whether a kept tombstone needs a horizon, records per reason and the record bytes
-    removed. Plans, changed segments and the report all come from this small table (a batch
-    without records has nulls).
+    that go, whether a kept tombstone needs a horizon, records per reason and `bytes_removed`, the
+    spans of the records that go (`segment_summaries` makes it the batch's estimate). Plans,
+    changed segments and the report all come from this small table (a batch without records has
+    nulls).
 
     The records are aggregated first per run of 64 offsets of a batch, the offsets that go as the
     bits of a long: that aggregation is of fixed-size values, hashed and combined before its
@@ -317,24 +319,51 @@ def decide(spark, plan):
 
 def segment_summaries(decided, outcomes) -> list:
     """Per source segment below the upper bound, in one small collect: records per reason, the
-    record bytes (their uncompressed spans) that go, whether any batch changes, and the ABORT
-    markers whose `.txnindex` entry stays (data of their transaction is still in the log).
+    `.log` bytes that go (`estimated_bytes_removed`, per batch), whether any batch changes, and the
+    ABORT markers whose `.txnindex` entry stays (data of their transaction is still in the log).
 
     The cached batch decisions are materialized first, in a job of their own: both branches of the
     plan read them, and two query stages that reach a cache not yet built both compute it."""
     from pyspark.sql import functions as F
 
     decided.count()
+    batches = outcomes.select(
+        "topic",
+        "partition",
+        "segmentBaseOffset",
+        *[F.coalesce(F.col(r), F.lit(0)).alias(r) for r in REASONS],
+        "size",
+        "count",
+        "magic",
+        "compresscodec",
+        "retention",
+        F.coalesce("bytes_removed", F.lit(0)).alias("bytes_removed"),
+        _changes().alias("changed"),
+        F.when(F.col("keeps_txn_index_entry"), F.col("lastOffset")).alias("kept_txn_marker"),
+    )
     return (
-        outcomes.groupBy("topic", "partition", "segmentBaseOffset")
+        batches.mapInArrow(_bytes_removed_estimates, batches.schema)
+        .groupBy("topic", "partition", "segmentBaseOffset")
         .agg(
-            *[F.coalesce(F.sum(r), F.lit(0)).alias(r) for r in REASONS],
+            *[F.sum(r).alias(r) for r in REASONS],
             F.sum("bytes_removed").alias("bytes_removed"),
-            F.max(_changes()).alias("changed"),
-            F.collect_list(F.when(F.col("keeps_txn_index_entry"), F.col("lastOffset"))).alias("kept_txn_markers"),
+            F.max("changed").alias("changed"),
+            F.collect_list("kept_txn_marker").alias("kept_txn_markers"),
         )
         .collect()
     )
+
+
+def _bytes_removed_estimates(batches):
+    """`segment_summaries`' batch rows with `bytes_removed`, the spans of the records that go, made
+    the batch's `estimated_bytes_removed`."""
+    for b in batches:
+        gone = sum(b[r].to_numpy() for r in REASONS if r != "kept")
+        decided = ("size", "count", "magic", "compresscodec", "retention")
+        columns = [b[c].to_numpy(zero_copy_only=False) for c in decided]
+        estimate = estimated_bytes_removed(*columns, gone, b["bytes_removed"].to_numpy())
+        at = b.schema.get_field_index("bytes_removed")
+        yield b.set_column(at, "bytes_removed", pa.array(estimate, pa.int64()))
 
 
 # -- a partition in one task -----------------------------------------------------------------------------

@@ -35,7 +35,10 @@ the options name that the log dir does not hold is an error naming the closest t
 source reads nothing for a missing topic; offline, a typo is the likelier cause). Options that mean
 nothing for files are accepted with a warning: the streaming ones (``maxOffsetsPerTrigger``...,
 which Spark's batch source ignores too), ``maxRecordsPerPartition``, ``groupIdPrefix``, the consumer's
-polling and fetching, and every other ``kafka.*`` (``kafka.bootstrap.servers``...). kafkalog's own:
+polling and fetching, and every other ``kafka.*`` (``kafka.bootstrap.servers``...) but a misspelt
+``kafka.isolation.level``, which is an error. kafkalog's ``startingOffset`` / ``endingOffset`` and Spark's
+``startingOffsets`` / ``endingOffsets`` are one letter apart: a value of the other's kind is an error
+naming it. kafkalog's own:
 
 ====================  ===================================================================================
 ``topics``            comma-separated topic names

@@ -87,9 +87,12 @@ def checked(options: Mapping[str, object]) -> dict[str, str]:
         if key in lowered:
             raise ConfigError(f"option {name!r} is given twice (option names are case-insensitive)")
         lowered[key] = str(value)
+        # a Kafka client's setting is ignored, unless it is a misspelt kafka.isolation.level, which
+        # would read uncommitted records (no client setting comes that close: 0.56 at most)
+        misspelt = key.startswith("kafka.") and did_you_mean(name, ["kafka.isolation.level"], cutoff=0.8)
         if key in ignored:
             warnings.warn(f"kafkalog: option {known[key]} is ignored: {ignored[key]}", stacklevel=2)
-        elif key.startswith("kafka.") and key != "kafka.isolation.level":
+        elif key.startswith("kafka.") and key != "kafka.isolation.level" and not misspelt:
             warnings.warn(f"kafkalog: option {name} is ignored: no Kafka client reads a log dir", stacklevel=2)
         elif key not in known:
             raise ConfigError(f"unknown option {name!r} of the kafkalog data source{did_you_mean(name, KNOWN_OPTIONS)}")
@@ -117,14 +120,17 @@ def _partition_values(options: Mapping[str, str], name: str) -> dict[tuple[str, 
         ) from None
 
 
-def int_option(options: Mapping[str, str], name: str) -> int | None:
+def int_option(options: Mapping[str, str], name: str, meant: str | None = None) -> int | None:
+    """The integer option `name`; a value that is not one is an error, which suggests `meant` (the
+    option of a name close to it that takes such values, e.g. startingOffsets for startingOffset)."""
     value = options.get(name.lower())
     if value is None or value.strip() == "":
         return None
     try:
         return int(value.strip())
     except ValueError:
-        raise ConfigError(f"option {name} must be an integer, not {value!r}") from None
+        hint = f"; did you mean {meant}={value.strip()}?" if meant else ""
+        raise ConfigError(f"option {name} must be an integer, not {value!r}{hint}") from None
 
 
 def _names(options: Mapping[str, str], name: str) -> frozenset[str] | None:
@@ -171,8 +177,8 @@ def _bound(options: Mapping[str, str], end: bool, streaming: bool | None) -> Bou
         return Bound(LATEST_KIND if end else EARLIEST_KIND)
     if end and streaming:
         raise ConfigError(f"option {name} is not allowed in a streaming read (as in Spark)")
-    if name == f"{which}Offset":
-        return Bound("offset", int_option(options, name), name)
+    if name == f"{which}Offset":  # kafkalog's; Spark's is {which}Offsets, one letter away
+        return Bound("offset", int_option(options, name, meant=f"{which}Offsets"), name)
     if name == f"{which}Timestamp":
         timestamp = int_option(options, name)
         if timestamp is None:
@@ -186,6 +192,11 @@ def _bound(options: Mapping[str, str], end: bool, streaming: bool | None) -> Bou
         if kind == EARLIEST_KIND and end or kind == LATEST_KIND and not end and streaming is False:
             raise ConfigError(f"option {name}={text} is not allowed in a batch read (as in Spark)")
         return Bound(kind, None, name)
+    if re.fullmatch(r"\d+", text):
+        raise ConfigError(
+            f'option {name} must be earliest, latest or JSON {{"topic": {{"0": offset}}}}, not {text!r}; '
+            f"did you mean {which}Offset={text} (kafkalog's: one offset for every partition)?"
+        )
     offsets = _partition_values(options, name)
     if any(offset < EARLIEST for offset in offsets.values()):
         raise ConfigError(f"option {name} gives a negative offset other than -2 (earliest) and -1 (latest)")

@@ -138,6 +138,7 @@ def _ledger(tmp_path, *, segments: bool):
     )
     write_records(ledger, records_table(purged, secret=SECRET, run_id="run-1", purged_at_ms=NOW, log_dir="/b1"))
     run = {"run_id": "run-1", "started_at": NOW - 100, "finished_at": NOW + 100, "purged_at": NOW}
+    run |= {"log_dirs": ["/b1", "/b2"] if segments else None}  # None: a run row from before log_dirs
     run |= {"log_dir": "/b1", "topics": None, "keys": 2, "where": False, "tombstone": True, "partitions": 2}
     run |= {"segments": 2, "records_removed": 2, "records_tombstoned": 1, "records_redacted": 0}
     write_run(ledger, run | {"ledger_rows": 3, "remaining": 0, "kafkalog_version": "test"})
@@ -167,12 +168,15 @@ def test_the_report_is_built_from_the_ledger_alone_and_holds_no_key(tmp_path):
     private, public = _pem_pair()
     md = render_markdown(sign_report(report, private))
     assert "| /b2 | 2 | dir-2 | 1 | 1 | 6 | 4 |" in md and "Not verified" in md
+    assert report["run"]["logDirs"] == ["/b1", "/b2"] and "- log directories: /b1, /b2\n" in md  # every copy
 
 
 def test_an_old_ledger_without_the_segments_table_gives_a_report_that_says_so(tmp_path):
     report = build_report(_ledger(tmp_path, segments=False))
     assert report["copies"] == [] and report["segments"] == [] and report["segmentsRecorded"] is False
-    assert "the ledger predates its segments table" in render_markdown({"report": report})
+    md = render_markdown({"report": report})
+    assert "the ledger predates its segments table" in md
+    assert report["run"]["logDirs"] == ["/b1"] and "- log directories: /b1\n" in md  # a run row without log_dirs
     with pytest.raises(LedgerError, match="no completed run nope"):
         build_report(_ledger(tmp_path / "again", segments=False), "nope")
 
@@ -275,3 +279,44 @@ def test_a_ledger_of_where_matches_only_has_nothing_to_verify_and_says_so(tmp_pa
         _scopes(ledger, None)
     with pytest.raises(LedgerError, match="no purge ledger"):
         _scopes(str(tmp_path / "nothing"), None)
+
+
+def test_verify_refuses_unsigned_content_and_duplicate_keys_and_accepts_a_clean_report(tmp_path, capsys):
+    """The signature covers `report` alone: a field beside it (or beside the signature's three), and a
+    key twice in one object (JSON readers differ on which value counts), are refused (exit 1, one
+    line) and the report is never printed; the file as signed still verifies."""
+    private, public = _pem_pair()
+    (tmp_path / "k.pub").write_bytes(public)
+    report = build_report(_ledger(tmp_path, segments=True))  # users: 2 removed
+    text = json.dumps(sign_report(report, private), indent=2)
+    forged = json.dumps(report).replace('"removed": 2', '"removed": 0')
+    cases = {
+        "clean": text,
+        "extra": text.replace("{", '{"extra": 1, ', 1),
+        "signature.note": text.replace('"algorithm"', '"note": "ok", "algorithm"', 1),
+        "removed": text.replace('"removed": 2', '"removed": 0, "removed": 2', 1),
+        "report": text.replace('"report": ', f'"report": {forged}, "report": ', 1),
+    }
+    for name, content in cases.items():
+        (tmp_path / f"{name}.json").write_text(content)
+        args = ["evidence", "verify", str(tmp_path / f"{name}.json"), "--public-key", str(tmp_path / "k.pub")]
+        code = main([*args, "--markdown"])
+        out, err = capsys.readouterr()
+        if name == "clean":
+            assert code == 0 and "| users | 2 | 0 | 0 |" in out, err
+            continue
+        assert content != text and json.loads(content)  # still JSON, which Python's reader would take
+        assert code == 1 and out == "", (name, out)
+        assert len(err.splitlines()) == 1 and f"`{name}`" in err and "not verified" in err, (name, err)
+
+
+def test_evidence_build_reports_the_latest_run_by_default_as_its_help_says(tmp_path, capsys):
+    ledger = _ledger(tmp_path, segments=False)
+    run = {"run_id": "run-2", "started_at": NOW + 200, "finished_at": NOW + 300, "purged_at": NOW + 200}
+    write_run(ledger, run | {"log_dir": "/b1", "keys": 1, "where": False, "tombstone": False, "partitions": 0})
+    assert build_report(ledger)["run"]["runId"] == "run-2"
+    assert build_report(ledger, "run-1")["run"]["runId"] == "run-1"
+    with pytest.raises(SystemExit):
+        main(["evidence", "build", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "the run to report (default: the latest)" in help_text and "(default: every run)" not in help_text

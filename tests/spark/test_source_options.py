@@ -40,6 +40,10 @@ def test_option_names_are_case_insensitive_and_an_unknown_one_names_the_closest(
         checked({"nonsense": "1"})
     with pytest.raises(ConfigError, match="given twice"):
         checked({"topics": "a", "TOPICS": "b"})
+    # a misspelt kafka.isolation.level is refused, not ignored as a Kafka client's setting would be
+    for name in ("kafka.isolation.levle", "kafka.isolationLevel", "kafka.isolation_level"):
+        with pytest.raises(ConfigError, match=rf"unknown option '{name}'.*did you mean 'kafka.isolation.level'\?"):
+            checked({name: "read_committed"})
 
 
 def test_options_that_mean_nothing_offline_are_accepted_with_a_warning():
@@ -83,6 +87,11 @@ def test_topics_subscribe_pattern_and_assign_select_what_spark_selects(small_log
         ({"startingOffset": "3", "startingOffsets": "earliest"}, r"startingOffset and startingOffsets both give"),
         ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": -3, "1": 0}}'}, r"negative offset other than"),
         ({"startingTimestamp": ""}, r"startingTimestamp must be a timestamp in epoch milliseconds"),
+        # kafkalog's startingOffset and Spark's startingOffsets are one letter apart: a value of the
+        # other names it
+        ({"startingOffset": "earliest"}, r"an integer, not 'earliest'; did you mean startingOffsets=earliest\?"),
+        ({"endingOffset": " latest"}, r"endingOffset must be an integer.*did you mean endingOffsets=latest\?"),
+        ({"startingOffsets": "23"}, r"must be earliest, latest or JSON .*did you mean startingOffset=23 "),
         ({"failOnDataLoss": "true"}, r"failOnDataLoss=true cannot apply"),
         ({"kafka.isolation.level": "serializable"}, r"must be read_uncommitted or read_committed"),
     ],
