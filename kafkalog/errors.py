@@ -157,6 +157,10 @@ class ConfigError(KafkaLogError):
     """A configuration value that Kafka's validation would reject."""
 
 
+class MissingExtraError(ConfigError):
+    """An option, command or table that needs an optional package which is not installed (kafkalog/extras.py)."""
+
+
 class LogDirError(KafkaLogError):
     """A log directory that cannot be used as asked (locked, interrupted swap, missing)."""
 

@@ -9,7 +9,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "kafkalog"
 # lowest first; a module may import its own layer and the ones before it
 LAYERS = (
-    ("config", "errors", "topics", "tuning"),
+    ("config", "errors", "extras", "topics", "tuning"),
     ("codec",),
     ("storage",),
     ("rules",),
