@@ -41,16 +41,19 @@ def check_java(environ: Mapping[str, str] = os.environ) -> str:
     """The java Spark will run on; JavaError when there is none, or it is older than MIN_JAVA."""
     java, looked = find_java(environ)
     if java is None:
-        raise JavaError(f"Java was not found where Spark looks for it ({looked}); Spark needs Java {MIN_JAVA}+: {INSTALL}")
+        raise JavaError(
+            f"Java was not found where Spark looks for it ({looked}); Spark needs Java {MIN_JAVA}+: {INSTALL}"
+        )
     version = java_version(java)
     if version is not None and version < MIN_JAVA:
         raise JavaError(
-            f"Java {version} is too old for Spark, which needs Java {MIN_JAVA}+ (found through {looked}): {INSTALL}", file=java
+            f"Java {version} is too old for Spark, which needs Java {MIN_JAVA}+ (found through {looked}): {INSTALL}",
+            file=java,
         )
     return java
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def java_version(java: str) -> int | None:
     """The major version `java -version` states (1.8 is 8), or None when it states none kafkalog knows
     how to read (Spark then tries it)."""
