@@ -83,6 +83,8 @@ NEEDS_EXTRA = (
     ("findings_format", "delta", "deltalake"),
     ("keys_format", "delta", "deltalake"),
     ("ledger", None, "deltalake"),
+    ("signing_key", None, "cryptography"),
+    ("public_key", None, "cryptography"),
 )
 
 

@@ -178,6 +178,11 @@ class FileAccessError(KafkaLogError):
     filesystem, a file or directory without write permission, an immutable file."""
 
 
+class UnreadableFileError(FileAccessError):
+    """The system refused to read a file: no read permission, an I/O error (EIO), a file gone since it
+    was listed."""
+
+
 def from_data(line: str) -> KafkaLogError:
     """The error `KafkaLogError.as_data` wrote: its class, file, line, byte, offset and message. `line`
     starts with the JSON object (after `AS_DATA`); what follows it on the line is ignored."""

@@ -25,6 +25,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from .. import cli
+from ..errors import KafkaLogError
 
 JOBS = ("compact", "retain", "validate", "purge", "export")
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")  # kafkalog/conf
@@ -49,6 +50,7 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     spark = None
     try:
+        cli.preflight(cli.build_parser().parse_args([command, *argv]))  # input files and extras, before Spark
         spark = local_session(app_name=f"kafkalog-{command}")
         log.info("kafkalog %s %s", command, " ".join(argv))
         log.info(
@@ -58,6 +60,9 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
             spark.conf.get("spark.app.id", "?"),
         )
         code = cli.main([command, *argv])
+    except KafkaLogError as err:  # bad input, or no Java: one line, as the command line says it
+        log.error("kafkalog %s: %s", command, err)
+        code = cli.EXIT_FAILED
     except Exception:  # a bug or a Spark that cannot start, not bad input: the traceback is what a report needs
         log.exception("kafkalog %s failed", command)
         code = cli.EXIT_FAILED
