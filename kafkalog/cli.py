@@ -40,6 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `kafkalog dump ... | head` is normal use
         sys.stderr.close()
         return EXIT_OK
+    except Exception as err:
+        task_error = _executor_error(err)
+        if task_error is None:
+            raise
+        print(f"kafkalog {args.command}: {task_error}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _executor_error(err: Exception) -> KafkaLogError | None:
+    """The KafkaLogError a Spark task raised, which reaches the driver inside Spark's exception: for the
+    Spark jobs no operation turns back into it (spark/errors.py), the error is still one line."""
+    from .spark.errors import from_spark_error
+
+    return from_spark_error(err)
 
 
 def build_parser() -> argparse.ArgumentParser:
