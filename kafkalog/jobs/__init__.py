@@ -94,11 +94,12 @@ def _under_spark_submit() -> dict:
     (conf/log4j2.properties, jobs/README.md) is left as it is."""
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return {}
-    from py4j.protocol import Py4JError
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()  # the gateway only: the SparkContext starts with the session
     jvm = SparkContext._jvm
+    assert jvm is not None
     sys.stderr = JvmStderr(jvm.System.err, sys.stderr)
     try:
         source = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration().getConfigurationSource()
