@@ -273,6 +273,19 @@ def test_an_unreadable_file_is_named_with_the_cause(tmp_path, unreadable, argv):
     assert not out.exists()
 
 
+@pytest.mark.spark
+def test_an_unreadable_segment_read_by_a_spark_task_is_one_line(tmp_path, unreadable):
+    """The error is raised in an executor's Python worker and reaches the driver inside Spark's exception
+    (one JVM start: the only case here that gets as far as Spark)."""
+    log, segment, prefix = unreadable
+    out = tmp_path / "out"
+    argv = ["export", str(log), "--topic", "orders", "--output", str(out), "--format", "parquet", "--quiet"]
+    done, _ = run(*argv, prefix=prefix)
+    line = one_line(done, 0, "export")  # 0: Spark started, as it must to read the segment
+    assert line == f"kafkalog export: {segment}: cannot read: Permission denied (EACCES)"
+    assert not out.exists()
+
+
 def test_validate_reports_an_unreadable_file_and_goes_on(unreadable):
     log, segment, prefix = unreadable
     done, _ = run("validate", str(log), "--json", prefix=prefix)
