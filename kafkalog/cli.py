@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_FAILED
     try:
+        preflight(args)
         return args.run(args)
     except KafkaLogError as err:
         print(f"kafkalog {args.command}: {err}", file=sys.stderr)
@@ -39,6 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `kafkalog dump ... | head` is normal use
         sys.stderr.close()
         return EXIT_OK
+    except Exception as err:
+        task_error = _executor_error(err)
+        if task_error is None:
+            raise
+        print(f"kafkalog {args.command}: {task_error}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _executor_error(err: Exception) -> KafkaLogError | None:
+    """The KafkaLogError a Spark task raised, which reaches the driver inside Spark's exception: for the
+    Spark jobs no operation turns back into it (spark/errors.py), the error is still one line."""
+    from .spark.errors import from_spark_error
+
+    return from_spark_error(err)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,6 +78,63 @@ def build_parser() -> argparse.ArgumentParser:
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
         sub.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])
     return parser
+
+
+# -- before anything: what the options name is there, and what they need is installed -----------------
+
+
+def _add_input(p, *names: str, kind: str = "file", **kwargs) -> None:
+    """An argument naming something the command reads: a "file", a "dir", or a "table" (a file or a
+    directory), which `preflight` finds before the command does anything."""
+    action = p.add_argument(*names, **kwargs)
+    label = action.option_strings[0] if action.option_strings else action.metavar
+    p.set_defaults(inputs=(*(p.get_default("inputs") or ()), (action.dest, label, kind)))
+
+
+# An option's value that needs an optional package (kafkalog/extras.py): (dest, value or None for any, module)
+NEEDS_EXTRA = (
+    ("format", "iceberg", "pyiceberg"),
+    ("findings_format", "delta", "deltalake"),
+    ("keys_format", "delta", "deltalake"),
+    ("ledger", None, "deltalake"),
+    ("signing_key", None, "cryptography"),
+    ("public_key", None, "cryptography"),
+)
+
+
+def preflight(args) -> None:
+    """Refuse, in one line, a command whose input files are not there or whose options need a package
+    that is not installed: before it reads anything or starts Spark (which `_session` checks it can)."""
+    from .extras import require
+
+    for dest, label, kind in getattr(args, "inputs", ()):
+        value = getattr(args, dest, None)
+        for path in [value] if isinstance(value, str) else value or ():
+            _check_input(path, label, kind)
+    for dest, value, module in NEEDS_EXTRA:
+        given = getattr(args, dest, None)
+        if given is not None and value in (None, given):
+            require(module, f"{_option(dest)} {given}" if value else _option(dest))
+
+
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+_KINDS = {"file": "file", "dir": "directory", "table": "file or directory"}
+
+
+def _check_input(path_or_uri: str, label: str, kind: str) -> None:
+    from .storage.fs import LogFileSystem
+
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    entry = fs.info(path)
+    if entry is None:
+        raise ConfigError(f"no such {_KINDS[kind]} ({label})", file=path)
+    if kind == "file" and entry.is_dir:
+        raise ConfigError(f"a directory, where a file was expected ({label})", file=path)
+    if kind == "dir" and not entry.is_dir:
+        raise ConfigError(f"not a directory ({label})", file=path)
 
 
 # Each command's --help ends with these: real command lines, on the README's generated sample.
@@ -184,7 +256,8 @@ def _add_config_options(p) -> None:
         metavar="TOPIC:KEY=VALUE",
         help="a topic configuration for one topic",
     )
-    p.add_argument(
+    _add_input(
+        p,
         "--config-file",
         metavar="FILE",
         help="a broker's server.properties (broker names; topic names apply to every topic; "
@@ -194,8 +267,10 @@ def _add_config_options(p) -> None:
         "name Kafka 4.x defines is accepted; an unknown name is a warning and ignored, as in Kafka "
         "(with --config or --topic-config, an error)",
     )
-    p.add_argument(
+    _add_input(
+        p,
         "--topic-config-dir",
+        kind="dir",
         metavar="DIR",
         help="one <TOPIC>.properties per topic, holding that topic's overrides under topic config names "
         "(over --config-file, under --topic-config)",
@@ -269,7 +344,7 @@ def _add_generate(commands) -> None:
         help="where to write the log directory (must not exist, or be empty); a path or URI",
     )
     p.add_argument("--preset", default="demo", choices=sorted(PRESETS), help="what to generate (default demo)")
-    p.add_argument("--spec", metavar="FILE", help="a JSON GeneratorSpec instead of a preset")
+    _add_input(p, "--spec", metavar="FILE", help="a JSON GeneratorSpec instead of a preset")
     p.add_argument("--seed", type=int, default=None, help="seed: the same seed gives identical output")
     p.add_argument("--records", type=int, help="records per partition, for every topic")
     p.add_argument("--offsets-partitions", type=int, help="partitions of __consumer_offsets")
@@ -470,7 +545,8 @@ def _add_retain(commands) -> None:
     )
     _add_log_dir_options(p, now_help="the clock for time retention", rewrites=True, spark=False)
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of a summary")
-    p.add_argument(
+    _add_input(
+        p,
         "--delete-records",
         metavar="FILE",
         help="kafka-delete-records.sh's offset JSON file (offset -1: the high watermark)",
@@ -480,8 +556,10 @@ def _add_retain(commands) -> None:
         action="store_true",
         help="also remove the records below the log start offset from the segment that holds it (offsets preserved)",
     )
-    p.add_argument(
+    _add_input(
+        p,
         "--committed-offsets",
+        kind="table",
         metavar="FILE",
         help="committed offsets (CSV, JSON, Parquet or Delta: group, topic, partition, offset) for "
         "consumed retention; default: the log dir's own __consumer_offsets",
@@ -507,8 +585,10 @@ def _add_retain(commands) -> None:
         help="without a replication-offset-checkpoint entry: Kafka's rule (nothing is deleted) or "
         "trust the log end offset",
     )
-    p.add_argument(
+    _add_input(
+        p,
         "--remote-storage-dir",
+        kind="dir",
         metavar="DIR",
         help="tiered storage: the LocalTieredStorage directory of remote segments (path or URI), which "
         "with the log dir's __remote_log_metadata tells which local segments are uploaded",
@@ -544,15 +624,19 @@ def _run_retain(args) -> int:
     return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK
 
 
-def _session(args, background: bool = False):
+def _session(args, background: bool = False, **options):
     """The SparkSession of a Spark command: `--master`, else local_session's (or spark-submit's) choice.
-    Its callers run `_check_before_spark` first, so that a typo costs no JVM start.
+    Its callers run `_check_before_spark` first, so that a typo costs no JVM start; a new session's
+    needs (pyspark, Java) are checked here, before anything starts in the background.
     `background`: a Future of a new one, started in a thread while the command goes on (`start_session`);
-    a session already running (a job's) is used as it is."""
-    from .spark.session import local_session, start_session
+    a session already running (a job's) is used as it is. `options`: local_session's."""
+    from .spark.session import check_startable, local_session, start_session
 
-    start = start_session if background and _running_session() is None else local_session
-    return start(master=args.master or "local[2]", verbose=args.verbose)
+    running = _running_session()
+    if running is None:
+        check_startable()
+    start = start_session if background and running is None else local_session
+    return start(master=args.master or "local[2]", verbose=args.verbose, **options)
 
 
 def _running_session():
@@ -623,8 +707,10 @@ def _add_purge(commands) -> None:
         "with an audit ledger that stores no key",
     )
     _add_log_dir_options(p, now_help="the clock", rewrites=True, spark=True, several=True)
-    p.add_argument(
+    _add_input(
+        p,
         "--keys",
+        kind="table",
         required=True,
         metavar="FILE",
         help="the keys: a text file, one key per line (UTF-8, or "
@@ -648,14 +734,17 @@ def _add_purge(commands) -> None:
         metavar="PATH",
         help="the Delta table of purged records (required unless --dry-run); the run table is PATH_runs",
     )
-    p.add_argument(
+    _add_input(
+        p,
         "--secret-file",
         metavar="FILE",
         help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
     )
     p.add_argument("--reason", default=DEFAULT_REASON, help="the ledger's reason for keys without their own")
-    p.add_argument(
+    _add_input(
+        p,
         "--metadata",
+        kind="dir",
         metavar="DIR",
         help="a KRaft metadata log (a controller's log dir, or its __cluster_metadata-0; default: the one in "
         "LOG_DIR): refuse to purge when a replica it names of a purged partition is not given",
@@ -665,8 +754,10 @@ def _add_purge(commands) -> None:
         action="store_true",
         help="purge the replicas given and record the missing ones in the run table as not purged",
     )
-    p.add_argument(
+    _add_input(
+        p,
         "--remote-storage-dir",
+        kind="dir",
         metavar="DIR",
         help="tiered storage: the LocalTieredStorage directory (path or URI) whose remote segments of the "
         "purged partitions are purged too, in place",
@@ -740,8 +831,9 @@ def _add_verify_purge(commands) -> None:
 def _add_ledger_options(
     p, required: bool = True, run_help: str = "only this run's keys (default: every run's)"
 ) -> None:
-    p.add_argument("--ledger", required=required, metavar="PATH", help="the purge ledger (Delta table)")
-    p.add_argument(
+    _add_input(p, "--ledger", kind="dir", required=required, metavar="PATH", help="the purge ledger (Delta table)")
+    _add_input(
+        p,
         "--secret-file",
         metavar="FILE",
         help="the secret of the key fingerprints (default: the environment variable KAFKALOG_PURGE_SECRET)",
@@ -799,7 +891,7 @@ def _add_evidence(commands) -> None:
         help="verify these copies now (as verify-purge) and put the result in the report; without it the report "
         "says it was not verified",
     )
-    build.add_argument("--signing-key", required=True, metavar="PEM", help="the Ed25519 private key (PKCS#8 PEM)")
+    _add_input(build, "--signing-key", required=True, metavar="PEM", help="the Ed25519 private key (PKCS#8 PEM)")
     build.add_argument("--output", required=True, metavar="FILE", help="the signed report, JSON")
     build.add_argument("--markdown", metavar="FILE", help="also the report as Markdown")
     build.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
@@ -807,8 +899,8 @@ def _add_evidence(commands) -> None:
     _add_quiet(build)
     build.set_defaults(run=_run_evidence_build)
     check = actions.add_parser("verify", help="check a report's signature with the signer's public key")
-    check.add_argument("report", metavar="REPORT", help="the signed report (JSON)")
-    check.add_argument("--public-key", required=True, metavar="PEM", help="the Ed25519 public key (PEM)")
+    _add_input(check, "report", metavar="REPORT", help="the signed report (JSON)")
+    _add_input(check, "--public-key", required=True, metavar="PEM", help="the Ed25519 public key (PEM)")
     check.add_argument("--markdown", action="store_true", help="print the verified report as Markdown")
     check.set_defaults(run=_run_evidence_verify)
 
@@ -817,7 +909,7 @@ def _run_evidence_build(args) -> int:
     from .operations.evidence import build_report, render_markdown, sign_report, signing_key
     from .storage.fs import LogFileSystem
 
-    key = _read_file(args.signing_key, "signing key")
+    key = _read_file(args.signing_key)
     signing_key(key)  # the key and the run checked before a JVM starts
     build_report(args.ledger, args.run_id)
     check = _verify(args, args.verify) if args.verify else None
@@ -834,7 +926,7 @@ def _run_evidence_build(args) -> int:
 def _run_evidence_verify(args) -> int:
     from .operations.evidence import SignatureMismatch, read_signed, render_markdown, verify_report
 
-    data, public_key = _read_file(args.report, "report"), _read_file(args.public_key, "public key")
+    data, public_key = _read_file(args.report), _read_file(args.public_key)
     try:
         signed = read_signed(data, args.report)
         report = verify_report(signed, public_key)
@@ -848,12 +940,11 @@ def _run_evidence_verify(args) -> int:
     return EXIT_OK
 
 
-def _read_file(path_or_uri: str, what: str) -> bytes:
+def _read_file(path_or_uri: str) -> bytes:
+    """An input file `preflight` found."""
     from .storage.fs import LogFileSystem
 
     fs, path = LogFileSystem.for_path(path_or_uri)
-    if not fs.exists(path):
-        raise ConfigError(f"no such {what} file", file=path)
     return fs.read_bytes(path)
 
 
@@ -970,8 +1061,10 @@ def _add_export(commands) -> None:
         metavar="NAME",
         help=f"the Schema Registry topic in the log dir to read schemas from (default: {SCHEMAS_TOPIC})",
     )
-    p.add_argument(
+    _add_input(
+        p,
         "--schema-dir",
+        kind="dir",
         metavar="DIR",
         help="read schemas from a directory of <id>.avsc, <id>.proto and <id>.json files instead",
     )
@@ -1008,7 +1101,6 @@ def _add_export(commands) -> None:
 def _run_export(args) -> int:
     from .operations.decoding import Decoding, schema_registry
     from .operations.export import export, topic_log_dir
-    from .spark.session import local_session
 
     topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
     decoding = Decoding(
@@ -1027,7 +1119,7 @@ def _run_export(args) -> int:
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)
-    spark = local_session(master=args.master or "local[2]", verbose=args.verbose, delta=args.format == "delta")
+    spark = _session(args, delta=args.format == "delta")
     result = export(
         spark,
         args.log_dir,

@@ -157,6 +157,10 @@ class ConfigError(KafkaLogError):
     """A configuration value that Kafka's validation would reject."""
 
 
+class MissingExtraError(ConfigError):
+    """An option, command or table that needs an optional package which is not installed (kafkalog/extras.py)."""
+
+
 class LogDirError(KafkaLogError):
     """A log directory that cannot be used as asked (locked, interrupted swap, missing)."""
 
@@ -172,6 +176,11 @@ class UndecodableValueError(KafkaLogError):
 class FileAccessError(KafkaLogError):
     """The system refused to write, rename or delete a file: a full disk or quota, a read-only
     filesystem, a file or directory without write permission, an immutable file."""
+
+
+class UnreadableFileError(FileAccessError):
+    """The system refused to read a file: no read permission, an I/O error (EIO), a file gone since it
+    was listed."""
 
 
 def from_data(line: str) -> KafkaLogError:

@@ -166,6 +166,8 @@ def test_no_compacted_topic_with_output_still_writes_the_copy(tmp_path, caplog):
 def test_a_partition_directory_as_log_dir_is_refused_naming_its_parent(tmp_path, capsys, command, extra):
     partition = _log_dir(tmp_path / "log", "orders-0") / "orders-0"
     before = sorted(p.name for p in partition.iterdir())
+    (tmp_path / "keys.txt").write_text("k\n")
+    extra = [str(tmp_path / arg) if arg == "keys.txt" else arg for arg in extra]
     assert main([command, str(partition), "--now", "0", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"kafkalog {command}: {partition}: "), err
@@ -189,7 +191,8 @@ def test_a_log_dir_named_like_a_partition_is_still_a_log_dir(tmp_path, capsys):
 @pytest.mark.parametrize("command", ["compact", "plan", "retain", "purge", "txn-report"])
 def test_a_topic_that_is_not_there_is_refused_with_the_closest(tmp_path, capsys, command):
     log = _log_dir(tmp_path / "log", "orders-0", "clicks-0")
-    extra = ["--keys", "keys.txt", "--dry-run"] if command == "purge" else []
+    (tmp_path / "keys.txt").write_text("k\n")
+    extra = ["--keys", str(tmp_path / "keys.txt"), "--dry-run"] if command == "purge" else []
     assert main([command, str(log), "--now", "0", "--topic", "ordres", *extra]) == 2
     err = capsys.readouterr().err
     assert "no partition of topic 'ordres' in this log directory; did you mean 'orders'?" in err

@@ -131,25 +131,24 @@ def generated(tmp_path_factory):
     return root
 
 
-def spark_submit(job: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run a job; its output is in `.stdout`, where spark-submit also sends the Python driver's stderr."""
+def spark_submit(job: str, *args: str, env: dict | None = None, log4j: bool = True) -> subprocess.CompletedProcess:
+    """Run a job: the command's results in `.stdout`, the job's logs and progress in `.stderr`. `log4j`:
+    with conf/log4j2.properties as the driver's log4j2 configuration (else Spark's default profile)."""
     python = sys.executable
+    quiet = ["--driver-java-options", f"-Dlog4j2.configurationFile=file:{CONF / 'log4j2.properties'}"]
     command = [
         str(SPARK_SUBMIT),
         "--master",
         "local[2]",
         "--properties-file",
         str(CONF / "spark-defaults.conf"),
-        "--driver-java-options",
-        f"-Dlog4j2.configurationFile=file:{CONF / 'log4j2.properties'}",
+        *(quiet if log4j else []),
         str(REPO / "jobs" / f"{job}.py"),
         *args,
     ]
     environ = {k: v for k, v in os.environ.items() if k != "KAFKALOG_CONF_DIR"}
     environ.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python, **(env or {}))
-    return subprocess.run(
-        command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600
-    )
+    return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=600)
 
 
 @pytest.mark.spark
@@ -157,11 +156,11 @@ def test_compact_job_reads_the_conf_dir_and_leaves_a_valid_log(generated, tmp_pa
     log_dir, conf = tmp_path / "log", generated / "conf"
     shutil.copytree(generated / "log", log_dir)
     run = spark_submit("compact", str(log_dir), "--now", str(NOW), env={"KAFKALOG_CONF_DIR": str(conf)})
-    assert run.returncode == 0, run.stdout
-    assert f"kafkalog compact --config-file {conf / 'kafkalog.properties'} {log_dir}" in run.stdout
-    assert "master local[2]" in run.stdout and "kafkalog compact: exit code 0 (done) after" in run.stdout
-    assert "INFO SparkContext" not in run.stdout  # conf/log4j2.properties keeps Spark quiet
-    assert "\n1 of 4 compacted partitions chosen at now=" in run.stdout
+    assert run.returncode == 0, run.stderr
+    assert f"kafkalog compact --config-file {conf / 'kafkalog.properties'} {log_dir}" in run.stderr
+    assert "master local[2]" in run.stderr and "kafkalog compact: exit code 0 (done) after" in run.stderr
+    assert "INFO SparkContext" not in run.stderr  # conf/log4j2.properties keeps Spark quiet
+    assert run.stdout.startswith("1 of 4 compacted partitions chosen at now="), run.stdout
     assert LogDir.open(str(log_dir)).read_checkpoint(CLEANER_OFFSET_CHECKPOINT).keys() == {("customers", 0)}
     assert cli.main(["validate", str(log_dir), "--config-file", str(conf / "kafkalog.properties")]) == 0
 
@@ -181,10 +180,15 @@ def test_retain_job_deletes_expired_segments(generated, tmp_path):
         str(generated / "conf" / "kafkalog.properties"),
         "--config",
         "retention.ms=3600000",
+        log4j=False,  # as a first run is: Spark's own default profile, INFO
     )
-    assert run.returncode == 0, run.stdout
-    assert f"\nretain {log_dir} (in place, now={stamp(NOW)}): 2 of 2 partitions change" in run.stdout
-    assert "kafkalog retain: exit code 0 (done) after" in run.stdout
+    assert run.returncode == 0, run.stderr
+    # the results alone on stdout; the job's logs and progress on stderr, where Spark's INFO lines stop
+    # at the SparkContext's start (a handful, logged before spark.log.level applies; some 45 without it)
+    assert run.stdout.startswith(f"retain {log_dir} (in place, now={stamp(NOW)}): 2 of 2 partitions change")
+    assert " INFO " not in run.stdout and "kafkalog retain: exit code 0 (done) after" in run.stderr
+    spark_info = [line for line in run.stderr.splitlines() if " INFO " in line and " kafkalog" not in line]
+    assert len(spark_info) <= 5, run.stderr
     assert cli.main(["validate", str(log_dir), "--config-file", str(generated / "conf" / "kafkalog.properties")]) == 0
 
 
@@ -198,9 +202,9 @@ def test_validate_job_exits_1_on_a_corrupt_segment(generated, tmp_path):
     segment.write_bytes(bytes(data))
     findings = tmp_path / "findings.parquet"
     run = spark_submit("validate", str(log_dir), "--fail-on", "error", "--findings", str(findings))
-    assert run.returncode == 1, run.stdout
+    assert run.returncode == 1, run.stderr
     assert "batch.crc: orders-0/00000000000000000000.log" in run.stdout
-    assert "kafkalog validate: exit code 1 (problems found) after" in run.stdout
+    assert "kafkalog validate: exit code 1 (problems found) after" in run.stderr
     # the findings table is the report's: the same checks on the driver alone give the same rows
     table = pyarrow.parquet.read_table(findings)
     assert table == validate_paths([str(log_dir)], fail_on="error").findings_table()
@@ -227,8 +231,8 @@ def test_purge_job_removes_the_keys_and_writes_the_ledger(generated, tmp_path):
         str(NOW),
         env={"KAFKALOG_PURGE_SECRET": "a-test-secret-of-32-bytes-length"},
     )
-    assert run.returncode == 0, run.stdout
-    assert "kafkalog purge: exit code 0 (done) after" in run.stdout
+    assert run.returncode == 0, run.stderr
+    assert "kafkalog purge: exit code 0 (done) after" in run.stderr
     assert _keys_of(log_dir, "customers") == before - set(doomed)
     assert (tmp_path / "ledger" / "_delta_log").is_dir()
     assert cli.main(["validate", str(log_dir), "--config-file", str(generated / "conf" / "kafkalog.properties")]) == 0
@@ -260,8 +264,8 @@ def test_export_job_writes_the_topics_table(generated, tmp_path):
         "--on-decode-error",
         "dead-letter",
     )
-    assert run.returncode == 0, run.stdout
-    assert "kafkalog export: exit code 0 (done) after" in run.stdout
+    assert run.returncode == 0, run.stderr
+    assert "kafkalog export: exit code 0 (done) after" in run.stderr
     rows = pq.read_table(out).to_pylist()
     keys = {(r["partition"], r["key"]) for r in rows}
     assert rows and len(keys) == len(rows) and all(isinstance(r["value"], str) for r in rows)

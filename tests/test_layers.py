@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "kafkalog"
 # storage: they are pure decisions over plain data (segment metadata, aborted transactions) that the
 # storage layer reads for them, so no rule can open a file
 LAYERS = (
-    ("config", "errors", "topics", "tuning"),
+    ("config", "errors", "extras", "topics", "tuning"),
     ("codec",),
     ("rules",),
     ("storage",),

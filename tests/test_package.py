@@ -104,6 +104,29 @@ def test_a_spark_job_pulls_no_notebook_packages():
     assert {r.name for r in requirements("delta")} == {"deltalake"}
 
 
+def test_each_optional_package_is_brought_by_the_extra_its_error_names():
+    """kafkalog/extras.py's table, against pyproject.toml: `pip install 'kafkalog[EXTRA]'` installs the
+    distribution of each module (a requirement's own extras included, as pyspark[connect]'s grpcio)."""
+    from importlib.metadata import packages_distributions, requires
+
+    from packaging.utils import canonicalize_name
+
+    from kafkalog.extras import EXTRAS
+
+    distributions = packages_distributions()
+    for module, extra in EXTRAS.items():
+        brought = set()
+        for requirement in requirements(extra):
+            brought.add(canonicalize_name(requirement.name))
+            for inner in requirement.extras:
+                for text in requires(requirement.name) or ():
+                    dependency = Requirement(text)
+                    if dependency.marker is not None and dependency.marker.evaluate({"extra": inner}):
+                        brought.add(canonicalize_name(dependency.name))
+        provides = {canonicalize_name(d) for d in distributions.get(module.split(".")[0], ())}
+        assert provides & brought, (module, extra, provides, brought)
+
+
 def test_the_declared_pyspark_range_is_the_one_the_tests_run():
     ranges = {str(r.specifier) for extra in ("spark", "connect") for r in requirements(extra) if r.name == "pyspark"}
     assert len(ranges) == 1, ranges  # one range for every extra

@@ -18,6 +18,7 @@ driver alone. It logs where it runs and how it ended, and exits with the command
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -25,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 
 from .. import cli
+from ..errors import KafkaLogError
 
 JOBS = ("compact", "retain", "validate", "purge", "export")
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")  # kafkalog/conf
@@ -40,6 +42,7 @@ log = logging.getLogger("kafkalog.job")
 
 def main(command: str, argv: Sequence[str] | None = None) -> int:
     """Run `kafkalog COMMAND` with `argv` (default: this process's arguments) as a Spark application."""
+    settings = _under_spark_submit()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection chatter is not the job's news
     log.setLevel(logging.INFO)  # where and how the job ran, also with --quiet (which quiets the command's progress)
@@ -49,7 +52,8 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     spark = None
     try:
-        spark = local_session(app_name=f"kafkalog-{command}")
+        cli.preflight(cli.build_parser().parse_args([command, *argv]))  # input files and extras, before Spark
+        spark = local_session(app_name=f"kafkalog-{command}", conf=settings)
         log.info("kafkalog %s %s", command, " ".join(argv))
         log.info(
             "Spark %s, master %s, application %s",
@@ -58,6 +62,9 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
             spark.conf.get("spark.app.id", "?"),
         )
         code = cli.main([command, *argv])
+    except KafkaLogError as err:  # bad input, or no Java: one line, as the command line says it
+        log.error("kafkalog %s: %s", command, err)
+        code = cli.EXIT_FAILED
     except Exception:  # a bug or a Spark that cannot start, not bad input: the traceback is what a report needs
         log.exception("kafkalog %s failed", command)
         code = cli.EXIT_FAILED
@@ -72,6 +79,57 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
         time.monotonic() - started,
     )
     return code
+
+
+# The log4j2 profile Spark falls back on when spark-submit was given none: INFO, every step of a start
+SPARK_DEFAULT_LOG4J = "org/apache/spark/log4j2-defaults.properties"
+
+
+def _under_spark_submit() -> dict:
+    """Where spark-submit started this Python (after its JVM, whose gateway PYSPARK_GATEWAY_PORT names),
+    the job's stderr becomes the JVM's: Spark's PythonRunner merges a Python driver's stderr into its
+    stdout, which would mix progress and logs with the command's results. Returns the settings of the
+    job's session: Spark's log level ERROR (spark.log.level, from the SparkContext's start on) where Spark
+    logs by its default profile and no level was given; a log4j2 configuration given to spark-submit
+    (conf/log4j2.properties, jobs/README.md) is left as it is."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return {}
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # the gateway only: the SparkContext starts with the session
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    sys.stderr = JvmStderr(jvm.System.err, sys.stderr)
+    try:
+        source = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration().getConfigurationSource()
+        default_profile = (source.getLocation() or "").endswith(SPARK_DEFAULT_LOG4J)
+    except Py4JError:  # another logging backend than log4j2: its configuration is the cluster's
+        return {}
+    return {"spark.log.level": "ERROR"} if default_profile and not SparkConf().contains("spark.log.level") else {}
+
+
+class JvmStderr(io.TextIOBase):
+    """A text stream onto the JVM's System.err (through py4j); `fallback` where the JVM cannot be reached."""
+
+    def __init__(self, err, fallback):
+        self.err, self.fallback = err, fallback
+
+    def write(self, text: str) -> int:
+        try:
+            self.err.print(text)
+        except Exception:  # the gateway is gone (the JVM ends): the text still goes somewhere
+            self.fallback.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.err.flush()
+        except Exception:
+            self.fallback.flush()
+
+    def isatty(self) -> bool:
+        return False
 
 
 def job_arguments(command: str, argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:

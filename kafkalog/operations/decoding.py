@@ -12,13 +12,13 @@ log dir's own Schema Registry topic (``--schemas-topic``, default ``_schemas``).
 
 from __future__ import annotations
 
-import importlib.util
 import urllib.parse
 from dataclasses import dataclass
 
 from ..codec.schema_registry import SchemaRegistry
 from ..codec.value_format import CONFLUENT_FORMATS, ValueFormat
 from ..errors import ConfigError
+from ..extras import require
 from ..spark.decode import DECODE_ERROR, ENVELOPES, ON_ERROR, OPERATION, decode_records, json_format
 from ..spark.topic_table import COLUMNS
 from ..storage.logdir import LogDir
@@ -102,10 +102,7 @@ class Decoding:
             raise ConfigError(f"--schema-registry {url!r}: expected an http:// or https:// URL")
         for kind in sorted(set(self.kinds.values()) & _FORMAT_MODULES.keys()):
             for module in _FORMAT_MODULES[kind]:
-                if importlib.util.find_spec(module) is None:
-                    raise ConfigError(
-                        f"{kind} keys or values need the {module} package: pip install 'kafkalog[formats]'"
-                    )
+                require(module, f"decoding {kind} keys or values")
 
     @property
     def kinds(self) -> dict[str, str]:

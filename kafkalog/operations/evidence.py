@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 
 from .. import __version__
 from ..errors import KafkaLogError
+from ..extras import require
 from ..storage.ledger import LedgerError, read_ledger_table, runs_path, segments_path
 
 FORMAT = "kafkalog-purge-evidence/1"
@@ -187,7 +188,7 @@ def _copies(segments: list[dict]) -> list[dict]:
 def signing_key(pem: bytes):
     """The Ed25519 private key of `pem` (PKCS#8, unencrypted, as `openssl genpkey -algorithm ed25519`
     writes); EvidenceError for anything else."""
-    _needs_cryptography()
+    require("cryptography", "signing and verifying evidence")
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     key = _load_key(pem, private=True)
@@ -213,7 +214,7 @@ def verify_report(signed: dict, public_key: bytes) -> dict:
     """The report of `signed` when its signature holds under `public_key` (PEM, as `openssl pkey
     -pubout` writes); SignatureMismatch when the signature does not hold, EvidenceError when the
     report or key cannot be read."""
-    _needs_cryptography()
+    require("cryptography", "signing and verifying evidence")
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -245,15 +246,6 @@ def _only_signed(signed: dict, signature: dict) -> None:
         raise SignatureMismatch(
             f"the file holds {', '.join(extra)} beside the signed report: unsigned content, so it is not verified"
         )
-
-
-def _needs_cryptography() -> None:
-    try:
-        import cryptography  # noqa: F401
-    except ImportError:
-        raise EvidenceError(
-            "signing and verifying evidence needs the cryptography package (pip install 'kafkalog[evidence]')"
-        ) from None
 
 
 def read_signed(data: bytes, file: str | None = None) -> dict:

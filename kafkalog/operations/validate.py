@@ -159,7 +159,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..errors import KafkaLogError, LogDirError
+from ..errors import KafkaLogError, LogDirError, UnreadableFileError
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
 from ..storage.fs import FileEntry, LogFileSystem
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, TimeIndex
@@ -420,6 +420,8 @@ class _PathChecks:
                 text = fs.read_bytes(entry.path).decode("utf-8", "replace")
                 ctx.checkpoints[name] = parse_offset_checkpoint(text, file=entry.path)
                 texts[name] = text
+            except UnreadableFileError as err:
+                self.findings.add_error("io.read", ERROR, err, entry.path)
             except KafkaLogError as err:
                 self.findings.add_error(
                     "checkpoint.parse", ERROR, err, entry.path, "Kafka's CheckpointFile refuses this file: "
@@ -505,6 +507,9 @@ class _PathChecks:
         self.findings.counts["meta_properties"] += 1
         try:
             data = fs.read_bytes(path)
+        except UnreadableFileError as err:
+            self.findings.add_error("io.read", ERROR, err, path)
+            return
         except OSError as err:
             self.findings.add("io.read", ERROR, f"cannot read: {err}", path)
             return
@@ -571,6 +576,8 @@ class _PathChecks:
         )
         try:
             self.partitions.segments.check(plan, state, exact_txn=False)
+        except UnreadableFileError as err:
+            self.findings.add_error("io.read", ERROR, err, info.path)
         except OSError as err:
             self.findings.add("io.read", ERROR, f"cannot read the segment: {err}", info.path)
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from ..codec.control import ControlType
-from ..errors import KafkaLogError
+from ..errors import KafkaLogError, UnreadableFileError
 from ..rules.aborted_txn import AbortedTxn
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.segment import LogSegment
@@ -43,6 +43,9 @@ def load_index(findings: Findings, seg: LogSegment, base: int | None, standalone
     findings.counts["index_files" if kind == ".index" else "time_index_files"] += 1
     try:
         data = seg.read(kind)
+    except UnreadableFileError as err:
+        findings.add_error("io.read", ERROR, err, entry.path)
+        return None
     except OSError as err:
         findings.add("io.read", ERROR, f"cannot read: {err}", entry.path)
         return None
@@ -127,6 +130,9 @@ def load_txn_index(findings: Findings, seg: LogSegment, base: int | None) -> Tra
     findings.counts["txn_index_files"] += 1
     try:
         data = seg.read(".txnindex")
+    except UnreadableFileError as err:
+        findings.add_error("io.read", ERROR, err, entry.path)
+        return None
     except OSError as err:
         findings.add("io.read", ERROR, f"cannot read: {err}", entry.path)
         return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..errors import KafkaLogError
+from ..errors import KafkaLogError, UnreadableFileError
 from ..rules.partition_state import loaded_log_start
 from ..storage.checkpoint import (
     EpochEntry,
@@ -200,6 +200,8 @@ class PartitionChecks:
             return None
         try:
             check_swaps(part.fs, path)
+        except UnreadableFileError as err:
+            self.findings.add_error("io.read", ERROR, err, path)
         except KafkaLogError as err:
             self.findings.add_error("partition.leftover", ERROR, err, path)
             return err.file
@@ -217,6 +219,8 @@ class PartitionChecks:
         try:
             epochs.text = part.fs.read_bytes(entry.path).decode("utf-8", "replace")
             epochs.entries = parse_leader_epoch_checkpoint(epochs.text, file=entry.path)
+        except UnreadableFileError as err:
+            self.findings.add_error("io.read", ERROR, err, entry.path)
         except KafkaLogError as err:
             self.findings.add_error("leader_epoch.parse", ERROR, err, entry.path)
         except OSError as err:
@@ -230,6 +234,8 @@ class PartitionChecks:
         self.findings.counts["checkpoint_files"] += 1
         try:
             parse_partition_metadata(part.fs.read_bytes(entry.path).decode("utf-8", "replace"), file=entry.path)
+        except UnreadableFileError as err:
+            self.findings.add_error("io.read", ERROR, err, entry.path)
         except KafkaLogError as err:
             self.findings.add_error("partition_metadata.parse", ERROR, err, entry.path)
         except OSError as err:
@@ -242,6 +248,8 @@ class PartitionChecks:
             self.findings.counts["snapshots"] += 1
             try:
                 out.append((entry, ProducerSnapshot.from_bytes(fs.read_bytes(entry.path), offset, file=entry.path)))
+            except UnreadableFileError as err:
+                self.findings.add_error("io.read", ERROR, err, entry.path)
             except KafkaLogError as err:
                 self.findings.add(
                     "snapshot.parse",
@@ -294,6 +302,8 @@ class PartitionChecks:
             )
             try:
                 log_end = self.segments.check(plan, state, exact_txn=not compacted)
+            except UnreadableFileError as err:
+                self.findings.add_error("io.read", ERROR, err, segment.log_path)
             except OSError as err:
                 self.findings.add("io.read", ERROR, f"cannot read the segment: {err}", segment.log_path)
         return log_end

@@ -49,12 +49,19 @@ def launch_jvm(settings: dict) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+    if jvm_running():
         return
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     threading.Thread(target=_pass_stderr, args=(gateway.proc.stderr,), name="kafkalog-jvm-stderr", daemon=True).start()
     SparkContext._ensure_initialized(gateway=gateway)
+
+
+def jvm_running() -> bool:
+    """Whether this process has Spark's JVM already: pyspark started one, or spark-submit started this process."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
 
 
 def _pass_stderr(stream) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .. import tuning
 from ..codec.filter import BatchRetention
 from ..errors import ConfigError
+from ..extras import imported
 from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.logdir import LogDir
@@ -83,11 +84,8 @@ def _read_key_table(spark, path: str, keys_format: str):
         return spark.read.parquet(path)
     if keys_format == "csv":
         return spark.read.option("header", True).csv(path)
-    try:
-        from deltalake import DeltaTable
-    except ImportError:
-        raise KeyListError("reading a Delta table needs the deltalake package", file=path) from None
-    return spark.createDataFrame(DeltaTable(path).to_pyarrow_table())
+    deltalake = imported("deltalake", "a keys table in Delta", path)
+    return spark.createDataFrame(deltalake.DeltaTable(path).to_pyarrow_table())
 
 
 def _normalized(df, source: str, reason: str):

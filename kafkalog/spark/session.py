@@ -10,7 +10,9 @@ import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import ConfigError
-from .context import launch_jvm, spark_context
+from ..extras import require
+from .context import jvm_running, launch_jvm, spark_context
+from .java import check_java
 
 # Applied only when kafkalog starts Spark itself in local mode.
 LOCAL_DEFAULTS = {
@@ -120,6 +122,17 @@ def _master_from_environment() -> bool:
     return any(os.environ.get(name) for name in ("PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "MASTER"))
 
 
+def check_startable(conf: dict | None = None) -> None:
+    """What a new session needs that can be checked before it starts, as one-line errors: pyspark,
+    and a Java Spark runs on where kafkalog starts the JVM (a Spark Connect client: its gRPC transport)."""
+    require("pyspark", "Spark")
+    remote = os.environ.get("SPARK_REMOTE") or (conf or {}).get("spark.remote")
+    if remote:
+        require("grpc", f"Spark Connect ({remote})")
+    elif not jvm_running():
+        check_java()
+
+
 def start_session(**options) -> Future:
     """`local_session(**options)` in a thread of its own: the JVM starts while the driver goes on
     with what needs no Spark (a command's copy of the log dir for `--output`); `started`
@@ -159,7 +172,11 @@ def local_session(
     Spark Connect (`SPARK_REMOTE` or `spark.remote` names a server): the session is the server's,
     and so are its jars: delta-spark is there only if the server was started with it, and
     `delta_unavailable` says when it was not.
+
+    A new session that cannot start (no pyspark, no Java or one too old: `check_startable`) is a
+    one-line KafkaLogError before anything starts.
     """
+    require("pyspark", "Spark")
     from pyspark.sql import SparkSession
 
     from .datasource import register
@@ -173,6 +190,7 @@ def local_session(
                 warnings.warn(f"kafkalog: {key} is not changed in the running SparkSession: {err}", stacklevel=1)
         register(active)
         return active
+    check_startable(conf)
     settings = {"spark.app.name": app_name, **ALWAYS}
     remote = os.environ.get("SPARK_REMOTE") or (conf or {}).get("spark.remote")  # a Spark Connect server
     local = not (remote or _master_from_environment())

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import FileAccessError, LogDirError
+from ..errors import FileAccessError, LogDirError, UnreadableFileError
 
 # The system's refusals of a write (as opposed to a path that is not there, or a store that cannot
 # rename): they become a FileAccessError naming the file, what was tried and why.
@@ -52,6 +52,25 @@ def _writes(doing: str):
         return wrapper
 
     return decorate
+
+
+def unreadable(err: OSError, path: str) -> UnreadableFileError:
+    """`err`, raised reading `path`, as the error that names the file and why."""
+    why = f"{os.strerror(err.errno)} ({errno.errorcode.get(err.errno, err.errno)})" if err.errno else str(err)
+    return UnreadableFileError(f"cannot read: {why}", file=path)
+
+
+def _reads(method):
+    """A LogFileSystem method reading the file its first argument names: a failure names the file."""
+
+    @functools.wraps(method)
+    def wrapper(self, path, *args, **kwargs):
+        try:
+            return method(self, path, *args, **kwargs)
+        except OSError as err:
+            raise unreadable(err, path) from err
+
+    return wrapper
 
 
 AZURE_SCHEMES = ("abfs", "abfss")
@@ -144,10 +163,13 @@ class LogFileSystem:
         with self.open_input(path) as f:
             return f.read_at(length, start)
 
+    @_reads
     def open_input(self, path: str):
-        """Every read of kafkalog's opens its file here, and only a regular file is opened."""
+        """Every read of kafkalog's opens its file here, and only a regular file is opened. A file the
+        system will not read (permissions, EIO), now or while it is read, is an UnreadableFileError
+        naming it."""
         self.ensure_regular_file(path)
-        return self.fs.open_input_file(path)
+        return _Input(self.fs.open_input_file(path), path)
 
     def ensure_regular_file(self, path: str) -> None:
         """LogDirError unless `path` is a regular file (or a link to one), or does not exist (the open
@@ -231,6 +253,34 @@ class LogFileSystem:
         """fsync a directory so that renames in it survive a crash (local disks only)."""
         if self.is_local:
             _fsync(path)
+
+
+class _Input:
+    """A file `open_input` gives: a failure to read it names its file."""
+
+    def __init__(self, file, path: str):
+        self.file, self.path = file, path
+
+    def read(self, *args):
+        try:
+            return self.file.read(*args)
+        except OSError as err:
+            raise unreadable(err, self.path) from err
+
+    def read_at(self, length: int, position: int):
+        try:
+            return self.file.read_at(length, position)
+        except OSError as err:
+            raise unreadable(err, self.path) from err
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self) -> _Input:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()
 
 
 class _Output:

@@ -17,12 +17,14 @@ import re
 import pyarrow as pa
 
 from ..errors import ConfigError
+from ..extras import require
 
 IDENTIFIER = ("kafkalog", "table")
 _VERSION = re.compile(r"v(\d+)\.metadata\.json$")
 
 
 def _catalog_class():
+    require("pyiceberg", "an Iceberg table")
     from pyiceberg.catalog import MetastoreCatalog
     from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
     from pyiceberg.serializers import FromInputFile, ToOutputFile

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from ..errors import KafkaLogError
+from ..extras import imported
 from .fs import LogFileSystem
 from .tables import TableError, read_table, write_table
 
@@ -225,13 +226,8 @@ def find(ledger: str, key: bytes, secret: bytes) -> list[dict]:
 
 
 def _deltalake(ledger: str):
-    try:
-        from deltalake import DeltaTable, write_deltalake
-    except ImportError:
-        raise LedgerError(
-            "the purge ledger needs the deltalake package (pip install 'kafkalog[spark]')", file=ledger
-        ) from None
-    return DeltaTable, write_deltalake
+    deltalake = imported("deltalake", "the purge ledger", ledger)
+    return deltalake.DeltaTable, deltalake.write_deltalake
 
 
 # -- evidence of rewritten segments ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ from ..config import did_you_mean
 from ..config import parse_java_properties as parse_properties  # the one reader of .properties files
 from ..errors import LogDirError
 from .checkpoint import format_offset_checkpoint, parse_offset_checkpoint
-from .fs import LogFileSystem, refused
+from .fs import LogFileSystem, refused, unreadable
 from .meta_properties import META_PROPERTIES, MetaProperties, read_meta_properties
 from .naming import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -324,11 +324,17 @@ def _try_locks(fd: int, path: str, kind: int, *, keep: bool) -> None:
 
 
 def _copy_regular(fs: LogFileSystem, source: str, target: str) -> None:
-    """shutil.copy2 of a regular file; another kind of file is refused as every read refuses it."""
+    """shutil.copy2 of a regular file; another kind of file is refused as every read refuses it, and
+    a source the system will not read is named as one (not as a refused write)."""
     import shutil
 
     fs.ensure_regular_file(source)
-    shutil.copy2(source, target)
+    try:
+        shutil.copy2(source, target)
+    except OSError as err:
+        if err.filename == source and not err.filename2:  # opening the source: the target names itself
+            raise unreadable(err, source) from err
+        raise
 
 
 def copy_log_dir(source: str, target: str) -> None:

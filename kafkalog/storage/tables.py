@@ -14,6 +14,7 @@ import json
 import pyarrow as pa
 
 from ..errors import KafkaLogError
+from ..extras import require
 from .fs import LogFileSystem
 
 FORMATS = ("delta", "iceberg", "parquet", "csv", "json")
@@ -52,17 +53,6 @@ def detect_format(path_or_uri: str) -> str:
     raise TableError(f"cannot tell the table's format: expected one of {', '.join(FORMATS)}", file=path)
 
 
-_EXTRAS = {"deltalake": "delta", "pyiceberg": "iceberg"}  # the package extra that brings each module
-
-
-def _needs(module: str, what: str, path: str):
-    try:
-        return __import__(module)
-    except ImportError:
-        extra = _EXTRAS[module]
-        raise TableError(f"{what} needs the {module} package (pip install 'kafkalog[{extra}]')", file=path) from None
-
-
 def read_table(path_or_uri: str, fmt: str | None = None) -> pa.Table:
     """The table at `path_or_uri` (`fmt`: else `detect_format`'s). CSV columns are read as text, as
     written (a header row names them)."""
@@ -82,7 +72,7 @@ def read_table(path_or_uri: str, fmt: str | None = None) -> pa.Table:
         lines = fs.read_bytes(path).decode("utf-8").splitlines()
         return pa.Table.from_pylist([json.loads(line) for line in lines if line.strip()])
     if fmt == "delta":
-        _needs("deltalake", "reading a Delta table", path_or_uri)
+        require("deltalake", "reading a Delta table", path_or_uri)
         from deltalake import DeltaTable
 
         table = DeltaTable(path_or_uri)
@@ -91,7 +81,7 @@ def read_table(path_or_uri: str, fmt: str | None = None) -> pa.Table:
             return pa.table(table.scan())
         return table.to_pyarrow_table()
     if fmt == "iceberg":
-        _needs("pyiceberg", "reading an Iceberg table", path_or_uri)
+        require("pyiceberg", "reading an Iceberg table", path_or_uri)
         from .iceberg_table import catalog
 
         return catalog(path_or_uri).load_table().scan().to_arrow()
@@ -118,7 +108,7 @@ def write_table(
         raise TableError(f"a {fmt} file has no commits to note anything in", file=path_or_uri)
     try:
         if fmt == "delta":
-            _needs("deltalake", "a Delta table", path_or_uri)
+            require("deltalake", "a Delta table", path_or_uri)
             from deltalake import CommitProperties, write_deltalake
 
             commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
@@ -130,7 +120,7 @@ def write_table(
             else:
                 write_deltalake(path_or_uri, table, mode="overwrite", schema_mode="overwrite", commit_properties=commit)
         elif fmt == "iceberg":
-            _needs("pyiceberg", "an Iceberg table", path_or_uri)
+            require("pyiceberg", "an Iceberg table", path_or_uri)
             from .iceberg_table import write
 
             write(path_or_uri, table, {NOTE_KEY: note} if note is not None else {}, append=append)
@@ -163,7 +153,7 @@ def merge_table(path_or_uri: str, changes: pa.Table, on: tuple[str, ...], fmt: s
 
         merge(path_or_uri, changes, on, DELETED, {NOTE_KEY: note} if note is not None else {})
         return
-    _needs("deltalake", "a Delta table", path_or_uri)
+    require("deltalake", "a Delta table", path_or_uri)
     from deltalake import CommitProperties, DeltaTable
 
     commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
@@ -181,7 +171,7 @@ def merge_table(path_or_uri: str, changes: pa.Table, on: tuple[str, ...], fmt: s
 
 def delta_data_bytes(path_or_uri: str) -> int:
     """The bytes of the data files of the Delta table's current version (its log's add actions)."""
-    _needs("deltalake", "a Delta table", path_or_uri)
+    require("deltalake", "a Delta table", path_or_uri)
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
@@ -195,7 +185,7 @@ def notes(path_or_uri: str, fmt: str) -> list[str] | None:
         from .iceberg_table import notes as iceberg_notes
 
         return iceberg_notes(path_or_uri, NOTE_KEY)
-    _needs("deltalake", "a Delta table", path_or_uri)
+    require("deltalake", "a Delta table", path_or_uri)
     from deltalake import DeltaTable
 
     if not DeltaTable.is_deltatable(path_or_uri):
@@ -205,7 +195,7 @@ def notes(path_or_uri: str, fmt: str) -> list[str] | None:
 
 def delta_schema(path_or_uri: str) -> dict:
     """A Delta table's schema as its log stores it: Spark's schema JSON."""
-    _needs("deltalake", "a Delta table", path_or_uri)
+    require("deltalake", "a Delta table", path_or_uri)
     from deltalake import DeltaTable
 
     return json.loads(DeltaTable(path_or_uri).schema().to_json())

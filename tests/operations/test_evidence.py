@@ -193,7 +193,7 @@ def test_evidence_commands_fail_in_one_line_before_starting_spark(tmp_path, caps
     assert main([*base, "--signing-key", str(tmp_path / "k.pem"), "--run", "nope"]) == 2
     errors = capsys.readouterr().err.splitlines()
     assert [e.split(": ", 1)[0] for e in errors] == ["kafkalog evidence"] * 3
-    assert "no such signing key file" in errors[0] and "not a PEM private key" in errors[1] and "nope" in errors[2]
+    assert "no such file (--signing-key)" in errors[0] and "not a PEM private key" in errors[1] and "nope" in errors[2]
     assert main([*base, "--signing-key", str(tmp_path / "k.pem"), "--quiet"]) == 0  # without --verify: no Spark
     assert "; not verified" in capsys.readouterr().out
     assert main(["evidence", "verify", out, "--public-key", str(tmp_path / "k.pub"), "--markdown"]) == 0

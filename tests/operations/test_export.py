@@ -255,7 +255,8 @@ def test_a_format_without_its_extra_says_which_to_install(monkeypatch, fmt, miss
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == missing else find_spec(name))
     with pytest.raises(
-        ConfigError, match=rf"{fmt} keys or values need the {missing} package: pip install 'kafkalog\[formats\]'"
+        ConfigError,
+        match=rf"decoding {fmt} keys or values needs the {missing} package.*: pip install 'kafkalog\[formats\]'",
     ):
         Decoding(value_format=fmt)
     Decoding(value_format="json-schema")  # read as JSON: nothing to install
