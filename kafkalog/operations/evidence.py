@@ -299,7 +299,13 @@ def render_markdown(signed: dict) -> str:
         "",
         f"{run['recordsRemoved']} records removed, {run['recordsTombstoned']} tombstoned, {run['recordsRedacted']} "
         f"redacted in {run['partitions']} partitions, {run['segments']} segments rewritten; the run's own rescan "
-        f"found {run['remainingAfterRescan']} left.",
+        f"found {run['remainingAfterRescan']} left."
+        + (
+            f" It completed the interrupted run {', '.join(run['resumes'])}, whose ledger rows are counted here "
+            "(each segment's runId names the run that staged it)."
+            if run.get("resumes")
+            else ""
+        ),
         "",
         _md_table(r["byTopic"], ["topic", "removed", "tombstoned", "redacted"]),
         "",

@@ -40,7 +40,9 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    recovers the directory purges them and adds no rows. Written after the swap instead, a crash
    in between would lose the audit of records already gone. With them, the segments table: each
    rewritten segment's SHA-256, records and bytes before and after, and the copy's broker id and
-   directory id (spark/evidence.py), appended (a rerun's staged segments are rows of their own).
+   directory id (spark/evidence.py), merged too: a rerun that stages the same rewrite again adds no
+   row. Every table is checked writable before any copy is touched (`check_ledger`), and a rerun
+   names the interrupted runs whose rows it completes (`resumes`: rows and no run row).
 5. Commit (driver): the swap protocol per partition, one log dir after the other.
 6. Remote tier (tiered storage, with `remote_storage`): the remote segments of the purged
    partitions go through steps 2 to 6 of their own (operations/purge_remote.py).

@@ -309,7 +309,8 @@ def identity_warning(copies: Sequence[Mapping]) -> str | None:
     if unnamed:
         said.append(f"{', '.join(unnamed)} name no broker (no meta.properties, or no node.id in it)")
     for (node, directory), dirs in shared:
-        said.append(f"{' and '.join(dirs)} all say broker {node}" + ("" if directory is None else f", {directory}"))
+        ids = f"broker {node}" + ("" if directory is None else f", {directory}")
+        said.append(f"{' and '.join(dirs)} each say they are {ids}")
     if not said:
         return None
     return "WARNING: " + "; ".join(said) + ": these copies are told apart by their directories only"
