@@ -74,9 +74,9 @@ from ..spark.purge import Copy, Decider, PurgePlan, batch_plans, keys_frame, par
 from ..spark.rewrite import OutputSegment, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import spark_schema
 from ..spark.views import RECORDS_SCHEMA
-from ..storage.destination import check_outside, destination
+from ..storage.destination import destination
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS
-from ..storage.ledger import check_ledger_writable, ledger_tables, load_secret, log_dir_identity, unfinished_runs
+from ..storage.ledger import check_ledger, load_secret, log_dir_identity, unfinished_runs
 from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.swap import FaultHook, check_swaps, recover_partition
@@ -216,18 +216,6 @@ def log_dirs_of(log_dir: str | Sequence[str], output: str | None = None) -> list
             "--output takes one log directory: purge several copies in place, or each into an output of its own"
         )
     return dirs
-
-
-def check_ledger(
-    ledger: str, log_dirs: Sequence[str], output: str | None = None, remote_storage: str | None = None
-) -> None:
-    """Refuse, before any copy is touched, a ledger whose tables lie in a directory the purge reads or
-    rewrites (the log dirs, the output, the remote storage) or could not all be written
-    (storage/ledger.py `check_ledger_writable`): a purge that cannot record what it did does nothing."""
-    for path, what, _ in ledger_tables(ledger):
-        for d in [*log_dirs, *filter(None, [output, remote_storage])]:
-            check_outside(d, path, what)
-    check_ledger_writable(ledger)
 
 
 @raises_kafkalog_errors

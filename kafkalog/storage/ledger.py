@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from ..errors import KafkaLogError
+from .destination import check_outside
 from .fs import LogFileSystem
 from .tables import TableError, read_table, write_table
 
@@ -367,6 +368,18 @@ def ledger_tables(ledger: str) -> list[tuple[str, str, pa.Schema]]:
         (runs_path(ledger), "the run table", RUNS_SCHEMA),
         (segments_path(ledger), "the segments table", SEGMENTS_SCHEMA),
     ]
+
+
+def check_ledger(
+    ledger: str, log_dirs: Sequence[str], output: str | None = None, remote_storage: str | None = None
+) -> None:
+    """Refuse, before any copy is touched, a ledger whose tables lie in a directory the purge reads or
+    rewrites (the log dirs, the output, the remote storage) or could not all be written
+    (`check_ledger_writable`): a purge that cannot record what it did does nothing."""
+    for path, what, _ in ledger_tables(ledger):
+        for d in [*log_dirs, *filter(None, [output, remote_storage])]:
+            check_outside(d, path, what)
+    check_ledger_writable(ledger)
 
 
 def check_ledger_writable(ledger: str) -> None:
