@@ -768,7 +768,7 @@ def _add_purge(commands) -> None:
 
 
 def _run_purge(args) -> int:
-    from .operations.purge import load_secret, log_dirs_of, purge
+    from .operations.purge import check_ledger, load_secret, log_dirs_of, purge
     from .operations.replicas import check_replicas
 
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
@@ -781,6 +781,8 @@ def _run_purge(args) -> int:
         _check_copies_before_spark(args, log_dirs, resolver)
     if not args.allow_missing_replicas:  # purge() checks again; here a missing replica costs no JVM start
         check_replicas(log_dirs, args.topics, args.metadata)
+    if args.ledger is not None:  # and so does a ledger it could not write
+        check_ledger(args.ledger, log_dirs, args.output, args.remote_storage_dir)
     now = _now(args)
     spark = _session(args)
     result = purge(

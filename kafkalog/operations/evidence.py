@@ -34,6 +34,7 @@ from .. import __version__
 from ..errors import KafkaLogError
 from ..extras import require
 from ..storage.ledger import LedgerError, read_ledger_table, runs_path, segments_path
+from .files import camel_keys
 
 FORMAT = "kafkalog-purge-evidence/1"
 ALGORITHM = "Ed25519"
@@ -80,14 +81,14 @@ def build_report(ledger: str, run_id: str | None = None, *, check=None) -> dict:
     if not chosen:
         raise LedgerError(f"the ledger has no completed run {run_id}", file=runs_path(ledger))
     run = chosen[-1]
+    # the run's rows, and those of the interrupted runs it completed (written under their ids)
+    ids = {run["run_id"], *(run.get("resumes") or ())}
     records = read_ledger_table(ledger, ["run_id", "topic", "action"])
     counts = Counter(
-        (r["topic"], r["action"])
-        for r in ([] if records is None else records.to_pylist())
-        if r["run_id"] == run["run_id"]
+        (r["topic"], r["action"]) for r in ([] if records is None else records.to_pylist()) if r["run_id"] in ids
     )
     segments = read_ledger_table(segments_path(ledger))
-    segment_rows = [] if segments is None else [s for s in segments.to_pylist() if s["run_id"] == run["run_id"]]
+    segment_rows = [] if segments is None else [s for s in segments.to_pylist() if s["run_id"] in ids]
     return {
         "format": FORMAT,
         "kafkalogVersion": __version__,
@@ -135,6 +136,8 @@ def _run(run: dict) -> dict:
         "ledgerRows": run["ledger_rows"],
         "remainingAfterRescan": run["remaining"],
         "kafkalogVersion": run["kafkalog_version"],
+        "resumes": run.get("resumes") or [],
+        "replicaDifferences": [camel_keys(d) for d in run.get("replica_differences") or ()],
     }
 
 
@@ -144,6 +147,7 @@ def _segment_order(s: dict) -> tuple:
 
 def _segment(s: dict) -> dict:
     return {
+        "runId": s["run_id"],  # the run that staged it: this one, or an interrupted one it completed
         "logDir": s["log_dir"],
         "brokerId": s["broker_id"],
         "directoryId": s["directory_id"],
@@ -324,7 +328,13 @@ def render_markdown(signed: dict) -> str:
         "",
         f"{run['recordsRemoved']} records removed, {run['recordsTombstoned']} tombstoned, {run['recordsRedacted']} "
         f"redacted in {run['partitions']} partitions, {run['segments']} segments rewritten; the run's own rescan "
-        f"found {run['remainingAfterRescan']} left.",
+        f"found {run['remainingAfterRescan']} left."
+        + (
+            f" It completed the interrupted run {', '.join(run['resumes'])}, whose ledger rows are counted here "
+            "(each segment's runId names the run that staged it)."
+            if run.get("resumes")
+            else ""
+        ),
         "",
         _md_table(r["byTopic"], ["topic", "removed", "tombstoned", "redacted"]),
         "",

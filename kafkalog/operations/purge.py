@@ -40,7 +40,9 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    recovers the directory purges them and adds no rows. Written after the swap instead, a crash
    in between would lose the audit of records already gone. With them, the segments table: each
    rewritten segment's SHA-256, records and bytes before and after, and the copy's broker id and
-   directory id (spark/evidence.py), appended (a rerun's staged segments are rows of their own).
+   directory id (spark/evidence.py), merged too: a rerun that stages the same rewrite again adds no
+   row. Every table is checked writable before any copy is touched (`check_ledger`), and a rerun
+   names the interrupted runs whose rows it completes (`resumes`: rows and no run row).
 5. Commit (driver): the swap protocol per partition, one log dir after the other.
 6. Remote tier (tiered storage, with `remote_storage`): the remote segments of the purged
    partitions go through steps 2 to 6 of their own (operations/purge_remote.py).
@@ -53,6 +55,7 @@ Internal topics (names starting with `__`) are purged only when named in `topics
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -73,14 +76,16 @@ from ..spark.scan import spark_schema
 from ..spark.views import RECORDS_SCHEMA
 from ..storage.destination import destination
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS
-from ..storage.ledger import load_secret, log_dir_identity
+from ..storage.ledger import check_ledger, load_secret, log_dir_identity, unfinished_runs
 from ..storage.logdir import LogDir
 from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
 from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
 from .purge_remote import RemotePurgeResult, purge_remote_tier
-from .replicas import ReplicaCheck, check_replicas
+from .replicas import ReplicaCheck, check_replicas, differences_warning, identity_warning, replica_differences
+
+log = logging.getLogger("kafkalog")
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [
@@ -115,6 +120,10 @@ class PurgeResult:
     # which copies exist (KRaft metadata) and which were not given; ReplicaCheck(None): nothing says
     replicas: ReplicaCheck = field(default_factory=lambda: ReplicaCheck(None))
     remote: RemotePurgeResult | None = None  # the remote tier's purge (operations/purge_remote.py)
+    # interrupted runs (their ledger rows written, no run row) over these log dirs that this run completed
+    resumes: list = field(default_factory=list)
+    # (topic, partition) -> its copies' offsets, where the copies differ (operations/replicas.py)
+    differences: dict = field(default_factory=dict)
 
     @property
     def all_replicas(self) -> bool | None:
@@ -141,6 +150,10 @@ class PurgeResult:
                 f"; {len(self.outputs)} segments rewritten; ledger: {self.ledger_rows} rows added; "
                 f"verified: {self.remaining} records of purged keys remain"
             )
+        if self.resumes:
+            text += f"; completes interrupted run {', '.join(self.resumes)} (its ledger rows are this purge's)"
+        for warning in self.warnings():
+            text += f"; {warning}"
         if self.remote is not None:
             text += f"; {self.remote.summary(self.dry_run)}"
         elif self.tiered_topics:
@@ -150,6 +163,14 @@ class PurgeResult:
                 "them too)"
             )
         return f"{text}; {self.replicas.summary()}"
+
+    def warnings(self) -> list[str]:
+        """What the copies' meta.properties and offsets say that the operator must know."""
+        return [w for w in (identity_warning(self.copies), differences_warning(self.differences)) if w]
+
+    def difference_rows(self) -> list[dict]:
+        """`differences` as rows, one per copy of each partition whose copies differ (the run table's)."""
+        return [o.to_dict(*tp) for tp, found in self.differences.items() for o in found]
 
     def to_dict(self) -> dict:
         """The report (`kafkalog purge --report`), keys in camelCase as every report's."""
@@ -169,6 +190,8 @@ class PurgeResult:
                 ],
                 "tiered_topics": self.tiered_topics,
                 "missing_replicas": self.replicas.missing_dicts(),
+                "replica_differences": self.difference_rows(),
+                "resumes": self.resumes,
                 "remote": None if self.remote is None else self.remote.to_dict(),
             }
         )
@@ -243,6 +266,8 @@ def purge(
     dirs = log_dirs_of(log_dir, output)
     if not dry_run and ledger is None:
         raise ConfigError("a purge writes an audit ledger: give its path (--ledger)")
+    if ledger is not None:
+        check_ledger(ledger, dirs, output, remote_storage)
     if remote_storage is not None and output is not None:
         raise ConfigError(
             "--output purges a copy of the log dir, but the remote storage would be rewritten in place: "
@@ -305,6 +330,10 @@ def _purge(
     output --, the name the result and the ledger give it -- the input, or the output's own)."""
     plan = _plan(targets, topics, dry_run)
     copies = [{"log_dir": c.name, "node_id": c.node_id, "directory_id": c.directory_id} for c in plan.copies]
+    differences = replica_differences(plan.copies)
+    resumes = [] if dry_run else unfinished_runs(ledger, [log_dir_identity(c.name) for c in plan.copies])
+    for warning in filter(None, [identity_warning(copies), differences_warning(differences)]):
+        log.warning("%s", warning)
     tiered = sorted({t for t in plan.topics if remote_log_enabled(resolver.for_topic(t), t)})
     decider = Decider(spark, plan, key_df, key_count, where, tombstone, resolver, reason)
     matched, decided = decider.decide()
@@ -324,6 +353,7 @@ def _purge(
                 copies=copies,
                 replicas=replicas,
                 remote=remote,
+                differences=differences,
             )
         outputs = _output_segments(plan, decided, resolver, now)
         for i, c in enumerate(plan.copies):  # every copy's, before anything is staged
@@ -355,8 +385,9 @@ def _purge(
         matched.unpersist()
     remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
     result = PurgeResult(
-        run_id, now, dry_run, plan.copies[0].name, report, rows, stats, tiered, copies, replicas, remote
+        run_id, now, dry_run, plan.copies[0].name, report, rows, stats, tiered, copies, replicas, remote, resumes
     )
+    result.differences = differences
     touched = {(o.copy, o.topic, o.partition) for o in outputs}
     with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):
         _verify(decider, plan, result, touched)
@@ -558,4 +589,6 @@ def _run_row(result: PurgeResult, started: int, key_count: int, topics, where, t
         "remaining": result.remaining,
         "missing_replicas": result.replicas.missing_dicts(),
         "kafkalog_version": __version__,
+        "resumes": result.resumes,
+        "replica_differences": result.difference_rows(),
     }

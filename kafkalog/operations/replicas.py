@@ -22,11 +22,12 @@ latest of it). Without one, nothing can say which copies exist.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..errors import ConfigError
+from ..errors import ConfigError, KafkaLogError
+from ..rules.partition_state import loaded_log_start
 from ..rules.replica_assignment import Assignment, AssignmentReplay, MetadataReplayError
 from ..storage.fs import LogFileSystem
 from ..storage.kraft import metadata_records
@@ -223,3 +224,93 @@ def _replay(part: Partition) -> dict[tuple[str, int], Assignment]:
         except MetadataReplayError as err:
             raise err.located(file=path) from None
     return replay.assignments()
+
+
+# -- copies given to one purge -------------------------------------------------------------------------
+
+LISTED = 5  # the partitions, or copies, a warning names one by one; beyond, it counts them
+
+
+class CopyOffsets(NamedTuple):
+    """How far one copy of a partition reaches, and how its segments are cut."""
+
+    log_dir: str
+    log_start_offset: int
+    log_end_offset: int
+    segments: tuple[int, ...]  # base offsets
+
+    def to_dict(self, topic: str, partition: int) -> dict:
+        return {"topic": topic, "partition": partition, **self._asdict(), "segments": list(self.segments)}
+
+
+def replica_differences(copies: Sequence) -> dict[tuple[str, int], list[CopyOffsets]]:
+    """The partitions held by several of `copies` (a purge's: each with its `name`, `opened` LogDir and
+    listed `segments`) whose copies differ in log start offset (as a broker loads it), log end offset
+    or segments: (topic, partition) -> each copy's. Replicas in sync agree on the first two; a
+    follower that lags, or a copy from another time, does not, and each copy is then purged on its
+    own offsets (spark/purge.py)."""
+    held: dict[tuple[str, int], list[CopyOffsets]] = {}
+    for c in copies:
+        ends = c.log_ends()
+        starts = _log_start_checkpoints(c.opened)
+        for tp, segments in c.segments.items():
+            if segments:
+                start = loaded_log_start(starts.get(tp), segments[0].base_offset)
+                offsets = CopyOffsets(c.name, start, ends[tp], tuple(s.base_offset for s in segments))
+                held.setdefault(tp, []).append(offsets)
+    return {tp: found for tp, found in sorted(held.items()) if len({o[1:] for o in found}) > 1}
+
+
+def _log_start_checkpoints(opened: LogDir) -> dict:
+    """The log dir's checkpointed log start offsets; none where the checkpoint cannot be read (which
+    validate reports): the comparison then goes by the first segments' base offsets."""
+    try:
+        return dict(opened.offset_checkpoints().log_starts)
+    except KafkaLogError:
+        return {}
+
+
+def differences_warning(differences: Mapping[tuple[str, int], list[CopyOffsets]]) -> str | None:
+    """One line naming the partitions whose copies differ and how (None when they all agree)."""
+    if not differences:
+        return None
+    named = []
+    for (topic, partition), found in list(differences.items())[:LISTED]:
+        how = [
+            f"{what}: " + ", ".join(f"{o.log_dir} {getter(o)}" for o in found)
+            for what, getter in (
+                ("log start offset", lambda o: o.log_start_offset),
+                ("log end offset", lambda o: o.log_end_offset),
+                ("segments", lambda o: len(o.segments)),
+            )
+            if len({getter(o) for o in found}) > 1
+        ]
+        named.append(f"{topic}-{partition} ({'; '.join(how or ['segment base offsets'])})")
+    more = f" and {len(differences) - LISTED} more" if len(differences) > LISTED else ""
+    return (
+        f"WARNING: the copies of {len(differences)} partitions differ, each purged on its own offsets (the run "
+        f"table records them): {', '.join(named)}{more}"
+    )
+
+
+def identity_warning(copies: Sequence[Mapping]) -> str | None:
+    """One line naming the copies (of several; dicts with `log_dir`, `node_id`, `directory_id`) that
+    their meta.properties does not tell apart: without a broker id, or with another copy's broker and
+    directory ids (a copied directory). The ledger and reports name every copy by its directory."""
+    if len(copies) < 2:
+        return None
+    unnamed = [c["log_dir"] for c in copies if c["node_id"] is None]
+    claimed: dict = {}
+    for c in copies:
+        if c["node_id"] is not None:
+            claimed.setdefault((c["node_id"], c["directory_id"]), []).append(c["log_dir"])
+    shared = [(ids, dirs) for ids, dirs in claimed.items() if len(dirs) > 1]
+    said = []
+    if unnamed:
+        said.append(f"{', '.join(unnamed)} name no broker (no meta.properties, or no node.id in it)")
+    for (node, directory), dirs in shared:
+        ids = f"broker {node}" + ("" if directory is None else f", {directory}")
+        said.append(f"{' and '.join(dirs)} each say they are {ids}")
+    if not said:
+        return None
+    return "WARNING: " + "; ".join(said) + ": these copies are told apart by their directories only"

@@ -56,7 +56,8 @@ def record_segments(
 ) -> int:
     """Hash the rewritten segments of every copy (`copies`: the purge's, each with its `log_dir`,
     `opened` and the `name` the ledger knows it by; the outputs staged, not swapped in) in one Spark
-    job, and append their rows to the ledger's segments table in one commit. Returns how many rows."""
+    job, and add their rows to the ledger's segments table in one commit (but rows it holds already:
+    the same rewrite staged again by a rerun). Returns how many rows were added."""
     from .ledger import write_ledger_segments
 
     found = segment_hashes(spark, [c.log_dir for c in copies], outputs)
@@ -65,8 +66,9 @@ def record_segments(
         broker_id, directory_id = copy_identity(c.opened.meta_properties())
         mine = [(s, h) for o, s, h in zip(outputs, stats, found) if o.copy == i]
         rows += segment_evidence(mine, log_dir=log_dir_identity(c.name), broker_id=broker_id, directory_id=directory_id)
-    write_ledger_segments(spark, ledger, segments_table(rows, run_id=run_id, purged_at_ms=purged_at_ms, secret=secret))
-    return len(rows)
+    return write_ledger_segments(
+        spark, ledger, segments_table(rows, run_id=run_id, purged_at_ms=purged_at_ms, secret=secret)
+    )
 
 
 def segment_evidence(

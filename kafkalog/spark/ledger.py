@@ -24,6 +24,7 @@ from ..storage.ledger import (
     RECORDS_SCHEMA,
     ROW_IDENTITY,
     RUNS_SCHEMA,
+    SEGMENT_IDENTITY,
     SEGMENTS_SCHEMA,
     LedgerError,
     ledger_rows,
@@ -83,23 +84,29 @@ def _merge_through_spark(
                 batch, secret=secret, run_id=run_id, purged_at_ms=purged_at_ms, log_dir_name=name
             ).to_batches()
 
-    table = _table(ledger)
+    return _merge(spark, ledger, purged.mapInArrow(rows, spark_schema(RECORDS_SCHEMA)), RECORDS_SCHEMA, ROW_IDENTITY)
+
+
+def _merge(spark, path: str, frame, schema: pa.Schema, identity, what: str = "the ledger") -> int:
+    """MERGE INTO the Delta table at `path` (created with `schema` when there is none) the rows of
+    `frame` whose `identity` it does not hold yet; returns how many were inserted."""
+    table = _table(path)
     try:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(RECORDS_SCHEMA)}) USING delta")
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(schema)}) USING delta")
     except Exception as err:
         if NO_FILESYSTEM in str(err):
             raise _Unreachable() from err
-        raise _error("cannot write the ledger through delta-spark", err, ledger) from err
+        raise _error(f"cannot write {what} through delta-spark", err, path) from err
     view = f"kafkalog_ledger_rows_{uuid.uuid4().hex}"
-    purged.mapInArrow(rows, spark_schema(RECORDS_SCHEMA)).createOrReplaceTempView(view)
-    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in ROW_IDENTITY)
+    frame.createOrReplaceTempView(view)
+    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in identity)
     try:
         (merged,) = spark.sql(
             # with schema evolution: a ledger a former version wrote takes the new columns (older rows null)
             f"MERGE WITH SCHEMA EVOLUTION INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
         ).collect()
     except Exception as err:
-        raise _error("cannot write the ledger through delta-spark", err, ledger) from err
+        raise _error(f"cannot write {what} through delta-spark", err, path) from err
     finally:
         spark.catalog.dropTempView(view)
     return int(merged["num_inserted_rows"])
@@ -112,12 +119,19 @@ def write_ledger_run(spark, ledger: str, run) -> None:
         write_run(ledger, run)
 
 
-def write_ledger_segments(spark, ledger: str, rows: pa.Table) -> None:
-    """Append `rows` (SEGMENTS_SCHEMA) to the segments table next to `ledger`, as the run table's row."""
-    if rows.num_rows and not _append_through_spark(
-        spark, segments_path(ledger), rows, SEGMENTS_SCHEMA, "the segments table"
-    ):
-        write_segments(ledger, rows)
+def write_ledger_segments(spark, ledger: str, rows: pa.Table) -> int:
+    """Add `rows` (SEGMENTS_SCHEMA) to the segments table next to `ledger` but those it holds
+    (SEGMENT_IDENTITY, storage/ledger.py `write_segments`), through delta-spark where the session
+    has it; returns how many were added."""
+    if not rows.num_rows:
+        return 0
+    if delta_configured(spark):
+        frame = spark.createDataFrame(rows, schema=spark_schema(SEGMENTS_SCHEMA))
+        try:
+            return _merge(spark, segments_path(ledger), frame, SEGMENTS_SCHEMA, SEGMENT_IDENTITY, "the segments table")
+        except _Unreachable:
+            pass
+    return write_segments(ledger, rows)
 
 
 def _append_through_spark(spark, path: str, rows: pa.Table, schema: pa.Schema, what: str) -> bool:

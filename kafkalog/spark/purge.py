@@ -101,7 +101,11 @@ def _normalized(df, source: str, reason: str):
         df = df.withColumn("key_text", F.col("key")).withColumn("key", _parse_keys(F.col("key")))
         bad = df.where(F.col("key_text").isNotNull() & F.col("key").isNull()).count()
         if bad:
-            raise KeyListError(f"{bad} values of the `key` column are malformed hex: or base64: forms", file=source)
+            raise KeyListError(
+                f"{bad} values of the `key` column are malformed hex: or base64: forms, or empty or whitespace only "
+                "(write those keys as text:..., hex:... or base64:...)",
+                file=source,
+            )
     elif not isinstance(kind, T.BinaryType):
         raise KeyListError(f"the `key` column must be binary or string, not {kind.simpleString()}", file=source)
     why = F.col("reason").cast("string") if "reason" in df.columns else F.lit(None)

@@ -52,10 +52,7 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
         if _same(in_fs, source, fs, path):
             raise LogDirError("the output is the input log directory; omit --output to rewrite in place", file=path)
         raise LogDirError("the output must not exist or be an empty directory; choose a new one", file=path)
-    if in_fs.is_local == fs.is_local and _inside(_real(fs, path), _real(in_fs, source)):
-        raise LogDirError(
-            f"the output lies inside the input log directory {source}; choose a directory outside it", file=path
-        )
+    check_outside(log_dir, output, "the output")
     staging = path + STAGING_SUFFIX
     if fs.exists(staging):
         raise LogDirError(
@@ -64,6 +61,17 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
             file=staging,
         )
     return fs, path
+
+
+def check_outside(log_dir: str, path_or_uri: str, what: str) -> None:
+    """Refuse `path_or_uri` (`what` it is: the output, the ledger) where it is the log directory or
+    lies inside it, where the rewrite would read it as part of the log, or the log's files be changed."""
+    in_fs, source = LogFileSystem.for_path(log_dir)
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    if in_fs.is_local == fs.is_local and _inside(_real(fs, path), _real(in_fs, source)):
+        raise LogDirError(
+            f"{what} lies inside the input log directory {source}; choose a directory outside it", file=path
+        )
 
 
 def preflight(log_dir: str, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False) -> LogDir:

@@ -5,8 +5,12 @@
     base64:AAAAAQ==          bytes in standard base64
     text:hex:abc             the rest of the line as UTF-8: a text key that starts like a prefix
 
-Blank lines are skipped (the empty key is `hex:`). The same forms are read from a string column
-of a table; a binary column holds the key bytes themselves.
+Empty lines are skipped. A line of only whitespace (spaces, tabs) is refused: Kafka takes any
+bytes as a key, spaces too, but such a line is far likelier a stray one than a key, and a purge
+must erase what was meant, so a key of whitespace is written `text:` then the spaces, or in hex:
+(`hex:20`). The empty key, valid in Kafka (zero bytes, not a null key), is written `hex:` or
+`base64:` only. The same forms are read from a string column of a table (where an empty or
+whitespace-only value is refused likewise); a binary column holds the key bytes themselves.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ class KeyListError(KafkaLogError):
 
 
 def parse_key(text: str) -> bytes:
-    """A key's bytes from its written form; ValueError when a hex or base64 form is malformed."""
+    """A key's bytes from its written form; ValueError when a hex or base64 form is malformed, or a
+    plain form is empty or whitespace (see the module's docstring)."""
     if text.startswith("hex:"):
         try:
             return binascii.unhexlify(text[4:])
@@ -39,6 +44,11 @@ def parse_key(text: str) -> bytes:
             raise ValueError("not valid base64 after 'base64:'") from None
     if text.startswith("text:"):
         return text[5:].encode("utf-8")
+    if not text.strip():
+        raise ValueError(
+            "only whitespace: write a key of spaces as text:<the spaces> or hex:20..., the empty key as hex:, "
+            "or delete the line"
+        )
     return text.encode("utf-8")
 
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from ..errors import KafkaLogError
 from ..extras import imported
+from .destination import check_outside
 from .fs import LogFileSystem
 from .tables import TableError, read_table, write_table
 
@@ -60,6 +61,14 @@ MISSING_REPLICA_FIELDS = [
     ("broker", pa.int32()),
     ("directory", pa.string()),
 ]
+REPLICA_DIFFERENCE_FIELDS = [
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("log_dir", pa.string()),
+    ("log_start_offset", pa.int64()),
+    ("log_end_offset", pa.int64()),
+    ("segments", pa.list_(pa.int64())),  # the base offsets of its segments
+]
 RUNS_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -83,6 +92,10 @@ RUNS_SCHEMA = pa.schema(
         ("missing_replicas", pa.list_(pa.struct(MISSING_REPLICA_FIELDS))),
         ("kafkalog_version", pa.string()),
         ("log_dirs", pa.list_(pa.string())),  # every copy the run purged
+        # interrupted runs (ledger rows, no run row) over these log dirs whose purge this run completed
+        ("resumes", pa.list_(pa.string())),
+        # the copies of partitions whose copies differ (log start, log end, segments), one row per copy
+        ("replica_differences", pa.list_(pa.struct(REPLICA_DIFFERENCE_FIELDS))),
     ]
 )
 # what makes a records row unique: a record's offset is unique in its partition of one log directory
@@ -91,6 +104,12 @@ ROW_IDENTITY = ("log_dir", "topic", "partition", "offset", "action")
 
 class LedgerError(KafkaLogError):
     """A secret or ledger table that cannot be used."""
+
+
+def one_line(err: Exception) -> str:
+    """`err` as one line: its type and first line (deltalake's errors carry a Rust backtrace below it
+    when RUST_BACKTRACE is set)."""
+    return f"{type(err).__name__}: {next(iter(str(err).strip().splitlines()), '')}"
 
 
 def load_secret(secret_file: str | None = None, environ: Mapping[str, str] = os.environ) -> bytes:
@@ -188,24 +207,30 @@ def run_table(run: Mapping) -> pa.Table:
 
 
 def write_records(ledger: str, rows: pa.Table) -> int:
-    """Add the rows not in the ledger yet (by topic, partition, offset and action); creates the
-    table when there is none. Returns how many rows were added."""
-    DeltaTable, write_deltalake = _deltalake(ledger)
+    """Add the rows not in the ledger yet (by ROW_IDENTITY); creates the table when there is none.
+    Returns how many rows were added."""
+    return _merge(ledger, rows, ROW_IDENTITY, "the ledger")
+
+
+def _merge(path: str, rows: pa.Table, identity: Sequence[str], what: str) -> int:
+    """Insert into the Delta table at `path` the rows of `rows` whose `identity` it does not hold yet
+    (the table is created when there is none); returns how many were inserted."""
+    DeltaTable, write_deltalake = _deltalake(path)
     try:
-        if not DeltaTable.is_deltatable(ledger):
-            write_deltalake(ledger, rows, mode="append")
+        if not DeltaTable.is_deltatable(path):
+            write_deltalake(path, rows, mode="append")
             return rows.num_rows
         if rows.num_rows == 0:
             return 0
-        predicate = " AND ".join(f't."{c}" = s."{c}"' for c in ROW_IDENTITY)
+        predicate = " AND ".join(f't."{c}" = s."{c}"' for c in identity)
         merged = (
-            DeltaTable(ledger)
+            DeltaTable(path)
             .merge(source=rows, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True)
             .when_not_matched_insert_all()
             .execute()
         )
     except Exception as err:  # deltalake's own errors (schema mismatch, storage): name the table
-        raise LedgerError(f"cannot write the ledger: {type(err).__name__}: {err}", file=ledger) from err
+        raise LedgerError(f"cannot write {what}: {one_line(err)}", file=path) from err
     return int(merged["num_target_rows_inserted"])
 
 
@@ -261,6 +286,10 @@ SEGMENTS_SCHEMA = pa.schema(
 )
 
 
+# one rewrite of one segment of one copy: the same source bytes rewritten into the same bytes
+SEGMENT_IDENTITY = ("log_dir", "topic", "partition", "base_offset", "sha256_before", "sha256_after")
+
+
 def segments_path(ledger: str) -> str:
     return ledger.rstrip("/") + "_segments"
 
@@ -303,13 +332,12 @@ def segments_table(segments: Sequence[Mapping], *, run_id: str, purged_at_ms: in
     )
 
 
-def write_segments(ledger: str, rows: pa.Table) -> None:
-    """Append `rows` (SEGMENTS_SCHEMA) to the segments table next to the ledger. Appended, not merged:
-    a rerun after an interrupted run stages its segments again, and each row says what one run staged."""
-    try:
-        write_table(segments_path(ledger), rows, "delta", append=True, what="the segments table")
-    except TableError as err:
-        raise LedgerError(err.message, file=err.file) from err
+def write_segments(ledger: str, rows: pa.Table) -> int:
+    """Add `rows` (SEGMENTS_SCHEMA) to the segments table next to the ledger, but those it holds
+    already (SEGMENT_IDENTITY): a rerun that stages the same rewrite of the same segment again (after
+    a run interrupted before its swap) records it once, under the run that first staged it. Returns
+    how many rows were added."""
+    return _merge(segments_path(ledger), rows, SEGMENT_IDENTITY, "the segments table")
 
 
 def read_ledger_table(path: str, columns: list[str] | None = None) -> pa.Table | None:
@@ -323,4 +351,97 @@ def read_ledger_table(path: str, columns: list[str] | None = None) -> pa.Table |
         have = {f.name for f in table.schema().fields}
         return table.to_pyarrow_table(columns=None if columns is None else [c for c in columns if c in have])
     except Exception as err:
-        raise LedgerError(f"cannot read the ledger: {type(err).__name__}: {err}", file=path) from err
+        raise LedgerError(f"cannot read the ledger: {one_line(err)}", file=path) from err
+
+
+# -- before a purge writes ------------------------------------------------------------------------------
+
+
+def ledger_tables(ledger: str) -> list[tuple[str, str, pa.Schema]]:
+    """Every table of a ledger: (path, what it is, the schema kafkalog writes there)."""
+    return [
+        (ledger, "the ledger", RECORDS_SCHEMA),
+        (runs_path(ledger), "the run table", RUNS_SCHEMA),
+        (segments_path(ledger), "the segments table", SEGMENTS_SCHEMA),
+    ]
+
+
+def check_ledger(
+    ledger: str, log_dirs: Sequence[str], output: str | None = None, remote_storage: str | None = None
+) -> None:
+    """Refuse, before any copy is touched, a ledger whose tables lie in a directory the purge reads or
+    rewrites (the log dirs, the output, the remote storage) or could not all be written
+    (`check_ledger_writable`): a purge that cannot record what it did does nothing."""
+    for path, what, _ in ledger_tables(ledger):
+        for d in [*log_dirs, *filter(None, [output, remote_storage])]:
+            check_outside(d, path, what)
+    check_ledger_writable(ledger)
+
+
+def check_ledger_writable(ledger: str) -> None:
+    """Refuse (LedgerError, one line naming the table) a ledger one of whose tables a purge could not
+    write, before the purge touches any copy: each must be a Delta table kafkalog's (its log readable,
+    no column kafkalog does not write; a former version's lacks some), an empty directory, or absent
+    with a parent kafkalog can create it in. Not a regular file, nor a directory of other files."""
+    for path, what, schema in ledger_tables(ledger):
+        fs, local = LogFileSystem.for_path(path)
+        entry = fs.info(local)
+        if entry is None:
+            _check_creatable(fs, local, what)
+        elif not entry.is_dir:
+            raise LedgerError(
+                f"{what} is a Delta table (a directory), but a file stands here; --ledger names another", file=local
+            )
+        elif fs.list_dir(local):
+            _check_table(fs, path, what, schema)
+
+
+def _check_creatable(fs: LogFileSystem, path: str, what: str) -> None:
+    """A local path kafkalog can create `what` at: its nearest existing ancestor is a writable
+    directory. (An object store creates any path; it tells only when written to.)"""
+    if not fs.is_local:
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise LedgerError(f"cannot create {what} at {path}: a file stands in its path", file=parent)
+    fs.ensure_writable(parent)
+
+
+def _check_table(fs: LogFileSystem, path: str, what: str, schema: pa.Schema) -> None:
+    """The non-empty directory at `path` is a Delta table of `schema`'s columns (or fewer), readable and writable."""
+    local = LogFileSystem.for_path(path)[1]
+    if not fs.is_dir(fs.join(local, "_delta_log")):
+        raise LedgerError(
+            f"{what} is not a Delta table: a directory of other files stands here; --ledger names another", file=local
+        )
+    DeltaTable, _ = _deltalake(path)
+    try:
+        columns = {f.name for f in DeltaTable(path).schema().fields}
+    except Exception as err:  # a damaged or foreign _delta_log
+        raise LedgerError(f"cannot read {what}: {one_line(err)}", file=local) from err
+    foreign = sorted(columns - set(schema.names))
+    if foreign:
+        raise LedgerError(
+            f"{what} is a Delta table kafkalog did not write (column {foreign[0]}); --ledger names another", file=local
+        )
+    for d in (local, fs.join(local, "_delta_log")):
+        fs.ensure_writable(d)
+
+
+def unfinished_runs(ledger: str, log_dirs: Sequence[str]) -> list[str]:
+    """The runs that wrote ledger rows (records or segments) for any of `log_dirs` (as the ledger names
+    them, `log_dir_identity`) but no run row: runs interrupted after their ledger step, whose purge a
+    later run over the same log dirs completes (operations/purge.py records it as `resumes`)."""
+    import pyarrow.compute as pc
+
+    runs = read_ledger_table(runs_path(ledger), ["run_id"])
+    finished = set() if runs is None else set(runs.column("run_id").to_pylist())
+    found: set = set()
+    for path in (ledger, segments_path(ledger)):
+        table = read_ledger_table(path, ["run_id", "log_dir"])
+        if table is not None and "log_dir" in table.column_names:
+            mine = table.filter(pc.is_in(table.column("log_dir"), pa.array(list(log_dirs), pa.string())))
+            found.update(pc.unique(mine.column("run_id")).to_pylist())
+    return sorted(found - finished - {None})

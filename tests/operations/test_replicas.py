@@ -217,3 +217,73 @@ def test_cli_purge_refuses_a_missing_replica_in_one_line_with_exit_2(tmp_path, c
         "--allow-missing-replicas to purge the others and record it as not purged"
     )
     assert tree_digest(log_dir) == before and not (tmp_path / "ledger").exists()
+
+
+# -- copies given to one purge: how they differ, and whether they can be told apart -------------------------
+
+
+def _written_copy(root: Path, records: int, meta: str | None, segment_bytes: int = 400):
+    """A copy of topic t's partition 0 with `records` records (a purge's Copy), its meta.properties `meta`."""
+    from kafkalog.codec.records import Record
+    from kafkalog.spark.purge import Copy as PurgeCopy
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.log_writer import PartitionWriter
+    from kafkalog.storage.logdir import LogDir
+
+    root.mkdir(parents=True)
+    if meta is not None:
+        (root / "meta.properties").write_text(meta)
+    w = PartitionWriter(LogFileSystem.for_path(str(root))[0], str(root), "t", 0, segment_bytes=segment_bytes)
+    for i in range(records):
+        w.append_records([Record(0, 1000 + i, f"k{i}".encode(), b"v" * 20)])
+    w.close()
+    opened = LogDir.open(str(root))
+    segments = {tp: opened.partition(*tp).segments for tp in opened.topic_partitions}
+    return PurgeCopy(str(root), str(root), opened, segments)
+
+
+def test_copies_that_differ_are_named_with_how_and_copies_that_agree_are_not(tmp_path):
+    from kafkalog.operations.replicas import differences_warning, replica_differences
+
+    meta = "version=1\nnode.id=1\ncluster.id=C5I4OfapQnGBCJcjKe0-pA\n"
+    a = _written_copy(tmp_path / "a", 20, meta)
+    b = _written_copy(tmp_path / "b", 20, meta)
+    assert replica_differences([a, b]) == {} and differences_warning({}) is None
+    c = _written_copy(tmp_path / "c", 23, meta)  # an extra segment: three records more
+    assert len(c.segments[("t", 0)]) > len(a.segments[("t", 0)])
+    found = replica_differences([a, b, c])
+    assert [(o.log_dir, o.log_start_offset, o.log_end_offset) for o in found[("t", 0)]] == [
+        (a.name, 0, 20),
+        (b.name, 0, 20),
+        (c.name, 0, 23),
+    ]
+    warning = differences_warning(found)
+    assert warning.startswith("WARNING: the copies of 1 partitions differ, each purged on its own offsets")
+    assert f"t-0 (log end offset: {a.name} 20, {b.name} 20, {c.name} 23; segments: " in warning
+    d = _written_copy(tmp_path / "d", 20, meta, segment_bytes=10_000)  # the same records, cut otherwise
+    cut = len(a.segments[("t", 0)])
+    assert differences_warning(replica_differences([a, d])).endswith(f"t-0 (segments: {a.name} {cut}, {d.name} 1)")
+    (Path(a.log_dir) / "log-start-offset-checkpoint").write_text("0\n1\nt 0 5\n")  # records deleted below 5
+    assert "log start offset: " + f"{a.name} 5, {b.name} 0" in differences_warning(replica_differences([a, b]))
+
+
+def test_copies_their_meta_properties_cannot_tell_apart_are_named_by_directory():
+    from kafkalog.operations.purge import PurgeResult
+    from kafkalog.operations.replicas import identity_warning
+
+    def copy(log_dir, node=None, directory=None):
+        return {"log_dir": log_dir, "node_id": node, "directory_id": directory}
+
+    assert identity_warning([copy("/a")]) is None  # one copy: nothing to confuse it with
+    assert identity_warning([copy("/a", 1, "x"), copy("/b", 1, "y"), copy("/c", 2)]) is None  # JBOD dirs of 1
+    assert identity_warning([copy("/a"), copy("/b"), copy("/c")]) == (
+        "WARNING: /a, /b, /c name no broker (no meta.properties, or no node.id in it): these copies are told "
+        "apart by their directories only"
+    )
+    copied = [copy("/a", 0), copy("/b", 0), copy("/c", 1, "x"), copy("/d", 1, "x")]
+    assert identity_warning(copied) == (
+        "WARNING: /a and /b each say they are broker 0; /c and /d each say they are broker 1, x: these copies are "
+        "told apart by their directories only"
+    )
+    result = PurgeResult("r", 0, True, "/a", [], copies=copied)
+    assert "/a on broker 0, /b on broker 0" in result.summary() and identity_warning(copied) in result.summary()

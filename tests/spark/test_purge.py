@@ -16,6 +16,7 @@ from kafka.record import MemoryRecords
 
 from kafkalog.codec.records import Record
 from kafkalog.config import resolver_from
+from kafkalog.operations.evidence import build_report
 from kafkalog.operations.purge import PurgeVerificationError, purge
 from kafkalog.operations.validate import validate_paths
 from kafkalog.storage.fs import LogFileSystem
@@ -284,7 +285,8 @@ def test_a_crash_at_any_swap_step_then_a_rerun_completes_the_purge(spark, purged
         purge(
             spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW, fault=crash
         )
-    purge(spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW)
+    (interrupted,) = set(DeltaTable(ledger).to_pyarrow_table().column("run_id").to_pylist())
+    again = purge(spark, str(root), KEYS, topics=topics, ledger=ledger, secret=SECRET, config=resolver, now=NOW)
     assert segment_bytes(root, topics) == segment_bytes(purged.root, topics)
     identity = ("topic", "partition", "offset", "action", "key_fingerprint")
     rows = DeltaTable(ledger).to_pyarrow_table().select(identity).to_pylist()
@@ -292,6 +294,23 @@ def test_a_crash_at_any_swap_step_then_a_rerun_completes_the_purge(spark, purged
         r for r in DeltaTable(purged.ledger).to_pyarrow_table().select(identity).to_pylist() if r["topic"] in topics
     ]
     assert sorted(map(tuple, map(dict.values, rows))) == sorted(map(tuple, map(dict.values, reference)))
+    # the rerun re-stages what was not swapped in, the same rewrites: each segment is recorded once, under
+    # the interrupted run, which the rerun names; its evidence holds the rows of both
+    rewrite = ("topic", "partition", "base_offset", "sha256_before", "sha256_after")
+    segments = DeltaTable(ledger + "_segments").to_pyarrow_table().to_pylist()
+    reference = [
+        r for r in DeltaTable(purged.ledger + "_segments").to_pyarrow_table().to_pylist() if r["topic"] in topics
+    ]
+    assert sorted(tuple(r[c] for c in rewrite) for r in segments) == sorted(
+        tuple(r[c] for c in rewrite) for r in reference
+    )
+    assert {r["run_id"] for r in segments} == {interrupted} and again.resumes == [interrupted]
+    assert f"completes interrupted run {interrupted}" in again.summary()
+    (run,) = DeltaTable(runs_path(ledger)).to_pyarrow_table().to_pylist()
+    assert run["run_id"] == again.run_id and run["resumes"] == [interrupted]
+    report = build_report(ledger)
+    assert report["run"]["resumes"] == [interrupted] and len(report["segments"]) == len(reference)
+    assert sum(t["removed"] + t["tombstoned"] + t["redacted"] for t in report["byTopic"]) == len(rows)
 
 
 def test_verification_fails_loudly_when_a_record_survives(spark, small_log, resolver, tmp_path, monkeypatch):

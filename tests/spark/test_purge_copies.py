@@ -145,9 +145,15 @@ def test_every_copy_is_purged_alike_in_one_run(spark, tmp_path):
     assert {(r["log_dir"], r["node_id"]) for r in rows} == {(a, 1), (b, 2), (c, 3)}
     (run,) = DeltaTable(ledger + "_runs").to_pyarrow_table().to_pylist()
     assert run["log_dirs"] == [a, b, c] and run["log_dir"] == a
-    # every copy's rewritten segments, hashed together, in one commit of the segments table
+    # c lags: its copies differ from a's and b's, which the summary and the run table say
+    assert "WARNING: the copies of 2 partitions differ" in result.summary() and "told apart" not in result.summary()
+    ends = {(d["topic"], d["log_dir"]): d["log_end_offset"] for d in run["replica_differences"]}
+    assert ends == {(t, d): 27 if d == c else 30 for t in "cd" for d in (a, b, c)}
+    # every copy's rewritten segments, hashed together, in one commit of the segments table (through
+    # delta-spark the table is created empty first, as the records table is, then merged into)
     segments = DeltaTable(ledger + "_segments")
-    assert segments.version() == 0 and {r["broker_id"] for r in segments.to_pyarrow_table().to_pylist()} == {1, 2, 3}
+    writes = [h["operation"] for h in segments.history() if h["operation"] in ("MERGE", "WRITE")]
+    assert len(writes) == 1 and {r["broker_id"] for r in segments.to_pyarrow_table().to_pylist()} == {1, 2, 3}
 
 
 class FailInCopy:
@@ -222,9 +228,18 @@ def test_a_crash_between_two_log_dirs_then_a_rerun_finishes_the_purge(spark, tmp
     with pytest.raises(Crash):
         purge(spark, [a, b], KEYS, ledger=ledger, secret=SECRET, config=CONFIG, now=NOW, fault=crash)
     assert segment_bytes(a) == segment_bytes(reference) and segment_bytes(b) != segment_bytes(reference)
+    (interrupted,) = set(DeltaTable(ledger).to_pyarrow_table().column("run_id").to_pylist())
     again = purge(spark, [a, b], KEYS, ledger=ledger, secret=SECRET, config=CONFIG, now=NOW)
     assert segment_bytes(a) == segment_bytes(b) == segment_bytes(reference)
     assert again.ledger_rows == 0 and again.remaining == 0  # the rows were written before the first swap
+    # b's segments staged again are the same rewrites: recorded once, under the run the rerun completes
+    segments = DeltaTable(ledger + "_segments").to_pyarrow_table().to_pylist()
+    one_copy = DeltaTable(str(tmp_path / "ref-ledger") + "_segments").to_pyarrow_table().num_rows
+    assert len(segments) == 2 * one_copy and {r["run_id"] for r in segments} == {interrupted}
+    assert again.resumes == [interrupted]
+    # b is a copy of a, meta.properties and all: said, and each is named by its directory
+    assert f"{a} and {b} each say they are broker 1, {DIRECTORIES[1]}" in again.summary()
+    assert {r["log_dir"] for r in segments} == {a, b}
     assert validate_paths([b]).exit_code == 0
 
 

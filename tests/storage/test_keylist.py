@@ -37,3 +37,16 @@ def test_a_bad_line_is_named_by_number_and_position_never_by_content(tmp_path):
         read_key_file(str(path))
     with pytest.raises(KeyListError, match="no such key file"):
         read_key_file(str(tmp_path / "absent.txt"))
+
+
+def test_a_line_of_only_whitespace_is_refused_and_a_key_of_spaces_has_its_forms():
+    """Kafka takes any bytes as a key, but a line of spaces or tabs is likelier a stray line than a
+    key: refused, naming the line. Such a key is written text: or hex:; the empty key hex: or base64:."""
+    for data in (b"alice\n   \nbob\n", b"alice\n\t\r\nbob\n"):
+        with pytest.raises(KeyListError, match="line 2: only whitespace") as info:
+            parse_key_lines(data, file="keys.txt")
+        assert info.value.position == 6 and info.value.file == "keys.txt"
+    assert parse_key_lines(b"text:  \nhex:2020\nhex:\nbase64:\n\n") == [b"  ", b"  ", b"", b""]
+    for blank in ("", " ", "\t"):  # the same in a table's string column
+        with pytest.raises(ValueError, match="only whitespace"):
+            parse_key(blank)

@@ -114,8 +114,8 @@ def test_an_empty_first_write_creates_the_table_and_runs_append(tmp_path):
     }
     from kafkalog.storage.ledger import run_table
 
-    # a run table a former version wrote, without `log_dirs`: the next run's row adds the column
-    write_deltalake(runs_path(ledger), run_table(run).drop_columns(["log_dirs"]))
+    # a run table a former version wrote, without `log_dirs` (nor the later columns): the next run's row adds them
+    write_deltalake(runs_path(ledger), run_table(run).drop_columns(["log_dirs", "resumes", "replica_differences"]))
     write_run(ledger, dict(run, run_id="r2", log_dirs=["/x", "/y"]))
     runs = DeltaTable(runs_path(ledger)).to_pyarrow_table()
     assert runs.schema == RUNS_SCHEMA and sorted(runs.column("run_id").to_pylist()) == ["r1", "r2"]
@@ -193,3 +193,102 @@ def test_rows_of_several_copies_name_each_copy_and_its_broker(tmp_path):
     assert records_table(_purged([3]), secret=SECRET, run_id="r2", purged_at_ms=0, log_dir="/b1").column(
         "node_id"
     ).to_pylist() == [None]
+
+
+# -- what a purge checks before it touches a copy ---------------------------------------------------------
+
+
+def _segment_rows(run_id: str, *rows: tuple) -> pa.Table:
+    """Segments table rows of `run_id`: (log_dir, base_offset, sha256_after) each."""
+    from kafkalog.storage.ledger import segments_table
+
+    return segments_table(
+        [
+            {"log_dir": d, "broker_id": 1, "directory_id": None, "topic": "t", "partition": 0, "base_offset": b}
+            | {"records_before": 2, "records_after": 1, "bytes_before": 9, "bytes_after": 5}
+            | {"sha256_before": "b" * 64, "sha256_after": after}
+            for d, b, after in rows
+        ],
+        run_id=run_id,
+        purged_at_ms=1,
+        secret=SECRET,
+    )
+
+
+def test_a_rerun_that_stages_the_same_rewrite_adds_no_segment_rows(tmp_path):
+    """A run interrupted before its swap staged segments 0 and 10; the rerun stages them again, the
+    same bytes from the same bytes: the table holds each once, under the run that staged it first.
+    Another rewrite of the same segment (another `now`, another key) is a row of its own."""
+    from kafkalog.storage.ledger import segments_path, write_segments
+
+    ledger = str(tmp_path / "ledger")
+    assert write_segments(ledger, _segment_rows("r1", ("/a", 0, "a" * 64), ("/a", 10, "c" * 64))) == 2
+    assert write_segments(ledger, _segment_rows("r2", ("/a", 0, "a" * 64), ("/a", 10, "c" * 64))) == 0
+    assert write_segments(ledger, _segment_rows("r3", ("/a", 10, "d" * 64), ("/b", 10, "c" * 64))) == 2
+    rows = DeltaTable(segments_path(ledger)).to_pyarrow_table().to_pylist()
+    assert sorted((r["run_id"], r["log_dir"], r["base_offset"]) for r in rows) == [
+        ("r1", "/a", 0),
+        ("r1", "/a", 10),
+        ("r3", "/a", 10),
+        ("r3", "/b", 10),
+    ]
+
+
+def test_an_unfinished_run_is_one_with_rows_over_the_log_dirs_and_no_run_row(tmp_path):
+    from kafkalog.storage.ledger import unfinished_runs, write_segments
+
+    ledger = str(tmp_path / "ledger")
+    assert unfinished_runs(ledger, ["/a"]) == []  # no ledger yet
+    rows = pa.table({"topic": ["t"], "partition": [0], "offset": [3], "timestamp": [1], "key": [b"k"]})
+    rows = rows.append_column("action", pa.array(["removed"])).append_column("matched_by", pa.array(["key"]))
+    rows = rows.append_column("reason", pa.array(["r"]))
+    write_records(ledger, records_table(rows, secret=SECRET, run_id="done", purged_at_ms=1, log_dir="/a"))
+    write_records(ledger, records_table(rows, secret=SECRET, run_id="cut", purged_at_ms=1, log_dir="/b"))
+    write_segments(ledger, _segment_rows("cut-too", ("/a", 0, "a" * 64)))
+    run = {f.name: None for f in RUNS_SCHEMA} | {"started_at": 1, "finished_at": 2, "purged_at": 3}
+    write_run(ledger, run | {"run_id": "done"})
+    assert unfinished_runs(ledger, ["/a"]) == ["cut-too"]
+    assert unfinished_runs(ledger, ["/a", "/b"]) == ["cut", "cut-too"]
+    assert unfinished_runs(ledger, ["/c"]) == []
+
+
+def test_every_table_of_the_ledger_must_be_writable_before_a_purge(tmp_path):
+    """Absent with a parent to create it in, an empty directory, or a Delta table kafkalog's: else one
+    line naming the table, whichever of the three it is."""
+    from kafkalog.storage.ledger import check_ledger_writable, segments_path
+
+    ledger = str(tmp_path / "audit" / "ledger")
+    check_ledger_writable(ledger)  # nothing there yet: created on the first write
+    write_records(ledger, RECORDS_SCHEMA.empty_table())
+    (tmp_path / "audit" / "ledger_segments").mkdir()  # an empty directory takes a table
+    check_ledger_writable(ledger)
+
+    (tmp_path / "audit" / "ledger_runs").write_text("")
+    with pytest.raises(LedgerError, match="the run table is a Delta table .a directory., but a file") as info:
+        check_ledger_writable(ledger)
+    assert info.value.file == runs_path(ledger)
+    os.remove(runs_path(ledger))
+
+    (tmp_path / "audit" / "ledger_segments" / "notes.txt").write_text("x")
+    with pytest.raises(LedgerError, match="the segments table is not a Delta table") as info:
+        check_ledger_writable(ledger)
+    assert info.value.file == segments_path(ledger)
+    os.remove(tmp_path / "audit" / "ledger_segments" / "notes.txt")
+
+    write_deltalake(runs_path(ledger), pa.table({"run_id": ["r"], "customer": ["c"]}))  # someone else's table
+    with pytest.raises(LedgerError, match="the run table is a Delta table kafkalog did not write .column customer."):
+        check_ledger_writable(ledger)
+
+    with pytest.raises(LedgerError, match="a file stands in its path") as info:
+        check_ledger_writable(str(tmp_path / "audit" / "ledger" / "_delta_log" / "00000000000000000000.json" / "x"))
+
+
+def test_a_damaged_delta_log_is_one_line_naming_the_table(tmp_path):
+    from kafkalog.storage.ledger import check_ledger_writable
+
+    ledger = str(tmp_path / "ledger")
+    write_records(ledger, RECORDS_SCHEMA.empty_table())
+    (tmp_path / "ledger" / "_delta_log" / "00000000000000000001.json").write_text("garbage{\n")
+    with pytest.raises(LedgerError, match=": cannot read the ledger: DeltaError: .*Json") as info:
+        check_ledger_writable(ledger)
+    assert info.value.file == ledger and "\n" not in str(info.value)
