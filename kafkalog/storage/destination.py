@@ -52,10 +52,31 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
         if _same(in_fs, source, fs, path):
             raise LogDirError("the output is the input log directory; omit --output to rewrite in place", file=path)
         raise LogDirError("the output must not exist or be an empty directory; choose a new one", file=path)
-    if in_fs.is_local == fs.is_local and _inside(_real(fs, path), _real(in_fs, source)):
+    check_outside(log_dir, output)
+    check_no_staging(fs, path)
+    return fs, path
+
+
+def check_outside(log_dir: str, output: str) -> None:
+    """Refuse an output that is the log directory, lies inside it, or holds it: a run would write
+    among the files it reads (or replace them)."""
+    in_fs, source = LogFileSystem.for_path(log_dir)
+    fs, path = LogFileSystem.for_path(output)
+    if in_fs.is_local != fs.is_local:
+        return
+    out, log_path = _real(fs, path), _real(in_fs, source)
+    if out == log_path:
+        raise LogDirError("the output is the input log directory; choose a directory outside it", file=path)
+    if _inside(out, log_path):
         raise LogDirError(
             f"the output lies inside the input log directory {source}; choose a directory outside it", file=path
         )
+    if _inside(log_path, out):
+        raise LogDirError(f"the output holds the input log directory {source}; choose another", file=path)
+
+
+def check_no_staging(fs: LogFileSystem, path: str) -> None:
+    """Refuse to start while a staging directory of `path` is there: an earlier run that did not finish."""
     staging = path + STAGING_SUFFIX
     if fs.exists(staging):
         raise LogDirError(
@@ -63,7 +84,6 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
             "incomplete copy) and run again",
             file=staging,
         )
-    return fs, path
 
 
 def preflight(log_dir: str, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False) -> LogDir:
