@@ -145,8 +145,9 @@ def check_output(
         raise ConfigError("--overwrite writes the whole table again, --incremental only what is new: give one")
     if incremental and fmt == "parquet":
         raise ConfigError("parquet holds one-off snapshots: --incremental needs --format delta or iceberg")
+    source = log_dir.path if isinstance(log_dir, LogDir) else str(log_dir)
     for path in filter(None, (output, dead_letters)):
-        check_outside(str(log_dir), path)
+        check_outside(source, path)
     if dead_letters and table_output.existing(dead_letters, fmt) and fmt != "parquet":
         read_note(dead_letters, fmt)
     if not table_output.existing(output, fmt):
