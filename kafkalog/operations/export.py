@@ -335,7 +335,7 @@ def export(
         decoding = decoding.with_table_schema(table_schema(output, format))
     if isinstance(spark, Future) and not spark.done():
         with progress.phase("export", "wait for Spark to start", total=1, unit="session"):
-            spark = started(spark)
+            spark.result()
     spark = started(spark)
     rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
     if note is None and mode == "latest":
@@ -348,7 +348,9 @@ def export(
         except BaseException as err:
             tasks_stopped(spark)  # before the files a failed commit added are taken back
             if isinstance(err, Exception) and not isinstance(err, KafkaLogError):  # Spark's, the writers'
-                raise TableError(f"cannot write the table ({_cause(err)}); it is left as it was", file=output) from err
+                raise TableError(
+                    f"the export failed ({_cause(err)}); the output is left as it was", file=output
+                ) from err
             raise
     result.committed = True
     return result

@@ -372,3 +372,18 @@ def test_export_refuses_before_spark_starts(topic, tmp_path, no_spark, capsys, c
     }.get(case, "inside the input log directory")
     assert expect in err
     assert tree(tmp_path) == before
+
+
+def test_a_failed_writes_cause_is_one_line():
+    from kafkalog.operations.export import _cause
+
+    spark_text = (
+        "An error occurred while calling o91.save.\n: org.apache.spark.SparkException: Job aborted due to stage "
+        "failure: Task 0 in stage 3.0 failed 1 times\n\tat org.apache.spark.scheduler.DAGScheduler.fail(x.scala:1)\n"
+        "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        "  File \"worker.py\", line 1, in main\nPermissionError: [Errno 13] Permission denied: '/logs/o-0/0.log'\n"
+        "\n\tat org.apache.spark.api.python.BasePythonRunner.read(x.scala:2)\n"
+    )
+    assert _cause(RuntimeError(spark_text)) == "PermissionError: [Errno 13] Permission denied: '/logs/o-0/0.log'"
+    assert _cause(OSError("java.io.IOException: No space left on device")) == "IOException: No space left on device"
+    assert _cause(ValueError("two\nlines")) == "ValueError: two"
