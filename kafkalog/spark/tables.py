@@ -68,7 +68,7 @@ def read_note(path: str, fmt: str) -> dict | None:
         note = _parse(text, fmt)
         if note is not None:
             return note
-    raise ConfigError(f"{path} is a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
+    raise ConfigError(f"a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
 
 
 def tasks_stopped(spark, timeout_s: float = 60.0) -> None:
@@ -80,10 +80,13 @@ def tasks_stopped(spark, timeout_s: float = 60.0) -> None:
     context = spark_context(spark)
     if context is None:
         return
-    tracker = context._jsc.sc().statusTracker()
     deadline = time.monotonic() + timeout_s
-    while any(e.numRunningTasks() for e in tracker.getExecutorInfos()) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    try:
+        tracker = context._jsc.sc().statusTracker()
+        while any(e.numRunningTasks() for e in tracker.getExecutorInfos()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    except Exception:  # the session is going away (an interrupt stopped it): no task runs on
+        return
 
 
 def table_schema(path: str, fmt: str):
