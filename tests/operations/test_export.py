@@ -316,6 +316,8 @@ def export_table(path: str, fmt: str, note: dict | None) -> None:
         "parquet into an existing dir",
         "dead letters in the log dir",
         "a missing topic",
+        "a killed run's staging directory",
+        "a killed run's moved-aside directory",
     ],
 )
 def test_export_refuses_before_spark_starts(topic, tmp_path, no_spark, capsys, case):
@@ -353,12 +355,22 @@ def test_export_refuses_before_spark_starts(topic, tmp_path, no_spark, capsys, c
         options = ["--format", "parquet"]
     elif case == "dead letters in the log dir":
         options = ["--value-format", "string", "--on-decode-error", "dead-letter", "--dead-letter", str(logs / "dead")]
+    elif case == "a killed run's staging directory":  # a kill -9 while a new table was written
+        (tmp_path / "out.kafkalog-incomplete" / "_delta_log").mkdir(parents=True)
+    elif case == "a killed run's moved-aside directory":  # a kill -9 while a Parquet directory was replaced
+        (tmp_path / "out.kafkalog-replaced").mkdir()
+        options = ["--format", "parquet", "--overwrite"]
     before = tree(tmp_path)
     topic_name = "ordrs" if case == "a missing topic" else TOPIC
     assert main(["export", str(logs), "--topic", topic_name, "--output", str(out), *options]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    named = {"a missing topic": str(logs), "dead letters in the log dir": str(logs / "dead")}.get(case, str(out))
+    named = {
+        "a missing topic": str(logs),
+        "dead letters in the log dir": str(logs / "dead"),
+        "a killed run's staging directory": f"{out}.kafkalog-incomplete",
+        "a killed run's moved-aside directory": f"{out}.kafkalog-replaced",
+    }.get(case, str(out))
     assert named in err
     expect = {
         "a table is there": "--overwrite replaces it",
@@ -369,6 +381,8 @@ def test_export_refuses_before_spark_starts(topic, tmp_path, no_spark, capsys, c
         "a missing topic": "did you mean 'orders'",
         "output holds the log dir": "holds the input log directory",
         "output is the log dir": "is the input log directory",
+        "a killed run's staging directory": "an earlier run that did not finish left this staging directory",
+        "a killed run's moved-aside directory": "rename it back to",
     }.get(case, "inside the input log directory")
     assert expect in err
     assert tree(tmp_path) == before
