@@ -1039,10 +1039,16 @@ def _add_export(commands) -> None:
         metavar="EPOCH_MS",
         help="stop at the first offset whose timestamp is at or past this, as offsetsForTimes answers",
     )
-    p.add_argument(
+    again = p.add_mutually_exclusive_group()
+    again.add_argument(
         "--incremental",
         action="store_true",
         help="apply only the records past the offsets the table holds (a MERGE, or an append in changelog mode)",
+    )
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the table an earlier export wrote with a new version of it (default: a table there is refused)",
     )
     for side in ("key", "value"):
         p.add_argument(
@@ -1102,7 +1108,7 @@ def _add_export(commands) -> None:
 
 def _run_export(args) -> int:
     from .operations.decoding import Decoding, schema_registry
-    from .operations.export import export, topic_log_dir
+    from .operations.export import check_output, export, topic_log_dir
 
     topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
     decoding = Decoding(
@@ -1121,7 +1127,11 @@ def _run_export(args) -> int:
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)
-    spark = _session(args, delta=args.format == "delta")
+    dead_letters = decoding.dead_letter_path(args.output)
+    again = {"overwrite": args.overwrite, "incremental": args.incremental}
+    check_output(args.log_dir, args.output, args.format, **again, dead_letters=dead_letters)  # no JVM start either
+    # Spark starts while export plans what to read (a session already running, a job's, is used as it is)
+    spark = _session(args, background=True, delta=args.format == "delta")
     result = export(
         spark,
         args.log_dir,
@@ -1131,7 +1141,7 @@ def _run_export(args) -> int:
         mode=args.mode,
         as_of_offset=as_of_offset,
         as_of_time=args.as_of_time,
-        incremental=args.incremental,
+        **again,
         decoding=decoding,
         registry=registry,
     )

@@ -17,25 +17,36 @@ transactions. The as-of point cuts that range further: `as_of_offset` is exclusi
 With `incremental`, the offsets a table holds are its note, committed with its data
 (spark/tables.py): a run reads only what is past them and applies it in one commit (a MERGE on
 (partition, key) for `latest`, an append for `changelog`); with nothing new it commits nothing.
+A table already at the output is otherwise refused, as Spark's default save mode refuses it, unless
+`overwrite` (a new version of it). A run that fails leaves the output as it was
+(storage/table_output.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from ..codec.schema_registry import SchemaRegistry
-from ..errors import ConfigError
+from ..errors import ConfigError, KafkaLogError
 from ..rules.partition_state import partition_state
-from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
+from ..spark.errors import raises_kafkalog_errors
+from ..spark.progress import task_feed
+from ..spark.session import started
+from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, tasks_stopped, write_table
 from ..spark.topic_table import PartitionRange, committed_records, latest_records
-from ..storage import tables
+from ..storage import table_output, tables
+from ..storage.destination import check_outside
 from ..storage.logdir import LogDir
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
-from ..storage.tables import DELETED
+from ..storage.tables import DELETED, TableError
+from . import progress
 from .decoding import (
     Decoding,
     decoded,
@@ -78,8 +89,7 @@ def as_of_offsets(value, partitions: list[int], topic: str) -> dict[int, int]:
 def topic_log_dir(log_dir, topic: str) -> LogDir:
     """The log directory, refused when it holds no partition of `topic` (a listing, no Spark)."""
     log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(str(log_dir))
-    if not any(t == topic for t, _ in log.topic_partitions):
-        raise ConfigError(f"no partition of topic {topic!r} here", file=log.path)
+    log.check_topics([topic])
     return log
 
 
@@ -94,7 +104,7 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
     checkpoints = log.offset_checkpoints()
     cuts = as_of_offsets(as_of_offset, [p.partition for p in parts], topic) if as_of_offset is not None else {}
     ranges = []
-    for part in parts:
+    for part in progress.track(parts, "export", "plan", "partition"):
         if any(e.name.endswith(".swap") for e in part.in_flight):
             # a half-done swap: the live files may not be the log. Leftover `.deleted` and `.cleaned`
             # files (a broker's cleaner leaves `.deleted` ones for file.delete.delay.ms) are not part
@@ -121,6 +131,49 @@ def _check(mode: str, fmt: str | None = None) -> None:
         raise ConfigError(f"mode {mode!r}: expected one of {', '.join(MODES)}")
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+def check_output(
+    log_dir, output: str, fmt: str, *, overwrite: bool = False, incremental: bool = False, dead_letters=None
+) -> bool:
+    """Refuse an output export must not write, before anything is read (what the command line checks
+    before Spark starts): one that is, lies in or holds the log directory (as for the rewriting
+    commands); anything there but a table of `fmt` an export wrote (table_output.existing,
+    read_note); a table already there, unless `overwrite` or `incremental`. The same for the
+    dead-letter table `dead_letters`, which follows the table. Whether a table is there."""
+    if overwrite and incremental:
+        raise ConfigError("--overwrite writes the whole table again, --incremental only what is new: give one")
+    if incremental and fmt == "parquet":
+        raise ConfigError("parquet holds one-off snapshots: --incremental needs --format delta or iceberg")
+    source = log_dir.path if isinstance(log_dir, LogDir) else str(log_dir)
+    for path in filter(None, (output, dead_letters)):
+        check_outside(source, path)
+    if dead_letters and table_output.existing(dead_letters, fmt) and fmt != "parquet":
+        read_note(dead_letters, fmt)
+    if not table_output.existing(output, fmt):
+        return False
+    if fmt != "parquet":
+        read_note(output, fmt)  # a table no export wrote is refused, whatever the options
+    if not (overwrite or incremental):
+        instead = "" if fmt == "parquet" else " (a new version of it), --incremental applies only what is new"
+        raise ConfigError(f"a {fmt} table is there already: --overwrite replaces it{instead}", file=output)
+    return True
+
+
+def clamped_offsets(as_of_offset, ranges: list[PartitionRange], topic: str) -> dict[int, tuple[int, int]]:
+    """The partitions whose as-of offset lies past the end a read_committed consumer reads to (its last
+    stable offset), each said in a warning: {partition: (the as-of offset, the end read to)}."""
+    if as_of_offset is None:
+        return {}
+    asked = as_of_offsets(as_of_offset, [r.partition for r in ranges], topic)
+    clamped = {r.partition: (asked[r.partition], r.end) for r in ranges if asked[r.partition] > r.end}
+    for partition, (offset, end) in sorted(clamped.items()):
+        warnings.warn(
+            f"kafkalog: as-of offset {offset} of {topic}-{partition} lies past its end: read up to {end} "
+            "(the last stable offset)",
+            stacklevel=3,
+        )
+    return clamped
 
 
 def _rows(spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry):
@@ -155,6 +208,7 @@ def topic_table(
     if registry is None:
         registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
+    clamped_offsets(as_of_offset, ranges, topic)
     rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
     return rows if mode == "changelog" else rows.where(~rows[DELETED]).drop(DELETED)
 
@@ -162,7 +216,8 @@ def topic_table(
 @dataclass
 class ExportResult:
     """What a run did: the offsets the table holds now ({partition: end}, exclusive), the ranges it
-    read, and whether it committed."""
+    read, whether it committed, and the as-of offsets past a partition's end ({partition: (as-of
+    offset, end read to)})."""
 
     topic: str
     output: str
@@ -174,6 +229,7 @@ class ExportResult:
     incremental: bool = False
     dead_letter_path: str | None = None
     dead_letters: int = 0
+    clamped: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {
@@ -185,6 +241,11 @@ class ExportResult:
             "committed": self.committed,
             "endOffsets": {str(p): o for p, o in sorted(self.end_offsets.items())},
             "readOffsets": {str(r.partition): [r.start, r.end] for r in self.ranges},
+            **(
+                {"asOfPastEnd": {str(p): {"asOf": a, "end": e} for p, (a, e) in sorted(self.clamped.items())}}
+                if self.clamped
+                else {}
+            ),
             **(
                 {"deadLetters": self.dead_letters, "deadLetterTable": self.dead_letter_path}
                 if self.dead_letter_path
@@ -234,33 +295,37 @@ def export(
     as_of_offset=None,
     as_of_time: int | None = None,
     incremental: bool = False,
+    overwrite: bool = False,
     decoding: Decoding | None = None,
     registry: SchemaRegistry | None = None,
     **options,
 ) -> ExportResult:
     """Write the table of `topic` (see `topic_table`) to `output` as `format`, in one commit that notes
-    the offsets it holds. With `incremental`, a table an earlier export wrote gets only the records
-    past its note: upserts and deletes in one MERGE (`latest`), or appended (`changelog`); a run with
-    nothing new commits nothing. There JSON keys and values are parsed with the table's schema where
-    none is given (a field new since the table was written is not added: export it again whole).
+    the offsets it holds. A table already there is refused unless `overwrite` (a new version of it)
+    or `incremental`: then a table an earlier export wrote gets only the records past its note:
+    upserts and deletes in one MERGE (`latest`), or appended (`changelog`); a run with nothing new
+    commits nothing. There JSON keys and values are parsed with the table's schema where none is
+    given (a field new since the table was written is not added: export it again whole). A run that
+    fails leaves the output as it was (storage/table_output.py). `spark`: a session, or the Future
+    of one starting (spark/session.py's `start_session`), awaited once the plan is made.
     `options` are `Decoding`'s fields (or give `decoding`; `registry` as in `topic_table`). With
     ``on_decode_error="dead-letter"`` the records that do not decode are written, as their bytes and
-    why, to the table `dead_letter_path` (same format; appended by an incremental run), before the
-    table itself; none there, none written."""
+    why, to the table `dead_letter_path` (same format; appended by an incremental run), in the
+    same run; none there, none written."""
     _check(mode, format)
     decoding = decoding or Decoding(**options)
-    if incremental and format == "parquet":
-        raise ConfigError("parquet holds one-off snapshots: --incremental needs --format delta or iceberg")
+    dead_letter_path = decoding.dead_letter_path(output)
+    existed = check_output(
+        log_dir, output, format, overwrite=overwrite, incremental=incremental, dead_letters=dead_letter_path
+    )
     if registry is None:
         registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     ends = {r.partition: r.end for r in ranges}
     result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental)
-    result.dead_letter_path = decoding.dead_letter_path(output)
-    # a table that is there but no export wrote is refused, also when it would be overwritten
-    note = read_note(spark, output, format) if format != "parquet" else None
-    if not incremental:
-        note = None  # the whole table again, as a new version of it
+    result.dead_letter_path = dead_letter_path
+    result.clamped = clamped_offsets(as_of_offset, ranges, topic)
+    note = read_note(output, format) if incremental and existed else None  # else the whole table
     if note is not None:
         result.ranges = ranges = _since(ranges, note, topic, mode)
         if not any(r.end > r.start for r in ranges):
@@ -268,40 +333,71 @@ def export(
         # JSON without a given schema is parsed with the table's, not one inferred from the new records
         # alone, so that the MERGE or append meets the columns the table has
         decoding = decoding.with_table_schema(table_schema(output, format))
+    if isinstance(spark, Future) and not spark.done():
+        with progress.phase("export", "wait for Spark to start", total=1, unit="session"):
+            spark.result()
+    spark = started(spark)
     rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
     if note is None and mode == "latest":
         rows = rows.where(~rows[DELETED]).drop(DELETED)
-    rows, cached = _write_dead_letters(spark, rows, result, format, append=note is not None)
-    new_note = _note(topic, mode, ends)
-    try:
-        if note is None:  # the whole table
-            write_table(spark, rows, output, format, new_note)
-        elif mode == "changelog":
-            write_table(spark, rows, output, format, new_note, append=True)
-        else:
-            merge_latest(spark, rows, output, format, new_note, records=sum(r.end - r.start for r in ranges))
-    finally:
-        if cached is not None:
-            cached.unpersist()
+    totals = {"total": sum(r.end > r.start for r in ranges), "unit": "partition"}
+    with progress.phase("export", "write", **totals, feed=task_feed(spark)), ExitStack() as written:
+        target = written.enter_context(table_output.writing(output, format))
+        try:
+            _write(spark, rows, target, result, note, written)
+        except BaseException as err:
+            tasks_stopped(spark)  # before the files a failed commit added are taken back
+            if isinstance(err, Exception) and not isinstance(err, KafkaLogError):  # Spark's, the writers'
+                raise TableError(
+                    f"the export failed ({_cause(err)}); the output is left as it was", file=output
+                ) from err
+            raise
     result.committed = True
     return result
 
 
-def _write_dead_letters(spark, rows, result: ExportResult, fmt: str, *, append: bool):
-    """(the rows that decoded, the DataFrame to unpersist after the table's commit); those that did
-    not are written to the dead-letter table first (a run that then fails leaves them there, and its
-    rerun writes them again: a dead letter may repeat)."""
-    path = result.dead_letter_path
+_CAUSE = re.compile(r"^(?:[\w$]+\.)*(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def _cause(err: BaseException) -> str:
+    """One line of why a write failed: the last `SomeError: message` line of its text (Spark's holds
+    the Java and Python stacks), else its first line."""
+    found = _CAUSE.findall(str(err))
+    name, text = found[-1] if found else (type(err).__name__, (str(err).splitlines() or [""])[0])
+    return f"{name}: {text[:300]}"
+
+
+@raises_kafkalog_errors
+def _write(spark, rows, target: str, result: ExportResult, note: dict | None, written: ExitStack) -> None:
+    """The table's rows (the dead letters to theirs first) to `target`, where `result.output` is written."""
+    rows = _write_dead_letters(spark, rows, result, append=note is not None, written=written)
+    new_note = _note(result.topic, result.mode, result.end_offsets)
+    if note is None:  # the whole table
+        write_table(spark, rows, target, result.format, new_note)
+    elif result.mode == "changelog":
+        write_table(spark, rows, target, result.format, new_note, append=True)
+    else:
+        records = sum(r.end - r.start for r in result.ranges)
+        merge_latest(spark, rows, target, result.format, new_note, records=records)
+
+
+def _write_dead_letters(spark, rows, result: ExportResult, *, append: bool, written: ExitStack):
+    """The rows that decoded; those that did not are written to the dead-letter table first, which is
+    published with the table, or left as it was when the table's commit fails (an append already
+    committed to an existing one stays: its rerun writes them again, so a dead letter may repeat)."""
+    path, fmt = result.dead_letter_path, result.format
     if path is None:
-        return rows, None
+        return rows
     rows = rows.persist()  # decoded once, for the dead letters' count, their table and the table
+    written.callback(rows.unpersist)
     good, dead = split_dead_letters(rows)
     result.dead_letters = dead.count()
     if result.dead_letters:
         exists = append and tables.notes(path, fmt) is not None
-        write_table(spark, dead, path, fmt, {"deadLettersOf": result.output, "topic": result.topic}, append=exists)
+        target = written.enter_context(table_output.writing(path, fmt))
+        write_table(spark, dead, target, fmt, {"deadLettersOf": result.output, "topic": result.topic}, append=exists)
         warnings.warn(
             f"kafkalog: {result.dead_letters} records did not decode: they are in the dead-letter table {path}",
             stacklevel=3,
         )
-    return good, rows
+    return good

@@ -20,6 +20,7 @@ from .. import tuning
 from ..errors import ConfigError
 from ..storage import tables
 from ..storage.tables import DELETED, NOTE_KEY
+from .context import spark_context
 from .session import delta_configured
 
 FORMATS = ("delta", "iceberg", "parquet")
@@ -55,7 +56,7 @@ def _parse(text: str, fmt: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def read_note(spark, path: str, fmt: str) -> dict | None:
+def read_note(path: str, fmt: str) -> dict | None:
     """The note of the latest commit of the table at `path` that carries one; None when there is no
     table. A table without any note was not written by an export: refused."""
     if fmt not in ("delta", "iceberg"):
@@ -67,7 +68,25 @@ def read_note(spark, path: str, fmt: str) -> dict | None:
         note = _parse(text, fmt)
         if note is not None:
             return note
-    raise ConfigError(f"{path} is a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
+    raise ConfigError(f"a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
+
+
+def tasks_stopped(spark, timeout_s: float = 60.0) -> None:
+    """Wait until no executor runs a task (at most `timeout_s`): the tasks of a failed write that
+    were still running are killed asynchronously, and one could add a file to the table after the
+    failed commit's files were taken back. A Spark Connect session has no tracker to ask."""
+    import time
+
+    context = spark_context(spark)
+    if context is None:
+        return
+    deadline = time.monotonic() + timeout_s
+    try:
+        tracker = context._jsc.sc().statusTracker()
+        while any(e.numRunningTasks() for e in tracker.getExecutorInfos()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    except Exception:  # the session is going away (an interrupt stopped it): no task runs on
+        return
 
 
 def table_schema(path: str, fmt: str):

@@ -52,25 +52,37 @@ def check_output(log_dir: str, output: str) -> tuple[LogFileSystem, str]:
         if _same(in_fs, source, fs, path):
             raise LogDirError("the output is the input log directory; omit --output to rewrite in place", file=path)
         raise LogDirError("the output must not exist or be an empty directory; choose a new one", file=path)
-    check_outside(log_dir, output, "the output")
+    check_outside(log_dir, output)
+    check_no_staging(fs, path)
+    return fs, path
+
+
+def check_outside(log_dir: str, path_or_uri: str, what: str = "the output") -> None:
+    """Refuse `path_or_uri` (`what` it is: the output, the ledger) where it is the log directory,
+    lies inside it or holds it: a run would write among the files it reads, or replace them."""
+    in_fs, source = LogFileSystem.for_path(log_dir)
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    if in_fs.is_local != fs.is_local:
+        return
+    out, log_path = _real(fs, path), _real(in_fs, source)
+    if out == log_path:
+        raise LogDirError(f"{what} is the input log directory; choose a directory outside it", file=path)
+    if _inside(out, log_path):
+        raise LogDirError(
+            f"{what} lies inside the input log directory {source}; choose a directory outside it", file=path
+        )
+    if _inside(log_path, out):
+        raise LogDirError(f"{what} holds the input log directory {source}; choose another", file=path)
+
+
+def check_no_staging(fs: LogFileSystem, path: str) -> None:
+    """Refuse to start while a staging directory of `path` is there: an earlier run that did not finish."""
     staging = path + STAGING_SUFFIX
     if fs.exists(staging):
         raise LogDirError(
             "an earlier run that did not finish left this staging directory; remove it (it is an "
             "incomplete copy) and run again",
             file=staging,
-        )
-    return fs, path
-
-
-def check_outside(log_dir: str, path_or_uri: str, what: str) -> None:
-    """Refuse `path_or_uri` (`what` it is: the output, the ledger) where it is the log directory or
-    lies inside it, where the rewrite would read it as part of the log, or the log's files be changed."""
-    in_fs, source = LogFileSystem.for_path(log_dir)
-    fs, path = LogFileSystem.for_path(path_or_uri)
-    if in_fs.is_local == fs.is_local and _inside(_real(fs, path), _real(in_fs, source)):
-        raise LogDirError(
-            f"{what} lies inside the input log directory {source}; choose a directory outside it", file=path
         )
 
 

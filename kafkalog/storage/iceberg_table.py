@@ -7,6 +7,11 @@ Iceberg's Spark runtime is not used: its newest release (1.12.0) has no build fo
 `SparkView`, checked 2026-11-27). pyiceberg has no Hadoop catalog, so `PathCatalog` is one for a
 single table: a commit writes the next `v<N>.metadata.json`, refusing one that exists (another
 writer got there first), and then the hint, which readers take as a starting point only.
+
+A table written under its staging directory (`<path>.kafkalog-incomplete`, storage/table_output.py)
+is written with its final location: its metadata names its files by absolute path, so they must
+name where the table will be once renamed into place. `StagedFileIO` puts them in the staging
+directory meanwhile.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import pyarrow as pa
 
 from ..errors import ConfigError
 from ..extras import require
+from .destination import STAGING_SUFFIX
 
 IDENTIFIER = ("kafkalog", "table")
 _VERSION = re.compile(r"v(\d+)\.metadata\.json$")
@@ -27,18 +33,37 @@ def _catalog_class():
     require("pyiceberg", "an Iceberg table")
     from pyiceberg.catalog import MetastoreCatalog
     from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+    from pyiceberg.io.pyarrow import PyArrowFileIO
     from pyiceberg.serializers import FromInputFile, ToOutputFile
     from pyiceberg.table import CommitTableResponse, Table
 
     def unsupported(*_args, **_kwargs):
         raise NotImplementedError("a table on a path has no catalog of namespaces, views or other tables")
 
-    class PathCatalog(MetastoreCatalog):
-        """Iceberg's Hadoop catalog layout for the one table at `location`."""
+    class StagedFileIO(PyArrowFileIO):
+        """The files of the table at `location`, written and read under `physical` instead."""
 
-        def __init__(self, location: str):
+        def __init__(self, properties, location: str, physical: str):
+            super().__init__(properties)
+            self.location, self.physical = location, physical
+
+        def parse_location(self, location: str, properties=None) -> tuple[str, str, str]:  # type: ignore[override]
+            scheme, netloc, path = PyArrowFileIO.parse_location(location, properties or {})
+            return scheme, netloc, _moved(path, self.location, self.physical)
+
+    class PathCatalog(MetastoreCatalog):
+        """Iceberg's Hadoop catalog layout for the one table at `location`, its files under
+        `physical` (default: `location`)."""
+
+        def __init__(self, location: str, physical: str | None = None):
             super().__init__("kafkalog")
             self.location = location.rstrip("/")
+            self.physical = (physical or location).rstrip("/")
+
+        def _load_file_io(self, properties=None, location=None):
+            if self.physical == self.location:
+                return super()._load_file_io(properties or {}, location)
+            return StagedFileIO({**self.properties, **(properties or {})}, self.location, self.physical)
 
         def _metadata(self, version: int) -> str:
             return f"{self.location}/metadata/v{version}.metadata.json"
@@ -97,7 +122,7 @@ def _catalog_class():
             """Write `v<version>.metadata.json` (refused if there: a concurrent commit), then the hint.
             The metadata file is written under a temporary name and linked into place, so a reader
             never sees half of it."""
-            path = self._metadata(version)
+            path = _moved(self._metadata(version), self.location, self.physical)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             temporary = f"{path}.{os.getpid()}.tmp"
             io = self._load_file_io(location=temporary)
@@ -108,7 +133,7 @@ def _catalog_class():
                 raise CommitFailedException(f"another writer committed version {version} of {self.location}") from None
             finally:
                 os.unlink(temporary)
-            hint = f"{self.location}/metadata/version-hint.text"
+            hint = f"{self.physical}/metadata/version-hint.text"
             with open(f"{hint}.tmp", "w") as f:
                 f.write(str(version))
             os.replace(f"{hint}.tmp", hint)
@@ -126,8 +151,19 @@ def _local(path: str) -> str:
     return os.path.abspath(path.removeprefix("file://"))
 
 
+def _moved(path: str, location: str, physical: str) -> str:
+    """`path` of a file of the table at `location`, under `physical` instead."""
+    if path == location or path.startswith(location + "/"):
+        return physical + path[len(location) :]
+    return path
+
+
 def catalog(path: str):
-    return _catalog_class()(_local(path))
+    """The catalog of the table at `path`; one at a staging directory is the final table's, staged."""
+    local = _local(path)
+    if local.endswith(STAGING_SUFFIX):
+        return _catalog_class()(local.removesuffix(STAGING_SUFFIX), local)
+    return _catalog_class()(local)
 
 
 def notes(path: str, key: str) -> list[str] | None:

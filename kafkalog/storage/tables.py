@@ -147,26 +147,31 @@ def write_table(
 def merge_table(path_or_uri: str, changes: pa.Table, on: tuple[str, ...], fmt: str, *, note: str | None = None) -> None:
     """Apply `changes` (one row per `on` identity; `DELETED` true deletes the row, false replaces or
     inserts it, without that column) to the Delta or Iceberg table at `path_or_uri` in one commit
-    carrying `note`."""
-    if fmt == "iceberg":
-        from .iceberg_table import merge
+    carrying `note`. Errors of the writers name the table."""
+    try:
+        if fmt == "iceberg":
+            from .iceberg_table import merge
 
-        merge(path_or_uri, changes, on, DELETED, {NOTE_KEY: note} if note is not None else {})
-        return
-    require("deltalake", "a Delta table", path_or_uri)
-    from deltalake import CommitProperties, DeltaTable
+            merge(path_or_uri, changes, on, DELETED, {NOTE_KEY: note} if note is not None else {})
+            return
+        require("deltalake", "a Delta table", path_or_uri)
+        from deltalake import CommitProperties, DeltaTable
 
-    commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
-    match = " AND ".join(f't."{c}" = s."{c}"' for c in on)
-    values = {c: f's."{c}"' for c in changes.column_names if c != DELETED}
-    (
-        DeltaTable(path_or_uri)
-        .merge(changes, match, source_alias="s", target_alias="t", commit_properties=commit)
-        .when_matched_delete(f's."{DELETED}"')
-        .when_matched_update(values)
-        .when_not_matched_insert(values, f'NOT s."{DELETED}"')
-        .execute()
-    )
+        commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
+        match = " AND ".join(f't."{c}" = s."{c}"' for c in on)
+        values = {c: f's."{c}"' for c in changes.schema.names if c != DELETED}
+        (
+            DeltaTable(path_or_uri)
+            .merge(changes, match, source_alias="s", target_alias="t", commit_properties=commit)
+            .when_matched_delete(f's."{DELETED}"')
+            .when_matched_update(values)
+            .when_not_matched_insert(values, f'NOT s."{DELETED}"')
+            .execute()
+        )
+    except KafkaLogError:
+        raise
+    except Exception as err:  # as write_table's
+        raise TableError(f"cannot merge into the table: {type(err).__name__}: {err}", file=path_or_uri) from err
 
 
 def delta_data_bytes(path_or_uri: str) -> int:

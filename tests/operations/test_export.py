@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from kafkalog import tuning
-from kafkalog.errors import ConfigError
-from kafkalog.operations.export import as_of_offsets, partition_ranges
+from kafkalog.errors import ConfigError, LogDirError
+from kafkalog.operations.export import as_of_offsets, clamped_offsets, partition_ranges
 from kafkalog.spark.scan_plan import ScanFilter, plan_scan
 from kafkalog.spark.topic_table import committed_batches, last_per_key
 from kafkalog.spark.views import read_task
@@ -129,8 +129,8 @@ def test_as_of_time_cuts_where_offsets_for_times_answers(topic):
 
 def test_an_unknown_topic_and_both_as_of_points_are_refused(topic):
     root, _, _ = topic
-    with pytest.raises(ConfigError, match="no partition of topic 'nope'"):
-        partition_ranges(root, "nope")
+    with pytest.raises(LogDirError, match="no partition of topic 'ordrs'.*; did you mean 'orders'"):
+        partition_ranges(root, "ordrs")
     with pytest.raises(ConfigError, match="not both"):
         partition_ranges(root, TOPIC, as_of_offset=3, as_of_time=T0)
 
@@ -178,7 +178,7 @@ def test_the_command_refuses_an_unknown_topic_before_spark_starts(topic):
     )
     assert done.returncode == 2 and time.perf_counter() - start < 5, done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert line == f"kafkalog export: {topic[0]}: no partition of topic 'nope' here"
+    assert line == f"kafkalog export: {topic[0]}: no partition of topic 'nope' in this log directory"
 
 
 @pytest.mark.parametrize(
@@ -260,3 +260,145 @@ def test_a_format_without_its_extra_says_which_to_install(monkeypatch, fmt, miss
     ):
         Decoding(value_format=fmt)
     Decoding(value_format="json-schema")  # read as JSON: nothing to install
+
+
+def test_an_as_of_offset_past_the_end_is_said(topic):
+    root, _, _ = topic
+    ranges = partition_ranges(root, TOPIC, as_of_offset={0: 10**9, 1: 5})
+    end = partition_ranges(root, TOPIC)[0].end  # partition 0's last stable offset
+    with pytest.warns(UserWarning, match=f"as-of offset {10**9} of {TOPIC}-0 lies past its end: read up to {end}"):
+        assert clamped_offsets({0: 10**9, 1: 5}, ranges, TOPIC) == {0: (10**9, end)}
+    assert clamped_offsets(None, ranges, TOPIC) == {}
+
+
+# -- what export refuses before Spark starts: exit 2, one line naming the path, nothing changed ---------
+
+
+def tree(root) -> dict:
+    from pathlib import Path
+
+    return {str(p): (p.read_bytes() if p.is_file() else None) for p in sorted(Path(root).rglob("*"))}
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    from kafkalog.spark import session
+
+    def started(**_):
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr(session, "start_session", started)
+    monkeypatch.setattr(session, "local_session", started)
+
+
+def export_table(path: str, fmt: str, note: dict | None) -> None:
+    """A table as an export writes it, its commit carrying `note` (None: a table no export wrote)."""
+    import json
+
+    import pyarrow as pa
+
+    from kafkalog.storage import tables
+
+    text = None if note is None else json.dumps({tables.NOTE_KEY: note} if fmt == "delta" else note)
+    tables.write_table(path, pa.table({"key": [b"k"], "value": [b"v"]}), fmt, note=text)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "output in a partition dir",
+        "output in the log dir",
+        "output is the log dir",
+        "output holds the log dir",
+        "a table is there",
+        "an iceberg table is there",
+        "a table no export wrote, overwritten",
+        "incremental into a parquet dir",
+        "parquet into an existing dir",
+        "dead letters in the log dir",
+        "a missing topic",
+        "a killed run's staging directory",
+        "a killed run's moved-aside directory",
+    ],
+)
+def test_export_refuses_before_spark_starts(topic, tmp_path, no_spark, capsys, case):
+    import shutil
+
+    from kafkalog.cli import main
+
+    logs = tmp_path / "logs"
+    shutil.copytree(topic[0], logs)
+    note = {"topic": TOPIC, "mode": "latest", "endOffsets": {"0": 1, "1": 1}}
+    out, options = tmp_path / "out", []
+    if case == "output in a partition dir":
+        out = logs / f"{TOPIC}-0" / "tbl"
+    elif case == "output in the log dir":
+        out = logs / "orders-export"
+    elif case == "output is the log dir":
+        out = logs
+    elif case == "output holds the log dir":
+        out = tmp_path
+    elif case == "a table is there":
+        export_table(str(out), "delta", note)
+    elif case == "an iceberg table is there":
+        export_table(str(out), "iceberg", note)
+        options = ["--format", "iceberg"]
+    elif case == "a table no export wrote, overwritten":
+        export_table(str(out), "delta", None)
+        options = ["--overwrite"]
+    elif case == "incremental into a parquet dir":
+        out.mkdir()
+        (out / "part-0.parquet").write_bytes(b"PAR1")
+        options = ["--incremental"]
+    elif case == "parquet into an existing dir":
+        out.mkdir()
+        (out / "part-0.parquet").write_bytes(b"PAR1")
+        options = ["--format", "parquet"]
+    elif case == "dead letters in the log dir":
+        options = ["--value-format", "string", "--on-decode-error", "dead-letter", "--dead-letter", str(logs / "dead")]
+    elif case == "a killed run's staging directory":  # a kill -9 while a new table was written
+        (tmp_path / "out.kafkalog-incomplete" / "_delta_log").mkdir(parents=True)
+    elif case == "a killed run's moved-aside directory":  # a kill -9 while a Parquet directory was replaced
+        (tmp_path / "out.kafkalog-replaced").mkdir()
+        options = ["--format", "parquet", "--overwrite"]
+    before = tree(tmp_path)
+    topic_name = "ordrs" if case == "a missing topic" else TOPIC
+    assert main(["export", str(logs), "--topic", topic_name, "--output", str(out), *options]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    named = {
+        "a missing topic": str(logs),
+        "dead letters in the log dir": str(logs / "dead"),
+        "a killed run's staging directory": f"{out}.kafkalog-incomplete",
+        "a killed run's moved-aside directory": f"{out}.kafkalog-replaced",
+    }.get(case, str(out))
+    assert named in err
+    expect = {
+        "a table is there": "--overwrite replaces it",
+        "an iceberg table is there": "--overwrite replaces it",
+        "a table no export wrote, overwritten": "no kafkalog export wrote",
+        "incremental into a parquet dir": "holds files but no delta table",
+        "parquet into an existing dir": "--overwrite replaces it",
+        "a missing topic": "did you mean 'orders'",
+        "output holds the log dir": "holds the input log directory",
+        "output is the log dir": "is the input log directory",
+        "a killed run's staging directory": "an earlier run that did not finish left this staging directory",
+        "a killed run's moved-aside directory": "rename it back to",
+    }.get(case, "inside the input log directory")
+    assert expect in err
+    assert tree(tmp_path) == before
+
+
+def test_a_failed_writes_cause_is_one_line():
+    from kafkalog.operations.export import _cause
+
+    spark_text = (
+        "An error occurred while calling o91.save.\n: org.apache.spark.SparkException: Job aborted due to stage "
+        "failure: Task 0 in stage 3.0 failed 1 times\n\tat org.apache.spark.scheduler.DAGScheduler.fail(x.scala:1)\n"
+        "Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        "  File \"worker.py\", line 1, in main\nPermissionError: [Errno 13] Permission denied: '/logs/o-0/0.log'\n"
+        "\n\tat org.apache.spark.api.python.BasePythonRunner.read(x.scala:2)\n"
+    )
+    assert _cause(RuntimeError(spark_text)) == "PermissionError: [Errno 13] Permission denied: '/logs/o-0/0.log'"
+    assert _cause(OSError("java.io.IOException: No space left on device")) == "IOException: No space left on device"
+    assert _cause(ValueError("two\nlines")) == "ValueError: two"
