@@ -124,7 +124,9 @@ class Partition:
         )
 
     def ensure_settled(self) -> None:
-        """Refuse a partition that a rewrite left half swapped: its live files may not be the log."""
+        """Refuse a partition that a rewrite left half swapped, or where a segment file's name is not
+        a regular file (`ensure_regular_files`): its live files may not be the log."""
+        self.ensure_regular_files()
         if self.in_flight:
             names = ", ".join(sorted(e.name for e in self.in_flight)[:5])
             raise LogDirError(
