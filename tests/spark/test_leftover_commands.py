@@ -66,12 +66,18 @@ def test_compact_completes_the_verified_swap_and_leaves_a_partition_with_a_direc
     assert _records(hostile / "orders-0") == _records(reference / "orders-0")
 
 
-@pytest.mark.parametrize("kind", ["valid", "truncated_copy"])
+@pytest.mark.parametrize("kind", ["valid", "truncated_copy", "directory"])
 def test_a_two_dir_purge_with_the_leftover_in_its_second_dir(spark, small, tmp_path, capsys, kind):
-    """The verified swap is completed and both copies are purged alike; a `.swap` cut short is
-    refused before either copy changes: exit 2, one line naming it."""
+    """The verified swap is completed and both copies are purged alike; a `.swap` cut short, or a
+    directory named as a segment's index, is refused before either copy changes: exit 2, one line
+    naming it."""
     first, second = _copy(small, tmp_path / "a"), _copy(small, tmp_path / "b")
-    swap = _mid_swap(second / "orders-0", kind)
+    if kind == "directory":
+        swap = second / "orders-0" / f"{SWAPPED:020d}.index"
+        swap.unlink()
+        swap.mkdir()
+    else:
+        swap = _mid_swap(second / "orders-0", kind)
     before = {first: _snapshot(first), second: _snapshot(second)}
     keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
     keys.write_text("key-000015\nkey-000002\n")
@@ -86,5 +92,8 @@ def test_a_two_dir_purge_with_the_leftover_in_its_second_dir(spark, small, tmp_p
         return
     assert code == 2
     line = _error_line(capsys, "purge")
-    assert f"{swap}, byte " in line and f"taking {STRAY} for an unfinished step 1" in line, line
+    if kind == "directory":
+        assert f"{swap}: a directory holds the name of a segment file" in line, line
+    else:
+        assert f"{swap}, byte " in line and f"taking {STRAY} for an unfinished step 1" in line, line
     assert {first: _snapshot(first), second: _snapshot(second)} == before
