@@ -97,9 +97,7 @@ class Partition:
         self.ensure_regular_files()
         if not self.misnamed:
             return
-        path, reason = min(self.misnamed.items())
-        more = len(self.misnamed) - 1
-        others = f" ({more} more such file{'s' if more > 1 else ''}; `kafkalog validate` lists them)" if more else ""
+        path, reason, others = first_of(self.misnamed, "file", "files")
         raise LogDirError(
             f"not a segment file name Kafka writes: {reason}{others}. kafkalog does not rewrite a "
             "partition whose file names it cannot trust; rename or remove the file",
@@ -114,9 +112,7 @@ class Partition:
         fail to delete it, half done. kafkalog does not rewrite or recover such a partition."""
         if not self.irregular:
             return
-        path, kind = min(self.irregular.items())
-        more = len(self.irregular) - 1
-        others = f" ({more} more such entr{'ies' if more > 1 else 'y'}; `kafkalog validate` lists them)" if more else ""
+        path, kind, others = first_of(self.irregular, "entry", "entries")
         raise LogDirError(
             f"{kind} holds the name of a segment file{others}; only regular files are segments, indexes and "
             "leftovers of a swap. kafkalog does not rewrite this partition; move the entry out of it",
@@ -194,6 +190,18 @@ class Partition:
     def read_file(self, name: str) -> bytes | None:
         entry = self.files.get(name)
         return None if entry is None else self.fs.read_bytes(entry.path)
+
+
+def first_of(found: dict[str, str], one: str, many: str) -> tuple[str, str, str]:
+    """The first path of `found` (path -> why it is refused), its reason, and what a refusal naming
+    it says of the others: " (2 more such files; `kafkalog validate` lists them)", or ""."""
+    path, reason = min(found.items())
+    more = len(found) - 1
+    return (
+        path,
+        reason,
+        f" ({more} more such {one if more == 1 else many}; `kafkalog validate` lists them)" if more else "",
+    )
 
 
 def _misnamed(entries: list[FileEntry]) -> dict[str, str]:

@@ -18,6 +18,13 @@ with its size) and removes it after step 4. Recovery completes the `.swap` files
 they are, without the coverage check; any other `.swap` (Kafka's cleaner's, or one no rewrite made)
 must cover what it replaces. Kafka's loader ignores the file (its name has none of a segment's
 suffixes).
+
+Kafka's loader takes any `.cleaned` file for the sign of an unfinished step 1 and deletes the `.swap`
+files at or above it. Where the directory shows the swap past its step 1 (a segment's `.deleted`
+file, or a `.log.swap` whose offsets no live segment holds), the `.cleaned` file is a stray and those
+`.swap` files may be the only copy: recovery completes them once they pass the checks, and refuses
+the partition otherwise. Only regular files are a swap's files: an entry of another kind under such
+a name makes the swap and recovery refuse the partition (`Partition.ensure_regular_files`).
 """
 
 from __future__ import annotations
@@ -170,7 +177,8 @@ def recover_partition(fs: LogFileSystem, partition_dir: str, listing: list[FileE
     """Finish or roll back an interrupted swap as Kafka's LogLoader does; returns what it did.
 
     `.deleted` files go; `.swap` files at or above the lowest `.cleaned` base offset belong to an
-    incomplete step 1 and go, with every `.cleaned` file; the remaining `.swap` segments won, so
+    incomplete step 1 and go, with every `.cleaned` file (unless the directory shows the swap past
+    its step 1, `_past_step_one`: then they won too); the remaining `.swap` segments won, so
     live files whose base offset lies in their offset range are deleted and the swaps renamed. When
     a replacement won, the producer snapshots it would have deleted in step 4 go as Kafka's loader
     removes stray snapshots. Unlike Kafka's loader, the winning swaps are read and checked first

@@ -11,15 +11,11 @@ from pathlib import Path
 import pytest
 
 from kafkalog.cli import main
-from tests import leftovers
+from tests.storage.test_leftover_sets import NOW, STRAY, SWAPPED, _mid_swap
 
 from .test_bad_input import _error_line, _records, _snapshot
 
 pytestmark = pytest.mark.spark
-
-NOW = "1700100000000"
-SWAPPED = 83  # orders-0's second segment: offsets 83-166
-STRAY = "00000000000000000000.log.cleaned"
 
 
 @pytest.fixture(scope="module")
@@ -32,14 +28,6 @@ def small(tmp_path_factory) -> Path:
 def _copy(small: Path, target: Path) -> Path:
     shutil.copytree(small, target)
     return target
-
-
-def _mid_swap(partition: Path, kind: str = "valid") -> Path:
-    """The issue's loop: segment 83's files copied to `.swap` and renamed `.deleted`, a stray
-    `.cleaned` at 0 (a `.swap` of `kind`, tests/leftovers.py)."""
-    swap, _, _ = leftovers.make_swap(partition, SWAPPED, kind, "deleted")
-    (partition / STRAY).touch()
-    return swap
 
 
 def test_compact_completes_the_verified_swap_and_leaves_a_partition_with_a_directory_index(
@@ -77,7 +65,7 @@ def test_a_two_dir_purge_with_the_leftover_in_its_second_dir(spark, small, tmp_p
         swap.unlink()
         swap.mkdir()
     else:
-        swap = _mid_swap(second / "orders-0", kind)
+        swap = _mid_swap(second / "orders-0", kind, "deleted")
     before = {first: _snapshot(first), second: _snapshot(second)}
     keys, secret = tmp_path / "keys.txt", tmp_path / "secret"
     keys.write_text("key-000015\nkey-000002\n")
