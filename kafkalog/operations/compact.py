@@ -338,8 +338,8 @@ def _recovered(opened: LogDir, resolver: ConfigResolver, target: Destination) ->
         if not resolver.for_topic(tp[0]).compact:
             continue
         listed[tp] = part = opened.partition(*tp)
-        # a partition with misnamed files is not recovered: the plan makes it uncleanable
-        if part.misnamed or not needs_recovery(part.listing):
+        # a partition with misnamed or irregular files is not recovered: the plan makes it uncleanable
+        if part.misnamed or part.irregular or not needs_recovery(part.listing):
             continue
         try:
             if recover_partition(opened.fs, part.path, part.listing):

@@ -105,10 +105,11 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
     cuts = as_of_offsets(as_of_offset, [p.partition for p in parts], topic) if as_of_offset is not None else {}
     ranges = []
     for part in progress.track(parts, "export", "plan", "partition"):
-        if any(e.name.endswith(".swap") for e in part.in_flight):
-            # a half-done swap: the live files may not be the log. Leftover `.deleted` and `.cleaned`
-            # files (a broker's cleaner leaves `.deleted` ones for file.delete.delay.ms) are not part
-            # of the log: Kafka's loader deletes them, and reading the live files is reading the log.
+        if part.irregular or any(e.name.endswith(".swap") for e in part.in_flight):
+            # a half-done swap, or a segment's name that is not a regular file: the live files may
+            # not be the log. Leftover `.deleted` and `.cleaned` files (a broker's cleaner leaves
+            # `.deleted` ones for file.delete.delay.ms) are not part of the log: Kafka's loader
+            # deletes them, and reading the live files is reading the log.
             part.ensure_settled()
         # what a broker loading the log dir computes: the last stable offset of its producer state
         end = partition_state(part, replay_partition, **checkpoints.of((part.topic, part.partition)))

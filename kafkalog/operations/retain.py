@@ -544,6 +544,9 @@ def _plan(
     tiered = any(remote_log_enabled(configs[t], t) for t, _ in selected)
     remote_view = open_remote_log(log_dir, remote_storage) if tiered else None
     parts = {tp: log_dir.partition(*tp) for tp in sorted(selected)}
+    for tp, part in parts.items():  # before an interrupted swap is recovered by names it cannot trust
+        if not is_kraft_metadata(tp[0]):
+            part.ensure_well_named()
     if not dry_run:  # every leftover swap is checked before any partition is recovered
         for tp, part in parts.items():
             if part.in_flight and not is_kraft_metadata(tp[0]):
@@ -554,7 +557,6 @@ def _plan(
         if is_kraft_metadata(tp[0]):  # reported, never retained
             report.partitions.append(_skipped(tp, part, configs[tp[0]], KRAFT_METADATA_NOT_REWRITTEN))
             continue
-        part.ensure_well_named()  # before an interrupted swap is recovered by names it cannot trust
         recovered = []
         if part.in_flight or part.orphan_indexes:
             if dry_run:
@@ -573,6 +575,8 @@ def _plan(
             missing_high_watermark=missing_high_watermark,
             remote=_remote_log(part, configs[tp[0]], remote_view),
         )
+        if plan.segments_change:  # retention by size or offset counts on segments that do not overlap
+            part.ensure_segments_apart()
         plan.recovered = recovered
         report.partitions.append(plan)
         work.append((part, plan))

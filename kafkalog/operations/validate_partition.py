@@ -173,6 +173,14 @@ class PartitionChecks:
                 "their 20-digit names, and kafkalog does not rewrite this partition",
                 file,
             )
+        for file, kind in sorted(part.irregular.items()):
+            self.findings.add(
+                "partition.not_regular",
+                ERROR,
+                f"{kind}, not a regular file, holds a segment file's name: Kafka's loader skips it, and "
+                "kafkalog neither reads it nor rewrites this partition",
+                file,
+            )
         damaged = self._check_swaps(part, path)
         for entry in part.in_flight:
             if entry.path == damaged:

@@ -67,6 +67,7 @@ CHECKS = (
     "partition_metadata.parse",
     "partition.leftover",
     "partition.file_name",
+    "partition.not_regular",
     "partition.orphan_index",
     "partition.empty",
     "partition.illegal_name",

@@ -101,6 +101,7 @@ class FileEntry(NamedTuple):
     size: int
     mtime_ms: int
     is_dir: bool
+    is_file: bool = True  # a regular file, or a link to one (not a directory, FIFO, socket or device)
 
 
 class LogFileSystem:
@@ -184,6 +185,17 @@ class LogFileSystem:
             return
         if not stat.S_ISREG(mode):
             raise LogDirError(f"{_file_kind(mode)}, not a regular file: kafkalog reads only regular files", file=path)
+
+    def kind(self, path: str) -> str:
+        """What the entry at `path`, which is not a regular file, is: "a directory", "a FIFO (named
+        pipe)", ... (through a symbolic link, "a symbolic link to a directory", ...)."""
+        if not self.is_local:
+            return "a directory" if self.is_dir(path) else "not a regular file"
+        try:
+            kind = _file_kind(os.stat(path).st_mode)
+        except OSError:
+            return "a symbolic link to nothing" if os.path.islink(path) else "not a regular file"
+        return f"a symbolic link to {kind}" if os.path.islink(path) else kind
 
     @_writes("write")
     def write_bytes(self, path: str, data: bytes) -> None:
@@ -310,7 +322,10 @@ class _Output:
 
 def _entry(info: pafs.FileInfo) -> FileEntry:
     mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
-    return FileEntry(info.base_name, info.path, info.size or 0, mtime, info.type == pafs.FileType.Directory)
+    kind = info.type
+    return FileEntry(
+        info.base_name, info.path, info.size or 0, mtime, kind == pafs.FileType.Directory, kind == pafs.FileType.File
+    )
 
 
 def _file_kind(mode: int) -> str:

@@ -24,7 +24,7 @@ from .naming import (
     parse_partition_dir_name,
     parse_segment_file_name,
 )
-from .partition import Partition
+from .partition import Partition, first_of
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
@@ -119,11 +119,7 @@ class LogDir:
         such directory (by path) and counts the others."""
         if not self.illegal_dirs:
             return
-        path, reason = min(self.illegal_dirs.items())
-        more = len(self.illegal_dirs) - 1
-        others = (
-            f" ({more} more such director{'y' if more == 1 else 'ies'}; `kafkalog validate` lists them)" if more else ""
-        )
+        path, reason, others = first_of(self.illegal_dirs, "directory", "directories")
         raise LogDirError(
             f"not a partition directory Kafka could have made: {reason}{others}. kafkalog does not "
             "rewrite a log directory holding one; rename it or move it out first",

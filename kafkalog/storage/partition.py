@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import LogDirError
+from ..errors import KafkaLogError, LogDirError
 from ..rules.aborted_txn import AbortedTxn
 from .fs import FileEntry, LogFileSystem
 from .naming import (
@@ -34,6 +34,7 @@ class Partition:
     files: dict[str, FileEntry] = field(default_factory=dict)  # leader-epoch-checkpoint, partition.metadata
     kraft_snapshots: dict[tuple[int, int], FileEntry] = field(default_factory=dict)  # (end offset, epoch)
     misnamed: dict[str, str] = field(default_factory=dict)  # path -> why its name is not Kafka's
+    irregular: dict[str, str] = field(default_factory=dict)  # path -> what holds a segment file's name
     listing: list[FileEntry] = field(default_factory=list)  # the directory's entries, as opened
 
     @classmethod
@@ -51,7 +52,9 @@ class Partition:
         part.listing = entries
         part.misnamed = _misnamed(entries)
         for entry in entries:
-            if entry.is_dir:
+            if not entry.is_file:
+                if parse_segment_file_name(entry.name) is not None:
+                    part.irregular[entry.path] = fs.kind(entry.path)
                 continue
             if entry.name in (LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, QUORUM_STATE):
                 part.files[entry.name] = entry
@@ -88,27 +91,72 @@ class Partition:
         """Refuse a partition with a segment, index or snapshot file whose base offset is not written
         in Kafka's 20 digits (`94.log`, or `0000000000000000094.log` beside `00000000000000000094.log`):
         two files may then claim one base offset, and a broker, which opens a segment's files by
-        their 20-digit names, would not read what the name says. The commands that rewrite a
+        their 20-digit names, would not read what the name says. Also refuse one where such a name,
+        or a leftover's, is not a regular file (`ensure_regular_files`). The commands that rewrite a
         partition call this before anything else (before an interrupted swap is recovered)."""
+        self.ensure_regular_files()
         if not self.misnamed:
             return
-        path, reason = min(self.misnamed.items())
-        more = len(self.misnamed) - 1
-        others = f" ({more} more such file{'s' if more > 1 else ''}; `kafkalog validate` lists them)" if more else ""
+        path, reason, others = first_of(self.misnamed, "file", "files")
         raise LogDirError(
             f"not a segment file name Kafka writes: {reason}{others}. kafkalog does not rewrite a "
             "partition whose file names it cannot trust; rename or remove the file",
             file=path,
         )
 
+    def ensure_regular_files(self) -> None:
+        """Refuse a partition where a segment, index, snapshot or leftover (`.cleaned`, `.swap`,
+        `.deleted`) name is held by anything but a regular file: a directory, a FIFO, a socket, a
+        device, a symbolic link to one. Kafka's loader skips such an entry (File.isFile), so the
+        segment it names is not the log a broker would load, and a swap would rename it and then
+        fail to delete it, half done. kafkalog does not rewrite or recover such a partition."""
+        if not self.irregular:
+            return
+        path, kind, others = first_of(self.irregular, "entry", "entries")
+        raise LogDirError(
+            f"{kind} holds the name of a segment file{others}; only regular files are segments, indexes and "
+            "leftovers of a swap. kafkalog does not rewrite this partition; move the entry out of it",
+            file=path,
+        )
+
     def ensure_settled(self) -> None:
-        """Refuse a partition that a rewrite left half swapped: its live files may not be the log."""
+        """Refuse a partition that a rewrite left half swapped, or where a segment file's name is not
+        a regular file (`ensure_regular_files`): its live files may not be the log."""
+        self.ensure_regular_files()
         if self.in_flight:
             names = ", ".join(sorted(e.name for e in self.in_flight)[:5])
             raise LogDirError(
                 f"an interrupted rewrite left {len(self.in_flight)} file(s) ({names}); a kafkalog "
                 f"rewrite (or a broker start) recovers it first, `kafkalog validate` reports it",
                 file=self.path,
+            )
+
+    def ensure_segments_apart(self) -> None:
+        """Refuse a partition whose segments overlap: a segment whose first batch starts below its
+        base offset, or whose last offset reaches the next segment's base offset (a segment copied
+        under another name holds both). Kafka's loader reads neither on a clean start; it counts such
+        a segment's bytes in the log's size, so retention.bytes would delete a segment more than the
+        log holds, and segment recovery fails on it (a batch below the base offset cannot be
+        indexed, and the split Kafka then tries refuses a segment that does not overflow). A tail
+        that cannot be read is left to the commands that read it."""
+        for segment in self.segments:
+            try:
+                first, following = segment.first_offset(), segment.next_base_offset
+                last = segment.last_offset() if following is not None else None
+            except KafkaLogError:
+                continue
+            if first is not None and first < segment.base_offset:
+                why, at = f"its first batch starts at offset {first}, below the segment's base offset", first
+            elif last is not None and following is not None and last >= following:
+                why, at = f"it holds offsets up to {last}, at or above the next segment's base offset {following}", last
+            else:
+                continue
+            raise LogDirError(
+                f"{why}: the segments overlap (a segment copied under another name?), and Kafka would "
+                "count the same records twice; kafkalog does not change this partition. `kafkalog validate` "
+                "shows the offsets of each segment",
+                file=segment.log_path,
+                offset=at,
             )
 
     @property
@@ -144,13 +192,25 @@ class Partition:
         return None if entry is None else self.fs.read_bytes(entry.path)
 
 
+def first_of(found: dict[str, str], one: str, many: str) -> tuple[str, str, str]:
+    """The first path of `found` (path -> why it is refused), its reason, and what a refusal naming
+    it says of the others: " (2 more such files; `kafkalog validate` lists them)", or ""."""
+    path, reason = min(found.items())
+    more = len(found) - 1
+    return (
+        path,
+        reason,
+        f" ({more} more such {one if more == 1 else many}; `kafkalog validate` lists them)" if more else "",
+    )
+
+
 def _misnamed(entries: list[FileEntry]) -> dict[str, str]:
     """The segment, index and snapshot files (in flight or not) whose name is not the one Kafka
     gives their base offset, with the reason; Kafka's parser reads any decimal offset."""
-    names = {entry.name for entry in entries if not entry.is_dir}
+    names = {entry.name for entry in entries if entry.is_file}
     misnamed = {}
     for entry in entries:
-        parsed = None if entry.is_dir else parse_segment_file_name(entry.name)
+        parsed = parse_segment_file_name(entry.name) if entry.is_file else None
         if parsed is None or entry.name == str(parsed):
             continue
         digits = len(entry.name) - len(parsed.kind) - len(parsed.state or "")

@@ -18,6 +18,13 @@ with its size) and removes it after step 4. Recovery completes the `.swap` files
 they are, without the coverage check; any other `.swap` (Kafka's cleaner's, or one no rewrite made)
 must cover what it replaces. Kafka's loader ignores the file (its name has none of a segment's
 suffixes).
+
+Kafka's loader takes any `.cleaned` file for the sign of an unfinished step 1 and deletes the `.swap`
+files at or above it. Where the directory shows the swap past its step 1 (a segment's `.deleted`
+file, or a `.log.swap` whose offsets no live segment holds), the `.cleaned` file is a stray and those
+`.swap` files may be the only copy: recovery completes them once they pass the checks, and refuses
+the partition otherwise. Only regular files are a swap's files: an entry of another kind under such
+a name makes the swap and recovery refuse the partition (`Partition.ensure_regular_files`).
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ def replace_segments(
     new_bases, old_bases = sorted(set(new_bases)), sorted(set(old_bases))
     # the one listing: every later step renames or deletes files it names, or files it renamed
     listing = fs.list_dir(partition_dir)
+    Partition.open(fs, partition_dir, listing).ensure_regular_files()  # a directory cannot be renamed back
     files = {e.name: e for e in listing}
     staged = {
         name[: -len(".cleaned")] + ".swap": files[name].size
@@ -169,7 +177,8 @@ def recover_partition(fs: LogFileSystem, partition_dir: str, listing: list[FileE
     """Finish or roll back an interrupted swap as Kafka's LogLoader does; returns what it did.
 
     `.deleted` files go; `.swap` files at or above the lowest `.cleaned` base offset belong to an
-    incomplete step 1 and go, with every `.cleaned` file; the remaining `.swap` segments won, so
+    incomplete step 1 and go, with every `.cleaned` file (unless the directory shows the swap past
+    its step 1, `_past_step_one`: then they won too); the remaining `.swap` segments won, so
     live files whose base offset lies in their offset range are deleted and the swaps renamed. When
     a replacement won, the producer snapshots it would have deleted in step 4 go as Kafka's loader
     removes stray snapshots. Unlike Kafka's loader, the winning swaps are read and checked first
@@ -221,6 +230,8 @@ class _Recovery:
 
 def _plan_recovery(fs: LogFileSystem, partition_dir: str, listing: list[FileEntry] | None = None) -> _Recovery:
     listing = fs.list_dir(partition_dir) if listing is None else listing
+    part = Partition.open(fs, partition_dir, listing)
+    part.ensure_regular_files()
     entries = _in_flight(listing)
     deleted = [e for e in entries if e.name.endswith(".deleted")]
     cleaned = [e for e in entries if e.name.endswith(".cleaned")]
@@ -233,11 +244,23 @@ def _plan_recovery(fs: LogFileSystem, partition_dir: str, listing: list[FileEntr
             (incomplete if late else swaps).append(e)
     replaced = []
     intent = next((e for e in listing if e.name == SWAP_INTENT), None)
+    # Kafka's loader drops the `.swap` files above a `.cleaned` one as an unfinished step 1; but
+    # when the swap had gone past step 1, the `.cleaned` file is a stray and they are all that is
+    # left of what they replace: then they must be completed, once they pass the checks below
+    past_step_one = _past_step_one(part, deleted, incomplete)
+    if past_step_one is not None:
+        _refuse_unfinished_own_swap(fs, intent, cleaned, past_step_one)
+        swaps, incomplete = swaps + incomplete, []
     if swaps:
         # the segments kafkalog's own swap replaces, where its intent vouches for the swaps: a new
         # segment that ends short does not say which segments it replaces
         vouched = _vouched(fs, intent, swaps)
-        low, high = _SwapCheck(fs, partition_dir, listing, swaps).run(check_coverage=vouched is None)
+        try:
+            low, high = _SwapCheck(fs, partition_dir, listing, swaps).run(check_coverage=vouched is None)
+        except KafkaLogError as err:
+            if past_step_one is None:
+                raise
+            raise _stray_cleaned(err, cleaned, past_step_one) from None
         for e in listing:
             p = parse_segment_file_name(e.name)
             if p and p.state is None and p.kind in SEGMENT_KINDS:
@@ -246,10 +269,60 @@ def _plan_recovery(fs: LogFileSystem, partition_dir: str, listing: list[FileEntr
     return _Recovery(deleted, incomplete, cleaned, replaced, swaps, intent)
 
 
-def _vouched(fs: LogFileSystem, intent: FileEntry | None, swaps: list[FileEntry]) -> frozenset[int] | None:
-    """The base offsets of the segments kafkalog's own swap replaces when its intent names every one
-    of `swaps`, of the size it had when staged; None otherwise (an intent that cannot be read, or
-    swaps it does not name, vouches for nothing)."""
+def _past_step_one(part: Partition, deleted: list[FileEntry], incomplete: list[FileEntry]) -> str | None:
+    """Why the `incomplete` swaps (those at or above the lowest `.cleaned` base offset) cannot
+    belong to an unfinished step 1, or None when they may: a segment's `.deleted` file (step 2 had
+    begun), or a `.log.swap` whose offsets no live segment holds (its originals are gone, which a
+    step 1, renaming only new files, never does)."""
+    if not incomplete:
+        return None
+    segments = [e for e in deleted if _parsed(e.name).kind in SEGMENT_KINDS]
+    gone = min(segments, key=lambda e: (_parsed(e.name).kind != ".log", e.name), default=None)
+    if gone is not None:
+        return f"{gone.name} says that the swap's step 2 had begun"
+    for e in incomplete:
+        base = _parsed(e.name).base_offset
+        live = part.segment_for(base)
+        if _parsed(e.name).kind != ".log" or not e.size or (live is not None and live.base_offset == base):
+            continue  # an empty one (a segment rolled at the log end) holds nothing to lose
+        try:
+            last = None if live is None else live.last_offset()
+        except KafkaLogError:
+            last = None
+        if last is None or last < base:
+            return f"no live segment holds offset {base}, where {e.name} begins"
+    return None
+
+
+def _stray_cleaned(err: KafkaLogError, cleaned: list[FileEntry], why: str) -> KafkaLogError:
+    """`err`, the failed check of a `.swap` past its step 1 (`why`), saying what Kafka would do."""
+    lowest = min(cleaned, key=lambda e: _parsed(e.name).base_offset)
+    refused = copy.copy(err)
+    refused.message = (
+        f"{err.message.split('; ')[0]}; Kafka would delete the .swap, taking {lowest.name} for an unfinished "
+        f"step 1 of the swap, but {why}: the .swap may be the only copy of what it replaces, and it fails "
+        f"kafkalog's checks, so it cannot be completed either; {LEFT}"
+    )
+    refused.args = (refused.message,)
+    return refused
+
+
+def _refuse_unfinished_own_swap(fs: LogFileSystem, intent: FileEntry | None, cleaned: list[FileEntry], why: str):
+    """Refuse when kafkalog's own intent names one of the `.cleaned` files: its swap's step 1 had not
+    ended, yet `why` says the swap had gone past it. Nothing then tells which files are the log."""
+    staged, _ = _read_intent(fs, intent) or ({}, None)
+    unrenamed = next((e for e in cleaned if e.name[: -len(".cleaned")] + ".swap" in staged), None)
+    if unrenamed is not None:
+        raise LogDirError(
+            f"kafkalog's swap intent ({SWAP_INTENT}) says its step 1 had not renamed this file yet, but {why}: "
+            f"which files are the log cannot be told; {LEFT}",
+            file=unrenamed.path,
+        )
+
+
+def _read_intent(fs: LogFileSystem, intent: FileEntry | None) -> tuple[dict, frozenset[int]] | None:
+    """(the `.swap` files it names -> their sizes, the base offsets they replace) of kafkalog's swap
+    intent; None without one, or for one that cannot be read."""
     if intent is None:
         return None
     try:
@@ -257,7 +330,18 @@ def _vouched(fs: LogFileSystem, intent: FileEntry | None, swaps: list[FileEntry]
         staged, replaced = written["swaps"], frozenset(int(b) for b in written["replaced"])
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
-    if not isinstance(staged, dict) or any(staged.get(e.name) != e.size for e in swaps):
+    return (staged, replaced) if isinstance(staged, dict) else None
+
+
+def _vouched(fs: LogFileSystem, intent: FileEntry | None, swaps: list[FileEntry]) -> frozenset[int] | None:
+    """The base offsets of the segments kafkalog's own swap replaces when its intent names every one
+    of `swaps`, of the size it had when staged; None otherwise (an intent that cannot be read, or
+    swaps it does not name, vouches for nothing)."""
+    written = _read_intent(fs, intent)
+    if written is None:
+        return None
+    staged, replaced = written
+    if any(staged.get(e.name) != e.size for e in swaps):
         return None
     # a `.swap` it names that is gone was renamed in step 3, after step 2 renamed every replaced
     # segment: a live file at a replaced base offset is then a new one

@@ -93,7 +93,7 @@ def test_a_fifo_in_the_log_dir_is_one_error_line_not_a_hang(small, tmp_path, fif
     done = _cli(*args)
     message = f"{log / fifo}: a FIFO (named pipe), not a regular file"
     if command == "validate":  # a finding: validate goes on with the rest
-        check = "io.read" if fifo == SEGMENT else "checkpoint.parse"
+        check = "partition.not_regular" if fifo == SEGMENT else "checkpoint.parse"
         assert done.returncode == 1 and f"{check}: {fifo}: " in done.stdout
         assert "a FIFO (named pipe), not a regular file" in done.stdout
     else:
