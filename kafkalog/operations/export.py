@@ -193,8 +193,10 @@ class ExportResult:
         }
 
 
-def _note(topic: str, mode: str, ends: Mapping[int, int]) -> dict:
-    return {"topic": topic, "mode": mode, "endOffsets": {str(p): o for p, o in sorted(ends.items())}}
+def _note(topic: str, mode: str, ends: Mapping[int, int], key_format: str) -> dict:
+    """What the table holds, and how its keys were decoded (a purge compares keys as bytes or text)."""
+    ends_ = {str(p): o for p, o in sorted(ends.items())}
+    return {"topic": topic, "mode": mode, "endOffsets": ends_, "keyFormat": key_format}
 
 
 def _since(ranges: list[PartitionRange], note: dict, topic: str, mode: str) -> list[PartitionRange]:
@@ -272,7 +274,7 @@ def export(
     if note is None and mode == "latest":
         rows = rows.where(~rows[DELETED]).drop(DELETED)
     rows, cached = _write_dead_letters(spark, rows, result, format, append=note is not None)
-    new_note = _note(topic, mode, ends)
+    new_note = _note(topic, mode, ends, decoding.key_format)
     try:
         if note is None:  # the whole table
             write_table(spark, rows, output, format, new_note)

@@ -42,6 +42,9 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    rewritten segment's SHA-256, records and bytes before and after, and the copy's broker id and
    directory id (spark/evidence.py), appended (a rerun's staged segments are rows of their own).
 5. Commit (driver): the swap protocol per partition, one log dir after the other.
+5a. Tables (with `tables`, before the swap): the rows of the purged records and keys leave every
+   table kafkalog exported, and every file under it (operations/purge_tables.py); checked before
+   anything else is written, each table's time travel to before the purge is gone.
 6. Remote tier (tiered storage, with `remote_storage`): the remote segments of the purged
    partitions go through steps 2 to 6 of their own (operations/purge_remote.py).
 7. Verify (executors): the touched partitions are listed and scanned again; the decide step must find
@@ -80,6 +83,15 @@ from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
 from .purge_remote import RemotePurgeResult, purge_remote_tier
+from .purge_tables import (
+    TIME_TRAVEL_WARNING,
+    check_tables,
+    erase_tables,
+    purged_keys,
+    purged_offsets,
+    would_erase,
+)
+from .purge_tables import check_topics as check_table_topics
 from .replicas import ReplicaCheck, check_replicas
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
@@ -115,6 +127,7 @@ class PurgeResult:
     # which copies exist (KRaft metadata) and which were not given; ReplicaCheck(None): nothing says
     replicas: ReplicaCheck = field(default_factory=lambda: ReplicaCheck(None))
     remote: RemotePurgeResult | None = None  # the remote tier's purge (operations/purge_remote.py)
+    tables: list = field(default_factory=list)  # per exported table: what was (or would be) erased (purge_tables.py)
 
     @property
     def all_replicas(self) -> bool | None:
@@ -141,6 +154,10 @@ class PurgeResult:
                 f"; {len(self.outputs)} segments rewritten; ledger: {self.ledger_rows} rows added; "
                 f"verified: {self.remaining} records of purged keys remain"
             )
+        if self.tables:
+            rows = sum(t["rowsRemoved"] for t in self.tables)
+            text += f"; tables: {rows} rows {'would be ' if self.dry_run else ''}erased from {len(self.tables)} tables"
+            text += f" (WARNING: {TIME_TRAVEL_WARNING})"
         if self.remote is not None:
             text += f"; {self.remote.summary(self.dry_run)}"
         elif self.tiered_topics:
@@ -170,6 +187,7 @@ class PurgeResult:
                 "tiered_topics": self.tiered_topics,
                 "missing_replicas": self.replicas.missing_dicts(),
                 "remote": None if self.remote is None else self.remote.to_dict(),
+                "tables": self.tables,
             }
         )
 
@@ -217,6 +235,8 @@ def purge(
     metadata: str | None = None,
     allow_missing_replicas: bool = False,
     remote_storage: str | None = None,
+    tables: Sequence[str] = (),
+    key_column: str | None = None,
 ) -> PurgeResult:
     """Remove every record of `keys` (a DataFrame with a `key` column, a list of bytes or written
     forms, or the path of a key file or table, see `keys_frame`) and, with `where`, every record
@@ -236,7 +256,9 @@ def purge(
     holding one; default: the one in `log_dir`, if any): a replica of a purged topic's partition
     that the metadata names and `log_dir` does not hold is refused (ConfigError) before anything
     is written, or, with `allow_missing_replicas`, reported and recorded in the run table as not
-    purged (operations/replicas.py)."""
+    purged (operations/replicas.py). `tables`: the paths of tables `export` wrote, whose rows of the
+    purged records and keys are erased too, their older versions deleted (operations/purge_tables.py;
+    `key_column`: the key column of a table no export wrote)."""
     now = clock.now_ms(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
@@ -253,6 +275,7 @@ def purge(
     if where:  # and so does a bad expression: checked against the records view's columns
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
     replicas = check_replicas(dirs, topics, metadata, allow_missing=allow_missing_replicas)
+    erasable = check_tables(tables, key_column)  # every table, before any lock or file
     with ExitStack() as held:  # every log dir under its lock (or staged) until every copy is done
         targets = [
             held.enter_context(destination(d, output, dry_run=dry_run, follow_symlinks=follow_symlinks)) for d in dirs
@@ -276,6 +299,7 @@ def purge(
             fault=fault,
             replicas=replicas,
             remote_storage=remote_storage,
+            tables=erasable,
         )
 
 
@@ -300,10 +324,12 @@ def _purge(
     fault,
     replicas: ReplicaCheck,
     remote_storage: str | None = None,
+    tables: Sequence = (),
 ) -> PurgeResult:
     """The purge of every target: (the directory rewritten in place -- the input, or the staged
     output --, the name the result and the ledger give it -- the input, or the output's own)."""
     plan = _plan(targets, topics, dry_run)
+    check_table_topics(tables, plan.topics)
     copies = [{"log_dir": c.name, "node_id": c.node_id, "directory_id": c.directory_id} for c in plan.copies]
     tiered = sorted({t for t in plan.topics if remote_log_enabled(resolver.for_topic(t), t)})
     decider = Decider(spark, plan, key_df, key_count, where, tombstone, resolver, reason)
@@ -312,6 +338,7 @@ def _purge(
         scanned = progress.totals([s for c in plan.copies for ss in c.segments.values() for s in ss], lambda s: s.size)
         with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
             report = partition_report(decided)
+            offsets, keys = (purged_offsets(decided, tables), purged_keys(key_df)) if tables else ({}, [])
         if dry_run:
             remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
             return PurgeResult(
@@ -324,6 +351,7 @@ def _purge(
                 copies=copies,
                 replicas=replicas,
                 remote=remote,
+                tables=would_erase(tables, offsets, keys),
             )
         outputs = _output_segments(plan, decided, resolver, now)
         for i, c in enumerate(plan.copies):  # every copy's, before anything is staged
@@ -348,6 +376,23 @@ def _purge(
             except BaseException:  # nothing is swapped in: the staged segments go
                 remove_outputs(roots, outputs)
                 raise
+        erased = []
+        if tables:  # before the swap: a crash leaves the log's records for the rerun to decide again
+            with progress.phase("purge", "tables", total=len(tables), unit="table"):
+                try:
+                    erased = erase_tables(
+                        tables,
+                        offsets,
+                        keys,
+                        ledger=ledger,
+                        secret=secret,
+                        run_id=run_id,
+                        purged_at_ms=now,
+                        fault=fault,
+                    )
+                except BaseException:
+                    remove_outputs(roots, outputs)
+                    raise
         with progress.phase("purge", "swap", **output_totals):
             for i, c in enumerate(plan.copies):  # one log dir after the other (docs/semantics.md)
                 swap_in(c.opened, [o for o in outputs if o.copy == i], fault)
@@ -355,7 +400,7 @@ def _purge(
         matched.unpersist()
     remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
     result = PurgeResult(
-        run_id, now, dry_run, plan.copies[0].name, report, rows, stats, tiered, copies, replicas, remote
+        run_id, now, dry_run, plan.copies[0].name, report, rows, stats, tiered, copies, replicas, remote, erased
     )
     touched = {(o.copy, o.topic, o.partition) for o in outputs}
     with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):

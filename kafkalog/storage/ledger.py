@@ -328,3 +328,43 @@ def read_ledger_table(path: str, columns: list[str] | None = None) -> pa.Table |
         return table.to_pyarrow_table(columns=None if columns is None else [c for c in columns if c in have])
     except Exception as err:
         raise LedgerError(f"cannot read the ledger: {type(err).__name__}: {err}", file=path) from err
+
+
+# -- the tables a purge erased from (`purge --table`, storage/table_erase.py) --------------------------
+
+_FILE = pa.struct([("path", pa.string()), ("sha256", pa.string()), ("bytes", pa.int64())])
+TABLES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("purged_at", TIMESTAMP),
+        ("table_path", pa.string()),
+        ("format", pa.string()),
+        ("topic", pa.string()),  # the export's note's; null for a table named by --key-column alone
+        ("rows_removed", pa.int64()),
+        ("files_written", pa.list_(_FILE)),  # paths relative to the table
+        ("files_deleted", pa.list_(_FILE)),  # hashed before they were deleted
+        ("secret_check", pa.string()),
+    ]
+)
+
+
+def tables_path(ledger: str) -> str:
+    return ledger.rstrip("/") + "_tables"
+
+
+def write_tables(ledger: str, erased: Sequence[Mapping], *, run_id: str, purged_at_ms: int, secret: bytes) -> None:
+    """Append a row (TABLES_SCHEMA) for each table of `erased` (mappings of `table_path`, `format`, `topic`,
+    `rows_removed`, `files_written`, `files_deleted`). Appended, as the segments table: a rerun's row
+    says what the rerun did."""
+    check = secret_check(secret)
+    rows = [{**e, "run_id": run_id, "purged_at": purged_at_ms * 1000, "secret_check": check} for e in erased]
+    columns = {f.name: [r[f.name] for r in rows] for f in TABLES_SCHEMA}
+    purged_at = pa.array(columns.pop("purged_at"), pa.int64()).cast(TIMESTAMP)
+    table = pa.table(
+        [purged_at if f.name == "purged_at" else pa.array(columns[f.name], f.type) for f in TABLES_SCHEMA],
+        schema=TABLES_SCHEMA,
+    )
+    try:
+        write_table(tables_path(ledger), table, "delta", append=True, what="the tables table")
+    except TableError as err:
+        raise LedgerError(err.message, file=err.file) from err
