@@ -270,6 +270,11 @@ def purge(
             "--output purges a copy of the log dir, but the remote storage would be rewritten in place: "
             "purge copies of both, or neither"
         )
+    if tables and output is not None:
+        raise ConfigError(
+            "--output purges a copy of the log dir, but the tables would be erased from in place: "
+            "purge copies of both, or neither"
+        )
     secret = secret if secret is not None or dry_run else load_secret()
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
     if where:  # and so does a bad expression: checked against the records view's columns

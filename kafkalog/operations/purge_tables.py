@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from ..errors import ConfigError, KafkaLogError
 from ..storage.ledger import write_tables
 from ..storage.swap import FaultHook, no_fault
-from ..storage.table_erase import TableTarget, check_table, count_rows, erase, stored_values
+from ..storage.table_erase import TableTarget, check_table, count_rows, erase, stored_values, table_dir
 
 
 class TableVerificationError(KafkaLogError):
@@ -143,3 +143,30 @@ def files_holding(path: str, keys: Sequence[bytes]) -> list[str]:
     `stored_values`: data, statistics, bounds)."""
     wanted = set(keys)
     return sorted({file for file, value in stored_values(path) if value in wanted})
+
+
+def verify_tables(paths: Sequence[str], scopes: dict, secret: bytes) -> list[dict]:
+    """verify-purge's check of tables: per table, the files under it (data, log, metadata) and the
+    values they hold, and each file holding a value whose fingerprint under `secret` is a key the
+    ledger lists as purged from the table's topic (`scopes`: purge_verify's, fingerprint -> (every
+    topic?, the topics named); a table without an export note: from any topic). The same test as the
+    log's, value by value."""
+    from ..storage.ledger import fingerprint
+    from ..storage.tables import detect_format, export_note
+
+    rows = []
+    for path in paths:
+        root = table_dir(path)
+        noted = export_note(root, detect_format(root))
+        topic = None if noted is None else noted[0].get("topic")
+        wanted = {fp for fp, (every, listed) in scopes.items() if topic is None or every or topic in listed}
+        files, values, found = set(), 0, set()
+        for file, value in stored_values(root):
+            files.add(file)
+            values += 1
+            if fingerprint(secret, value) in wanted:
+                found.add(file)
+        rows.append(
+            {"table": path, "files": len(files), "values": values, "found": len(found), "files_found": sorted(found)}
+        )
+    return rows

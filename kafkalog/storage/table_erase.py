@@ -89,11 +89,7 @@ def check_table(path_or_uri: str, key_column: str | None = None) -> TableTarget:
     """The table at `path_or_uri` as an erase target, refused (TableError) when kafkalog cannot erase
     from it: not there, not Delta, Iceberg or Parquet, not on a local path, no export note and no
     `key_column`, or a key column it does not have or holds in a type keys cannot be compared with."""
-    if "://" in path_or_uri and not path_or_uri.startswith("file://"):
-        raise TableError("a purge erases from tables on local paths only", file=path_or_uri)
-    path = os.path.abspath(path_or_uri.removeprefix("file://"))
-    if not os.path.isdir(path):
-        raise TableError("no table there (a purge erases from a Delta, Iceberg or Parquet table directory)", file=path)
+    path = table_dir(path_or_uri)
     fmt = detect_format(path)
     if fmt not in ERASABLE:
         raise TableError(f"a purge erases from {', '.join(ERASABLE)} tables, not {fmt}", file=path)
@@ -116,6 +112,16 @@ def check_table(path_or_uri: str, key_column: str | None = None) -> TableTarget:
     if noted is not None and not {"partition", "offset"} <= set(schema.names):
         raise TableError("the table has no partition and offset columns to match the purged records by", file=path)
     return TableTarget(path, fmt, note.get("topic") if noted else None, column, kind, text)
+
+
+def table_dir(path_or_uri: str) -> str:
+    """The table's directory, local and absolute; TableError where there is none."""
+    if "://" in path_or_uri and not path_or_uri.startswith("file://"):
+        raise TableError("a purge erases from tables on local paths only", file=path_or_uri)
+    path = os.path.abspath(path_or_uri.removeprefix("file://"))
+    if not os.path.isdir(path):
+        raise TableError("no table there (a purge erases from a Delta, Iceberg or Parquet table directory)", file=path)
+    return path
 
 
 def _key_kind(dtype: pa.DataType, key_format: str | None, *, named: bool) -> str | None:
