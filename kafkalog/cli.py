@@ -709,7 +709,9 @@ def _run_purge(args) -> int:
         _check_copies_before_spark(args, log_dirs, resolver)
     if not args.allow_missing_replicas:  # purge() checks again; here a missing replica costs no JVM start
         check_replicas(log_dirs, args.topics, args.metadata)
-    check_tables(args.tables, args.key_column)  # purge() checks again; here a table it refuses costs no JVM start
+    check_tables(
+        args.tables, args.key_column, args.output
+    )  # purge() checks again; here a table it refuses costs no JVM start
     now = _now(args)
     spark = _session(args)
     result = purge(

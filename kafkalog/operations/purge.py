@@ -270,17 +270,12 @@ def purge(
             "--output purges a copy of the log dir, but the remote storage would be rewritten in place: "
             "purge copies of both, or neither"
         )
-    if tables and output is not None:
-        raise ConfigError(
-            "--output purges a copy of the log dir, but the tables would be erased from in place: "
-            "purge copies of both, or neither"
-        )
     secret = secret if secret is not None or dry_run else load_secret()
     key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
     if where:  # and so does a bad expression: checked against the records view's columns
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
     replicas = check_replicas(dirs, topics, metadata, allow_missing=allow_missing_replicas)
-    erasable = check_tables(tables, key_column)  # every table, before any lock or file
+    erasable = check_tables(tables, key_column, output)  # every table, before any lock or file
     with ExitStack() as held:  # every log dir under its lock (or staged) until every copy is done
         targets = [
             held.enter_context(destination(d, output, dry_run=dry_run, follow_symlinks=follow_symlinks)) for d in dirs

@@ -35,8 +35,14 @@ TIME_TRAVEL_WARNING = (
 )
 
 
-def check_tables(paths: Sequence[str], key_column: str | None = None) -> list[TableTarget]:
-    """Every table of `paths` checked (storage/table_erase.py's `check_table`), none given twice."""
+def check_tables(paths: Sequence[str], key_column: str | None = None, output: str | None = None) -> list[TableTarget]:
+    """Every table of `paths` checked (storage/table_erase.py's `check_table`), none given twice, and
+    none with `output` (a purged copy of the log written elsewhere)."""
+    if paths and output is not None:
+        raise ConfigError(
+            "--output purges a copy of the log dir, but the tables would be erased from in place: "
+            "purge the log dir in place, or leave the tables out"
+        )
     if key_column is not None and not paths:
         raise ConfigError("--key-column names the key column of a --table: give the table too")
     targets: list[TableTarget] = []

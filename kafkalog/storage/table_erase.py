@@ -41,7 +41,7 @@ from ..errors import ConfigError
 from .fs import LogFileSystem
 from .ledger import file_sha256
 from .swap import FaultHook, no_fault
-from .tables import NOTE_KEY, TableError, detect_format, export_note, write_table
+from .tables import NOTE_KEY, TableError, detect_format, export_note, read_table, write_table
 
 ERASABLE = ("delta", "iceberg", "parquet")
 _TEMPORARY = ".kafkalog-erase-"  # a Parquet file's rewrite, before its rename (hidden: readers skip it)
@@ -163,7 +163,7 @@ def erase_mask(rows: pa.Table, target: TableTarget, offsets: Mapping[int, list[i
                 pc.equal(rows["partition"], partition), pc.is_in(rows["offset"], pa.array(listed, pa.int64()))
             )
             if topic is not None:
-                hit = pc.and_(hit, pc.equal(topic, target.topic))
+                hit = pc.and_(hit, pc.equal(topic.cast(pa.string()), target.topic))  # a scan gives string_view
             mask = pc.or_(mask, pc.fill_null(hit, False))
     if target.key_kind is not None and keys:
         column = rows[target.key_column]
@@ -176,8 +176,6 @@ def erase_mask(rows: pa.Table, target: TableTarget, offsets: Mapping[int, list[i
 
 def count_rows(target: TableTarget, offsets: Mapping[int, list[int]], keys: list[bytes]) -> int:
     """How many rows `erase` would remove (a dry run's answer)."""
-    from .tables import read_table
-
     rows = read_table(target.path, target.format)
     return pc.sum(erase_mask(rows, target, offsets, keys).cast(pa.int64())).as_py() or 0
 
@@ -247,7 +245,8 @@ def _erase_delta(target: TableTarget, offsets, keys, done: TableErasure, fault: 
     table = DeltaTable(target.path)
     before = _delta_files(table)
     has_dvs = _has_deletion_vectors(table)
-    rows = pa.table(table.scan()) if has_dvs else table.to_pyarrow_table()
+    rows = read_table(target.path, "delta")  # with the deletion vectors applied
+    rows = rows.cast(pa.schema([f.with_type(_without_views(f.type)) for f in rows.schema]))
     mask = erase_mask(rows, target, offsets, keys)
     done.rows_removed = pc.sum(mask.cast(pa.int64())).as_py() or 0
     if done.rows_removed:
@@ -270,6 +269,23 @@ def _erase_delta(target: TableTarget, offsets, keys, done: TableErasure, fault: 
     _delete(target.path, [p for p in unused if not _hidden_checksum_of(p, after, target.path)], done)
     fault("table-vacuumed", target.path)
     _clean_delta_log(table, target.path, done)
+
+
+def _without_views(dtype: pa.DataType) -> pa.DataType:
+    """`dtype` with Arrow's view types (a Delta scan's) as their plain kinds, which compute functions take."""
+    if pa.types.is_string_view(dtype):
+        return pa.string()
+    if pa.types.is_binary_view(dtype):
+        return pa.binary()
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_list_view(dtype):
+        return pa.list_(dtype.value_field.with_type(_without_views(dtype.value_type)))
+    if pa.types.is_struct(dtype):
+        return pa.struct(
+            [dtype.field(i).with_type(_without_views(dtype.field(i).type)) for i in range(dtype.num_fields)]
+        )
+    if pa.types.is_map(dtype):
+        return pa.map_(_without_views(dtype.key_type), _without_views(dtype.item_type))
+    return dtype
 
 
 def _hidden_checksum_of(path: str, used: set[str], root: str) -> bool:
