@@ -65,6 +65,18 @@ def _files_holding(path: str, keys) -> set[str]:
     return found
 
 
+class Killed(BaseException):
+    """A kill at a step of the purge (its fault hook): nothing catches it."""
+
+
+def _kill_at(step: str):
+    def fault(at: str, name: str) -> None:
+        if at == step:
+            raise Killed(at)
+
+    return fault
+
+
 def _rows(path: str, fmt: str) -> list[tuple]:
     return sorted((r["partition"], r["offset"], r["key"]) for r in tables.read_table(path, fmt).to_pylist())
 
@@ -108,7 +120,26 @@ def test_one_purge_erases_the_keys_from_every_table_and_file(spark, exported, tm
     }
     assert _rows(lake["delta"], "delta") == before[lake["delta"]]  # a dry run writes nothing
 
+    # killed once the first table (Delta) committed its erase: the log is not swapped yet, the other
+    # tables are as they were, and the rerun decides again and finishes every table
+    segments = sorted(p.read_bytes() for p in root.rglob("*.log"))
+    with pytest.raises(Killed):
+        purge(
+            spark,
+            str(root),
+            PURGED,
+            ledger=ledger,
+            secret=SECRET,
+            tables=list(lake.values()),
+            now=NOW,
+            fault=_kill_at("table-committed"),
+        )
+    assert sorted(p.read_bytes() for p in root.rglob("*.log")) == segments
+    assert _rows(lake["delta"], "delta") == [r for r in before[lake["delta"]] if r[2] not in PURGED]
+    assert _rows(lake["parquet"], "parquet") == before[lake["parquet"]]
+
     result = purge(spark, str(root), PURGED, ledger=ledger, secret=SECRET, tables=list(lake.values()), now=NOW)
+    assert sorted(p.read_bytes() for p in root.rglob("*.log")) != segments
     assert "time travel" in result.summary()
     for p in lake.values():
         assert not _files_holding(p, PURGED), p
