@@ -276,6 +276,7 @@ def purge(
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
     replicas = check_replicas(dirs, topics, metadata, allow_missing=allow_missing_replicas)
     erasable = check_tables(tables, key_column, output)  # every table, before any lock or file
+    check_table_topics(erasable, dirs, topics)
     with ExitStack() as held:  # every log dir under its lock (or staged) until every copy is done
         targets = [
             held.enter_context(destination(d, output, dry_run=dry_run, follow_symlinks=follow_symlinks)) for d in dirs
@@ -329,7 +330,6 @@ def _purge(
     """The purge of every target: (the directory rewritten in place -- the input, or the staged
     output --, the name the result and the ledger give it -- the input, or the output's own)."""
     plan = _plan(targets, topics, dry_run)
-    check_table_topics(tables, plan.topics)
     copies = [{"log_dir": c.name, "node_id": c.node_id, "directory_id": c.directory_id} for c in plan.copies]
     tiered = sorted({t for t in plan.topics if remote_log_enabled(resolver.for_topic(t), t)})
     decider = Decider(spark, plan, key_df, key_count, where, tombstone, resolver, reason)

@@ -54,10 +54,19 @@ def check_tables(paths: Sequence[str], key_column: str | None = None, output: st
     return targets
 
 
-def check_topics(targets: Sequence[TableTarget], purged_topics: Sequence[str]) -> None:
-    """Refuse a table whose export note names a topic the purge does not purge: its rows would stay."""
+def check_topics(targets: Sequence[TableTarget], log_dirs: Sequence[str], topics) -> None:
+    """Refuse a table whose export note names a topic the purge does not purge (`topics`, else every
+    topic but internal ones of `log_dirs`): its rows would stay."""
+    from ..storage.logdir import LogDir
+
+    if not any(t.topic is not None for t in targets):
+        return
+    if topics is not None:
+        purged = {topics} if isinstance(topics, str) else set(topics)
+    else:
+        purged = {t for d in log_dirs for t, _ in LogDir.open(d).topic_partitions if not t.startswith("__")}
     for t in targets:
-        if t.topic is not None and t.topic not in purged_topics:
+        if t.topic is not None and t.topic not in purged:
             raise ConfigError(
                 f"table {t.path} holds topic {t.topic!r}, which this purge does not purge: purge that topic too, "
                 "or leave the table out"

@@ -213,6 +213,10 @@ def test_a_table_that_cannot_be_purged_stops_the_run_before_anything_is_written(
     assert len(err) == 1 and "no kafkalog export wrote this table" in err[0] and "--key-column" in err[0]
     assert main([*args, "--table", ours, "--key-column", "nothere"]) == 2
     assert "no key column 'nothere'" in capsys.readouterr().err
+    orders = str(tmp_path / "orders")
+    tables.write_table(orders, rows, "delta", note=json.dumps({tables.NOTE_KEY: {**note, "topic": "orders"}}))
+    assert main([*args, "--table", orders]) == 2
+    assert "holds topic 'orders', which this purge does not purge" in capsys.readouterr().err
     assert main([*args, "--table", ours, "--output", str(tmp_path / "copy")]) == 2
     assert "--output purges a copy" in capsys.readouterr().err
     assert sorted(p.read_bytes() for p in root.rglob("*.log")) == segments
