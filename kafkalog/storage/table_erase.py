@@ -297,27 +297,24 @@ def _hidden_checksum_of(path: str, used: set[str], root: str) -> bool:
 
 
 def _delta_predicate(rows: pa.Table, mask: pa.Array, target: TableTarget) -> str:
-    """The delete's predicate naming exactly the rows of `mask`, by partition and offset (and their keys)."""
+    """The delete's predicate naming exactly the rows of `mask`: by partition and offset in an export's
+    table (a row's key says nothing more: a record a `--where` matched is one row, not its key's every
+    row), by key in a table named by its key column (which only keys match)."""
     chosen = rows.filter(mask)
-    terms = []
     if target.by_offset:
         by_partition: dict = {}
         for p, o in zip(chosen["partition"].to_pylist(), chosen["offset"].to_pylist()):
-            by_partition.setdefault(p, []).append(o)
-        terms += [
-            f'("partition" = {p} AND "offset" IN ({", ".join(map(str, sorted(set(os))))}))'
-            for p, os in sorted(by_partition.items())
-        ]
-    if target.key_kind is not None:
-        column = f'"{target.key_column}"'
-        values = {v for v in chosen[target.key_column].to_pylist() if v is not None}
-        if target.key_kind == "binary":
-            literals = [f"X'{v.hex()}'" for v in sorted(values)]
-        else:
-            literals = ["'" + v.replace("'", "''") + "'" for v in sorted(values)]
-        if literals:
-            terms.append(f"{column} IN ({', '.join(literals)})")
-    return " OR ".join(terms)
+            by_partition.setdefault(p, set()).add(o)
+        return " OR ".join(
+            f'("partition" = {p} AND "offset" IN ({", ".join(map(str, sorted(listed)))}))'
+            for p, listed in sorted(by_partition.items())
+        )
+    values = sorted({v for v in chosen[target.key_column].to_pylist() if v is not None})
+    if target.key_kind == "binary":
+        literals = [f"X'{v.hex()}'" for v in values]
+    else:
+        literals = ["'" + v.replace("'", "''") + "'" for v in values]
+    return f'"{target.key_column}" IN ({", ".join(literals)})'
 
 
 def _clean_delta_log(table, root: str, done: TableErasure) -> None:

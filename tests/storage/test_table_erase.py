@@ -102,6 +102,17 @@ def test_erase_by_key_reaches_rows_whose_records_left_the_log(tmp_path, fmt):
     assert not _holding(path, PURGED)
 
 
+@pytest.mark.parametrize("fmt", ["delta", "iceberg", "parquet"])
+def test_a_record_matched_by_offset_alone_erases_its_row_and_no_other_of_its_key(tmp_path, fmt):
+    path = make_table(str(tmp_path / "t"), fmt)
+    before = tables.read_table(path, fmt).to_pylist()
+    bob = [r for r in before if r["key"].startswith(b"bob")]
+    done = erase(check_table(path), {bob[0]["partition"]: [bob[0]["offset"]]}, [])  # a --where match
+    after = tables.read_table(path, fmt).to_pylist()
+    assert done.rows_removed == 1
+    assert sorted(r["offset"] for r in after) == sorted(r["offset"] for r in before if r["offset"] != bob[0]["offset"])
+
+
 def test_string_keys_match_their_utf8_text_and_json_keys_only_by_offset(tmp_path):
     rows = _rows()
     as_text = rows.set_column(0, "key", rows["key"].cast(pa.string()))
