@@ -12,7 +12,8 @@ Then nothing of those rows stays on disk under the table:
 
 * Delta: the rows deleted in one commit (the files that held them rewritten; with deletion vectors,
   which a rewrite by `deltalake` would not honour, the table rewritten whole), carrying the export's
-  note; every data file the new version does not use deleted, as VACUUM with zero retention does;
+  note; every data file the new version does not use deleted, as VACUUM with zero retention does
+  (deletion vectors' files, which hold row numbers only, are kept);
   a checkpoint written at that version and the older commits, checkpoints and checksums deleted, as
   Delta's log cleanup does for expired versions. Their statistics (`minValues`/`maxValues` of string
   columns) held the keys. Time travel to an older version then fails: those versions are gone.
@@ -259,12 +260,10 @@ def _erase_delta(target: TableTarget, offsets, keys, done: TableErasure, fault: 
     table = DeltaTable(target.path)
     after = _delta_files(table)
     done.written = [_file(target.path, os.path.join(target.path, p)) for p in sorted(after - before)]
-    # VACUUM with zero retention: every data file the current version does not use (the deletion
-    # vectors' files too, unless the version still has some: they hold row numbers, not rows)
-    dvs = _has_deletion_vectors(table)
+    # VACUUM with zero retention: every data file the current version does not use. Deletion vectors'
+    # files stay: they hold row numbers, no row, and one the version uses must not go
     unused = _every_file(
-        target.path,
-        lambda rel: rel.split(os.sep)[0] == "_delta_log" or rel in after or (dvs and _is_deletion_vector(rel)),
+        target.path, lambda rel: rel.split(os.sep)[0] == "_delta_log" or rel in after or _is_deletion_vector(rel)
     )
     _delete(target.path, [p for p in unused if not _hidden_checksum_of(p, after, target.path)], done)
     fault("table-vacuumed", target.path)

@@ -108,7 +108,10 @@ def test_one_purge_erases_the_keys_from_every_table_and_file(spark, exported, tm
 
     root, lake = exported
     fmt = {path: f for f, path in lake.items()}
+    from kafkalog.storage.table_erase import _has_deletion_vectors
+
     assert DeltaTable(lake["delta"]).history(1)[0]["operation"] == "MERGE"
+    assert _has_deletion_vectors(DeltaTable(lake["delta"]))  # the erase rewrites the table whole
     before = {p: _rows(p, fmt[p]) for p in lake.values()}
     for p in lake.values():
         assert _files_holding(p, PURGED), f"the scan sees the purged keys in {p} before the purge"
