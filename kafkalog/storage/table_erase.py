@@ -231,9 +231,9 @@ def _delta_files(table) -> set[str]:
 
 def _has_deletion_vectors(table) -> bool:
     """Whether a data file of the table's version has a deletion vector (rows marked deleted in it)."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    column = "deletionVector.storageType"
-    return column in actions.column_names and actions[column].null_count < actions.num_rows
+    if "deletionVectors" not in (table.protocol().reader_features or []):
+        return False
+    return any(batch.num_rows for batch in table.deletion_vectors())
 
 
 def _is_deletion_vector(rel: str) -> bool:
