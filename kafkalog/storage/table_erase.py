@@ -317,20 +317,18 @@ def _delta_predicate(rows: pa.Table, mask: pa.Array, target: TableTarget) -> str
 
 
 def _clean_delta_log(table, root: str, done: TableErasure) -> None:
-    """A checkpoint at the current version, then every older commit, checkpoint and checksum deleted:
-    the log starts at the checkpoint, as after Delta's cleanup of expired log files."""
+    """A checkpoint at the current version, then every older commit, checkpoint and checksum deleted
+    (staged commits in `_delta_log/_staged_commits` too, and Hadoop's `.crc` of each): the log starts
+    at the checkpoint, as after Delta's cleanup of expired log files."""
     version = table.version()
     log = os.path.join(root, "_delta_log")
     if not os.path.exists(os.path.join(log, f"{version:020d}.checkpoint.parquet")):
         table.create_checkpoint()
     older = []
-    for name in os.listdir(log):
-        head = name.split(".", 1)[0]
+    for path in _every_file(log):
+        head = os.path.basename(path).removeprefix(".").split(".", 1)[0]  # the version a file is named by
         if head.isdigit() and int(head) < version:
-            older.append(os.path.join(log, name))
-        elif name.startswith(".") and name.endswith(".crc") and name[1:].split(".", 1)[0].isdigit():
-            if int(name[1:].split(".", 1)[0]) < version:
-                older.append(os.path.join(log, name))
+            older.append(path)
     _delete(root, older, done)
 
 
