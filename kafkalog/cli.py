@@ -168,10 +168,13 @@ EXAMPLES = {
     "purge": [
         "kafkalog purge sample --keys gdpr-keys.txt --ledger /audit/purges --secret-file secret --dry-run",
         "kafkalog purge sample --keys keys.parquet --ledger /audit/purges --secret-file secret --output purged",
+        "kafkalog purge sample --keys gdpr-keys.txt --ledger /audit/purges --secret-file secret "
+        "--table lake/users --table lake/users_changelog --dry-run",
     ],
     "verify-purge": [
         "kafkalog verify-purge /data/broker-1 /data/broker-2 /data/broker-3 --ledger /audit/purges --secret-file s",
         "kafkalog verify-purge purged --ledger /audit/purges --secret-file secret --run RUN_ID --json > check.json",
+        "kafkalog verify-purge sample --ledger /audit/purges --secret-file secret --table lake/users",
     ],
     "evidence": [
         "kafkalog evidence build --ledger /audit/purges --verify /data/broker-1 /data/broker-2 --secret-file secret "
@@ -762,6 +765,23 @@ def _add_purge(commands) -> None:
         help="tiered storage: the LocalTieredStorage directory (path or URI) whose remote segments of the "
         "purged partitions are purged too, in place",
     )
+    p.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a Delta, Iceberg or Parquet table `kafkalog export` wrote (repeatable): the rows of the purged "
+        "records and keys are erased from it too, with every file that held them. WARNING: this deletes the "
+        "table's older versions (Delta commits and checkpoints before the purge, Iceberg snapshots): time travel "
+        "to before the purge is gone. Try --dry-run first",
+    )
+    p.add_argument(
+        "--key-column",
+        metavar="NAME",
+        help="the key column of a --table no export wrote (binary, or string: the key's UTF-8 text); without it "
+        "such a table is refused",
+    )
     _add_config_options(p)
     _add_quiet(p)
     p.set_defaults(run=_run_purge)
@@ -769,6 +789,7 @@ def _add_purge(commands) -> None:
 
 def _run_purge(args) -> int:
     from .operations.purge import check_ledger, load_secret, log_dirs_of, purge
+    from .operations.purge_tables import check_tables
     from .operations.replicas import check_replicas
 
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
@@ -783,6 +804,7 @@ def _run_purge(args) -> int:
         check_replicas(log_dirs, args.topics, args.metadata)
     if args.ledger is not None:  # and so does a ledger it could not write
         check_ledger(args.ledger, log_dirs, args.output, args.remote_storage_dir)
+    check_tables(args.tables, args.key_column, args.output)  # purge() checks again; here it costs no JVM start
     now = _now(args)
     spark = _session(args)
     result = purge(
@@ -804,11 +826,16 @@ def _run_purge(args) -> int:
         metadata=args.metadata,
         allow_missing_replicas=args.allow_missing_replicas,
         remote_storage=args.remote_storage_dir,
+        tables=args.tables,
+        key_column=args.key_column,
     )
     print(result.summary())
     if result.partitions:
         print()
         print(_table(result.partitions, list(result.partitions[0])))
+    if result.tables:
+        print()
+        print(_table(result.tables, ["table", "format", "topic", "rowsRemoved"]))
     _write_report(args.report, result.to_dict())
     return EXIT_OK
 
@@ -823,6 +850,15 @@ def _add_verify_purge(commands) -> None:
         "log_dirs", nargs="+", metavar="LOG_DIR", help="every copy: the log dirs of every broker, JBOD dirs included"
     )
     _add_ledger_options(p)
+    p.add_argument(
+        "--table",
+        dest="tables",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="also check every file under this table (data, Delta log, Iceberg metadata; repeatable) for the "
+        "purged keys' fingerprints",
+    )
     p.add_argument("--json", action="store_true", help="print the full check as JSON")
     p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
     p.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr")
@@ -858,6 +894,9 @@ def _run_verify_purge(args) -> int:
             f"a record of purged key {f['fingerprint'][:16]}...",
             file=sys.stderr,
         )
+    for t in check.tables:
+        for file in t["files_found"]:
+            print(f"found: {t['table']}: {file} holds a purged key", file=sys.stderr)
     return EXIT_OK if check.clean else EXIT_PROBLEMS
 
 
@@ -866,11 +905,15 @@ def _verify(args, log_dirs):
     from .operations.purge import load_secret
     from .operations.purge_verify import verify_purge
     from .storage.logdir import LogDir
+    from .storage.table_erase import table_dir
 
     secret = load_secret(args.secret_file)
     for path in log_dirs:  # a typo costs no JVM start
         LogDir.open(path)
-    return verify_purge(_session(args), log_dirs, args.ledger, secret, run_id=args.run_id)
+    tables = getattr(args, "tables", [])
+    for path in tables:
+        table_dir(path)
+    return verify_purge(_session(args), log_dirs, args.ledger, secret, run_id=args.run_id, tables=tables)
 
 
 def _add_evidence(commands) -> None:

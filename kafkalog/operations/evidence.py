@@ -7,7 +7,7 @@ whether it held, as JSON signed with the operator's Ed25519 key, and as Markdown
     signed = sign_report(report, open("evidence.key", "rb").read())
     verify_report(signed, open("evidence.pub", "rb").read())  # EvidenceError when it does not hold
 
-The report is built from the ledger alone (its records, run and segments tables), so it can be
+The report is built from the ledger alone (its records, run, segments and tables tables), so it can be
 built again from the ledger at any time; it holds no key, only counts, hashes and names.
 
 The signed file is `{"report": {...}, "signature": {"algorithm": "Ed25519", "publicKey": B64,
@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from .. import __version__
 from ..errors import KafkaLogError
 from ..extras import require
-from ..storage.ledger import LedgerError, read_ledger_table, runs_path, segments_path
+from ..storage.ledger import LedgerError, read_ledger_table, runs_path, segments_path, tables_path
 from .files import camel_keys
 
 FORMAT = "kafkalog-purge-evidence/1"
@@ -89,6 +89,8 @@ def build_report(ledger: str, run_id: str | None = None, *, check=None) -> dict:
     )
     segments = read_ledger_table(segments_path(ledger))
     segment_rows = [] if segments is None else [s for s in segments.to_pylist() if s["run_id"] in ids]
+    erased = read_ledger_table(tables_path(ledger))
+    table_rows = [] if erased is None else [t for t in erased.to_pylist() if t["run_id"] in ids]
     return {
         "format": FORMAT,
         "kafkalogVersion": __version__,
@@ -102,6 +104,7 @@ def build_report(ledger: str, run_id: str | None = None, *, check=None) -> dict:
         "copies": _copies(segment_rows),
         "segments": [_segment(s) for s in sorted(segment_rows, key=_segment_order)],
         "segmentsRecorded": segments is not None,
+        "tables": [_table(t) for t in table_rows],
         "verification": None if check is None else check.to_dict(),
     }
 
@@ -160,6 +163,18 @@ def _segment(s: dict) -> dict:
         "bytesAfter": s["bytes_after"],
         "sha256Before": s["sha256_before"],
         "sha256After": s["sha256_after"],
+    }
+
+
+def _table(t: dict) -> dict:
+    """A table the run erased from (`purge --table`): its rows removed and its files, each with its SHA-256."""
+    return {
+        "table": t["table_path"],
+        "format": t["format"],
+        "topic": t["topic"],
+        "rowsRemoved": t["rows_removed"],
+        "filesWritten": [dict(f) for f in t["files_written"]],
+        "filesDeleted": [dict(f) for f in t["files_deleted"]],
     }
 
 
@@ -366,6 +381,18 @@ def render_markdown(signed: dict) -> str:
         if r["segments"]
         else "(none)",
         "",
+        "## Tables",
+        "",
+        _md_table(
+            [
+                {**t, "filesWritten": len(t["filesWritten"]), "filesDeleted": len(t["filesDeleted"])}
+                for t in r.get("tables", [])
+            ],
+            ["table", "format", "topic", "rowsRemoved", "filesWritten", "filesDeleted"],
+        )
+        if r.get("tables")
+        else "(none: the run erased from no exported table)",
+        "",
         "## Verification",
         "",
     ]
@@ -384,6 +411,8 @@ def render_markdown(signed: dict) -> str:
                 ["logDir", "brokerId", "topic", "partition", "records", "found", "tombstones", "firstOffset"],
             ),
         ]
+        if check.get("tables"):
+            lines += ["", _md_table(check["tables"], ["table", "files", "values", "found"])]
     return "\n".join(lines) + "\n"
 
 

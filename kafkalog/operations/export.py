@@ -255,8 +255,10 @@ class ExportResult:
         }
 
 
-def _note(topic: str, mode: str, ends: Mapping[int, int]) -> dict:
-    return {"topic": topic, "mode": mode, "endOffsets": {str(p): o for p, o in sorted(ends.items())}}
+def _note(topic: str, mode: str, ends: Mapping[int, int], key_format: str) -> dict:
+    """What the table holds, and how its keys were decoded (a purge compares keys as bytes or text)."""
+    ends_ = {str(p): o for p, o in sorted(ends.items())}
+    return {"topic": topic, "mode": mode, "endOffsets": ends_, "keyFormat": key_format}
 
 
 def _since(ranges: list[PartitionRange], note: dict, topic: str, mode: str) -> list[PartitionRange]:
@@ -345,7 +347,7 @@ def export(
     with progress.phase("export", "write", **totals, feed=task_feed(spark)), ExitStack() as written:
         target = written.enter_context(table_output.writing(output, format))
         try:
-            _write(spark, rows, target, result, note, written)
+            _write(spark, rows, target, result, note, written, decoding.key_format)
         except BaseException as err:
             tasks_stopped(spark)  # before the files a failed commit added are taken back
             if isinstance(err, Exception) and not isinstance(err, KafkaLogError):  # Spark's, the writers'
@@ -369,10 +371,13 @@ def _cause(err: BaseException) -> str:
 
 
 @raises_kafkalog_errors
-def _write(spark, rows, target: str, result: ExportResult, note: dict | None, written: ExitStack) -> None:
-    """The table's rows (the dead letters to theirs first) to `target`, where `result.output` is written."""
+def _write(
+    spark, rows, target: str, result: ExportResult, note: dict | None, written: ExitStack, key_format: str
+) -> None:
+    """The table's rows (the dead letters to theirs first) to `target`, where `result.output` is written;
+    `key_format` how its keys were decoded, for its note."""
     rows = _write_dead_letters(spark, rows, result, append=note is not None, written=written)
-    new_note = _note(result.topic, result.mode, result.end_offsets)
+    new_note = _note(result.topic, result.mode, result.end_offsets, key_format)
     if note is None:  # the whole table
         write_table(spark, rows, target, result.format, new_note)
     elif result.mode == "changelog":

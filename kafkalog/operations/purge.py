@@ -44,6 +44,9 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
    row. Every table is checked writable before any copy is touched (`check_ledger`), and a rerun
    names the interrupted runs whose rows it completes (`resumes`: rows and no run row).
 5. Commit (driver): the swap protocol per partition, one log dir after the other.
+5a. Tables (with `tables`, before the swap): the rows of the purged records and keys leave every
+   table kafkalog exported, and every file under it (operations/purge_tables.py); checked before
+   anything else is written, each table's time travel to before the purge is gone.
 6. Remote tier (tiered storage, with `remote_storage`): the remote segments of the purged
    partitions go through steps 2 to 6 of their own (operations/purge_remote.py).
 7. Verify (executors): the touched partitions are listed and scanned again; the decide step must find
@@ -83,6 +86,15 @@ from ..storage.swap import FaultHook, check_swaps, recover_partition
 from . import clock, progress
 from .files import camel_keys
 from .purge_remote import RemotePurgeResult, purge_remote_tier
+from .purge_tables import (
+    TIME_TRAVEL_WARNING,
+    check_tables,
+    erase_tables,
+    purged_keys,
+    purged_offsets,
+    would_erase,
+)
+from .purge_tables import check_topics as check_table_topics
 from .replicas import ReplicaCheck, check_replicas, differences_warning, identity_warning, replica_differences
 
 log = logging.getLogger("kafkalog")
@@ -124,6 +136,7 @@ class PurgeResult:
     resumes: list = field(default_factory=list)
     # (topic, partition) -> its copies' offsets, where the copies differ (operations/replicas.py)
     differences: dict = field(default_factory=dict)
+    tables: list = field(default_factory=list)  # per exported table: what was (or would be) erased (purge_tables.py)
 
     @property
     def all_replicas(self) -> bool | None:
@@ -154,6 +167,10 @@ class PurgeResult:
             text += f"; completes interrupted run {', '.join(self.resumes)} (its ledger rows are this purge's)"
         for warning in self.warnings():
             text += f"; {warning}"
+        if self.tables:
+            rows = sum(t["rowsRemoved"] for t in self.tables)
+            text += f"; tables: {rows} rows {'would be ' if self.dry_run else ''}erased from {len(self.tables)} tables"
+            text += f" (WARNING: {TIME_TRAVEL_WARNING})"
         if self.remote is not None:
             text += f"; {self.remote.summary(self.dry_run)}"
         elif self.tiered_topics:
@@ -193,6 +210,7 @@ class PurgeResult:
                 "replica_differences": self.difference_rows(),
                 "resumes": self.resumes,
                 "remote": None if self.remote is None else self.remote.to_dict(),
+                "tables": self.tables,
             }
         )
 
@@ -240,6 +258,8 @@ def purge(
     metadata: str | None = None,
     allow_missing_replicas: bool = False,
     remote_storage: str | None = None,
+    tables: Sequence[str] = (),
+    key_column: str | None = None,
 ) -> PurgeResult:
     """Remove every record of `keys` (a DataFrame with a `key` column, a list of bytes or written
     forms, or the path of a key file or table, see `keys_frame`) and, with `where`, every record
@@ -259,7 +279,9 @@ def purge(
     holding one; default: the one in `log_dir`, if any): a replica of a purged topic's partition
     that the metadata names and `log_dir` does not hold is refused (ConfigError) before anything
     is written, or, with `allow_missing_replicas`, reported and recorded in the run table as not
-    purged (operations/replicas.py)."""
+    purged (operations/replicas.py). `tables`: the paths of tables `export` wrote, whose rows of the
+    purged records and keys are erased too, their older versions deleted (operations/purge_tables.py;
+    `key_column`: the key column of a table no export wrote)."""
     now = clock.now_ms(now)
     started, run_id = int(time.time() * 1000), uuid.uuid4().hex
     resolver = config or ConfigResolver()
@@ -278,6 +300,8 @@ def purge(
     if where:  # and so does a bad expression: checked against the records view's columns
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
     replicas = check_replicas(dirs, topics, metadata, allow_missing=allow_missing_replicas)
+    erasable = check_tables(tables, key_column, output)  # every table, before any lock or file
+    check_table_topics(erasable, dirs, topics)
     with ExitStack() as held:  # every log dir under its lock (or staged) until every copy is done
         targets = [
             held.enter_context(destination(d, output, dry_run=dry_run, follow_symlinks=follow_symlinks)) for d in dirs
@@ -301,6 +325,7 @@ def purge(
             fault=fault,
             replicas=replicas,
             remote_storage=remote_storage,
+            tables=erasable,
         )
 
 
@@ -325,6 +350,7 @@ def _purge(
     fault,
     replicas: ReplicaCheck,
     remote_storage: str | None = None,
+    tables: Sequence = (),
 ) -> PurgeResult:
     """The purge of every target: (the directory rewritten in place -- the input, or the staged
     output --, the name the result and the ledger give it -- the input, or the output's own)."""
@@ -341,6 +367,7 @@ def _purge(
         scanned = progress.totals([s for c in plan.copies for ss in c.segments.values() for s in ss], lambda s: s.size)
         with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
             report = partition_report(decided)
+            offsets, keys = (purged_offsets(decided, tables), purged_keys(key_df)) if tables else ({}, [])
         if dry_run:
             remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
             return PurgeResult(
@@ -354,6 +381,7 @@ def _purge(
                 replicas=replicas,
                 remote=remote,
                 differences=differences,
+                tables=would_erase(tables, offsets, keys),
             )
         outputs = _output_segments(plan, decided, resolver, now)
         for i, c in enumerate(plan.copies):  # every copy's, before anything is staged
@@ -378,6 +406,23 @@ def _purge(
             except BaseException:  # nothing is swapped in: the staged segments go
                 remove_outputs(roots, outputs)
                 raise
+        erased = []
+        if tables:  # before the swap: a crash leaves the log's records for the rerun to decide again
+            with progress.phase("purge", "tables", total=len(tables), unit="table"):
+                try:
+                    erased = erase_tables(
+                        tables,
+                        offsets,
+                        keys,
+                        ledger=ledger,
+                        secret=secret,
+                        run_id=run_id,
+                        purged_at_ms=now,
+                        fault=fault,
+                    )
+                except BaseException:
+                    remove_outputs(roots, outputs)
+                    raise
         with progress.phase("purge", "swap", **output_totals):
             for i, c in enumerate(plan.copies):  # one log dir after the other (docs/semantics.md)
                 swap_in(c.opened, [o for o in outputs if o.copy == i], fault)
@@ -385,9 +430,21 @@ def _purge(
         matched.unpersist()
     remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
     result = PurgeResult(
-        run_id, now, dry_run, plan.copies[0].name, report, rows, stats, tiered, copies, replicas, remote, resumes
+        run_id,
+        now,
+        dry_run,
+        plan.copies[0].name,
+        report,
+        rows,
+        stats,
+        tiered,
+        copies,
+        replicas,
+        remote,
+        resumes,
+        differences=differences,
+        tables=erased,
     )
-    result.differences = differences
     touched = {(o.copy, o.topic, o.partition) for o in outputs}
     with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):
         _verify(decider, plan, result, touched)

@@ -47,6 +47,7 @@ from ..storage.ledger import (
 )
 from ..storage.logdir import LogDir
 from .files import camel_keys
+from .purge_tables import verify_tables
 
 
 @dataclass
@@ -62,10 +63,12 @@ class PurgeCheck:
     # log_dir, broker_id, topic, partition, offset, fingerprint of each record found (the first
     # spark/evidence.LISTED_HITS; a partition's `found` counts them all, tombstones beyond unchecked)
     found: list[dict] = field(default_factory=list)
+    # per table given (`--table`): table, files, values, found (files holding a purged key), files_found
+    tables: list[dict] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
-        return not any(p["found"] for p in self.partitions)
+        return not any(p["found"] for p in self.partitions) and not any(t["found"] for t in self.tables)
 
     def summary(self) -> str:
         copies = len({p["log_dir"] for p in self.partitions})
@@ -80,6 +83,12 @@ class PurgeCheck:
             text += f"FOUND {found} records of purged keys in {len(bad)} partitions"
         else:
             text += "no record of a purged key"
+        if self.tables:
+            bad_tables = [t["table"] for t in self.tables if t["found"]]
+            files = sum(t["files"] for t in self.tables)
+            text += f"; {len(self.tables)} tables ({files} files): " + (
+                f"FOUND purged keys in {', '.join(bad_tables)}" if bad_tables else "no purged key"
+            )
         kept = sum(p["tombstones"] for p in self.partitions)
         if kept:
             text += f"; {kept} tombstones of purged keys kept (--tombstone)"
@@ -101,16 +110,24 @@ class PurgeCheck:
                 "secret_checked": self.secret_checked,
                 "partitions": self.partitions,
                 "found": self.found,
+                "tables": self.tables,
             }
         )
 
 
 @raises_kafkalog_errors
 def verify_purge(
-    spark, log_dirs: Sequence[str] | str, ledger: str, secret: bytes, *, run_id: str | None = None
+    spark,
+    log_dirs: Sequence[str] | str,
+    ledger: str,
+    secret: bytes,
+    *,
+    run_id: str | None = None,
+    tables: Sequence[str] = (),
 ) -> PurgeCheck:
     """Scan `log_dirs` (every copy: the log dirs of every broker, JBOD dirs included) for the keys
-    `ledger` lists as purged (only those of `run_id`, if given), by their fingerprints under `secret`."""
+    `ledger` lists as purged (only those of `run_id`, if given), by their fingerprints under `secret`;
+    and every file under each of `tables` (operations/purge_tables.py's `verify_tables`)."""
     log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
     if not log_dirs:
         raise KafkaLogError("give the log directories to verify")
@@ -132,7 +149,9 @@ def verify_purge(
         secret,
         broadcast=len(scopes) <= tuning.BROADCAST_KEYS,
     )
-    return _report(ledger, scopes, runs, secret_checked, copies, partitions, hits, tombstoned)
+    check = _report(ledger, scopes, runs, secret_checked, copies, partitions, hits, tombstoned)
+    check.tables = verify_tables(tables, scopes, secret)
+    return check
 
 
 def _check_secret(ledger: str, secret: bytes) -> bool:

@@ -11,7 +11,6 @@ same thing with a second record; one note in the data's own commit needs no seco
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from contextlib import contextmanager
 from .. import tuning
 from ..errors import ConfigError
 from ..storage import tables
-from ..storage.tables import DELETED, NOTE_KEY
+from ..storage.tables import DELETED
 from .context import spark_context
 from .session import delta_configured
 
@@ -41,19 +40,7 @@ MERGE_CONF = {"spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": str(64 
 
 
 def _text(note: dict, fmt: str) -> str:
-    """A note as its commit holds it: Delta's userMetadata is an object naming it, Iceberg's summary
-    entry is named already."""
-    return json.dumps({NOTE_KEY: note} if fmt == "delta" else note)
-
-
-def _parse(text: str, fmt: str) -> dict | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if fmt == "delta":
-        value = value.get(NOTE_KEY) if isinstance(value, dict) else None
-    return value if isinstance(value, dict) else None
+    return tables.note_text(note, fmt)
 
 
 def read_note(path: str, fmt: str) -> dict | None:
@@ -65,7 +52,7 @@ def read_note(path: str, fmt: str) -> dict | None:
     if texts is None:
         return None
     for text in texts:
-        note = _parse(text, fmt)
+        note = tables.parse_note(text, fmt)
         if note is not None:
             return note
     raise ConfigError(f"a {fmt} table that no kafkalog export wrote: choose another --output", file=path)
@@ -123,6 +110,7 @@ def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = Fa
         if append:
             raise ConfigError("parquet holds one-off snapshots: --incremental needs delta or iceberg")
         df.write.format("parquet").mode("errorifexists").save(path)
+        tables.write_note_file(path, note)  # for a purge (storage/table_erase.py): what the files hold
         return
     if fmt == "delta" and delta_configured(spark):
         writer = (

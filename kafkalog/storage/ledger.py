@@ -363,6 +363,7 @@ def ledger_tables(ledger: str) -> list[tuple[str, str, pa.Schema]]:
         (ledger, "the ledger", RECORDS_SCHEMA),
         (runs_path(ledger), "the run table", RUNS_SCHEMA),
         (segments_path(ledger), "the segments table", SEGMENTS_SCHEMA),
+        (tables_path(ledger), "the tables table", TABLES_SCHEMA),
     ]
 
 
@@ -445,3 +446,43 @@ def unfinished_runs(ledger: str, log_dirs: Sequence[str]) -> list[str]:
             mine = table.filter(pc.is_in(table.column("log_dir"), pa.array(list(log_dirs), pa.string())))
             found.update(pc.unique(mine.column("run_id")).to_pylist())
     return sorted(found - finished - {None})
+
+
+# -- the tables a purge erased from (`purge --table`, storage/table_erase.py) --------------------------
+
+_FILE = pa.struct([("path", pa.string()), ("sha256", pa.string()), ("bytes", pa.int64())])
+TABLES_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("purged_at", TIMESTAMP),
+        ("table_path", pa.string()),
+        ("format", pa.string()),
+        ("topic", pa.string()),  # the export's note's; null for a table named by --key-column alone
+        ("rows_removed", pa.int64()),
+        ("files_written", pa.list_(_FILE)),  # paths relative to the table
+        ("files_deleted", pa.list_(_FILE)),  # hashed before they were deleted
+        ("secret_check", pa.string()),
+    ]
+)
+
+
+def tables_path(ledger: str) -> str:
+    return ledger.rstrip("/") + "_tables"
+
+
+def write_tables(ledger: str, erased: Sequence[Mapping], *, run_id: str, purged_at_ms: int, secret: bytes) -> None:
+    """Append a row (TABLES_SCHEMA) for each table of `erased` (mappings of `table_path`, `format`, `topic`,
+    `rows_removed`, `files_written`, `files_deleted`). Appended: a rerun's row says what the rerun did
+    (a table a killed run finished erasing is erased again with no row removed)."""
+    check = secret_check(secret)
+    rows = [{**e, "run_id": run_id, "purged_at": purged_at_ms * 1000, "secret_check": check} for e in erased]
+    columns = {f.name: [r[f.name] for r in rows] for f in TABLES_SCHEMA}
+    purged_at = pa.array(columns.pop("purged_at"), pa.int64()).cast(TIMESTAMP)
+    table = pa.table(
+        [purged_at if f.name == "purged_at" else pa.array(columns[f.name], f.type) for f in TABLES_SCHEMA],
+        schema=TABLES_SCHEMA,
+    )
+    try:
+        write_table(tables_path(ledger), table, "delta", append=True, what="the tables table")
+    except TableError as err:
+        raise LedgerError(err.message, file=err.file) from err

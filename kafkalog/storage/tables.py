@@ -4,7 +4,8 @@ write a table go through here: the offsets tables `retain` reads, `validate`'s f
 (where no delta-spark session writes it: spark/tables.py) and the purge ledger's runs.
 
 A commit may carry a note (a JSON object's text): a Delta commit's `userMetadata`, an Iceberg
-snapshot's summary entry `NOTE_KEY`. `read_note` finds the latest one.
+snapshot's summary entry `NOTE_KEY`; a Parquet directory, which has no commits, a file `NOTE_FILE`
+beside its part files (readers skip names starting with `_`). `export_note` finds the latest one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .fs import LogFileSystem
 
 FORMATS = ("delta", "iceberg", "parquet", "csv", "json")
 NOTE_KEY = "kafkalogExport"  # in Delta's userMetadata object and in Iceberg's snapshot summary
+NOTE_FILE = "_kafkalog_export.json"  # a Parquet table's note
 # A merge's change rows say with this column whether they delete their row (a tombstone): not a null
 # value, which a decoded value can be (the JSON text `null`) while its record is no tombstone.
 DELETED = "_kafkalogDeleted"
@@ -186,6 +188,12 @@ def delta_data_bytes(path_or_uri: str) -> int:
 
 def notes(path_or_uri: str, fmt: str) -> list[str] | None:
     """The notes of the table's commits, newest first; None where there is no table."""
+    if fmt == "parquet":
+        fs, path = LogFileSystem.for_path(path_or_uri)
+        if not fs.is_dir(path):
+            return None
+        note = fs.join(path, NOTE_FILE)
+        return [fs.read_bytes(note).decode("utf-8")] if fs.exists(note) else []
     if fmt == "iceberg":
         from .iceberg_table import notes as iceberg_notes
 
@@ -196,6 +204,39 @@ def notes(path_or_uri: str, fmt: str) -> list[str] | None:
     if not DeltaTable.is_deltatable(path_or_uri):
         return None
     return [c["userMetadata"] for c in DeltaTable(path_or_uri).history() if isinstance(c.get("userMetadata"), str)]
+
+
+def note_text(note: dict, fmt: str) -> str:
+    """A note as its commit holds it: Delta's userMetadata is an object naming it, Iceberg's summary
+    entry and Parquet's file are named already."""
+    return json.dumps({NOTE_KEY: note} if fmt == "delta" else note)
+
+
+def parse_note(text: str, fmt: str) -> dict | None:
+    """The note in a commit's `text` (`note_text`'s), None where the text holds none."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if fmt == "delta":
+        value = value.get(NOTE_KEY) if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def export_note(path_or_uri: str, fmt: str) -> tuple[dict, str] | None:
+    """(the note, its text) of the latest commit of the table that carries an export's note; None
+    where there is no table or no such commit."""
+    for text in notes(path_or_uri, fmt) or ():
+        note = parse_note(text, fmt)
+        if note is not None:
+            return note, text
+    return None
+
+
+def write_note_file(path_or_uri: str, note: dict) -> None:
+    """A Parquet table's note (`NOTE_FILE`), written whole or not at all."""
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    fs.write_atomic(fs.join(path, NOTE_FILE), note_text(note, "parquet").encode())
 
 
 def delta_schema(path_or_uri: str) -> dict:

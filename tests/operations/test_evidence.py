@@ -320,3 +320,26 @@ def test_evidence_build_reports_the_latest_run_by_default_as_its_help_says(tmp_p
         main(["evidence", "build", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "the run to report (default: the latest)" in help_text and "(default: every run)" not in help_text
+
+
+def test_the_report_lists_the_tables_a_run_erased_from_with_their_files_hashes(tmp_path):
+    from kafkalog.storage.ledger import write_tables
+
+    ledger = _ledger(tmp_path, segments=True)
+    assert build_report(ledger)["tables"] == []
+    erased = {"table_path": "/lake/users", "format": "delta", "topic": "users", "rows_removed": 2}
+    erased |= {"files_written": [{"path": "part-1.parquet", "sha256": "c" * 64, "bytes": 10}]}
+    erased |= {"files_deleted": [{"path": "part-0.parquet", "sha256": "d" * 64, "bytes": 12}]}
+    write_tables(ledger, [erased], run_id="run-1", purged_at_ms=NOW, secret=SECRET)
+    write_tables(ledger, [{**erased, "table_path": "/lake/other"}], run_id="run-0", purged_at_ms=NOW, secret=SECRET)
+    (table,) = build_report(ledger)["tables"]
+    assert table == {
+        "table": "/lake/users",
+        "format": "delta",
+        "topic": "users",
+        "rowsRemoved": 2,
+        "filesWritten": [{"path": "part-1.parquet", "sha256": "c" * 64, "bytes": 10}],
+        "filesDeleted": [{"path": "part-0.parquet", "sha256": "d" * 64, "bytes": 12}],
+    }
+    md = render_markdown({"report": build_report(ledger)})
+    assert "| /lake/users | delta | users | 2 | 1 | 1 |" in md
