@@ -118,15 +118,18 @@ def list_segments(
 ) -> list[LogSegment]:
     """The segments of `log_dir` (a path, URI or `LogDir`), in topic, partition and offset order,
     from the listing alone. `topics` and `partitions` (partition numbers, for every selected topic)
-    narrow it; `stats` counts every read made through the segments."""
+    narrow it; `stats` counts every read made through the segments. A partition where a segment's
+    name is held by anything but a regular file is refused (`Partition.ensure_regular_files`): a scan
+    that left that segment out would answer for a log that is not there."""
     opened = open_log_dir(log_dir, stats)
     topic_set, partition_set = _as_set(topics, str), _as_set(partitions, int)
-    return [
-        segment
-        for topic, number in opened.topic_partitions
-        if (topic_set is None or topic in topic_set) and (partition_set is None or number in partition_set)
-        for segment in opened.partition(topic, number).segments
-    ]
+    segments = []
+    for topic, number in opened.topic_partitions:
+        if (topic_set is None or topic in topic_set) and (partition_set is None or number in partition_set):
+            part = opened.partition(topic, number)
+            part.ensure_regular_files()
+            segments.extend(part.segments)
+    return segments
 
 
 def max_timestamp(segment: LogSegment) -> int | None:

@@ -370,3 +370,21 @@ def test_pushed_filters_become_scan_filters():
     assert list(batches.pushFilters([GreaterThan(("offset",), 9)])) and batches.flt == ScanFilter()
     with pytest.raises(ConfigError):
         KafkaLogPushdownReader(checked({"path": "/x", "startingOffset": "soon"}), "records")
+
+
+def test_a_scan_refuses_a_partition_whose_segment_name_is_not_a_regular_file(big_segment_log, tmp_path):
+    """A directory where a `.log` should be would leave its segment out of every scan and the data
+    source: the listing refuses the partition, naming the entry, rather than answer for less."""
+    import os
+
+    from kafkalog.errors import LogDirError
+
+    copy = tmp_path / "log"
+    shutil.copytree(big_segment_log, copy)
+    part = next(p for p in copy.iterdir() if p.is_dir() and (p / f"{0:020d}.log").exists())
+    last = sorted(part.glob("*.log"))[-1]
+    os.remove(last)
+    last.mkdir()
+    with pytest.raises(LogDirError, match="only regular files are segments") as err:
+        list_segments(str(copy))
+    assert err.value.file == str(last)
