@@ -27,7 +27,12 @@ def _java_murmur2(data: bytes) -> int:
     h = _java_int(seed ^ length)
     for i in range(length // 4):
         i4 = i * 4
-        k = (data[i4] & 0xFF) + ((data[i4 + 1] & 0xFF) << 8) + ((data[i4 + 2] & 0xFF) << 16) + ((data[i4 + 3] & 0xFF) << 24)
+        k = (
+            (data[i4] & 0xFF)
+            + ((data[i4 + 1] & 0xFF) << 8)
+            + ((data[i4 + 2] & 0xFF) << 16)
+            + ((data[i4 + 3] & 0xFF) << 24)
+        )
         k = _java_int(k * m)
         k ^= urshift(k, r)
         k = _java_int(k * m)
