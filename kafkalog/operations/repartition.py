@@ -387,7 +387,7 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
         if map_staging is not None and os.path.exists(map_staging):
             fs.delete_dir(map_staging)
         raise
-    if map_staging is not None:
+    if map_staging is not None and plan.offset_map is not None:
         os.rename(map_staging, plan.offset_map)
     if plan.group_offsets is not None:
         write_group_csvs(plan.group_offsets, plan.to_topic, result.groups)
@@ -406,11 +406,12 @@ def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, wr
                 fs.rename(target, fs.join(staging, name + ".replaced"))
             fs.rename(fs.join(staging, name), target)
         fs.sync_dir(out)
-        ends = {TopicPartition(plan.to_topic, w["partition"]): w["logEndOffset"] for w in written}
-        removed: dict[TopicPartition, int | None] = dict.fromkeys(ends)
-        opened.update_checkpoint(LOG_START_OFFSET_CHECKPOINT, removed)
-        opened.update_checkpoint(RECOVERY_POINT_CHECKPOINT, dict(ends))
-        opened.update_checkpoint(REPLICATION_OFFSET_CHECKPOINT, dict(ends))
+        ends: dict[tuple[str, int], int | None] = {
+            TopicPartition(plan.to_topic, w["partition"]): w["logEndOffset"] for w in written
+        }
+        opened.update_checkpoint(LOG_START_OFFSET_CHECKPOINT, dict.fromkeys(ends))
+        opened.update_checkpoint(RECOVERY_POINT_CHECKPOINT, ends)
+        opened.update_checkpoint(REPLICATION_OFFSET_CHECKPOINT, ends)
     fs.delete_dir(staging)
 
 
