@@ -172,6 +172,8 @@ def plan_repartition(
     resolver = config if config is not None else ConfigResolver()
     target = resolver.for_topic(to_topic)
     committed, source = _committed(opened, topic, consumer_offsets)
+    if group_offsets is not None and not committed:
+        log.warning("no group has committed offsets of %s in %s: --group-offsets gets no file", topic, source)
     for path in (offset_map, group_offsets):
         if path is not None and not dry_run and os.path.exists(path):
             raise ConfigError("this output exists already; choose a new path", file=path)

@@ -134,3 +134,19 @@ def test_refusals_before_spark(small_log, tmp_path):
         plan_repartition(log, "nope", 3, str(tmp_path / "o"), topic_id=TOPIC_ID)
     with pytest.raises(ConfigError, match="at least one partition"):
         plan_repartition(log, "orders", 0, str(tmp_path / "o"), topic_id=TOPIC_ID)
+
+
+def test_command_line_refuses_in_one_line_before_spark(small_log, tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkalog", "repartition", str(small_log.path), "--topic", "orders"]
+        + ["--partitions", "4", "--output", str(tmp_path / "out"), "--to-topic", "orders4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == cli.EXIT_FAILED
+    assert done.stderr.strip().splitlines()[-1].startswith("kafkalog repartition: the topic id of orders4 is not known")
+    assert not (tmp_path / "out").exists() and "pyspark" not in done.stderr
