@@ -71,12 +71,46 @@ def new_partition(key: bytes | None, old_partition: int, num_partitions: int) ->
     return partition_for_key(key, num_partitions)
 
 
+def murmur2_many(keys: list[bytes]) -> np.ndarray:
+    """`murmur2` of each key, as int64 holding the signed 32-bit results: the keys of one length are
+    hashed together, column by column, in numpy (64-bit products keep their low 32 bits exact)."""
+    out = np.empty(len(keys), dtype=np.int64)
+    by_length: dict[int, list[int]] = {}
+    for i, key in enumerate(keys):
+        by_length.setdefault(len(key), []).append(i)
+    for length, rows in by_length.items():
+        data = np.frombuffer(b"".join(keys[i] for i in rows), dtype=np.uint8).reshape(len(rows), length)
+        h = np.full(len(rows), (_SEED ^ length) & _MASK, dtype=np.uint64)
+        whole = length - length % 4
+        words = data[:, :whole].copy().view("<u4").astype(np.uint64) if whole else np.empty((len(rows), 0), np.uint64)
+        for column in range(words.shape[1]):
+            k = (words[:, column] * _M) & _MASK
+            k ^= k >> np.uint64(24)
+            k = (k * _M) & _MASK
+            h = ((h * _M) & _MASK) ^ k
+        tail = length % 4
+        if tail == 3:
+            h ^= data[:, whole + 2].astype(np.uint64) << np.uint64(16)
+        if tail >= 2:
+            h ^= data[:, whole + 1].astype(np.uint64) << np.uint64(8)
+        if tail >= 1:
+            h ^= data[:, whole].astype(np.uint64)
+            h = (h * _M) & _MASK
+        h ^= h >> np.uint64(13)
+        h = (h * _M) & _MASK
+        h ^= h >> np.uint64(15)
+        signed = h.astype(np.int64)
+        out[rows] = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
+    return out
+
+
 def new_partitions(keys: list, old_partitions: np.ndarray, num_partitions: int) -> np.ndarray:
     """`new_partition` of each record (keys as bytes or None), as an int32 array."""
     out = np.asarray(old_partitions, dtype=np.int64) % num_partitions
-    for i, key in enumerate(keys):
-        if key is not None:
-            out[i] = partition_for_key(key, num_partitions)
+    keyed = [i for i, key in enumerate(keys) if key is not None]
+    if keyed:
+        hashes = murmur2_many([keys[i] for i in keyed])
+        out[keyed] = (hashes & 0x7FFFFFFF) % num_partitions
     return out.astype(np.int32)
 
 

@@ -15,11 +15,12 @@ import json
 import random
 from collections import Counter
 
+import numpy as np
 import pyarrow.parquet as pq
 
 from kafkalog import cli
 from kafkalog.operations.repartition import plan_repartition
-from kafkalog.rules.partitioner import partition_for_key
+from kafkalog.rules.partitioner import new_partitions, partition_for_key
 
 from .broker import HERE, Broker, KafkaTools
 
@@ -40,7 +41,9 @@ def test_murmur2_agrees_with_the_java_partitioner(kafka_tools: KafkaTools, tmp_p
     keys += [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 70))) for _ in range(3000)]
     keys += [f"user-{i}".encode() for i in range(1000)]
     for n in (1, 5, 12, 1009):
-        assert [partition_for_key(k, n) for k in keys] == java_partitions(kafka_tools, keys, n, tmp_path), n
+        java = java_partitions(kafka_tools, keys, n, tmp_path)
+        assert [partition_for_key(k, n) for k in keys] == java, n
+        assert new_partitions(keys, np.zeros(len(keys)), n).tolist() == java, n  # the vectorised one
 
 
 def records(start: int, count: int) -> list[dict]:

@@ -9,7 +9,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog.rules.partitioner import GroupResume, murmur2, new_partition, partition_for_key, running_max
+from kafkalog.rules.partitioner import (
+    GroupResume,
+    murmur2,
+    murmur2_many,
+    new_partition,
+    new_partitions,
+    partition_for_key,
+    running_max,
+)
 
 
 def _java_int(x: int) -> int:
@@ -65,6 +73,14 @@ def test_partition_for_key_is_in_range_and_uses_the_sign_bit_cleared(data, n):
     p = partition_for_key(data, n)
     assert 0 <= p < n
     assert p == (_java_murmur2(data) & 0x7FFFFFFF) % n  # toPositive, not abs: abs(MIN_VALUE) would be negative
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=60), st.integers(1, 50))
+def test_the_vectorised_placement_is_the_one_key_at_a_time_rule(keys, n):
+    old = np.arange(len(keys), dtype=np.int64)
+    assert new_partitions(keys, old, n).tolist() == [new_partition(k, int(p), n) for k, p in zip(keys, old)]
+    assert murmur2_many([k for k in keys if k is not None]).tolist() == [murmur2(k) for k in keys if k is not None]
 
 
 def test_null_keys_keep_their_old_partition_modulo_n():
