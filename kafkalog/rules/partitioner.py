@@ -75,6 +75,7 @@ def murmur2_many(keys: list[bytes]) -> np.ndarray:
     """`murmur2` of each key, as int64 holding the signed 32-bit results: the keys of one length are
     hashed together, column by column, in numpy (64-bit products keep their low 32 bits exact)."""
     out = np.empty(len(keys), dtype=np.int64)
+    m, mask = np.uint64(_M), np.uint64(_MASK)
     by_length: dict[int, list[int]] = {}
     for i, key in enumerate(keys):
         by_length.setdefault(len(key), []).append(i)
@@ -84,10 +85,10 @@ def murmur2_many(keys: list[bytes]) -> np.ndarray:
         whole = length - length % 4
         words = data[:, :whole].copy().view("<u4").astype(np.uint64) if whole else np.empty((len(rows), 0), np.uint64)
         for column in range(words.shape[1]):
-            k = (words[:, column] * _M) & _MASK
+            k = (words[:, column] * m) & mask
             k ^= k >> np.uint64(24)
-            k = (k * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
+            k = (k * m) & mask
+            h = ((h * m) & mask) ^ k
         tail = length % 4
         if tail == 3:
             h ^= data[:, whole + 2].astype(np.uint64) << np.uint64(16)
@@ -95,9 +96,9 @@ def murmur2_many(keys: list[bytes]) -> np.ndarray:
             h ^= data[:, whole + 1].astype(np.uint64) << np.uint64(8)
         if tail >= 1:
             h ^= data[:, whole].astype(np.uint64)
-            h = (h * _M) & _MASK
+            h = (h * m) & mask
         h ^= h >> np.uint64(13)
-        h = (h * _M) & _MASK
+        h = (h * m) & mask
         h ^= h >> np.uint64(15)
         signed = h.astype(np.int64)
         out[rows] = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
