@@ -123,7 +123,7 @@ def placed_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange],
         trackers: dict[int, dict[int, CleanedTransactionMetadata]] = {}
         for unit in tasks[i]:
             carry = carried[unit.partition, unit.segment_base_offset, unit.start]
-            for batch in read_unit(unit, fs, "records", flt.for_partition(unit.topic, unit.partition)):
+            for batch in read_unit(unit, fs, "records", flt):
                 kept = committed_rows(batch, wanted[unit.partition], trackers.setdefault(unit.partition, {}))
                 if kept.num_rows:
                     placed = place(kept, partitions, carry)
@@ -217,6 +217,9 @@ def write_partition(batches: Iterator[pa.RecordBatch], spec: WriteSpec) -> Itera
         for batch in batches:
             if writer is None:
                 q = int(batch["partition"][0].as_py())
+                own = fs.join(staging, f"{spec.topic}-{q}")
+                if fs.exists(own):  # an earlier attempt of this task: only it writes there
+                    fs.delete_dir(own)
                 writer = PartitionWriter(
                     fs,
                     staging,
