@@ -35,12 +35,10 @@ from ..codec.compression import Codec
 from ..config import ConfigResolver
 from ..errors import ConfigError, LogDirError
 from ..rules.partition_state import partition_state
-from ..rules.replica_assignment import AssignmentReplay, MetadataReplayError
 from ..spark.topic_table import PartitionRange
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_partition_metadata
 from ..storage.destination import STAGING_SUFFIX
 from ..storage.fs import LogFileSystem
-from ..storage.kraft import metadata_records
 from ..storage.logdir import LogDir
 from ..storage.naming import (
     LEADER_EPOCH_CHECKPOINT,
@@ -309,16 +307,10 @@ def _topic_id(given: str | None, metadata: str | None, to_topic: str, existing: 
 
 
 def _lookup_topic_id(metadata: str, name: str) -> str:
-    from .replicas import _metadata_partition
+    from .replicas import _metadata_partition, metadata_replay
 
     part = _metadata_partition(metadata)
-    replay = AssignmentReplay()
-    for path, offset, record in metadata_records(part):
-        try:
-            replay.apply(offset, record)
-        except MetadataReplayError as err:
-            raise err.located(file=path) from None
-    ids = [tid for tid, topic in replay.topic_names.items() if topic == name]
+    ids = [tid for tid, topic in metadata_replay(part).topic_names.items() if topic == name]
     if not ids:
         raise ConfigError(f"the KRaft metadata has no topic {name!r}: create it first", file=part.path)
     return ids[0]

@@ -216,10 +216,15 @@ def _reach(part: Partition) -> int:
 
 
 def _replay(part: Partition) -> dict[tuple[str, int], Assignment]:
+    return metadata_replay(part).assignments()
+
+
+def metadata_replay(part: Partition) -> AssignmentReplay:
+    """The metadata log `part` replayed as a starting broker replays it: its topics and partitions."""
     replay = AssignmentReplay()
     for path, offset, record in metadata_records(part):
         try:
             replay.apply(offset, record)
         except MetadataReplayError as err:
             raise err.located(file=path) from None
-    return replay.assignments()
+    return replay
