@@ -150,3 +150,16 @@ def test_command_line_refuses_in_one_line_before_spark(small_log, tmp_path):
     assert done.returncode == cli.EXIT_FAILED
     assert done.stderr.strip().splitlines()[-1].startswith("kafkalog repartition: the topic id of orders4 is not known")
     assert not (tmp_path / "out").exists() and "pyspark" not in done.stderr
+
+
+def test_committed_offsets_from_a_file_and_the_dry_run(small_log, tmp_path):
+    offsets = tmp_path / "offsets.csv"
+    offsets.write_text("group,topic,partition,offset\nbilling,orders,0,17\nbilling,orders,1,3\nother,clicks,0,5\n")
+    plan = plan_repartition(
+        str(small_log.path), "orders", 3, str(tmp_path / "o"), topic_id=TOPIC_ID, consumer_offsets=str(offsets)
+    )
+    assert plan.committed == {"billing": {0: 17, 1: 3}}
+    out = tmp_path / "dry"
+    args = [str(small_log.path), "--topic", "orders", "--partitions", "3", "--output", str(out)]
+    assert cli.main(["repartition", *args, "--topic-id", TOPIC_ID, "--dry-run"]) == cli.EXIT_OK
+    assert not out.exists()
