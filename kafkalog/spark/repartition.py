@@ -27,8 +27,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.batch import TimestampType, build_batch
-from ..codec.records import Record
+from ..codec.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, build_batch_of_section
+from ..codec.records import encode_headers
+from ..codec.splice import encode_records
 from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.partitioner import GroupResume, new_partitions, running_max
@@ -166,41 +167,85 @@ def write_partitions(spark, records, spec: WriteSpec) -> list[dict]:
 
 
 class _Batcher:
-    """Records gathered into batches of one codec and timestamp type (and, for LogAppendTime, one
-    append time), cut at `limit` bytes, appended to `writer` as they fill."""
+    """Rows (PLACED_SCHEMA, in their new order) gathered into batches of one codec and timestamp type
+    (and, for LogAppendTime, one append time), cut at `limit` bytes of records, and appended to
+    `writer`. A batch may span the Arrow batches Spark hands over: the rows of the last, unfinished
+    one wait for the next (so the batches do not depend on Spark's Arrow batch size)."""
 
     def __init__(self, writer: PartitionWriter, codec: int | None, limit: int):
         self.writer, self.codec, self.limit = writer, codec, limit
-        self.records: list[Record] = []
-        self.kind: tuple | None = None
-        self.size = 0
+        self.pending: pa.RecordBatch | None = None
 
-    def add(self, key, value, timestamp: int, ts_type: int, headers, codec: int) -> int:
-        """Append one record; its new offset."""
-        kind = (self.codec if self.codec is not None else codec, ts_type, timestamp if ts_type == 1 else None)
-        size = len(key or b"") + len(value or b"") + sum(len(h[0]) + len(h[1] or b"") for h in headers)
-        size += _RECORD_OVERHEAD
-        if self.records and (kind != self.kind or self.size + size > self.limit):
-            self.flush()
-        offset = self.writer.log_end_offset + len(self.records)
-        self.records.append(Record(offset, timestamp, key, value, headers))
-        self.kind, self.size = kind, self.size + size
-        return offset
+    def add(self, rows: pa.RecordBatch) -> None:
+        if self.pending is not None:
+            rows = pa.Table.from_batches([self.pending, rows]).combine_chunks().to_batches()[0]
+        cuts = self._cuts(rows)
+        for start, end in zip(cuts, cuts[1:-1]):
+            self._append(rows.slice(start, end - start))
+        self.pending = rows.slice(cuts[-2]) if len(cuts) > 1 else None
 
     def flush(self) -> None:
-        if not self.records:
-            return
-        assert self.kind is not None
-        codec, ts_type, append_time = self.kind
-        data = build_batch(
-            self.records,
-            codec=codec,
-            timestamp_type=TimestampType.LOG_APPEND_TIME if ts_type == 1 else TimestampType.CREATE_TIME,
-            log_append_time=append_time,
-            partition_leader_epoch=self.writer.partition_leader_epoch,
+        if self.pending is not None and self.pending.num_rows:
+            self._append(self.pending)
+        self.pending = None
+
+    def _cuts(self, rows: pa.RecordBatch) -> list[int]:
+        """Where batches start: at each change of kind, and where the bytes would pass the limit."""
+        n = rows.num_rows
+        codec = rows["codec"].to_numpy() if self.codec is None else np.full(n, self.codec)
+        ts_type = rows["timestampType"].to_numpy() == TimestampType.LOG_APPEND_TIME
+        stamp = np.where(ts_type, rows["timestamp"].to_numpy(), np.iinfo(np.int64).min)
+        changed = (codec[1:] != codec[:-1]) | (ts_type[1:] != ts_type[:-1]) | (stamp[1:] != stamp[:-1])
+        kinds = [0, *(np.flatnonzero(changed) + 1).tolist(), n]
+        size = _RECORD_OVERHEAD + _lengths(rows["key"]) + _lengths(rows["value"])
+        entries = pc.list_flatten(rows["headers"])
+        if len(entries):
+            owners = pc.list_parent_indices(rows["headers"]).to_numpy()
+            size = size + np.bincount(owners, _lengths(entries.field("key")) + _lengths(entries.field("value")), n)
+        total = np.concatenate(([0], np.cumsum(size)))
+        cuts = [0]
+        for start, end in zip(kinds, kinds[1:]):
+            at = start
+            while at < end:
+                # the first row past the limit ends the batch; a row larger than the limit goes alone
+                stop = int(np.searchsorted(total, total[at] + self.limit, side="right")) - 1
+                at = min(max(stop, at + 1), end)
+                cuts.append(at)
+        return cuts
+
+    def _append(self, rows: pa.RecordBatch) -> None:
+        n, base = rows.num_rows, self.writer.log_end_offset
+        timestamps = rows["timestamp"].to_numpy()
+        headers = [
+            None if not h else encode_headers([(x["key"], x["value"]) for x in h]) for h in rows["headers"].to_pylist()
+        ]
+        section = encode_records(
+            np.arange(n), timestamps - timestamps[0], rows["key"].to_pylist(), rows["value"].to_pylist(), headers
         )
-        self.writer.append(data)
-        self.records, self.size = [], 0
+        log_append = int(rows["timestampType"][0].as_py()) == TimestampType.LOG_APPEND_TIME
+        self.writer.append(
+            build_batch_of_section(
+                section,
+                n,
+                base_offset=base,
+                codec=self.codec if self.codec is not None else int(rows["codec"][0].as_py()),
+                last_offset_delta=n - 1,
+                timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
+                base_timestamp=int(timestamps[0]),
+                max_timestamp=int(timestamps.max()),
+                partition_leader_epoch=self.writer.partition_leader_epoch,
+                producer_id=NO_PRODUCER_ID,
+                producer_epoch=NO_PRODUCER_EPOCH,
+                base_sequence=NO_SEQUENCE,
+                is_transactional=False,
+                is_control=False,
+                has_delete_horizon=False,
+            )
+        )
+
+
+def _lengths(column: pa.Array) -> np.ndarray:
+    return pc.fill_null(pc.binary_length(column), 0).to_numpy().astype(np.int64)
 
 
 def write_partition(batches: Iterator[pa.RecordBatch], spec: WriteSpec) -> Iterator[pa.RecordBatch]:
@@ -242,35 +287,15 @@ def write_partition(batches: Iterator[pa.RecordBatch], spec: WriteSpec) -> Itera
                 continue
             sources, source_offsets = batch["source"].to_numpy(), batch["sourceOffset"].to_numpy()
             _check_order(sources, source_offsets, last_source, spec.topic, q)
-            new_offsets = np.fromiter(
-                (
-                    batcher.add(k, v, t, tt, tuple((h["key"], h["value"]) for h in hs or ()), c)
-                    for k, v, t, tt, hs, c in zip(
-                        batch["key"].to_pylist(),
-                        batch["value"].to_pylist(),
-                        batch["timestamp"].to_pylist(),
-                        batch["timestampType"].to_pylist(),
-                        batch["headers"].to_pylist(),
-                        batch["codec"].to_pylist(),
-                    )
-                ),
-                np.int64,
-                batch.num_rows,
-            )
+            new_offsets = np.arange(records, records + batch.num_rows, dtype=np.int64)  # dense from 0
+            batcher.add(batch)
             records += batch.num_rows
             for resume in resumes.values():
                 resume.feed(sources, source_offsets, new_offsets)
             if parts is not None:
+                columns = [batch["source"], batch["sourceOffset"], pa.array(np.full(batch.num_rows, q, np.int32))]
                 parts.write_batch(
-                    pa.RecordBatch.from_arrays(
-                        [
-                            batch["source"],
-                            batch["sourceOffset"],
-                            pa.array(np.full(batch.num_rows, q, np.int32)),
-                            pa.array(new_offsets),
-                        ],
-                        schema=OFFSET_MAP_SCHEMA,
-                    )
+                    pa.RecordBatch.from_arrays([*columns, pa.array(new_offsets)], schema=OFFSET_MAP_SCHEMA)
                 )
         if writer is None or batcher is None:
             return
@@ -279,6 +304,8 @@ def write_partition(batches: Iterator[pa.RecordBatch], spec: WriteSpec) -> Itera
     finally:
         if parts is not None:
             parts.close()
+    if written.log_end_offset != records:
+        raise KafkaLogError(f"partition {q} of {spec.topic} ends at offset {written.log_end_offset}, not {records}")
     groups = {group: resume.result(written.log_end_offset) for group, resume in resumes.items()}
     yield pa.RecordBatch.from_pylist(
         [
