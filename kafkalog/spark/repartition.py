@@ -219,9 +219,7 @@ class _Batcher:
         headers = [
             None if not h else encode_headers([(x["key"], x["value"]) for x in h]) for h in rows["headers"].to_pylist()
         ]
-        section = encode_records(
-            np.arange(n), timestamps - timestamps[0], rows["key"].to_pylist(), rows["value"].to_pylist(), headers
-        )
+        section = encode_records(np.arange(n), timestamps - timestamps[0], rows["key"], rows["value"], headers)
         log_append = int(rows["timestampType"][0].as_py()) == TimestampType.LOG_APPEND_TIME
         self.writer.append(
             build_batch_of_section(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,8 +24,14 @@ def test_encode_records_writes_what_encode_record_writes(rows, base_timestamp):
     got = encode_records(
         [r.offset - 100 for r in records],
         [r.timestamp - base_timestamp for r in records],
-        [r.key for r in records],
-        [r.value for r in records],
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()).slice(0),
         [encode_headers(r.headers) if r.headers else None for r in records],
     )
     assert got == bytes(expected)
+    # a slice of longer columns, as a batch cut from Spark's Arrow batch is
+    keys = pa.array([b"before", *(r.key for r in records)], pa.binary()).slice(1)
+    values = pa.array([b"before", *(r.value for r in records)], pa.binary()).slice(1)
+    offsets, stamps = [r.offset - 100 for r in records], [r.timestamp - base_timestamp for r in records]
+    headers = [encode_headers(r.headers) if r.headers else None for r in records]
+    assert encode_records(offsets, stamps, keys, values, headers) == bytes(expected)
