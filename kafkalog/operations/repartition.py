@@ -211,6 +211,8 @@ def _check_output(opened: LogDir, log_dir: str, output: str, topic: str, to_topi
         raise ConfigError("--output is the input log dir: give --to-topic another topic, or another --output")
     if target.startswith(source + os.sep):
         raise ConfigError(f"--output lies inside the input log dir {opened.path}; choose a directory outside it")
+    if fs.exists(out) and not fs.is_dir(out):
+        raise ConfigError("--output is a file, not a log dir", file=out)
     if fs.exists(out + STAGING_SUFFIX):
         raise LogDirError(
             "an earlier run that did not finish left this staging directory; remove it and run again",
