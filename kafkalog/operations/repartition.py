@@ -173,8 +173,14 @@ def plan_repartition(
     if group_offsets is not None and not committed:
         log.warning("no group has committed offsets of %s in %s: --group-offsets gets no file", topic, source)
     for path in (offset_map, group_offsets):
-        if path is not None and not dry_run and os.path.exists(path):
-            raise ConfigError("this output exists already; choose a new path", file=path)
+        if path is None:
+            continue
+        if os.path.realpath(path).startswith(os.path.realpath(out) + os.sep):
+            # a broker takes every directory of its log dir for a partition's, and refuses one that is not
+            raise ConfigError("--offset-map and --group-offsets must lie outside the output log dir", file=path)
+        for taken in (path, path + STAGING_SUFFIX):
+            if not dry_run and os.path.exists(taken):
+                raise ConfigError("this path exists already; choose a new one (or remove it)", file=taken)
     return RepartitionPlan(
         log_dir=log_dir,
         topic=topic,
