@@ -65,6 +65,7 @@ def test_kafkalog_alone_says_what_it_is_and_lists_every_command(capsys):
         "evidence",
         "txn-report",
         "export",
+        "repartition",
     ],
 )
 def test_every_commands_help_ends_with_examples(capsys, command):

@@ -149,7 +149,7 @@ def test_python_m_kafkalog_jobs_names_the_job_files_and_the_conf_templates(tmp_p
     conf = python("-m", "kafkalog.jobs", "--conf-dir", cwd=tmp_path)
     assert Path(conf.stdout.strip()) == REPO / "kafkalog" / "conf" == (REPO / "conf").resolve()
     wrong = python("-m", "kafkalog.jobs", "--path", "compactt", cwd=tmp_path)
-    assert wrong.returncode == 2 and "--path {compact,retain,validate,purge,export}" in wrong.stderr
+    assert wrong.returncode == 2 and "--path {compact,retain,validate,purge,export,repartition}" in wrong.stderr
 
 
 # -- the wheel, installed outside the repository ------------------------------------------------------------

@@ -75,12 +75,19 @@ def encode_record(out: bytearray, record: Record, base_offset: int, base_timesta
     write_varint(body, record.offset - base_offset)
     _write_bytes(body, record.key)
     _write_bytes(body, record.value)
-    write_varint(body, len(record.headers))
-    for hkey, hvalue in record.headers:
-        _write_bytes(body, hkey.encode("utf-8"))
-        _write_bytes(body, hvalue)
+    body += encode_headers(record.headers)
     write_varint(out, len(body))
     out += body
+
+
+def encode_headers(headers) -> bytes:
+    """A record's headers in the v2 layout: their count, then each key (UTF-8) and value."""
+    out = bytearray()
+    write_varint(out, len(headers))
+    for hkey, hvalue in headers:
+        _write_bytes(out, hkey.encode("utf-8"))
+        _write_bytes(out, hvalue)
+    return bytes(out)
 
 
 def _write_bytes(out: bytearray, data: bytes | None) -> None:

@@ -4,8 +4,9 @@
     python -m kafkalog.jobs compact LOG_DIR [...]     the same job in this Python (local Spark, or SPARK_REMOTE's)
     python -m kafkalog.jobs --conf-dir               the configuration templates' directory, to copy
 
-The job files are this package's `compact.py`, `retain.py`, `validate.py`, `purge.py` and `export.py` (the repository's
-`jobs/*.py` link to them); spark-submit needs a file, which `--path` names wherever the wheel was installed.
+The job files are this package's `compact.py`, `retain.py`, `validate.py`, `purge.py`, `export.py` and
+`repartition.py` (the repository's `jobs/*.py` link to them); spark-submit needs a file, which `--path` names
+wherever the wheel was installed.
 
 A job takes exactly the command line's arguments. When they name no `--config-file` (or no
 `--topic-config-dir`) and $KAFKALOG_CONF_DIR is set, the job uses `$KAFKALOG_CONF_DIR/kafkalog.properties`
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from .. import cli
 from ..errors import KafkaLogError
 
-JOBS = ("compact", "retain", "validate", "purge", "export")
+JOBS = ("compact", "retain", "validate", "purge", "export", "repartition")
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")  # kafkalog/conf
 CONF_DIR_ENV = "KAFKALOG_CONF_DIR"
 CONF_DEFAULTS = (

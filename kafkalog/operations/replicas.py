@@ -33,6 +33,7 @@ from ..storage.fs import LogFileSystem
 from ..storage.kraft import metadata_records
 from ..storage.logdir import LogDir
 from ..storage.partition import Partition
+from ..storage.segment import log_end_offset
 from ..topics import KRAFT_METADATA_TOPIC
 
 log = logging.getLogger("kafkalog")
@@ -211,19 +212,23 @@ def _reach(part: Partition) -> int:
     """How far a metadata log reaches: its latest snapshot's end offset or its log end offset."""
     ends = [offset for offset, _ in part.kraft_snapshots]
     if part.segments:
-        last = part.segments[-1].last_offset()
-        ends.append(part.segments[-1].base_offset if last is None else last + 1)
+        ends.append(log_end_offset(part.segments))
     return max(ends, default=0)
 
 
 def _replay(part: Partition) -> dict[tuple[str, int], Assignment]:
+    return metadata_replay(part).assignments()
+
+
+def metadata_replay(part: Partition) -> AssignmentReplay:
+    """The metadata log `part` replayed as a starting broker replays it: its topics and partitions."""
     replay = AssignmentReplay()
     for path, offset, record in metadata_records(part):
         try:
             replay.apply(offset, record)
         except MetadataReplayError as err:
             raise err.located(file=path) from None
-    return replay.assignments()
+    return replay
 
 
 # -- copies given to one purge -------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+../kafkalog/jobs/repartition.py

@@ -1,0 +1,435 @@
+"""`kafkalog repartition LOG_DIR --topic T --partitions N --output OUT`: a topic's committed records
+moved to N partitions as Kafka's partitioner places their keys, written as a log dir a broker loads.
+
+Two steps, as every command is becoming (issue 36): `plan_repartition` on the driver without Spark
+(also the command line's check before Spark starts) opens the log dir, checks the topic, the target,
+the output and the last stable offset rule, and returns a `RepartitionPlan`; `run_repartition(spark,
+plan)` executes it (spark/repartition.py) and commits the result:
+
+1. the new partition directories are written under `<OUT>.kafkalog-incomplete` (beside OUT, on its
+   filesystem), the offset map under `<offset map>.kafkalog-incomplete`;
+2. when all are written, each is renamed into OUT (an empty partition directory of the target topic,
+   as `kafka-topics --create` leaves it, is replaced), then OUT's `recovery-point-offset-checkpoint` and
+   `replication-offset-checkpoint` name each new partition's log end offset and
+   `log-start-offset-checkpoint` none (its log starts at 0), as a clean shutdown leaves them; the
+   offset map and the groups' CSV files are published last.
+A failure before step 2 leaves OUT as it was. OUT, when it is a log dir, is locked for the run.
+
+What is not carried: producer ids, epochs and sequences (each new batch holds records of many
+producers and source batches, so no producer's sequence could continue in it: the batches are
+non-idempotent, producer id -1), transaction markers and aborted records (only committed data moves),
+and the source's leader epochs (the new partitions begin at the target's current epoch).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+import urllib.parse
+from dataclasses import dataclass, field
+
+from ..codec.compression import Codec
+from ..config import ConfigResolver
+from ..errors import ConfigError, LogDirError
+from ..rules.partition_state import partition_state
+from ..spark.topic_table import PartitionRange
+from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_partition_metadata
+from ..storage.destination import STAGING_SUFFIX
+from ..storage.fs import LogFileSystem
+from ..storage.logdir import LogDir
+from ..storage.naming import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartition,
+    illegal_topic_reason,
+)
+from ..storage.producer_state import replay_partition
+from ..topics import CONSUMER_OFFSETS_TOPIC
+
+log = logging.getLogger("kafkalog")
+
+_CODECS = {"none": Codec.NONE, "uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY}
+_CODECS.update({"lz4": Codec.LZ4, "zstd": Codec.ZSTD})
+
+
+@dataclass
+class RepartitionPlan:
+    log_dir: str
+    topic: str
+    partitions: int
+    output: str
+    to_topic: str
+    topic_id: str
+    ranges: list[PartitionRange]
+    leader_epochs: dict[int, int]  # new partition -> the leader epoch its batches carry
+    replaced: list[int]  # target partitions whose empty directories in OUT are replaced
+    config: dict  # the target's segment.bytes, segment.ms, index sizes, max.message.bytes, codec
+    committed: dict[str, dict[int, int]]  # group -> source partition -> committed offset
+    committed_source: str
+    left_unstable: dict[int, tuple[int, int]]  # source partition -> (last stable offset, high watermark) left
+    offset_map: str | None = None
+    group_offsets: str | None = None
+    dry_run: bool = False
+
+    def summary(self) -> str:
+        records = sum(r.end - r.start for r in self.ranges)
+        lines = [
+            f"repartition {self.topic} ({len(self.ranges)} partitions, at most {records:,} offsets) into "
+            f"{self.partitions} partitions of {self.to_topic} (topic id {self.topic_id}) in {self.output}"
+        ]
+        lines += [f"  groups from {self.committed_source}: {', '.join(sorted(self.committed)) or 'none'}"]
+        for p, (lso, hw) in sorted(self.left_unstable.items()):
+            lines.append(f"  partition {p}: stops at its last stable offset {lso}; offsets {lso}..{hw - 1} are left")
+        return "\n".join(lines)
+
+
+@dataclass
+class RepartitionResult:
+    plan: RepartitionPlan
+    written: list[dict] = field(default_factory=list)  # per new partition: records, log end offset, ...
+    groups: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)  # group -> q -> (offset, re-read)
+
+    def to_dict(self) -> dict:
+        return {
+            "topic": self.plan.topic,
+            "toTopic": self.plan.to_topic,
+            "topicId": self.plan.topic_id,
+            "output": self.plan.output,
+            "dryRun": self.plan.dry_run,
+            "partitions": [{k: v for k, v in w.items() if k != "groups"} for w in self.written],
+            "groups": {
+                g: [{"partition": q, "offset": o, "reread": r} for q, (o, r) in sorted(by.items())]
+                for g, by in sorted(self.groups.items())
+            },
+        }
+
+    def summary(self) -> str:
+        if self.plan.dry_run:
+            return self.plan.summary() + "\n  dry run: nothing written"
+        total = sum(w["records"] for w in self.written)
+        lines = [
+            f"repartitioned {total:,} records of {self.plan.topic} into {self.plan.to_topic} in {self.plan.output}"
+        ]
+        lines += [
+            f"  partition {w['partition']}: {w['records']:,} records, {w['segments']} segments, {w['bytes']:,} bytes"
+            for w in self.written
+        ]
+        for group, by in sorted(self.groups.items()):
+            reread = sum(r for _, r in by.values())
+            lines.append(
+                f"  group {group}: resumes at {dict(sorted((q, o) for q, (o, _) in by.items()))}, re-reads {reread}"
+            )
+        return "\n".join(lines)
+
+
+def plan_repartition(
+    log_dir: str,
+    topic: str,
+    partitions: int,
+    output: str,
+    *,
+    to_topic: str | None = None,
+    topic_id: str | None = None,
+    metadata: str | None = None,
+    offset_map: str | None = None,
+    consumer_offsets: str | None = None,
+    group_offsets: str | None = None,
+    stop_at_last_stable: bool = False,
+    config: ConfigResolver | None = None,
+    dry_run: bool = False,
+) -> RepartitionPlan:
+    """Everything checked and decided before Spark starts (see the module's docstring)."""
+    if partitions < 1:
+        raise ConfigError(f"--partitions {partitions}: a topic has at least one partition")
+    to_topic = to_topic or topic
+    reason = illegal_topic_reason(to_topic)
+    if reason:
+        raise ConfigError(f"--to-topic {to_topic!r}: {reason}")
+    opened = LogDir.open(log_dir)
+    parts = list(opened.partitions({topic}))
+    if not parts:
+        raise ConfigError(f"no partition of topic {topic!r} here", file=opened.path)
+    numbers = [p.partition for p in parts]
+    if numbers != list(range(len(numbers))):
+        missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
+        raise ConfigError(
+            f"partitions {missing} of topic {topic} are not in this log dir: repartition needs every partition "
+            "of the topic (copy them from the brokers that hold them)",
+            file=opened.path,
+        )
+    out_fs, out = _check_output(opened, log_dir, output, topic, to_topic, dry_run)
+    ranges, unstable = _ranges(opened, parts, stop_at_last_stable)
+    existing = _target_dirs(out_fs, out, to_topic, partitions)
+    topic_id = _topic_id(topic_id, metadata, to_topic, existing)
+    resolver = config if config is not None else ConfigResolver()
+    target = resolver.for_topic(to_topic)
+    committed, source = _committed(opened, topic, consumer_offsets)
+    if group_offsets is not None and not committed:
+        log.warning("no group has committed offsets of %s in %s: --group-offsets gets no file", topic, source)
+    for path in (offset_map, group_offsets):
+        if path is None:
+            continue
+        if os.path.realpath(path).startswith(os.path.realpath(out) + os.sep):
+            # a broker takes every directory of its log dir for a partition's, and refuses one that is not
+            raise ConfigError("--offset-map and --group-offsets must lie outside the output log dir", file=path)
+        for taken in (path, path + STAGING_SUFFIX):
+            if not dry_run and os.path.exists(taken):
+                raise ConfigError("this path exists already; choose a new one (or remove it)", file=taken)
+    return RepartitionPlan(
+        log_dir=log_dir,
+        topic=topic,
+        partitions=partitions,
+        output=out,
+        to_topic=to_topic,
+        topic_id=topic_id,
+        ranges=ranges,
+        leader_epochs={q: epoch for q, (_, epoch) in existing.items()},
+        replaced=sorted(existing),
+        config={
+            "segment_bytes": target.segment_bytes,
+            "segment_ms": target.segment_ms,
+            "index_interval_bytes": target.index_interval_bytes,
+            "segment_index_bytes": target.segment_index_bytes,
+            "max_message_bytes": target.max_message_bytes,
+            "codec": _codec(target.compression_type),
+        },
+        committed=committed,
+        committed_source=source,
+        left_unstable=unstable,
+        offset_map=offset_map,
+        group_offsets=group_offsets,
+        dry_run=dry_run,
+    )
+
+
+def _check_output(opened: LogDir, log_dir: str, output: str, topic: str, to_topic: str, dry_run: bool):
+    fs, out = LogFileSystem.for_path(output)
+    if not fs.is_local:
+        raise ConfigError("--output must be a local directory: a broker's log dir", file=output)
+    source, target = os.path.realpath(opened.path), os.path.realpath(out)
+    if target == source and to_topic == topic:
+        raise ConfigError("--output is the input log dir: give --to-topic another topic, or another --output")
+    if target.startswith(source + os.sep):
+        raise ConfigError(f"--output lies inside the input log dir {opened.path}; choose a directory outside it")
+    if fs.exists(out) and not fs.is_dir(out):
+        raise ConfigError("--output is a file, not a log dir", file=out)
+    if fs.exists(out + STAGING_SUFFIX):
+        raise LogDirError(
+            "an earlier run that did not finish left this staging directory; remove it and run again",
+            file=out + STAGING_SUFFIX,
+        )
+    if not dry_run:
+        opened.ensure_unlocked()
+        if fs.exists(out) and fs.list_dir(out):
+            LogDir.open(out).ensure_unlocked()
+    return fs, out
+
+
+def _ranges(opened: LogDir, parts, stop_at_last_stable: bool):
+    """Per source partition, what a read_committed consumer reads: [log start, last stable offset).
+    Records past the last stable offset (an open transaction, or a high watermark below the log end)
+    are refused, or left with a warning."""
+    checkpoints = opened.offset_checkpoints()
+    ranges, unstable = [], {}
+    for part in parts:
+        part.ensure_settled()
+        state = partition_state(part, replay_partition, **checkpoints.of((part.topic, part.partition)))
+        if state.last_stable_offset < state.log_end_offset:
+            unstable[part.partition] = (state.last_stable_offset, state.log_end_offset)
+        ranges.append(
+            PartitionRange(
+                part.partition,
+                state.log_start_offset,
+                max(state.last_stable_offset, state.log_start_offset),
+                tuple(part.aborted_txns()),
+            )
+        )
+    if unstable and not stop_at_last_stable:
+        p, (lso, end) = min(unstable.items())
+        raise ConfigError(
+            f"partition {p} of {parts[0].topic} has offsets {lso}..{end - 1} past its last stable offset {lso} "
+            "(an open transaction or unreplicated records): finish or abort the transaction first, or give "
+            "--stop-at-last-stable to leave them out",
+            file=opened.path,
+        )
+    for p, (lso, end) in sorted(unstable.items()):
+        log.warning(
+            "partition %d of %s: offsets %d..%d past its last stable offset are left out",
+            p,
+            parts[0].topic,
+            lso,
+            end - 1,
+        )
+    return ranges, unstable
+
+
+def _target_dirs(fs: LogFileSystem, out: str, to_topic: str, partitions: int) -> dict[int, tuple[str | None, int]]:
+    """The target topic's partition directories already in OUT: q -> (their topic id, leader epoch).
+    Only empty ones (a topic just created) may be replaced; a partition beyond N is refused."""
+    found: dict[int, tuple[str | None, int]] = {}
+    if not fs.exists(out) or not fs.list_dir(out):
+        return found
+    opened = LogDir.open(out)
+    for part in opened.partitions({to_topic}):
+        if part.partition >= partitions:
+            raise ConfigError(
+                f"{out} holds partition {part.partition} of {to_topic}, which has more than --partitions "
+                f"{partitions} partitions",
+                file=part.path,
+            )
+        if any(s.size for s in part.segments):
+            raise ConfigError(
+                f"partition {part.partition} of {to_topic} in the output holds records: repartition writes only "
+                "into partitions that are empty (a topic just created)",
+                file=part.path,
+            )
+        meta, epochs = part.read_file(PARTITION_METADATA), part.read_file(LEADER_EPOCH_CHECKPOINT)
+        topic_id = parse_partition_metadata(meta.decode(), file=part.path).topic_id if meta else None
+        entries = parse_leader_epoch_checkpoint(epochs.decode(), file=part.path) if epochs else []
+        found[part.partition] = (topic_id, entries[-1].epoch if entries else 0)
+    return found
+
+
+def _topic_id(given: str | None, metadata: str | None, to_topic: str, existing: dict) -> str:
+    """The target's topic id: --topic-id, else the KRaft metadata's for its name; each must agree with
+    the partition.metadata of target partitions already in OUT, which alone may also give it."""
+    found = {tid for tid, _ in existing.values() if tid}
+    if given is None and metadata is not None:
+        given = _lookup_topic_id(metadata, to_topic)
+    if given is None:
+        if len(found) == 1:
+            return found.pop()
+        raise ConfigError(
+            f"the topic id of {to_topic} is not known: give --topic-id (kafka-topics --describe shows it) or "
+            "--metadata with a log dir holding the cluster's __cluster_metadata-0"
+        )
+    if found - {given}:
+        raise ConfigError(f"topic id {given} of {to_topic} is not the id {found.pop()} its partitions in --output have")
+    return given
+
+
+def _lookup_topic_id(metadata: str, name: str) -> str:
+    from .replicas import _metadata_partition, metadata_replay
+
+    part = _metadata_partition(metadata)
+    ids = [tid for tid, topic in metadata_replay(part).topic_names.items() if topic == name]
+    if not ids:
+        raise ConfigError(f"the KRaft metadata has no topic {name!r}: create it first", file=part.path)
+    return ids[0]
+
+
+def _codec(compression_type: str) -> int | None:
+    return None if compression_type == "producer" else _CODECS[compression_type]
+
+
+def _committed(opened: LogDir, topic: str, consumer_offsets: str | None) -> tuple[dict, str]:
+    """Each group's committed offsets of `topic` by source partition: from a file, or the log dir's
+    own __consumer_offsets."""
+    from .retain import load_committed_offsets
+    from .retain_partition import read_committed_offsets
+
+    if consumer_offsets is not None:
+        offsets, source = load_committed_offsets(consumer_offsets), consumer_offsets
+    else:
+        offsets, source = read_committed_offsets(opened), f"{opened.path}'s {CONSUMER_OFFSETS_TOPIC}"
+    committed: dict[str, dict[int, int]] = {}
+    for (group, t, p), offset in offsets.offsets.items():
+        if t == topic and offset is not None:
+            committed.setdefault(group, {})[p] = offset
+    return committed, source
+
+
+# -- running ------------------------------------------------------------------------------------------
+
+
+def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
+    """Execute `plan` (nothing but the plan's summary for a dry run) and commit its output."""
+    from ..spark.repartition import WriteSpec, placed_records, write_partitions
+
+    result = RepartitionResult(plan)
+    if plan.dry_run:
+        return result
+    fs, out = LogFileSystem.for_path(plan.output)
+    staging = out + STAGING_SUFFIX
+    map_staging = None if plan.offset_map is None else plan.offset_map + STAGING_SUFFIX
+    try:
+        fs.make_dirs(staging)
+        if map_staging is not None:
+            os.makedirs(map_staging)
+        spec = WriteSpec(
+            staging=staging,
+            topic=plan.to_topic,
+            topic_id=plan.topic_id,
+            partitions=plan.partitions,
+            leader_epochs=plan.leader_epochs,
+            offset_map=map_staging,
+            committed=plan.committed,
+            **plan.config,
+        )
+        records = placed_records(spark, plan.log_dir, plan.topic, plan.ranges, plan.partitions)
+        written = sorted(write_partitions(spark, records, spec), key=lambda w: w["partition"])
+        if [w["partition"] for w in written] != list(range(plan.partitions)):
+            raise LogDirError(
+                f"the run wrote partitions {[w['partition'] for w in written]}, not 0..{plan.partitions - 1}"
+            )
+        result.written = written
+        for w in written:
+            for group, (offset, reread) in json.loads(w["groups"]).items():
+                result.groups.setdefault(group, {})[w["partition"]] = (offset, reread)
+        _commit(fs, out, staging, plan, written)
+    except BaseException:
+        if fs.exists(staging):
+            fs.delete_dir(staging)
+        if map_staging is not None and os.path.exists(map_staging):
+            fs.delete_dir(map_staging)
+        raise
+    if map_staging is not None and plan.offset_map is not None:
+        os.rename(map_staging, plan.offset_map)
+    if plan.group_offsets is not None:
+        write_group_csvs(plan.group_offsets, plan.to_topic, result.groups)
+    return result
+
+
+def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, written: list[dict]) -> None:
+    """Move the new partitions into OUT (under its lock when OUT is a log dir) and checkpoint them."""
+    fs.make_dirs(out)
+    opened = LogDir.open(out)
+    with opened.locked():
+        for q in range(plan.partitions):
+            name = f"{plan.to_topic}-{q}"
+            target = fs.join(out, name)
+            if q in plan.replaced:
+                fs.rename(target, fs.join(staging, name + ".replaced"))
+            fs.rename(fs.join(staging, name), target)
+        fs.sync_dir(out)
+        ends: dict[tuple[str, int], int | None] = {
+            TopicPartition(plan.to_topic, w["partition"]): w["logEndOffset"] for w in written
+        }
+        opened.update_checkpoint(LOG_START_OFFSET_CHECKPOINT, dict.fromkeys(ends))
+        opened.update_checkpoint(RECOVERY_POINT_CHECKPOINT, ends)
+        opened.update_checkpoint(REPLICATION_OFFSET_CHECKPOINT, ends)
+    fs.delete_dir(staging)
+
+
+def group_csv(topic: str, offsets: dict[int, tuple[int, int]]) -> str:
+    """The CSV `kafka-consumer-groups.sh --reset-offsets --from-file` takes: topic,partition,offset."""
+    text = io.StringIO()
+    rows = csv.writer(text, lineterminator="\n")
+    for q, (offset, _) in sorted(offsets.items()):
+        rows.writerow([topic, q, offset])
+    return text.getvalue()
+
+
+def write_group_csvs(directory: str, topic: str, groups: dict[str, dict[int, tuple[int, int]]]) -> None:
+    """One `<group>.csv` per group (the name URL-quoted) in `directory`, which is made."""
+    os.makedirs(directory)
+    for group, offsets in sorted(groups.items()):
+        path = os.path.join(directory, urllib.parse.quote(group, safe="") + ".csv")
+        with open(path, "w") as f:
+            f.write(group_csv(topic, offsets))

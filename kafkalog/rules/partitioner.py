@@ -1,0 +1,155 @@
+"""Where a repartitioned record goes, in which order, and where a consumer group resumes (no I/O).
+
+The rules:
+- placement: a keyed record goes to `toPositive(murmur2(key)) % N`, Kafka's
+  BuiltInPartitioner.partitionForKey (murmur2 and toPositive restated from Kafka's Utils: seed
+  0x9747b28c, m 0x5bd1e995, r 24, the tail bytes mixed in reverse, toPositive clears the sign bit);
+  a record with a null key keeps `old partition % N`;
+- order: the records of a new partition are those of its source partitions merged by each source's
+  running maximum timestamp, ties broken by source partition, then source offset. A running maximum
+  never decreases along a source partition, so the merge never reorders a source partition; and since
+  a key lives in one source partition, each key's records keep their order too. Where timestamps rise
+  along each source (CreateTime of one producer clock, LogAppendTime), this is a merge by timestamp;
+- consumer groups: a group that committed offset c in source partition p has consumed the records of
+  p below c. In each new partition it resumes at the first record it has not consumed (the new
+  partition's end when it has consumed them all): nothing unconsumed is skipped, and what it reads
+  again is only the consumed records placed after that first unconsumed one, which the merge of
+  sources at different positions cannot avoid. A source partition the group never committed counts
+  as not consumed at all (its records are read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+_SEED = 0x9747B28C
+_M = 0x5BD1E995
+_MASK = 0xFFFFFFFF
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's Utils.murmur2 of `data`, as the signed 32-bit int Java returns."""
+    length = len(data)
+    h = (_SEED ^ length) & _MASK
+    whole = length - length % 4
+    for i in range(0, whole, 4):
+        k = int.from_bytes(data[i : i + 4], "little")
+        k = (k * _M) & _MASK
+        k ^= k >> 24
+        k = (k * _M) & _MASK
+        h = ((h * _M) & _MASK) ^ k
+    tail = length % 4
+    if tail == 3:
+        h ^= data[whole + 2] << 16
+    if tail >= 2:
+        h ^= data[whole + 1] << 8
+    if tail >= 1:
+        h ^= data[whole]
+        h = (h * _M) & _MASK
+    h ^= h >> 13
+    h = (h * _M) & _MASK
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def to_positive(number: int) -> int:
+    """Kafka's Utils.toPositive: the int with its sign bit cleared (not its absolute value)."""
+    return number & 0x7FFFFFFF
+
+
+def partition_for_key(key: bytes, num_partitions: int) -> int:
+    """BuiltInPartitioner.partitionForKey."""
+    return to_positive(murmur2(key)) % num_partitions
+
+
+def new_partition(key: bytes | None, old_partition: int, num_partitions: int) -> int:
+    """Where a record goes: its key's partition, or for a null key its old partition modulo N."""
+    if key is None:
+        return old_partition % num_partitions
+    return partition_for_key(key, num_partitions)
+
+
+def murmur2_many(keys: list[bytes]) -> np.ndarray:
+    """`murmur2` of each key, as int64 holding the signed 32-bit results: the keys of one length are
+    hashed together, column by column, in numpy (64-bit products keep their low 32 bits exact)."""
+    out = np.empty(len(keys), dtype=np.int64)
+    m, mask = np.uint64(_M), np.uint64(_MASK)
+    by_length: dict[int, list[int]] = {}
+    for i, key in enumerate(keys):
+        by_length.setdefault(len(key), []).append(i)
+    for length, rows in by_length.items():
+        data = np.frombuffer(b"".join(keys[i] for i in rows), dtype=np.uint8).reshape(len(rows), length)
+        h = np.full(len(rows), (_SEED ^ length) & _MASK, dtype=np.uint64)
+        whole = length - length % 4
+        words = data[:, :whole].copy().view("<u4").astype(np.uint64) if whole else np.empty((len(rows), 0), np.uint64)
+        for column in range(words.shape[1]):
+            k = (words[:, column] * m) & mask
+            k ^= k >> np.uint64(24)
+            k = (k * m) & mask
+            h = ((h * m) & mask) ^ k
+        tail = length % 4
+        if tail == 3:
+            h ^= data[:, whole + 2].astype(np.uint64) << np.uint64(16)
+        if tail >= 2:
+            h ^= data[:, whole + 1].astype(np.uint64) << np.uint64(8)
+        if tail >= 1:
+            h ^= data[:, whole].astype(np.uint64)
+            h = (h * m) & mask
+        h ^= h >> np.uint64(13)
+        h = (h * m) & mask
+        h ^= h >> np.uint64(15)
+        signed = h.astype(np.int64)
+        out[rows] = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
+    return out
+
+
+def new_partitions(keys: list, old_partitions: np.ndarray, num_partitions: int) -> np.ndarray:
+    """`new_partition` of each record (keys as bytes or None), as an int32 array."""
+    out = np.asarray(old_partitions, dtype=np.int64) % num_partitions
+    keyed = [i for i, key in enumerate(keys) if key is not None]
+    if keyed:
+        hashes = murmur2_many([keys[i] for i in keyed])
+        out[keyed] = (hashes & 0x7FFFFFFF) % num_partitions
+    return out.astype(np.int32)
+
+
+def running_max(timestamps: np.ndarray, carry: int) -> np.ndarray:
+    """The merge key of a run of one source partition's records in offset order: the greatest
+    timestamp seen so far, starting from `carry` (the greatest before the run)."""
+    ts = np.asarray(timestamps, dtype=np.int64)
+    return np.maximum.accumulate(np.maximum(ts, carry)) if len(ts) else ts
+
+
+class GroupResume:
+    """Where one group resumes in one new partition, fed the partition's records in new-offset order,
+    chunk by chunk (`feed`), so that a task holds a chunk, not the partition. `committed`: the group's
+    committed offset per source partition (absent: nothing consumed there)."""
+
+    def __init__(self, committed: Mapping[int, int]):
+        self._limits = np.zeros(max(committed, default=-1) + 1, dtype=np.int64)
+        for partition, offset in committed.items():
+            self._limits[partition] = offset
+        self.resume: int | None = None  # the first unconsumed record's new offset, once met
+        self.reread = 0  # consumed records at or after it
+
+    def feed(self, sources: np.ndarray, source_offsets: np.ndarray, new_offsets: np.ndarray) -> None:
+        if not len(new_offsets):
+            return
+        sources = np.asarray(sources, dtype=np.int64)
+        known = sources < len(self._limits)
+        limits = np.where(known, self._limits[np.where(known, sources, 0)], 0) if len(self._limits) else 0
+        consumed = np.asarray(source_offsets) < limits
+        if self.resume is None:
+            unconsumed = np.flatnonzero(~consumed)
+            if not len(unconsumed):
+                return
+            first = int(unconsumed[0])
+            self.resume = int(new_offsets[first])
+            consumed = consumed[first:]
+        self.reread += int(np.count_nonzero(consumed))
+
+    def result(self, end: int) -> tuple[int, int]:
+        """(the offset to resume at, the records read again): the end when all was consumed."""
+        return (end, 0) if self.resume is None else (self.resume, self.reread)
