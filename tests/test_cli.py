@@ -284,3 +284,45 @@ def test_the_jvms_stderr_passes_but_for_the_incubator_warning(capfd):
 
     _pass_stderr(io.BytesIO(b"WARNING: Using incubator modules: jdk.incubator.vector\nERROR Executor: lost\nlast"))
     assert capfd.readouterr().err == "ERROR Executor: lost\nlast"
+
+
+# Ivy's report as Spark 4.2 prints it when delta-spark's jars are in the cache (shortened: 88 lines)
+IVY_CACHED = b"""\
+:: loading settings :: url = jar:file:/venv/pyspark/jars/ivy-2.5.3.jar!/org/apache/ivy/core/settings/ivysettings.xml
+Ivy Default Cache set to: /root/.ivy2.5.2/cache
+The jars for the packages stored in: /root/.ivy2.5.2/jars
+io.delta#delta-spark_4.2_2.13 added as a dependency
+:: resolving dependencies :: org.apache.spark#spark-submit-parent-d03901bb;1.0
+\tconfs: [default]
+\tfound io.delta#delta-spark_4.2_2.13;4.4.0 in central
+:: resolution report :: resolve 1705ms :: artifacts dl 105ms
+\t:: modules in use:
+\tio.delta#delta-spark_4.2_2.13;4.4.0 from central in [default]
+\t---------------------------------------------------------------------
+\t|      default     |   37  |   0   |   0   |   4   ||   33  |   0   |
+:: retrieving :: org.apache.spark#spark-submit-parent-d03901bb
+\tconfs: [default]
+\t0 artifacts copied, 33 already retrieved (0kB/29ms)
+"""
+
+
+def test_the_jvms_stderr_leaves_out_ivys_report_but_says_when_it_downloads_and_passes_its_problems(capfd):
+    import io
+
+    from kafkalog.spark.context import FETCHING, _pass_stderr
+
+    _pass_stderr(io.BytesIO(b"before\n" + IVY_CACHED + b"ERROR SparkContext: after\n"))
+    assert capfd.readouterr().err == "before\nERROR SparkContext: after\n"
+    first = IVY_CACHED.replace(
+        b"\tfound io.delta",
+        b"downloading https://repo1.maven.org/maven2/io/delta/a.jar ...\n\t[SUCCESSFUL ] io.delta#a (9ms)\n"
+        b"downloading https://repo1.maven.org/maven2/io/delta/b.jar ...\n\tfound io.delta",
+    )
+    _pass_stderr(io.BytesIO(first))
+    assert capfd.readouterr().err == FETCHING.decode()  # once, however many jars
+    failed = IVY_CACHED.split(b":: resolution report")[0] + (
+        b":: problems summary ::\n:::: WARNINGS\n\t\tmodule not found: io.delta#delta-spark_4.2_2.13;4.4.0\n"
+        b'Exception in thread "main" java.lang.RuntimeException: [unresolved dependency]\n'
+    )
+    _pass_stderr(io.BytesIO(failed))
+    assert capfd.readouterr().err.startswith(":: problems summary ::\n:::: WARNINGS\n\t\tmodule not found")

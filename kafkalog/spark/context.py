@@ -65,11 +65,46 @@ def jvm_running() -> bool:
 
 
 def _pass_stderr(stream) -> None:
-    """Copy the JVM's stderr (Spark's errors, Ivy's messages, Python workers' tracebacks) to file
-    descriptor 2, where the JVM would have written it, but for the incubator warning."""
+    """Copy the JVM's stderr (Spark's errors, Python workers' tracebacks) to file descriptor 2, where
+    the JVM would have written it, but for the incubator warning and Ivy's report (`IvyReport`)."""
+    ivy = IvyReport()
     for line in iter(stream.readline, b""):
-        if not line.startswith(INCUBATOR_WARNING):
+        shown = b"" if line.startswith(INCUBATOR_WARNING) else ivy.shown(line)
+        if shown:
             try:
-                os.write(2, line)
+                os.write(2, shown)
             except OSError:  # stderr closed: keep draining, or the JVM would block on a full pipe
                 pass
+
+
+FETCHING = b"kafkalog: fetching delta-spark's jars from Maven Central into Ivy's cache (once: later runs use them)\n"
+
+
+class IvyReport:
+    """Ivy's report of the jars `spark.jars.packages` names (delta-spark's), which Spark prints on every
+    start, some 90 lines even when every jar is in the cache: left out, but for one line when a jar is
+    downloaded (the first start fetches some 90 MB, so it says so rather than seem to hang) and for
+    anything from Ivy's problems summary on (a jar that cannot be fetched), which passes whole."""
+
+    START = b":: loading settings ::"
+    END = b" artifacts copied, "  # the retrieve step's last line
+    PROBLEMS = b":: problems summary ::"
+
+    def __init__(self) -> None:
+        self.inside = self.downloading = False
+
+    def shown(self, line: bytes) -> bytes:
+        """What of `line` reaches stderr."""
+        if line.startswith(self.START):
+            self.inside = True
+        if not self.inside:
+            return line
+        if line.startswith(self.PROBLEMS):
+            self.inside = False
+            return line
+        if self.END in line:
+            self.inside = False
+        if line.startswith(b"downloading ") and not self.downloading:
+            self.downloading = True
+            return FETCHING
+        return b""
