@@ -18,7 +18,7 @@ import importlib
 __version__ = "0.1.0"
 
 # name: (module, attribute). Looked up by name, not imported here, so that `import kafkalog` stays light
-# (no pyspark, no JVM) and this module stays below every layer (cli.py and operations/purge.py read
+# (no pyspark, no JVM) and this module stays below every layer (cli/ and operations/purge.py read
 # __version__ from it): tests/test_layers.py checks each entry.
 _FRONT_DOOR = {
     "compact": ("kafkalog.operations.compact", "compact"),

@@ -338,7 +338,7 @@ def test_a_task_error_that_reaches_the_driver_inside_sparks_is_one_line(capsys, 
     def failing_run(_args):
         raise RuntimeError(f"Traceback ...\nkafkalog.errors.UnreadableFileError: ...\n{carried.as_data()}\n\tat ...")
 
-    monkeypatch.setattr(cli, "_run_txn_report", failing_run)
+    monkeypatch.setattr(cli.txn_report, "_run_txn_report", failing_run)
     assert cli.main(["txn-report", "x"]) == 2
     assert (
         capsys.readouterr().err

@@ -393,4 +393,4 @@ def test_config_file_option_reads_both_forms(tmp_path):
 
     for name in ("server.properties", "kafka-configs-describe-all.txt"):
         args = cli.build_parser().parse_args(["retain", str(tmp_path), "--config-file", str(FIXTURES / name)])
-        assert cli._resolver(args).for_topic("x").retention_ms == 72 * 3_600_000
+        assert cli.options.config_resolver(args).for_topic("x").retention_ms == 72 * 3_600_000

@@ -73,7 +73,7 @@ def test_topic_files_override_the_properties_file_and_are_overridden_by_the_comm
             "clickstream:retention.bytes=1",
         ]
     )
-    resolver = cli._resolver(args)
+    resolver = cli.options.config_resolver(args)
     customers, clicks = resolver.for_topic("customers"), resolver.for_topic("clickstream")
     assert customers.cleanup_policy == ("compact",) and customers.min_compaction_lag_ms == 3_600_000
     assert (clicks.segment_ms, clicks.retention_bytes) == (86_400_000, 1)

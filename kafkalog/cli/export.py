@@ -1,0 +1,155 @@
+"""`kafkalog export`: a topic as a table."""
+
+from __future__ import annotations
+
+import json
+
+from .options import add_input, add_quiet, spark_session
+from .output import EXIT_OK, save_report
+
+
+def _add_export(commands) -> None:
+    from ..operations.decoding import DEAD_LETTER_SUFFIX, SCHEMAS_TOPIC, VALUE_FORMATS
+    from ..operations.export import MODES
+    from ..spark.decode import ENVELOPES, ON_ERROR
+    from ..spark.tables import FORMATS
+
+    p = commands.add_parser(
+        "export",
+        help="a topic as a table (the latest value per key, or the committed changelog), as of an offset "
+        "or a time, into Delta, Iceberg or Parquet; kept up to date with --incremental",
+    )
+    p.add_argument("log_dir", metavar="LOG_DIR", help="a Kafka log.dirs directory (path or URI)")
+    p.add_argument("--topic", required=True, help="the topic")
+    p.add_argument("--output", required=True, metavar="PATH", help="the table's path")
+    p.add_argument("--format", choices=FORMATS, default="delta", help="the table format (default: %(default)s)")
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default="latest",
+        help="latest: the last value per (partition, key), tombstones deleting it; changelog: every committed "
+        "record, in offset order per partition (default: %(default)s)",
+    )
+    as_of = p.add_mutually_exclusive_group()
+    as_of.add_argument(
+        "--as-of-offset",
+        metavar="N|JSON",
+        help="stop before this offset (exclusive, as Spark's endingOffsets): one offset for every partition, "
+        'or JSON {"0": 120, "1": -1} (-1: the partition\'s end)',
+    )
+    as_of.add_argument(
+        "--as-of-time",
+        type=int,
+        metavar="EPOCH_MS",
+        help="stop at the first offset whose timestamp is at or past this, as offsetsForTimes answers",
+    )
+    again = p.add_mutually_exclusive_group()
+    again.add_argument(
+        "--incremental",
+        action="store_true",
+        help="apply only the records past the offsets the table holds (a MERGE, or an append in changelog mode)",
+    )
+    again.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the table an earlier export wrote with a new version of it (default: a table there is refused)",
+    )
+    for side in ("key", "value"):
+        p.add_argument(
+            f"--{side}-format",
+            choices=list(VALUE_FORMATS),
+            default="bytes",
+            help=f"how to decode the {side}: avro, protobuf and json-schema in Confluent's wire format "
+            "(default: %(default)s, left as they are)",
+        )
+        p.add_argument(
+            f"--{side}-schema",
+            metavar="DDL|ID|SUBJECT",
+            help=f"json: the {side}'s schema as Spark DDL (default: inferred from the data); avro, protobuf, "
+            f"json-schema: the reader schema's id or subject (default: the subject <topic>-{side})",
+        )
+    p.add_argument(
+        "--schemas-topic",
+        metavar="NAME",
+        help=f"the Schema Registry topic in the log dir to read schemas from (default: {SCHEMAS_TOPIC})",
+    )
+    add_input(
+        p,
+        "--schema-dir",
+        kind="dir",
+        metavar="DIR",
+        help="read schemas from a directory of <id>.avsc, <id>.proto and <id>.json files instead",
+    )
+    p.add_argument(
+        "--schema-registry",
+        metavar="URL",
+        help="or ask a reachable Schema Registry for them (GET /schemas/ids/{id}), each once",
+    )
+    p.add_argument(
+        "--envelope",
+        choices=ENVELOPES,
+        help="values are Debezium change events: op c/r/u upserts 'after', d and the tombstone delete "
+        "(changelog mode keeps the op in _operation)",
+    )
+    p.add_argument(
+        "--on-decode-error",
+        choices=ON_ERROR,
+        default="fail",
+        help="a key or value that does not decode stops the export (fail, naming its offset), or goes to "
+        "the dead-letter table (default: %(default)s)",
+    )
+    p.add_argument(
+        "--dead-letter",
+        metavar="PATH",
+        help=f"the dead-letter table (default: the output's path + {DEAD_LETTER_SUFFIX})",
+    )
+    p.add_argument("--report", metavar="FILE", help="also write what the run did as JSON")
+    p.add_argument("--master", default=None, help="Spark master (default: local[2], or the session's)")
+    p.add_argument("--verbose", action="store_true", help="show Spark's own error logs on stderr")
+    add_quiet(p)
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args) -> int:
+    from ..operations.decoding import Decoding, schema_registry
+    from ..operations.export import check_output, export, topic_log_dir
+
+    topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
+    decoding = Decoding(
+        key_format=args.key_format,
+        value_format=args.value_format,
+        key_schema=args.key_schema,
+        value_schema=args.value_schema,
+        schemas_topic=args.schemas_topic,
+        schema_dir=args.schema_dir,
+        schema_registry_url=args.schema_registry,
+        envelope=args.envelope,
+        on_decode_error=args.on_decode_error,
+        dead_letter=args.dead_letter,
+    )
+    registry = schema_registry(decoding, args.log_dir)  # and so do missing schemas
+    as_of_offset = args.as_of_offset
+    if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
+        as_of_offset = int(as_of_offset)
+    dead_letters = decoding.dead_letter_path(args.output)
+    again = {"overwrite": args.overwrite, "incremental": args.incremental}
+    check_output(args.log_dir, args.output, args.format, **again, dead_letters=dead_letters)  # no JVM start either
+    # Spark starts while export plans what to read (a session already running, a job's, is used as it is)
+    spark = spark_session(args, background=True, delta=args.format == "delta")
+    result = export(
+        spark,
+        args.log_dir,
+        args.topic,
+        args.output,
+        format=args.format,
+        mode=args.mode,
+        as_of_offset=as_of_offset,
+        as_of_time=args.as_of_time,
+        **again,
+        decoding=decoding,
+        registry=registry,
+    )
+    report = result.to_dict()
+    print(json.dumps(report))
+    save_report(args.report, report)
+    return EXIT_OK
