@@ -118,3 +118,13 @@ def test_rules_open_no_file_and_start_no_spark():
     for path in (PACKAGE / "rules").glob("*.py"):
         source = path.read_text()
         assert "pyarrow.fs" not in source and "open(" not in source, f"{path.name} opens files"
+
+
+def test_no_class_name_is_defined_twice():
+    """One noun, one class: two classes of one name in two modules send a reader to the wrong one."""
+    seen: dict[str, list[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                seen.setdefault(node.name, []).append(module_name(path))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}

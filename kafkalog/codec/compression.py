@@ -82,7 +82,7 @@ def decompress(codec: int, data, *, magic: int = 2, limit: int = DEFAULT_DECOMPR
     """
     if limit < 0:
         raise ValueError(f"the decompression limit must not be negative, got {limit}")
-    out = _Output(limit)
+    out = _Decompressed(limit)
     _CODECS[_codec(codec, magic)][1](memoryview(data), magic, out)
     return out.result()
 
@@ -98,7 +98,7 @@ def _codec(codec: int, magic: int) -> Codec:
     return codec
 
 
-class _Output:
+class _Decompressed:
     """Decompressed chunks that refuse to grow past the limit. The codecs add chunks of bounded
     size, so a payload that expands past the limit is refused holding about `limit` bytes; a result
     within the limit costs twice its size while the chunks are joined."""
@@ -133,7 +133,7 @@ def _none_compress(data, magic: int) -> bytes:
     return bytes(data)
 
 
-def _none_decompress(view: memoryview, magic: int, out: _Output) -> None:
+def _none_decompress(view: memoryview, magic: int, out: _Decompressed) -> None:
     out.add(bytes(view))
 
 
@@ -146,7 +146,7 @@ def _gzip_compress(data, magic: int) -> bytes:
     return bytes(out)
 
 
-def _gzip_decompress(view: memoryview, magic: int, out: _Output) -> None:
+def _gzip_decompress(view: memoryview, magic: int, out: _Decompressed) -> None:
     start = 0
     while True:
         member = zlib.decompressobj(16 + zlib.MAX_WBITS)  # gzip wrapper only, like GZIPInputStream
@@ -189,7 +189,7 @@ def _snappy_compress(data, magic: int) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_decompress(view: memoryview, magic: int, out: _Output) -> None:
+def _snappy_decompress(view: memoryview, magic: int, out: _Decompressed) -> None:
     if not _xerial_header_at(view, 0):
         # SnappyInputStream reads anything that does not open with a full xerial header as one raw block
         # (so the Google framing format, which has no such header, fails as a raw block)
@@ -216,7 +216,7 @@ def _xerial_header_at(view: memoryview, pos: int) -> bool:
     return len(view) - pos >= len(_XERIAL_HEADER) and view[pos : pos + len(_XERIAL_MAGIC)] == _XERIAL_MAGIC
 
 
-def _snappy_block(block: memoryview, position: int, out: _Output) -> None:
+def _snappy_block(block: memoryview, position: int, out: _Decompressed) -> None:
     # a raw block opens with its uncompressed length: refuse it before snappy allocates that much
     length = 0
     for i, byte in enumerate(block[:5]):
@@ -260,7 +260,7 @@ def _lz4_compress(data, magic: int) -> bytes:
     return b"".join(parts)
 
 
-def _lz4_decompress(view: memoryview, magic: int, out: _Output) -> None:
+def _lz4_decompress(view: memoryview, magic: int, out: _Decompressed) -> None:
     # Kafka's KafkaLZ4BlockInputStream reads only a restricted LZ4 frame: the checks below are its
     if len(view) < 6:
         raise TruncatedDataError("lz4 frame header is truncated", position=0)
@@ -326,7 +326,7 @@ def _zstd_compress(data, magic: int) -> bytes:
 _ZSTD_STREAM = zstandard.ZstdCompressor(level=3, write_content_size=False)
 
 
-def _zstd_decompress(view: memoryview, magic: int, out: _Output) -> None:
+def _zstd_decompress(view: memoryview, magic: int, out: _Decompressed) -> None:
     # zstd-jni reads frame after frame until the input ends, and fails if it ends inside a frame
     dctx = zstandard.ZstdDecompressor()
     start = 0

@@ -3,7 +3,7 @@ makes before it writes anything (a purge that leaves a key on another broker's r
 
     from kafkalog.operations.replicas import check_replicas, copies, missing_replicas
 
-    copies(["/data/b1", "/data/b2"])          # {("orders", 0): [Copy("/data/b1", 1, "CKCc..."), ...]}
+    copies(["/data/b1", "/data/b2"])          # {("orders", 0): [ReplicaDir("/data/b1", 1, "CKCc..."), ...]}
     missing_replicas(["/data/b1"], ["orders"])   # [MissingReplica("orders", 0, 2, "x5Tq...")], or None
                                                  # when no metadata log says where replicas live
 
@@ -45,7 +45,7 @@ NO_METADATA = (
 
 
 @dataclass(frozen=True)
-class Copy:
+class ReplicaDir:
     """A partition directory in a given log dir, and whose log dir it is (its meta.properties)."""
 
     log_dir: str
@@ -101,7 +101,7 @@ class _Given(NamedTuple):
     directory_id: str | None
 
 
-def copies(log_dirs: Iterable[str]) -> dict[tuple[str, int], list[Copy]]:
+def copies(log_dirs: Iterable[str]) -> dict[tuple[str, int], list[ReplicaDir]]:
     """(topic, partition) -> its copies among `log_dirs`, in their order (the metadata log excluded)."""
     return _copies(_opened(log_dirs))
 
@@ -179,12 +179,12 @@ def _opened(log_dirs: Iterable[str]) -> list[_Given]:
     return given
 
 
-def _copies(given: list[_Given]) -> dict[tuple[str, int], list[Copy]]:
-    found: dict[tuple[str, int], list[Copy]] = {}
+def _copies(given: list[_Given]) -> dict[tuple[str, int], list[ReplicaDir]]:
+    found: dict[tuple[str, int], list[ReplicaDir]] = {}
     for log_dir, opened, node, directory in given:
         for tp in opened.topic_partitions:
             if tp[0] != KRAFT_METADATA_TOPIC:
-                found.setdefault(tp, []).append(Copy(log_dir, node, directory))
+                found.setdefault(tp, []).append(ReplicaDir(log_dir, node, directory))
     return found
 
 

@@ -230,7 +230,7 @@ class LogFileSystem:
 
     @_writes("create")
     def open_output(self, path: str):
-        return _Output(self.fs.open_output_stream(path), path)
+        return _OutputStream(self.fs.open_output_stream(path), path)
 
     @_writes("rename it to {0}")
     def rename(self, src: str, dst: str) -> None:
@@ -295,7 +295,7 @@ class _Input:
         self.file.close()
 
 
-class _Output:
+class _OutputStream:
     """A stream `open_output` gives: a refusal to write or close it (a full disk) names its file."""
 
     def __init__(self, stream, path: str):
@@ -313,7 +313,7 @@ class _Output:
         except OSError as err:
             raise (refused(err, "write", self.path) or err) from err
 
-    def __enter__(self) -> _Output:
+    def __enter__(self) -> _OutputStream:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -14,8 +14,8 @@ import pytest
 from kafkalog.cli import main
 from kafkalog.errors import ConfigError
 from kafkalog.operations.replicas import (
-    Copy,
     MissingReplica,
+    ReplicaDir,
     check_replicas,
     copies,
     missing_replicas,
@@ -83,9 +83,9 @@ def cluster(tmp_path) -> list[str]:
 def test_copies_are_the_partition_dirs_of_each_log_dir_with_whose_they_are(cluster):
     b1, b2, b3 = cluster
     assert copies(cluster) == {
-        ("orders", 0): [Copy(b1, 1, DIRS[1]), Copy(b2, 2, DIRS[2]), Copy(b3, 3, DIRS[3])],
-        ("orders", 1): [Copy(b1, 1, DIRS[1]), Copy(b2, 2, DIRS[2])],
-        ("clicks", 0): [Copy(b3, 3, DIRS[3])],
+        ("orders", 0): [ReplicaDir(b1, 1, DIRS[1]), ReplicaDir(b2, 2, DIRS[2]), ReplicaDir(b3, 3, DIRS[3])],
+        ("orders", 1): [ReplicaDir(b1, 1, DIRS[1]), ReplicaDir(b2, 2, DIRS[2])],
+        ("clicks", 0): [ReplicaDir(b3, 3, DIRS[3])],
     }
 
 
