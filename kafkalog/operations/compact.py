@@ -452,6 +452,8 @@ def _partition_report(counts: list) -> list[dict]:
         for k in REASONS:
             entry[k] += r[k]
         entry["bytes_removed"] += r["bytes_removed"] or 0
+        # KIP-280: keyed records whose version header is not 8 bytes (ranked as without one)
+        entry["invalid_headers"] = entry.get("invalid_headers", 0) + (r.get("invalid_headers") or 0)
     return [out[k] for k in sorted(out)]
 
 

@@ -17,6 +17,7 @@ from ..codec.control import ControlType
 from ..codec.filter import BatchRetention
 from ..storage.segment import SegmentMeta
 from ..storage.txnindex import AbortedTxn
+from .compaction_strategy import OFFSET, CompactionStrategy
 from .partition_state import partition_state
 
 INT32_MAX = 2**31 - 1
@@ -268,6 +269,7 @@ class LogToClean:
     legacy_delete_horizon_ms: int
     eligible: bool = False
     reason: str = ""
+    strategy: CompactionStrategy = OFFSET  # KIP-280's: which record of a key the offset map keeps
 
     @property
     def upper_bound(self) -> int:
@@ -333,6 +335,7 @@ def log_to_clean(part, checkpoints: dict, config, now: int, *, force: bool = Fal
         manager.active_producers(),
         _aborted_txns(part),
         legacy_horizon,
+        strategy=CompactionStrategy.of(config.compaction_strategy, config.compaction_strategy_header),
     )
     state.eligible, state.reason = _eligibility(state, config.min_cleanable_dirty_ratio, force)
     return state
