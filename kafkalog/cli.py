@@ -426,6 +426,7 @@ def _run_compact(args) -> int:
                     "first_dirty_offset",
                     "first_uncleanable_offset",
                     "max_compaction_delay_secs",
+                    "compaction_strategy",
                     "reason",
                 ],
             )
@@ -942,6 +943,14 @@ def _add_export(commands) -> None:
         action="store_true",
         help="apply only the records past the offsets the table holds (a MERGE, or an append in changelog mode)",
     )
+    p.add_argument(
+        "--latest-by",
+        metavar="offset|timestamp|header:NAME",
+        help="in latest mode, each key's row: its last record by offset, or its highest timestamp or 8-byte "
+        "version header (KIP-280; ties: the later offset) (default: the topic's compaction.strategy, offset "
+        "unless configured)",
+    )
+    _add_config_options(p)
     for side in ("key", "value"):
         p.add_argument(
             f"--{side}-format",
@@ -996,12 +1005,28 @@ def _add_export(commands) -> None:
     p.set_defaults(run=_run_export)
 
 
+def _latest_by(args):
+    """`export --latest-by`, or the topic's compaction.strategy (KIP-280) from the configuration given."""
+    from .rules.compaction_strategy import CompactionStrategy, parse_latest_by
+
+    if args.latest_by is None:
+        config = _resolver(args).for_topic(args.topic)
+        return CompactionStrategy.of(config.compaction_strategy, config.compaction_strategy_header)
+    if args.mode != "latest":
+        raise ConfigError(f"--latest-by picks each key's row of a latest table: --mode {args.mode} has none")
+    try:
+        return parse_latest_by(args.latest_by)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def _run_export(args) -> int:
     from .operations.decoding import Decoding, schema_registry
     from .operations.export import export, topic_log_dir
     from .spark.session import local_session
 
     topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
+    latest_by = _latest_by(args)
     decoding = Decoding(
         key_format=args.key_format,
         value_format=args.value_format,
@@ -1031,6 +1056,7 @@ def _run_export(args) -> int:
         incremental=args.incremental,
         decoding=decoding,
         registry=registry,
+        latest_by=latest_by,
     )
     report = result.to_dict()
     print(json.dumps(report))

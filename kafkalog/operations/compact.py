@@ -286,15 +286,16 @@ def _compact(
     counts = [r for r in summaries if sum(r[k] for k in REASONS)]
     if not plan.chosen:
         return CompactionResult(plan, [])
+    strategies = {(s.topic, s.partition): s.strategy for s in plan.chosen}
     if dry_run:
-        return CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, []))
+        return CompactionResult(plan, _partition_report(counts, strategies), _segment_report(counts, outputs, []))
     _fault(fault, "rewritten")
     with progress.phase("compact", "swap", **progress.totals(outputs, lambda o: o.nbytes)):
         swap_in(opened, outputs, fault)
         _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
     log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
-    result = CompactionResult(plan, _partition_report(counts), _segment_report(counts, outputs, written))
+    result = CompactionResult(plan, _partition_report(counts, strategies), _segment_report(counts, outputs, written))
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
@@ -441,8 +442,9 @@ def _output_segments(
 # -- step 7: report -----------------------------------------------------------------------------------
 
 
-def _partition_report(counts: list) -> list[dict]:
-    """Per partition: records by reason, and the record bytes that go."""
+def _partition_report(counts: list, strategies: dict) -> list[dict]:
+    """Per partition: records by reason, and the record bytes that go; with a KIP-280 strategy
+    (`strategies` by partition), what superseded its records."""
     out: dict = {}
     for r in counts:
         entry = out.setdefault(
@@ -454,6 +456,7 @@ def _partition_report(counts: list) -> list[dict]:
         entry["bytes_removed"] += r["bytes_removed"] or 0
         # KIP-280: keyed records whose version header is not 8 bytes (ranked as without one)
         entry["invalid_headers"] = entry.get("invalid_headers", 0) + (r.get("invalid_headers") or 0)
+        entry["superseded_by"] = strategies[r["topic"], r["partition"]].superseded_by
     return [out[k] for k in sorted(out)]
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from ..codec.schema_registry import SchemaRegistry
 from ..errors import ConfigError
+from ..rules.compaction_strategy import OFFSET, CompactionStrategy
 from ..rules.partition_state import partition_state
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, write_table
 from ..spark.topic_table import PartitionRange, committed_records, latest_records
@@ -123,12 +124,15 @@ def _check(mode: str, fmt: str | None = None) -> None:
         raise ConfigError(f"format {fmt!r}: expected one of {', '.join(FORMATS)}")
 
 
-def _rows(spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry):
+def _rows(
+    spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry, latest_by: CompactionStrategy = OFFSET
+):
     """The table's rows, decoded. In latest mode each has `DELETED`: a tombstone is told before
-    decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op."""
+    decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op; each
+    key's row is its last record by `latest_by` (KIP-280's strategies)."""
     if mode == "changelog":
         return decoded(spark, committed_records(spark, str(log_dir), topic, ranges), decoding, topic, registry)
-    latest = latest_records(spark, str(log_dir), topic, ranges)
+    latest = latest_records(spark, str(log_dir), topic, ranges, strategy=latest_by)
     latest = latest.withColumn(DELETED, latest["value"].isNull())
     return deleted_after_decoding(decoded(spark, latest, decoding, topic, registry), decoding)
 
@@ -143,6 +147,7 @@ def topic_table(
     as_of_time: int | None = None,
     decoding: Decoding | None = None,
     registry: SchemaRegistry | None = None,
+    latest_by: CompactionStrategy = OFFSET,
     **options,
 ):
     """The table of `topic` as a DataFrame (columns: key, value, topic, partition, offset, timestamp,
@@ -155,7 +160,7 @@ def topic_table(
     if registry is None:
         registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
-    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
+    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry, latest_by)
     return rows if mode == "changelog" else rows.where(~rows[DELETED]).drop(DELETED)
 
 
@@ -174,6 +179,7 @@ class ExportResult:
     incremental: bool = False
     dead_letter_path: str | None = None
     dead_letters: int = 0
+    latest_by: str = "offset"
 
     def to_dict(self) -> dict:
         return {
@@ -182,6 +188,7 @@ class ExportResult:
             "format": self.format,
             "mode": self.mode,
             "incremental": self.incremental,
+            **({"latestBy": self.latest_by} if self.mode == "latest" else {}),
             "committed": self.committed,
             "endOffsets": {str(p): o for p, o in sorted(self.end_offsets.items())},
             "readOffsets": {str(r.partition): [r.start, r.end] for r in self.ranges},
@@ -236,6 +243,7 @@ def export(
     incremental: bool = False,
     decoding: Decoding | None = None,
     registry: SchemaRegistry | None = None,
+    latest_by: CompactionStrategy = OFFSET,
     **options,
 ) -> ExportResult:
     """Write the table of `topic` (see `topic_table`) to `output` as `format`, in one commit that notes
@@ -246,7 +254,8 @@ def export(
     `options` are `Decoding`'s fields (or give `decoding`; `registry` as in `topic_table`). With
     ``on_decode_error="dead-letter"`` the records that do not decode are written, as their bytes and
     why, to the table `dead_letter_path` (same format; appended by an incremental run), before the
-    table itself; none there, none written."""
+    table itself; none there, none written. `latest_by`: which record of a key is its row in latest mode, by
+    offset or by a KIP-280 strategy (`export --latest-by`, the topic's compaction.strategy by default)."""
     _check(mode, format)
     decoding = decoding or Decoding(**options)
     if incremental and format == "parquet":
@@ -255,12 +264,18 @@ def export(
         registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     ends = {r.partition: r.end for r in ranges}
-    result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental)
+    result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental, latest_by=str(latest_by))
     result.dead_letter_path = decoding.dead_letter_path(output)
     # a table that is there but no export wrote is refused, also when it would be overwritten
     note = read_note(spark, output, format) if format != "parquet" else None
     if not incremental:
         note = None  # the whole table again, as a new version of it
+    if note is not None and mode == "latest" and latest_by != OFFSET:
+        raise ConfigError(
+            f"--latest-by {latest_by}: an incremental run merges the new records' rows over the table's by "
+            "offset, and cannot compare their versions with the rows the table holds: export the table again "
+            "whole (without --incremental), or use --latest-by offset"
+        )
     if note is not None:
         result.ranges = ranges = _since(ranges, note, topic, mode)
         if not any(r.end > r.start for r in ranges):
@@ -268,7 +283,7 @@ def export(
         # JSON without a given schema is parsed with the table's, not one inferred from the new records
         # alone, so that the MERGE or append meets the columns the table has
         decoding = decoding.with_table_schema(table_schema(output, format))
-    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
+    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry, latest_by)
     if note is None and mode == "latest":
         rows = rows.where(~rows[DELETED]).drop(DELETED)
     rows, cached = _write_dead_letters(spark, rows, result, format, append=note is not None)

@@ -102,6 +102,7 @@ class CompactionPlan:
                 "cleanable_bytes": s.stats.cleanable_bytes,
                 "dirty_ratio": round(s.stats.cleanable_ratio, 6),
                 "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000,
+                "compaction_strategy": str(s.strategy),
             }
             for s in self.logs
         ]

@@ -52,6 +52,16 @@ class CompactionStrategy:
     def __str__(self) -> str:
         return f"header:{self.header}" if self.name == "header" else self.name
 
+    @property
+    def superseded_by(self) -> str:
+        """What supersedes a keyed record under this strategy, as the compaction report says it: a
+        record of the same key with..."""
+        if self.name == "timestamp":
+            return "a higher timestamp, then a later offset"
+        if self.name == "header":
+            return f"a higher version in header {self.header!r} (8 bytes), then a later offset"
+        return "a later offset"
+
 
 OFFSET = CompactionStrategy()
 
@@ -98,3 +108,36 @@ def superseded(
     winner = np.full(groups, -1, np.int64)
     winner[group[last]] = offset[last]
     return keyed & (latest[group] >= 0) & (offset != winner[group]), latest[group]
+
+
+def parse_latest_by(text: str) -> CompactionStrategy:
+    """`export --latest-by`'s value: ``offset``, ``timestamp`` or ``header:NAME``."""
+    name, _, header = text.partition(":")
+    if name not in STRATEGIES or (name == "header") != bool(_) or (name == "header" and not header.strip()):
+        raise ValueError(f"--latest-by {text}: expected offset, timestamp or header:NAME")
+    return CompactionStrategy.of(name, header)
+
+
+def record_versions(table: pa.Table, strategy: CompactionStrategy) -> tuple[np.ndarray, np.ndarray]:
+    """(rank, version) of the rows of a records view (`timestamp`, `headers` as Spark's Kafka source
+    has them) under `strategy`, as `versions` gives them of the narrow view."""
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    rank, version = np.zeros(n, np.int8), np.zeros(n, np.int64)
+    if strategy.name == "timestamp":
+        version = table["timestamp"].combine_chunks().cast(pa.int64()).to_numpy()
+    elif strategy.name == "header" and n:
+        headers = table["headers"].combine_chunks()
+        flat = pc.list_flatten(headers)
+        match = pc.equal(flat.field("key"), strategy.header).fill_null(False).to_numpy(zero_copy_only=False)
+        rows = pc.list_parent_indices(headers).to_numpy()[match]
+        values = flat.field("value").filter(pa.array(match))
+        last = len(rows) - 1 - np.unique(rows[::-1], return_index=True)[1]  # each row's last occurrence
+        sizes = pc.binary_length(values).fill_null(-1).to_numpy()[last]
+        eight = last[sizes == 8]
+        rank[rows[eight]] = 1
+        if len(eight):
+            fixed = values.take(pa.array(eight)).cast(pa.binary(8))
+            version[rows[eight]] = np.frombuffer(fixed.buffers()[1], ">i8", len(fixed), fixed.offset * 8)
+    return rank, version

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from kafkalog import tuning
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.compression import Codec
@@ -135,3 +137,26 @@ def test_each_path_keeps_the_kips_winner_of_every_key(spark, tmp_path, monkeypat
     assert all(len(datas) == 1 for datas in written.values()), "the paths wrote different bytes"
     # the strategies do choose differently on this data
     assert len({tuple(expected_offsets(batches, 0, s)) for s in TOPICS.values()}) == 3
+
+
+@pytest.mark.parametrize("one_task", [True, False])
+def test_export_latest_by_keeps_each_keys_winner(spark, tmp_path, monkeypatch, one_task):
+    """`export --latest-by`: a key's row is the record the strategy keeps (tombstones delete it), in a
+    partition one task reads whole and through the window."""
+    from kafkalog.operations.export import topic_table
+    from kafkalog.rules.compaction_strategy import parse_latest_by
+
+    monkeypatch.setattr(tuning, "ONE_TASK_BYTES", 1 << 40 if one_task else 0)
+    source = tmp_path / "in"
+    source.mkdir()
+    batches = random_records(11)
+    upper = write_topic(source, "t", batches)
+    every = [r for batch in batches for r in batch] + [Record(upper, T0, b"1", b"active")]
+    for latest_by, strategy in (("offset", "offset"), ("timestamp", "timestamp"), ("header:version", "header")):
+        best: dict = {}
+        for r in every:
+            if r.key is not None and (r.key not in best or precedence(r, strategy) > precedence(best[r.key], strategy)):
+                best[r.key] = r
+        rows = topic_table(spark, str(source), "t", latest_by=parse_latest_by(latest_by)).collect()
+        got = sorted((row["key"], row["offset"]) for row in rows)
+        assert got == sorted((k, r.offset) for k, r in best.items() if r.value is not None), latest_by
