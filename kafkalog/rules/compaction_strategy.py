@@ -101,13 +101,14 @@ def superseded(
     np.maximum.at(latest, group[in_map], offset[in_map])
     if not (rank.any() or version.any()):
         return keyed & (offset < latest[group]), latest[group]
-    rows = np.flatnonzero(keyed)
-    order = rows[np.lexsort((offset[rows], version[rows], rank[rows], group[rows]))]
-    ordered = group[order]
-    last = order[np.concatenate([ordered[1:] != ordered[:-1], [True]])] if len(order) else order
-    winner = np.full(groups, -1, np.int64)
-    winner[group[last]] = offset[last]
-    return keyed & (latest[group] >= 0) & (offset != winner[group]), latest[group]
+    # the winner: of a key's keyed rows, those of its highest rank, of those the highest version, of
+    # those the highest offset (one maximum per key and column: a sort of every row costs more)
+    best = keyed.copy()
+    for column in (rank.astype(np.int64), version, offset):
+        top = np.full(groups, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(top, group[best], column[best])
+        best &= column == top[group]
+    return keyed & (latest[group] >= 0) & ~best, latest[group]
 
 
 def parse_latest_by(text: str) -> CompactionStrategy:
