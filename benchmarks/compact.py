@@ -156,7 +156,7 @@ def kafka_python_decode(log_dir: Path) -> tuple[int, float]:
     return records, time.perf_counter() - start
 
 
-def compact_copy(spark, source: Path, work: Path, now: int) -> tuple[float, dict, dict]:
+def compact_copy(spark, source: Path, work: Path, now: int, resolver=RESOLVER) -> tuple[float, dict, dict]:
     """Compact a fresh copy of `source`; returns seconds, the report totals and peak memory."""
     from kafkalog.operations.compact import compact
 
@@ -165,7 +165,7 @@ def compact_copy(spark, source: Path, work: Path, now: int) -> tuple[float, dict
     shutil.copytree(source, work)
     with PeakMemory() as memory:
         start = time.perf_counter()
-        result = compact(spark, str(work), RESOLVER, now, force=True)
+        result = compact(spark, str(work), resolver, now, force=True)
         seconds = time.perf_counter() - start
     totals: dict = {}
     for row in result.report:

@@ -135,15 +135,16 @@ def prepare_log_dir(path: Path, size_mb: int, module: str = "scan") -> tuple[lis
     return segments, nbytes
 
 
-def codec_key_scan(log_dir: Path) -> tuple[int, float]:
+def codec_key_scan(log_dir: Path, header: bytes | None = None) -> tuple[int, float]:
     """The codec's key scan over every batch of every segment, one process, one core, at its best:
     windows of 64 v2 batches read in one pass (`scan_batches`, as the narrow scan reads them),
-    batch by batch (`scan_keys`) where a window is declined and for legacy or empty batches."""
+    batch by batch (`scan_keys`) where a window is declined and for legacy or empty batches; with
+    `header`, each record's last header of that key read too (KIP-280's `header` strategy)."""
     fs, _ = LogFileSystem.for_path(str(log_dir))
     records = 0
     start = time.perf_counter()
     for segment in list_segments(str(log_dir)):
-        cols, window = KeyColumns(), []
+        cols, window = KeyColumns(header), []
         for _, batch in SegmentReader(fs, segment.log_path, segment.size):
             if isinstance(batch, RecordBatch) and batch.records_count > 0:
                 window.append(batch)

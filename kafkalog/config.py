@@ -349,6 +349,15 @@ KEYS = {
         ConfigKey("remote.log.copy.disable", "boolean", False),
         ConfigKey("local.retention.ms", "long", -2, at_least(-2), ("log.local.retention.ms",)),
         ConfigKey("local.retention.bytes", "long", -2, at_least(-2), ("log.local.retention.bytes",)),
+        # KIP-280 (accepted, never shipped): which record of a key compaction keeps (rules/compaction_strategy.py)
+        ConfigKey(
+            "compaction.strategy",
+            "string",
+            "offset",
+            one_of("offset", "timestamp", "header"),
+            ("log.cleaner.compaction.strategy",),
+        ),
+        ConfigKey("compaction.strategy.header", "string", "", broker=("log.cleaner.compaction.strategy.header",)),
     ]
 }
 # The broker synonyms' own definitions where they differ from their topic name's (KafkaConfig's types
@@ -409,6 +418,8 @@ class TopicConfig:
     remote_log_copy_disable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
+    compaction_strategy: str = "offset"
+    compaction_strategy_header: str = ""
 
     @property
     def compact(self) -> bool:

@@ -326,3 +326,17 @@ def test_the_jvms_stderr_leaves_out_ivys_report_but_says_when_it_downloads_and_p
     )
     _pass_stderr(io.BytesIO(failed))
     assert capfd.readouterr().err.startswith(":: problems summary ::\n:::: WARNINGS\n\t\tmodule not found")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--latest-by", "header"], "--latest-by header: expected offset, timestamp or header:NAME"),
+        (["--latest-by", "timestamp", "--mode", "changelog"], "--mode changelog has none"),
+        (["--config", "compaction.strategy=version"], "String must be one of: offset, timestamp, header"),
+    ],
+)
+def test_export_latest_by_is_checked_before_the_jvm_starts(tmp_path, extra, message):
+    (tmp_path / "log" / "t-0").mkdir(parents=True)
+    done, _ = _run_cli("export", str(tmp_path / "log"), "--topic", "t", "--output", str(tmp_path / "out"), *extra)
+    assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1

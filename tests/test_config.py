@@ -114,8 +114,9 @@ def test_shipped_properties_file_resolves():
 
 
 def test_kafkalogs_settings_are_kafkas_names():
-    """The names kafkalog uses are Kafka's (but KIP-68's), and so are their broker synonyms."""
-    kip68 = {"retention.commitoffset.enable", "retention.commitoffset.ms"}
+    """The names kafkalog uses are Kafka's (but KIP-68's and KIP-280's), and so are their broker synonyms."""
+    kip68 = {"retention.commitoffset.enable", "retention.commitoffset.ms", "compaction.strategy"}
+    kip68 |= {"compaction.strategy.header"}
     assert set(KEYS) - kip68 - {"producer.id.expiration.ms"} <= KAFKA_TOPIC_CONFIG_NAMES
     synonyms = {s for k in KEYS.values() if k.name not in kip68 for s in k.broker}
     assert synonyms <= KAFKA_BROKER_CONFIG_NAMES
@@ -394,3 +395,17 @@ def test_config_file_option_reads_both_forms(tmp_path):
     for name in ("server.properties", "kafka-configs-describe-all.txt"):
         args = cli.build_parser().parse_args(["retain", str(tmp_path), "--config-file", str(FIXTURES / name)])
         assert cli.options.config_resolver(args).for_topic("x").retention_ms == 72 * 3_600_000
+
+
+def test_kip280_compaction_strategy_names_layer_and_validate():
+    """KIP-280's names (kafkalog's extensions): topic over broker synonym, one of three strategies."""
+    resolver = ConfigResolver(
+        broker={"log.cleaner.compaction.strategy": "timestamp", "log.cleaner.compaction.strategy.header": "v"},
+        per_topic={"t": {"compaction.strategy": "header"}},
+    )
+    assert resolver.for_topic("other").compaction_strategy == "timestamp"
+    t = resolver.for_topic("t")
+    assert (t.compaction_strategy, t.compaction_strategy_header) == ("header", "v")
+    assert TopicConfig().compaction_strategy == "offset"
+    with pytest.raises(ConfigError, match="compaction.strategy: String must be one of: offset, timestamp, header"):
+        resolver_from(settings=["compaction.strategy=version"])

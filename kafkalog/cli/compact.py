@@ -74,6 +74,7 @@ def _run_compact(args) -> int:
                     "first_dirty_offset",
                     "first_uncleanable_offset",
                     "max_compaction_delay_secs",
+                    "compaction_strategy",
                     "reason",
                 ],
             )

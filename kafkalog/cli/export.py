@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from .options import add_input, add_quiet, spark_session
+from ..errors import ConfigError
+from .options import add_config_options, add_input, add_quiet, config_resolver, spark_session
 from .output import EXIT_OK, save_report
 
 
@@ -54,6 +55,14 @@ def _add_export(commands) -> None:
         action="store_true",
         help="replace the table an earlier export wrote with a new version of it (default: a table there is refused)",
     )
+    p.add_argument(
+        "--latest-by",
+        metavar="offset|timestamp|header:NAME",
+        help="in latest mode, each key's row: its last record by offset, or its highest timestamp or 8-byte "
+        "version header (KIP-280; ties: the later offset) (default: the topic's compaction.strategy, offset "
+        "unless configured)",
+    )
+    add_config_options(p)
     for side in ("key", "value"):
         p.add_argument(
             f"--{side}-format",
@@ -110,11 +119,27 @@ def _add_export(commands) -> None:
     p.set_defaults(run=_run_export)
 
 
+def _latest_by(args):
+    """`export --latest-by`, or the topic's compaction.strategy (KIP-280) from the configuration given."""
+    from ..rules.compaction_strategy import CompactionStrategy, parse_latest_by
+
+    if args.latest_by is None:
+        config = config_resolver(args).for_topic(args.topic)
+        return CompactionStrategy.of(config.compaction_strategy, config.compaction_strategy_header)
+    if args.mode != "latest":
+        raise ConfigError(f"--latest-by picks each key's row of a latest table: --mode {args.mode} has none")
+    try:
+        return parse_latest_by(args.latest_by)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
 def _run_export(args) -> int:
     from ..operations.decoding import Decoding, schema_registry
     from ..operations.export import check_output, export, topic_log_dir
 
     topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
+    latest_by = _latest_by(args)
     decoding = Decoding(
         key_format=args.key_format,
         value_format=args.value_format,
@@ -148,6 +173,7 @@ def _run_export(args) -> int:
         **again,
         decoding=decoding,
         registry=registry,
+        latest_by=latest_by,
     )
     report = result.to_dict()
     print(json.dumps(report))

@@ -209,6 +209,7 @@ class Fields:
         "value_start",
         "value_end",
         "value_len",
+        "last_header",
     )
     reader: SectionReader
     S: np.ndarray  # record starts
@@ -227,6 +228,7 @@ class Fields:
     value_start: np.ndarray
     value_end: np.ndarray
     value_len: np.ndarray
+    last_header: tuple  # the key scan's (size, value) of a named header (`last_header`), when asked for
 
 
 def read_fields(
@@ -331,6 +333,49 @@ def headers_fit(section: bytes, reader: SectionReader, pos, E, *, as_kafka_write
                 section[a:b].decode("utf-8")
         except UnicodeDecodeError:
             return False
+
+
+def last_header(reader: SectionReader, pos, E, name: bytes):
+    """Each record's last header named `name` (UTF-8), its headers read from `pos` on: (size, value),
+    int64 arrays: the size of that header's value (-2 where the record has none, -1 for a null value)
+    and, where the size is 8, the value as a big-endian signed long (0 elsewhere). Later headers
+    overwrite earlier ones, as the rounds read them in order. None unless every record's headers end
+    exactly at its end `E` (as `headers_fit` without `as_kafka_writes`)."""
+    n = len(pos)
+    size = np.full(n, -2, np.int64)
+    start = np.zeros(n, np.int64)
+    rows = np.arange(n)
+    wanted = np.frombuffer(name, np.uint8)
+    count, pos = reader.read(pos, checked=True)
+    if count_nonzero(count < 0) or count_nonzero(count > E - pos):
+        return None
+    while True:  # round r reads header r of every record that has more than r headers
+        done = count == 0
+        if pos[done].tobytes() != E[done].tobytes():
+            return None
+        if count_nonzero(done) == len(done):
+            break
+        live = ~done
+        count, pos, E, rows = count[live] - 1, pos[live], E[live], rows[live]
+        key_len, key_start = reader.read(pos, checked=True)
+        key_end = key_start + key_len
+        if count_nonzero(key_len < 0) or count_nonzero(key_end > E):
+            return None
+        value_len, value_start = reader.read(key_end, checked=True)
+        pos = value_start + np.maximum(value_len, 0)
+        if count_nonzero(value_len < -1) or count_nonzero(pos > E):
+            return None
+        match = np.flatnonzero(key_len == len(wanted))
+        if len(match) and len(wanted):
+            key = reader.bytes.take(key_start[match, None] + np.arange(len(wanted)))
+            match = match[(key == wanted).all(axis=1)]
+        size[rows[match]] = value_len[match]
+        start[rows[match]] = value_start[match]
+    value = np.zeros(n, np.int64)
+    eight = size == 8
+    if count_nonzero(eight):
+        value[eight] = reader.bytes.take(start[eight, None] + np.arange(8)).copy().view(">i8").ravel()
+    return size, value
 
 
 # -- several sections read as one ----------------------------------------------------------------

@@ -32,6 +32,7 @@ from .columnar import (
     SectionReader,
     attempt,
     headers_fit,
+    last_header,
     read_fields,
     read_joined,
 )
@@ -39,6 +40,9 @@ from .compression import DEFAULT_DECOMPRESSION_LIMIT
 from .varint import read_varint, read_varlong
 
 _NUMERIC = ("offset", "timestamp", "value_size", "span_start", "span_size")
+# with a header name (`KeyColumns(header=...)`): its last occurrence's value size and value, per record
+_HEADER = ("header_size", "header_value")
+ABSENT = -2  # `header_size` of a record without the header
 
 # Below these many records a batch is scanned by the scalar path: the vectorised path has a fixed
 # cost of some 30 numpy calls per batch, the scalar one is linear. The scalar scan is quickest on
@@ -58,7 +62,11 @@ class KeyColumns:
     * ``key``: a list of ``bytes``, ``None`` for a null key;
     * ``value_size``: numpy ``int64`` array, -1 for a null value (a tombstone);
     * ``span_start``, ``span_size``: numpy ``int64`` arrays, the record's bytes inside its batch's
-      (decompressed) records section; -1 for legacy records, which have no v2 record layout.
+      (decompressed) records section; -1 for legacy records, which have no v2 record layout;
+    * with `header` (a header key, UTF-8): ``header_size``, ``header_value``: numpy ``int64`` arrays,
+      the size of the value of the record's last header of that key (`ABSENT` without one, -1 for a
+      null value) and, where it is 8 bytes, that value as a big-endian signed long (else 0). Headers
+      follow the value, so they are read only when asked for (KIP-280's `header` strategy).
 
     The columns are kept as the chunks the scan produced and joined on first access, so read them
     after the scan, not per batch. `to_arrow()` gives the table as a `pyarrow.RecordBatch` and
@@ -66,12 +74,14 @@ class KeyColumns:
     scan packed them (`PackedKeys`) and without copying the numeric columns again.
     """
 
-    __slots__ = ("_keys", "_chunks", "_pending")
+    __slots__ = ("_keys", "_chunks", "_pending", "header")
 
-    def __init__(self) -> None:
+    def __init__(self, header: bytes | None = None) -> None:
+        self.header = header
+        columns = len(_NUMERIC) + (len(_HEADER) if header is not None else 0)
         self._keys: list = []  # lists of bytes (the scalar scan) and PackedKeys (the vectorised one)
-        self._chunks: list[list] = [[] for _ in _NUMERIC]  # numpy arrays per column
-        self._pending: list[list] = [[] for _ in _NUMERIC]  # Python ints not yet in a chunk
+        self._chunks: list[list] = [[] for _ in range(columns)]  # numpy arrays per column
+        self._pending: list[list] = [[] for _ in range(columns)]  # Python ints not yet in a chunk
 
     def __len__(self) -> int:
         return sum(map(len, self._keys))
@@ -152,6 +162,8 @@ class KeyColumns:
     value_size = property(lambda self: self._column(2), doc="int64 array: value sizes, -1 for null")
     span_start = property(lambda self: self._column(3), doc="int64 array: record start in the section")
     span_size = property(lambda self: self._column(4), doc="int64 array: record size in bytes")
+    header_size = property(lambda self: self._column(5), doc="int64 array: the header's value size, or ABSENT")
+    header_value = property(lambda self: self._column(6), doc="int64 array: the header's 8-byte value, or 0")
 
 
 def _arrow_keys(keys: PackedKeys, pa):
@@ -178,13 +190,14 @@ def scan_keys(batch, out: KeyColumns, limit: int = DEFAULT_DECOMPRESSION_LIMIT, 
         section = batch.records_section(limit)
     batch.check_count_fits(count, len(section))
     log_append_time = batch.log_append_time
-    columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time)
+    header = out.header
+    columns = scan_section(section, count, batch.base_offset, batch.base_timestamp, log_append_time, header=header)
     if columns is not None:
         out._extend_arrays(*columns)
         return count
-    rows: tuple[list, ...] = ([], [], [], [], [], [])  # key, then the numeric columns in _NUMERIC order
+    rows: tuple[list, ...] = tuple([] for _ in range(1 + len(out._chunks)))  # key, then the numeric columns
     try:
-        pos = _scan_v2(section, count, batch.base_offset, batch.base_timestamp, log_append_time, rows)
+        pos = _scan_v2(section, count, batch.base_offset, batch.base_timestamp, log_append_time, rows, header)
     except (KafkaLogError, IndexError) as err:
         raise batch._record_error(err, -1) from None
     if pos != len(section):
@@ -213,6 +226,7 @@ def scan_batches(batches: Sequence[RecordBatch], sections: Sequence[bytes], out:
         [batch.base_offset for batch in batches],
         [batch.base_timestamp for batch in batches],
         [batch.log_append_time for batch in batches],
+        header=out.header,
     )
     if columns is None:
         return False
@@ -235,11 +249,19 @@ def _check_int64(batch, offsets: list, timestamps: list) -> None:
 
 
 def _scan_v2(
-    section: bytes, count: int, base_offset: int, base_timestamp: int, log_append_time: int | None, rows: tuple
+    section: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: int | None,
+    rows: tuple,
+    header: bytes | None = None,
 ) -> int:
     # Varints are inlined for their one-byte case, which holds for nearly every length and delta.
     add_key, add_offset, add_timestamp = rows[0].append, rows[1].append, rows[2].append
     add_value_size, add_span_start, add_span_size = rows[3].append, rows[4].append, rows[5].append
+    if header is not None:
+        add_header_size, add_header_value = rows[6].append, rows[7].append
     n = len(section)
     pos = 0
     for _ in range(count):
@@ -280,8 +302,14 @@ def _scan_v2(
         if p > end or value_size > end - p:
             raise CorruptBatchError(f"record at byte {pos}: key or value runs past the end of the record")
         p += max(value_size, 0)
+        found = (ABSENT, 0)
         if p + 1 != end or section[p] != 0:  # not the common "no headers" ending
-            _step_headers(section, p, end, pos)
+            found = _step_headers(section, p, end, pos, header)
+        if header is not None:
+            add_header_size(found[0])
+            add_header_value(
+                int.from_bytes(section[found[1] : found[1] + 8], "big", signed=True) if found[0] == 8 else 0
+            )
         add_offset(base_offset + offset_delta)
         add_timestamp(log_append_time if log_append_time is not None else base_timestamp + ts_delta)
         add_key(key)
@@ -292,8 +320,10 @@ def _scan_v2(
     return pos
 
 
-def _step_headers(section: bytes, p: int, end: int, record: int) -> None:
-    """Step over a record's headers from `p`: they must end exactly at the record's `end`."""
+def _step_headers(section: bytes, p: int, end: int, record: int, name: bytes | None = None) -> tuple[int, int]:
+    """Step over a record's headers from `p`: they must end exactly at the record's `end`. Returns
+    the value size (`ABSENT` without one) and position of the last header whose key is `name`."""
+    found = (ABSENT, 0)
     count, p = read_varint(section, p) if p < end else (-1, p)
     if count < 0 or count > (end - p) // 2:  # a header takes two bytes at least
         raise CorruptBatchError(f"record at byte {record}: invalid header count {count}")
@@ -301,12 +331,16 @@ def _step_headers(section: bytes, p: int, end: int, record: int) -> None:
         key_size, p = read_varint(section, p)
         if key_size < 0 or p + key_size > end:
             raise CorruptBatchError(f"record at byte {record}: a header key runs past the end of the record")
+        key_start = p
         value_size, p = read_varint(section, p + key_size)
         if value_size < -1 or p > end or p + max(value_size, 0) > end:
             raise CorruptBatchError(f"record at byte {record}: a header value runs past the end of the record")
+        if name is not None and key_size == len(name) and section[key_start : key_start + key_size] == name:
+            found = (value_size, p)
         p += max(value_size, 0)
     if p != end:
         raise CorruptBatchError(f"record at byte {record}: {end - p} bytes remain after its headers")
+    return found
 
 
 def _scan_legacy(batch, out: KeyColumns, limit: int) -> int:
@@ -314,6 +348,7 @@ def _scan_legacy(batch, out: KeyColumns, limit: int) -> int:
     offsets = [record.offset for record in records]
     timestamps = [record.timestamp for record in records]
     _check_int64(batch, offsets, timestamps)
+    no_header = [[ABSENT] * len(records), [0] * len(records)] if out.header is not None else []
     out._extend_lists(
         [record.key for record in records],
         offsets,
@@ -321,6 +356,7 @@ def _scan_legacy(batch, out: KeyColumns, limit: int) -> int:
         [-1 if record.value is None else len(record.value) for record in records],
         [-1] * len(records),
         [-1] * len(records),
+        *no_header,
     )
     return len(records)
 
@@ -334,18 +370,22 @@ def scan_section(
     log_append_time: int | None,
     *,
     force: bool = False,
+    header: bytes | None = None,
 ):
     """The key scan's columns for `count` records: (keys as PackedKeys, offset, timestamp, value_size,
-    span_start, span_size), the numeric ones int64 arrays; None to let the scalar scan decide
-    (and raise), which it also does below the thresholds unless `force`."""
+    span_start, span_size, and with `header` header_size, header_value), the numeric ones int64
+    arrays; None to let the scalar scan decide (and raise), which it also does below the thresholds
+    unless `force`."""
     if not force and count < (SCAN_THRESHOLD if len(section) >= SMALL_RECORD * count else SCAN_THRESHOLD_SMALL_RECORDS):
         return None
-    return attempt(_scan, section, count, base_offset, base_timestamp, log_append_time)
+    return attempt(_scan, section, count, base_offset, base_timestamp, log_append_time, header)
 
 
-def _scan(section, bounds, base_offset, base_timestamp, log_append_time, checked):
-    f = _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
-    return _packed(f.reader, f.key_start, f.key_len), f.offset, f.timestamp, np.maximum(f.value_len, -1), f.S, f.span
+def _scan(section, bounds, base_offset, base_timestamp, log_append_time, header, checked):
+    f = _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, header, checked)
+    found = f.last_header if header is not None else ()
+    keys = _packed(f.reader, f.key_start, f.key_len)
+    return keys, f.offset, f.timestamp, np.maximum(f.value_len, -1), f.S, f.span, *found
 
 
 class PackedKeys:
@@ -388,28 +428,38 @@ def scan_sections(
     base_offsets: Sequence[int],
     base_timestamps: Sequence[int],
     log_append_times: Sequence[int | None],
+    *,
+    header: bytes | None = None,
 ):
     """`scan_section`'s columns for the records of several v2 record sections (one per batch,
     `counts[i] > 0` records in `sections[i]`), read together so that numpy's cost per call is paid
     once for all of them; span starts are relative to each record's own section. None unless the
     records of every section are exactly its own (each section the per-batch scan would accept,
     with the same result); the caller then scans the sections one by one."""
-    joined = read_joined(_scan_base_zero_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
+
+    def read(section, bounds, checked) -> Fields:
+        return _scan_fields(section, bounds, 0, 0, None, header, checked)
+
+    joined = read_joined(read, sections, counts, base_offsets, base_timestamps, log_append_times)
     if joined is None:
         return None
     _, f, section_start, batch, offset, timestamp = joined
     keys = _packed(f.reader, f.key_start, f.key_len)
-    return keys, offset, timestamp, np.maximum(f.value_len, -1), f.S - section_start[batch], f.span
+    found = f.last_header if header is not None else ()
+    return keys, offset, timestamp, np.maximum(f.value_len, -1), f.S - section_start[batch], f.span, *found
 
 
-def _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked) -> Fields:
-    """`read_fields`, and the headers after each value stepped over: the key scan reads no header, but
-    a record whose headers do not fill it exactly is not one the scan may vouch for."""
+def _scan_fields(section, bounds, base_offset, base_timestamp, log_append_time, header, checked) -> Fields:
+    """`read_fields`, and the headers after each value stepped over, or with `header` read for that
+    header's last value (`last_header`): a record whose headers do not fill it exactly is not one the
+    scan may vouch for."""
     f = read_fields(section, bounds, base_offset, base_timestamp, log_append_time, checked)
-    if not headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=False):
+    if header is None:
+        if not headers_fit(section, f.reader, f.value_end, f.E, as_kafka_writes=False):
+            raise GiveUp
+        return f
+    found = last_header(f.reader, f.value_end, f.E, header)
+    if found is None:
         raise GiveUp
+    f.last_header = found
     return f
-
-
-def _scan_base_zero_fields(section, bounds, checked) -> Fields:
-    return _scan_fields(section, bounds, 0, 0, None, checked)

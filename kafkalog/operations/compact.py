@@ -314,15 +314,18 @@ def _compact(
     counts = [r for r in summaries if sum(r[k] for k in REASONS)]
     if not plan.chosen:
         return CompactionResult(plan, [])
+    strategies = {(s.topic, s.partition): s.strategy for s in plan.chosen}
     if dry_run:
-        return CompactionResult(plan, _partition_report(counts, None), _segment_report(counts, outputs, []))
+        return CompactionResult(plan, _partition_report(counts, None, strategies), _segment_report(counts, outputs, []))
     _fault(fault, "rewritten")
     with progress.phase("compact", "swap", **progress.totals(outputs, lambda o: o.nbytes)):
         swap_in(opened, outputs, fault)
         _fault(fault, "swapped")
     opened.update_checkpoint(CLEANER_OFFSET_CHECKPOINT, {(s.topic, s.partition): s.upper_bound for s in plan.chosen})
     log.info("compact: %d partitions cleaned, cleaner-offset-checkpoint updated", len(plan.chosen))
-    result = CompactionResult(plan, _partition_report(counts, written), _segment_report(counts, outputs, written))
+    result = CompactionResult(
+        plan, _partition_report(counts, written, strategies), _segment_report(counts, outputs, written)
+    )
     for o in outputs:
         result.outputs.setdefault((o.topic, o.partition), []).append(o.base_offset)
     return result
@@ -468,15 +471,19 @@ def _output_segments(
 # -- step 7: report -----------------------------------------------------------------------------------
 
 
-def _partition_report(counts: list, written: list[OutputStats] | None) -> list[dict]:
+def _partition_report(counts: list, written: list[OutputStats] | None, strategies: dict) -> list[dict]:
     """Per partition: records by reason, and the `.log` bytes removed: those its files lost (bytes
     in minus out of each segment `written`, as Kafka's CleanerStats counts bytes read and written),
-    or in a dry run (`written` None) the decisions' estimate (rules/compaction.estimated_bytes_removed)."""
+    or in a dry run (`written` None) the decisions' estimate (rules/compaction.estimated_bytes_removed);
+    with a KIP-280 strategy (`strategies` by partition), what superseded its records."""
     out: dict = {}
 
     def entry(topic: str, partition: int) -> dict:
-        zeros = {k: 0 for k in (*REASONS, "bytes_removed")}
-        return out.setdefault((topic, partition), {"topic": topic, "partition": partition, **zeros})
+        zeros = {k: 0 for k in (*REASONS, "bytes_removed", "invalid_headers")}
+        superseded_by = strategies[topic, partition].superseded_by
+        return out.setdefault(
+            (topic, partition), {"topic": topic, "partition": partition, **zeros, "superseded_by": superseded_by}
+        )
 
     for r in counts:
         row = entry(r["topic"], r["partition"])
@@ -484,6 +491,8 @@ def _partition_report(counts: list, written: list[OutputStats] | None) -> list[d
             row[k] += r[k]
         if written is None:
             row["bytes_removed"] += r["bytes_removed"] or 0
+        # KIP-280: keyed records whose version header is not 8 bytes (ranked as without one)
+        row["invalid_headers"] += r.get("invalid_headers") or 0
     for w in written or ():
         entry(w.topic, w.partition)["bytes_removed"] += w.bytes_in - w.bytes_out
     return [out[k] for k in sorted(out)]

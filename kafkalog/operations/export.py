@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from ..codec.schema_registry import SchemaRegistry
 from ..errors import ConfigError, KafkaLogError
+from ..rules.compaction_strategy import OFFSET, CompactionStrategy
 from ..rules.partition_state import partition_state
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.progress import task_feed
@@ -177,12 +178,15 @@ def clamped_offsets(as_of_offset, ranges: list[PartitionRange], topic: str) -> d
     return clamped
 
 
-def _rows(spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry):
+def _rows(
+    spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry, latest_by: CompactionStrategy = OFFSET
+):
     """The table's rows, decoded. In latest mode each has `DELETED`: a tombstone is told before
-    decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op."""
+    decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op; each
+    key's row is its last record by `latest_by` (KIP-280's strategies)."""
     if mode == "changelog":
         return decoded(spark, committed_records(spark, str(log_dir), topic, ranges), decoding, topic, registry)
-    latest = latest_records(spark, str(log_dir), topic, ranges)
+    latest = latest_records(spark, str(log_dir), topic, ranges, strategy=latest_by)
     latest = latest.withColumn(DELETED, latest["value"].isNull())
     return deleted_after_decoding(decoded(spark, latest, decoding, topic, registry), decoding)
 
@@ -197,6 +201,7 @@ def topic_table(
     as_of_time: int | None = None,
     decoding: Decoding | None = None,
     registry: SchemaRegistry | None = None,
+    latest_by: CompactionStrategy = OFFSET,
     **options,
 ):
     """The table of `topic` as a DataFrame (columns: key, value, topic, partition, offset, timestamp,
@@ -210,7 +215,7 @@ def topic_table(
         registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     clamped_offsets(as_of_offset, ranges, topic)
-    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
+    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry, latest_by)
     return rows if mode == "changelog" else rows.where(~rows[DELETED]).drop(DELETED)
 
 
@@ -231,6 +236,7 @@ class ExportResult:
     dead_letter_path: str | None = None
     dead_letters: int = 0
     clamped: dict[int, tuple[int, int]] = field(default_factory=dict)
+    latest_by: str = "offset"
 
     def to_dict(self) -> dict:
         return {
@@ -239,6 +245,7 @@ class ExportResult:
             "format": self.format,
             "mode": self.mode,
             "incremental": self.incremental,
+            **({"latestBy": self.latest_by} if self.mode == "latest" else {}),
             "committed": self.committed,
             "endOffsets": {str(p): o for p, o in sorted(self.end_offsets.items())},
             "readOffsets": {str(r.partition): [r.start, r.end] for r in self.ranges},
@@ -301,6 +308,7 @@ def export(
     overwrite: bool = False,
     decoding: Decoding | None = None,
     registry: SchemaRegistry | None = None,
+    latest_by: CompactionStrategy = OFFSET,
     **options,
 ) -> ExportResult:
     """Write the table of `topic` (see `topic_table`) to `output` as `format`, in one commit that notes
@@ -314,7 +322,8 @@ def export(
     `options` are `Decoding`'s fields (or give `decoding`; `registry` as in `topic_table`). With
     ``on_decode_error="dead-letter"`` the records that do not decode are written, as their bytes and
     why, to the table `dead_letter_path` (same format; appended by an incremental run), in the
-    same run; none there, none written."""
+    same run; none there, none written. `latest_by`: which record of a key is its row in latest mode, by
+    offset or by a KIP-280 strategy (`export --latest-by`, the topic's compaction.strategy by default)."""
     _check(mode, format)
     decoding = decoding or Decoding(**options)
     dead_letter_path = decoding.dead_letter_path(output)
@@ -325,10 +334,16 @@ def export(
         registry = schema_registry(decoding, log_dir)
     ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
     ends = {r.partition: r.end for r in ranges}
-    result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental)
+    result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental, latest_by=str(latest_by))
     result.dead_letter_path = dead_letter_path
     result.clamped = clamped_offsets(as_of_offset, ranges, topic)
     note = read_note(output, format) if incremental and existed else None  # else the whole table
+    if note is not None and mode == "latest" and latest_by != OFFSET:
+        raise ConfigError(
+            f"--latest-by {latest_by}: an incremental run merges the new records' rows over the table's by "
+            "offset, and cannot compare their versions with the rows the table holds: export the table again "
+            "whole (without --incremental), or use --latest-by offset"
+        )
     if note is not None:
         result.ranges = ranges = _since(ranges, note, topic, mode)
         if not any(r.end > r.start for r in ranges):
@@ -340,7 +355,7 @@ def export(
         with progress.phase("export", "wait for Spark to start", total=1, unit="session"):
             spark.result()
     spark = started(spark)
-    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry)
+    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry, latest_by)
     if note is None and mode == "latest":
         rows = rows.where(~rows[DELETED]).drop(DELETED)
     totals = {"total": sum(r.end > r.start for r in ranges), "unit": "partition"}

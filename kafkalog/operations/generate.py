@@ -327,6 +327,9 @@ class _RecordMaker:
         if t.headers:
             chosen = rng.sample(_HEADER_NAMES, min(rng.randint(0, t.headers), len(_HEADER_NAMES)))
             headers = tuple((name, _header_value(name, rng)) for name in chosen)
+        if t.version_header:  # versions that mostly grow, some updates arriving out of order
+            version = max(0, ordinal + rng.randint(-50, 50))
+            headers += ((t.version_header, version.to_bytes(8, "big", signed=True)),)
         return Record(-1, timestamp, key, value, headers)
 
 

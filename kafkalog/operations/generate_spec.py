@@ -42,6 +42,7 @@ class TopicSpec:
     value_bytes: tuple[int, int] = (16, 256)  # min, max value size
     tombstone_ratio: float = 0.0  # share of keyed records with a null value
     headers: int = 0  # up to this many headers per record
+    version_header: str = ""  # a header of this key on every record: an 8-byte big-endian version (KIP-280)
     codec: str = "none"  # none, gzip, snappy, lz4, zstd
     batch_records: tuple[int, int] = (1, 10)  # min, max records per batch
     magic: int = 2  # 0 and 1 write the legacy message formats
@@ -191,7 +192,7 @@ def _validate_topic(t: TopicSpec) -> None:
         _require(value is None or value >= 0, f"{where}: {what} must be >= 0")
     if t.magic < 2:
         _require(t.codec != "zstd", f"{where}: zstd needs magic 2")
-        _require(t.headers == 0, f"{where}: magic {t.magic} messages have no headers")
+        _require(t.headers == 0 and not t.version_header, f"{where}: magic {t.magic} messages have no headers")
         _require(
             not t.idempotent_producers and not t.transactional_producers,
             f"{where}: idempotent and transactional producers need magic 2",

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from ..codec.control import ControlType
 from ..codec.filter import BatchRetention
 from .aborted_txn import AbortedTxn
+from .compaction_strategy import OFFSET, CompactionStrategy
 from .partition_state import PartitionState
 from .segment_meta import SegmentMeta
 
@@ -268,6 +269,7 @@ class LogToClean:
     legacy_delete_horizon_ms: int
     eligible: bool = False
     reason: str = ""
+    strategy: CompactionStrategy = OFFSET  # KIP-280's: which record of a key the offset map keeps
 
     @property
     def upper_bound(self) -> int:
@@ -331,6 +333,7 @@ def log_to_clean(
         manager.active_producers(),
         aborted,
         legacy_horizon,
+        strategy=CompactionStrategy.of(config.compaction_strategy, config.compaction_strategy_header),
     )
     state.eligible, state.reason = _eligibility(state, config.min_cleanable_dirty_ratio, force)
     return state

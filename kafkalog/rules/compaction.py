@@ -3,7 +3,8 @@
 Read next to Kafka's `Cleaner`: `decide_batches` is `cleanInto`'s batch loop (the transaction
 tracker and `checkBatchRetention`, rules/cleaner.py), `record_fates` is `shouldRetainRecord` before
 the offset map is asked, and `supersede` / `combine` are the offset map: a keyed record older than
-its key's latest offset in the cleanable dirty range goes. `partition_outcome` gathers a partition
+its key's latest offset in the cleanable dirty range goes (or, under a KIP-280 strategy, of lower
+precedence than its key's winner: rules/compaction_strategy.py). `partition_outcome` gathers a partition
 read whole into what the rewrite and the report need. No I/O and no Spark: the Spark plumbing
 (spark/compaction.py) and the one-task path both call these.
 """
@@ -22,6 +23,7 @@ from ..codec.batch import RECORD_BATCH_OVERHEAD
 from ..codec.filter import BatchRetention
 from ..errors import KafkaLogError
 from .cleaner import BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch
+from .compaction_strategy import OFFSET, CompactionStrategy, superseded, versions
 
 # -- the vocabulary -------------------------------------------------------------------------------------
 
@@ -101,6 +103,7 @@ class CompactionPlan:
                 "cleanable_bytes": s.stats.cleanable_bytes,
                 "dirty_ratio": round(s.stats.cleanable_ratio, 6),
                 "max_compaction_delay_secs": s.max_compaction_delay_ms // 1000,
+                "compaction_strategy": str(s.strategy),
             }
             for s in self.logs
         ]
@@ -215,6 +218,7 @@ class SegmentFacts:
     upper_bound: int
     legacy_horizon_ms: int
     whole: bool
+    strategy: CompactionStrategy = OFFSET
 
 
 # `record_fates`' rows
@@ -229,6 +233,9 @@ FATES = pa.schema(
         ("fate", pa.int8()),
         ("map_offset", pa.int64()),
         ("whole", pa.bool_()),
+        ("rank", pa.int8()),
+        ("version", pa.int64()),
+        ("invalid_header", pa.bool_()),
     ]
 )
 
@@ -239,7 +246,9 @@ def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence
     aborted record or a removed marker; a control record stays; an unkeyed one goes; a tombstone
     stays while its delete horizon (v2: the batch's; v0/v1: the segment's mtime against the
     partition's legacy horizon) is not past. `map_offset` is the offset of a keyed record in the
-    cleanable dirty range, which supersedes older records of its key. The columns `combine` reads."""
+    cleanable dirty range, which supersedes older records of its key; `rank` and `version` the
+    record's precedence under the partition's strategy, `invalid_header` a version header that is
+    not 8 bytes (`versions`). The columns `combine` reads."""
     offset = batch["offset"].to_numpy()
     if offset.size and offset[-1] >= facts.upper_bound:  # offsets grow along a segment's rows
         batch = batch.filter(pa.array(offset < facts.upper_bound))
@@ -267,6 +276,8 @@ def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence
         KEEP,
     ).astype(np.int8)
     in_map = (offset >= facts.first_dirty) & (fate <= EXPIRE_TOMBSTONE)
+    rank, version, invalid = versions(batch, facts.strategy)
+    invalid &= fate <= EXPIRE_TOMBSTONE  # counted where a version decides: keyed data records
     n = batch.num_rows
     return pa.RecordBatch.from_arrays(
         [
@@ -279,6 +290,9 @@ def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence
             pa.array(fate),
             pa.array(offset, mask=~in_map),
             pa.array(np.full(n, facts.whole)),
+            pa.array(rank),
+            pa.array(version),
+            pa.array(invalid),
         ],
         schema=FATES,
     )
@@ -289,22 +303,35 @@ def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence
 
 def supersede(fates: pa.Table) -> np.ndarray:
     """The final fates of one whole partition's records (`record_fates` rows): a keyed record
-    older than the latest `map_offset` of its key goes as SUPERSEDED. The keys are hashed once by
-    Arrow (dictionary encoding); the latest offset per key is numpy's maximum over their codes
-    (an Arrow group-by costs milliseconds a call before it reads a row: many small partitions)."""
+    older than the latest `map_offset` of its key (under a KIP-280 strategy: of lower precedence
+    than its key's winner) goes as SUPERSEDED. The keys are hashed once by Arrow (dictionary
+    encoding) and the winners found in numpy over their codes (an Arrow group-by costs
+    milliseconds a call before it reads a row: many small partitions)."""
     fate = fates["fate"].to_numpy()
     if not len(fate):
         return fate.astype(np.int8)
+    gone, _ = _superseded(fates, fate, np.zeros(len(fate), np.int64))
+    return np.where(gone, np.int8(SUPERSEDED), fate).astype(np.int8)
+
+
+def _superseded(fates: pa.Table, fate: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`superseded` over `record_fates` rows of the partitions numbered `tp` (a key is its
+    partition's): their keyed records that lose to their key's winner, and each row's key's latest
+    offset in the map."""
     encoded = pc.dictionary_encode(fates["key"].combine_chunks())
     keyed = fate <= EXPIRE_TOMBSTONE
     map_offset = fates["map_offset"].fill_null(-1).to_numpy()
-    in_map = keyed & (map_offset >= 0)
     # the codes of keyed rows are never null; the last code stands for null keys (never keyed rows)
-    code = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy()
-    latest = np.full(len(encoded.dictionary) + 1, -1, np.int64)
-    np.maximum.at(latest, code[in_map], map_offset[in_map])
-    superseded = keyed & (fates["offset"].to_numpy() < latest[code])
-    return np.where(superseded, np.int8(SUPERSEDED), fate).astype(np.int8)
+    code = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy().astype(np.int64)
+    group = code if not tp.any() else np.unique(tp * (len(encoded.dictionary) + 1) + code, return_inverse=True)[1]
+    return superseded(
+        group,
+        keyed,
+        keyed & (map_offset >= 0),
+        fates["rank"].to_numpy(),
+        fates["version"].to_numpy(),
+        fates["offset"].to_numpy(),
+    )
 
 
 # What a scan task hands the window (`combine`): the records it cannot decide alone (key, offset,
@@ -319,6 +346,8 @@ COMBINED = pa.schema(
         ("key", pa.binary()),
         ("offset", pa.int64()),
         ("map_offset", pa.int64()),
+        ("rank", pa.int8()),
+        ("version", pa.int64()),
         ("fate", pa.int8()),
         ("recordSpanSize", pa.int32()),
         ("solo", pa.int64()),
@@ -326,30 +355,43 @@ COMBINED = pa.schema(
         ("has_tombstone", pa.bool_()),
         ("bytes_removed", pa.int64()),
         *[(r, pa.int64()) for r in REASONS],
+        ("invalid_headers", pa.int64()),
     ]
 )
 
 
 def combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.RecordBatch], int]:
     """One chunk of a scan task's records (`record_fates` rows): the latest offset of each key among
-    them, by pyarrow's hash aggregation. A record older than that is superseded whatever other chunks
-    and tasks hold; in a partition this task reads whole (`whole`) and this chunk holds whole (not in
-    `split`), every record is decided. Decided records leave as runs of 64 offsets of a batch,
+    them, by pyarrow's hash aggregation (under a KIP-280 strategy, each key's winner among them, by
+    `superseded`). A record older than that (that loses to it, where the key is in the chunk's map) is
+    superseded whatever other chunks and tasks hold; the rows that leave for the window carry their
+    key's latest offset in the chunk's map, so that the window knows the key is in a map. In a
+    partition this task reads whole (`whole`) and this chunk holds whole (not in `split`), every
+    record is decided. Decided records leave as runs of 64 offsets of a batch,
     aggregated, numbered from `solo`; the others (the latest of each key of a partition read by
     several tasks or chunks, and its records not superseded here) leave one by one for the window.
     Returns the batches (`COMBINED`) and the next free run number."""
     out: list[pa.RecordBatch] = []
-    keyed = pc.less_equal(table["fate"], EXPIRE_TOMBSTONE)
-    latest = table.filter(keyed).group_by(["tp", "key"]).aggregate([("map_offset", "max")])
-    table = table.join(latest, ["tp", "key"], join_type="left outer")
+    if pc.any(pc.not_equal(table["rank"], 0)).as_py() or pc.any(pc.not_equal(table["version"], 0)).as_py():
+        fate = table["fate"].to_numpy()
+        gone, latest = _superseded(table, fate, table["tp"].to_numpy().astype(np.int64))
+        key_map_offset = pa.array(latest, mask=latest < 0)
+    else:  # offset order alone: the latest offset per key by Arrow's hash aggregation
+        keyed = pc.less_equal(table["fate"], EXPIRE_TOMBSTONE)
+        aggregated = table.filter(keyed).group_by(["tp", "key"]).aggregate([("map_offset", "max")])
+        table = table.join(aggregated, ["tp", "key"], join_type="left outer")
+        key_map_offset = table["map_offset_max"].combine_chunks()
+        fate = table["fate"].to_numpy()
+        gone = (fate <= EXPIRE_TOMBSTONE) & (
+            table["offset"].to_numpy() < table["map_offset_max"].fill_null(-1).to_numpy()
+        )
     offset = table["offset"].to_numpy()
-    fate = table["fate"].to_numpy()
     is_keyed = fate <= EXPIRE_TOMBSTONE
-    superseded = is_keyed & (offset < table["map_offset_max"].fill_null(-1).to_numpy())
-    fate = np.where(superseded, np.int8(SUPERSEDED), fate).astype(np.int8)
+    fate = np.where(gone, np.int8(SUPERSEDED), fate).astype(np.int8)
+    invalid = table["invalid_header"].to_numpy(zero_copy_only=False)
     tps = table["tp"].to_numpy()
     whole = table["whole"].to_numpy() & ~np.isin(tps, list(split))
-    undecided = is_keyed & ~superseded & ~whole
+    undecided = is_keyed & ~gone & ~whole
     run = offset >> 6
     pending = table.filter(pa.array(undecided))
     if pending.num_rows:
@@ -363,10 +405,13 @@ def combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Record
                     pa.array(run[undecided]),
                     pending["key"].combine_chunks(),
                     pa.array(offset[undecided]),
-                    pending["map_offset"].combine_chunks(),
+                    key_map_offset.filter(pa.array(undecided)),
+                    pending["rank"].combine_chunks(),
+                    pending["version"].combine_chunks(),
                     pa.array(fate[undecided], pa.int8()),
                     pending["recordSpanSize"].combine_chunks(),
-                    *[pa.nulls(n, f.type) for f in COMBINED][9:],
+                    *[pa.nulls(n, f.type) for f in COMBINED][11:-1],
+                    pa.array(invalid[undecided].astype(np.int64)),
                 ],
                 schema=COMBINED,
             )
@@ -379,6 +424,7 @@ def combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Record
     fate, offset, span = fate[decided], offset[decided], table["recordSpanSize"].to_numpy()[decided]
     order = np.lexsort((offset, position, segment))
     segment, position, fate, offset, span = segment[order], position[order], fate[order], offset[order], span[order]
+    invalid = invalid[decided][order]
     tp, run = tps[decided][order], offset >> 6
     starts = np.flatnonzero(
         np.concatenate(
@@ -398,7 +444,7 @@ def combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Record
                 pa.array(run[starts], pa.int64()),
                 *[
                     pa.nulls(n, COMBINED.field(c).type)
-                    for c in ("key", "offset", "map_offset", "fate", "recordSpanSize")
+                    for c in ("key", "offset", "map_offset", "rank", "version", "fate", "recordSpanSize")
                 ],
                 pa.array(solo + np.arange(n, dtype=np.int64)),
                 pa.array(np.bitwise_or.reduceat(bits, starts).view(np.int64)),
@@ -408,6 +454,7 @@ def combine(table: pa.Table, split: set[int], solo: int) -> tuple[list[pa.Record
                     pa.array(np.add.reduceat(np.isin(fate, fates_).astype(np.int64), starts))
                     for fates_ in FATES_OF.values()
                 ],
+                pa.array(np.add.reduceat(invalid.astype(np.int64), starts)),
             ],
             schema=COMBINED,
         )
@@ -487,6 +534,7 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table)
 
     per_reason = {r: per_run(np.isin(fate, fates_).astype(np.int64)) for r, fates_ in FATES_OF.items()}
     has_tombstone = per_run(fate == KEEP_TOMBSTONE, np.logical_or)
+    invalid_headers = per_run(fates["invalid_header"].to_numpy(zero_copy_only=False).astype(np.int64))
     gone_spans = np.append(per_run(np.where(gone, fates["recordSpanSize"].to_numpy().astype(np.int64), 0)), 0)
     gone_counts = np.append(per_run(gone.astype(np.int64)), 0)  # [-1]: a batch without records
     gone_ends = np.cumsum(gone_counts[:-1]).tolist()  # run i's gone offsets end there
@@ -514,6 +562,7 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table)
                 "segmentBaseOffset": base,
                 **{r: 0 for r in REASONS},
                 "bytes_removed": 0,
+                "invalid_headers": 0,
                 "changed": False,
                 "kept_txn_markers": [],
             }
@@ -522,6 +571,7 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table)
         if run >= 0:
             for r in REASONS:
                 row[r] += per_reason[r][run]
+            row["invalid_headers"] += invalid_headers[run]
             tombstone = has_tombstone[run]
             removed = frozenset(gone_offsets[gone_ends[run - 1] if run else 0 : gone_ends[run]].tolist())
         row["bytes_removed"] += removed_bytes[i]

@@ -49,6 +49,7 @@ from ..rules.compaction import (
     partition_outcome,
     record_fates,
 )
+from ..rules.compaction_strategy import OFFSET
 from ..storage.fs import HeldFileSystem
 from ..storage.naming import segment_file_name
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged
@@ -106,6 +107,7 @@ def _segment_facts(plan, whole: set) -> dict[tuple[str, int, int], SegmentFacts]
                 s.upper_bound,
                 s.legacy_delete_horizon_ms,
                 (s.topic, s.partition) in whole,
+                s.strategy,
             )
     return facts
 
@@ -169,6 +171,7 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
     every_task = spark.createDataFrame([(None, None, t) for t in range(count)], "segment int, position long, task int")
     inputs = discarded.unionByName(every_task).repartitionById(count, "task")
     root, flt, now, tasks = scan.root, scan.flt, plan.now, scan.tasks
+    headers = _version_headers(plan.chosen)
     combine_rows = tuning.COMBINE_ROWS  # read here: the task gets the driver's value
 
     def decide_task(batches):
@@ -180,7 +183,7 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
                 gone.setdefault(segment, []).append(position)
 
         def fates():
-            for batch in read_task(root, tasks[task], "narrow", flt):
+            for batch in read_task(root, tasks[task], "narrow", flt, headers=headers):
                 segment = facts[_segment_of(batch)]
                 yield record_fates(batch, segment, gone.get(segment.number, ()), now)
 
@@ -196,8 +199,12 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
     # row (no key) is a group of its own, by its `solo` number.
     by_key = Window.partitionBy(F.xxhash64("key", "solo"), "tp", "key", "solo")
     latest = F.coalesce(F.max("map_offset").over(by_key), F.lit(-1))
+    loses = F.col("offset") < latest
+    if any(s.strategy != OFFSET for s in plan.chosen):  # KIP-280: the key's winner by (rank, version, offset)
+        precedence = F.struct("rank", "version", "offset")
+        loses = (latest >= 0) & (precedence < F.max(precedence).over(by_key))
     record = F.col("offset").isNotNull()
-    fate = F.when((F.col("fate") <= EXPIRE_TOMBSTONE) & (F.col("offset") < latest), F.lit(SUPERSEDED).cast("byte"))
+    fate = F.when((F.col("fate") <= EXPIRE_TOMBSTONE) & loses, F.lit(SUPERSEDED).cast("byte"))
     fate = fate.otherwise(F.col("fate"))
     gone = ~fate.isin(*FATES_OF["kept"])
     bit = F.expr("shiftleft(1L, cast(offset & 63 as int))")
@@ -213,7 +220,13 @@ def _record_fates(spark, plan, scan: ScanPlan, decided, facts: dict):
         of_record(fate == KEEP_TOMBSTONE, "has_tombstone"),
         of_record(F.when(gone, F.col("recordSpanSize").cast("long")), "bytes_removed"),
         *[of_record(F.when(fate.isin(*fates_), 1).otherwise(0).cast("long"), r) for r, fates_ in FATES_OF.items()],
+        "invalid_headers",
     )
+
+
+def _version_headers(logs) -> dict[str, bytes]:
+    """The header key the narrow scan reads, by topic: the topics of the `header` strategy."""
+    return {s.topic: key for s in logs for key in [s.strategy.header_key] if key is not None}
 
 
 def _segment_of(batch: pa.RecordBatch) -> tuple[str, int, int]:
@@ -277,13 +290,13 @@ def _batch_outcomes(fates, decided):
         F.bit_or("bits").alias("bits"),
         F.max("has_tombstone").alias("has_tombstone"),
         F.sum("bytes_removed").alias("bytes_removed"),
-        *[F.sum(r).alias(r) for r in REASONS],
+        *[F.sum(r).alias(r) for r in (*REASONS, "invalid_headers")],
     )
     per_batch = runs.groupBy("segment", "position").agg(
         F.collect_list(F.when(F.col("bits") != 0, F.struct("run", "bits"))).alias("removed"),
         F.max("has_tombstone").alias("has_tombstone"),
         F.sum("bytes_removed").alias("bytes_removed"),
-        *[F.sum(r).alias(r) for r in REASONS],
+        *[F.sum(r).alias(r) for r in (*REASONS, "invalid_headers")],
     )
     return decided.join(per_batch, ["segment", "position"], "left").drop("segment")
 
@@ -331,7 +344,7 @@ def segment_summaries(decided, outcomes) -> list:
         "topic",
         "partition",
         "segmentBaseOffset",
-        *[F.coalesce(F.col(r), F.lit(0)).alias(r) for r in REASONS],
+        *[F.coalesce(F.col(r), F.lit(0)).alias(r) for r in (*REASONS, "invalid_headers")],
         "size",
         "count",
         "magic",
@@ -345,7 +358,7 @@ def segment_summaries(decided, outcomes) -> list:
         batches.mapInArrow(_bytes_removed_estimates, batches.schema)
         .groupBy("topic", "partition", "segmentBaseOffset")
         .agg(
-            *[F.sum(r).alias(r) for r in REASONS],
+            *[F.sum(r).alias(r) for r in (*REASONS, "invalid_headers")],
             F.sum("bytes_removed").alias("bytes_removed"),
             F.max("changed").alias("changed"),
             F.collect_list("kept_txn_marker").alias("kept_txn_markers"),
@@ -562,8 +575,9 @@ def _decide_whole(held, job: OneTask, now: int, records_at_most: int) -> Partiti
             log.upper_bound,
             log.legacy_delete_horizon_ms,
             True,
+            log.strategy,
         )
-        for batch in read_unit(unit, held, "narrow", flt):
+        for batch in read_unit(unit, held, "narrow", flt, header=log.strategy.header_key):
             if batch.num_rows:
                 fates.append(record_fates(batch, facts, discarded.get(number, ()), now))
     return partition_outcome(log, decided, pa.Table.from_batches(fates, schema=FATES))

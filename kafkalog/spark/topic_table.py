@@ -6,14 +6,17 @@ appear, and records of aborted transactions are dropped on the executors by Kafk
 tracker (`CleanedTransactionMetadata`, the one the cleaner uses), seeded as a fetch response seeds a
 consumer, with the partition's aborted transactions (`.txnindex`) that end at or past the first batch
 read. `latest_records`: the last of those records per (partition, key), decided in the scan task
-where a task reads the whole partition, else by a window over the scan (`latest_per_key`).
+where a task reads the whole partition, else by a window over the scan (`latest_per_key`); "last" by
+offset, or by a KIP-280 strategy's (rank, version, offset) (rules/compaction_strategy.py).
 Keys and values are decoded by spark/decode.py (`decode_records`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +26,7 @@ from .. import tuning
 from ..codec.control import parse_control_type
 from ..rules.aborted_txn import AbortedTxn
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
+from ..rules.compaction_strategy import OFFSET, CompactionStrategy, record_versions, superseded
 from .scan import default_min_tasks, pack_tasks, spark_schema
 from .scan_plan import ScanFilter, pack_units, plan_scan, task_bytes
 from .tasks import task_frame
@@ -127,8 +131,16 @@ def committed_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRang
     return _committed_frame(spark, plan.root, plan.tasks, flt, wanted, verify_crc)
 
 
-def latest_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], *, verify_crc: bool = True):
-    """`latest_per_key` of `committed_records`, the partitions that fit in a task decided in it: a
+def latest_records(
+    spark,
+    log_dir,
+    topic: str,
+    ranges: Sequence[PartitionRange],
+    *,
+    verify_crc: bool = True,
+    strategy: CompactionStrategy = OFFSET,
+):
+    """`latest_per_key` of `committed_records` (under `strategy`), the partitions that fit in a task decided in it: a
     partition of at most `tuning.ONE_TASK_BYTES` and `tuning.ONE_TASK_RECORDS` offsets is read whole
     by one task, which keeps each key's last record as it reads (`last_per_key`), so that only the
     table's rows reach the JVM (no shuffle of every record, as compaction's one-task path). Larger
@@ -151,15 +163,16 @@ def latest_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange],
     if whole:  # packed as compaction's one-task partitions are
         groups = pack_tasks(spark, whole, lambda run: sum(u.nbytes for u in run))
         tasks = [tuple(u for run in group for u in run) for group in groups]
-        frames.append(_committed_frame(spark, plan.root, tasks, flt, wanted, verify_crc, last_per_key))
+        keep = functools.partial(last_per_key, strategy=strategy)
+        frames.append(_committed_frame(spark, plan.root, tasks, flt, wanted, verify_crc, keep))
     if spread:
         target = task_bytes(sum(u.nbytes for u in spread), tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark))
         records = _committed_frame(spark, plan.root, pack_units(spread, target), flt, wanted, verify_crc)
-        frames.append(latest_per_key(records))
+        frames.append(latest_per_key(records, strategy))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
-def last_per_key(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def last_per_key(batches: Iterable[pa.RecordBatch], strategy: CompactionStrategy = OFFSET) -> Iterator[pa.RecordBatch]:
     """Per (partition, key), the last of the committed records `batches` hold (whole partitions, each
     in offset order), keyless records left out. The records are combined about `tuning.COMBINE_ROWS`
     at a time with the last ones so far (pyarrow's hash aggregation), so a task holds one row per key
@@ -170,34 +183,53 @@ def last_per_key(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     for batch in batches:
         partition = batch["partition"][0].as_py()
         if partition != current and (held is not None or chunk):
-            yield from _combine(held, chunk).to_batches()
+            yield from _combine(held, chunk, strategy).to_batches()
             held, chunk, rows = None, [], 0
         current = partition
         keyed = batch.filter(pc.is_valid(batch["key"]))
         chunk.append(keyed)
         rows += keyed.num_rows
         if rows >= tuning.COMBINE_ROWS:
-            held, chunk, rows = _combine(held, chunk), [], 0
+            held, chunk, rows = _combine(held, chunk, strategy), [], 0
     if held is not None or chunk:
-        yield from _combine(held, chunk).to_batches()
+        yield from _combine(held, chunk, strategy).to_batches()
 
 
-def _combine(held: pa.Table | None, chunk: list[pa.RecordBatch]) -> pa.Table:
+def _combine(held: pa.Table | None, chunk: list[pa.RecordBatch], strategy: CompactionStrategy) -> pa.Table:
     """The last record per key of `held` (one partition's so far) followed by `chunk`: offsets are
-    unique in a partition, so each key's greatest offset picks its row."""
+    unique in a partition, so each key's greatest offset picks its row (under a KIP-280 strategy,
+    its greatest (rank, version, offset): `superseded`)."""
     table = pa.Table.from_batches([*(held.to_batches() if held is not None else ()), *chunk], TABLE_SCHEMA)
+    if strategy != OFFSET:
+        code = pc.dictionary_encode(table["key"].combine_chunks()).indices.to_numpy().astype(np.int64)
+        every = np.ones(table.num_rows, bool)
+        gone, _ = superseded(code, every, every, *record_versions(table, strategy), table["offset"].to_numpy())
+        return table.filter(pa.array(~gone))
     last = table.group_by("key", use_threads=False).aggregate([("offset", "max")])
     return table.filter(pc.is_in(table["offset"], value_set=last["offset_max"]))
 
 
-def latest_per_key(records):
+def latest_per_key(records, strategy: CompactionStrategy = OFFSET):
     """Per (partition, key), its last record (a tombstone where the key was deleted last): the latest
-    offset per key, a window over the records. Records without a key have no place in a table of
-    keys and are left out. A key is a row of each partition it appears in (docs/semantics.md)."""
+    offset per key (under a KIP-280 strategy, the greatest (rank, version, offset)), a window over the
+    records. Records without a key have no place in a table of keys and are left out. A key is a row
+    of each partition it appears in (docs/semantics.md)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     by_key = Window.partitionBy(F.xxhash64("key"), "partition", "key")
     keyed = records.where(F.col("key").isNotNull())
-    latest = keyed.withColumn("_latest", F.max("offset").over(by_key))
-    return latest.where(F.col("offset") == F.col("_latest")).drop("_latest")
+    if strategy == OFFSET:
+        latest = keyed.withColumn("_latest", F.max("offset").over(by_key))
+        return latest.where(F.col("offset") == F.col("_latest")).drop("_latest")
+    if strategy.name == "timestamp":
+        precedence = F.struct(F.lit(0), F.col("timestamp"), F.col("offset"))
+    else:  # the value of the last header of the key, when it is 8 bytes, as a signed long
+        named = F.filter("headers", lambda h: h["key"] == F.lit(strategy.header))
+        value = F.when(F.size(named) > 0, F.element_at(named, -1)["value"])
+        eight = F.coalesce(F.length(value) == 8, F.lit(False))
+        unsigned = F.conv(F.hex(value), 16, 10).cast("decimal(20,0)")
+        signed = F.when(unsigned >= Decimal(2**63), unsigned - Decimal(2**64)).otherwise(unsigned)
+        precedence = F.struct(eight.cast("int"), F.when(eight, signed).otherwise(F.lit(0)), F.col("offset"))
+    latest = keyed.withColumn("_precedence", precedence).withColumn("_latest", F.max("_precedence").over(by_key))
+    return latest.where(F.col("_precedence") == F.col("_latest")).drop("_precedence", "_latest")

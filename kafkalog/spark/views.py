@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, parse_control_type, parse_coordinator_epoch
 from ..codec.decode import RecordColumns
-from ..codec.scan import KeyColumns, scan_batches, scan_keys
+from ..codec.scan import ABSENT, KeyColumns, scan_batches, scan_keys
 from ..errors import CorruptBatchError, CorruptIndexError, KafkaLogError
 from ..storage.fs import LogFileSystem
 from ..storage.segment import SegmentReader, batch_first_offset, locate
@@ -117,6 +117,11 @@ BATCHES_SCHEMA = pa.schema(
 )
 
 SCHEMAS = {"narrow": NARROW_SCHEMA, "records": RECORDS_SCHEMA, "batches": BATCHES_SCHEMA}
+# The narrow view read with a header key (KIP-280's `header` strategy): its last occurrence in each
+# record, the size of its value (null without one, -1 for a null value) and, where that is 8 bytes,
+# the value as a big-endian signed long.
+NARROW_HEADER_FIELDS = [("headerSize", pa.int32()), ("headerValue", pa.int64())]
+NARROW_HEADER_SCHEMA = pa.schema([*NARROW_SCHEMA, *NARROW_HEADER_FIELDS])
 
 
 # -- reading (executors, pure) -----------------------------------------------------------------------
@@ -218,12 +223,15 @@ class NarrowBuilder(_ViewBuilder):
 
     schema = NARROW_SCHEMA
 
-    def __init__(self, unit: WorkUnit):
+    def __init__(self, unit: WorkUnit, header: bytes | None = None):
         super().__init__(unit)
+        self.header = header
+        if header is not None:
+            self.schema = NARROW_HEADER_SCHEMA
         self._reset()
 
     def _reset(self) -> None:
-        self.keys = KeyColumns()
+        self.keys = KeyColumns(self.header)
         self.batch = _BatchColumns(_NARROW_BATCH_FIELDS)
         self.control_types: list[tuple[int, int]] = []  # (row, control type) of control records
         self.rows = 0
@@ -252,7 +260,7 @@ class NarrowBuilder(_ViewBuilder):
             types = [int(parse_control_type(record.key)[1]) for record in batch.records()]
         except Exception:  # the batch's own scan error, if it has one, comes first (as without windows)
             self.settle()
-            scan_keys(batch, KeyColumns(), section=section)
+            scan_keys(batch, KeyColumns(self.header), section=section)
             raise
         self.control_types += [(self.rows + i, t) for i, t in enumerate(types)]
 
@@ -311,7 +319,11 @@ class NarrowBuilder(_ViewBuilder):
             "magic": b.expand("magic", pa.int8()),
             "compresscodec": b.expand("compresscodec", pa.int8()),
         }
-        out = pa.RecordBatch.from_arrays([columns[f.name] for f in NARROW_SCHEMA], schema=NARROW_SCHEMA)
+        if self.header is not None:
+            size = k.header_size
+            columns["headerSize"] = pa.array(size, pa.int32(), mask=size == ABSENT)
+            columns["headerValue"] = pa.array(k.header_value, pa.int64(), mask=size != 8)
+        out = pa.RecordBatch.from_arrays([columns[f.name] for f in self.schema], schema=self.schema)
         self._reset()
         return out
 
@@ -552,13 +564,16 @@ def read_unit(
     *,
     verify_crc: bool = True,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    header: bytes | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects.
+    """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects;
+    with `header` (the narrow view only), each record's last header of that key too
+    (`NARROW_HEADER_FIELDS`).
 
     Errors name the `.log` file and the byte position: any failure while decoding a batch is a
     `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
     """
-    builder = BUILDERS[view](unit)
+    builder = NarrowBuilder(unit, header) if header is not None else BUILDERS[view](unit)
     flt = flt.for_partition(unit.topic, unit.partition)
     try:
         yield from _read_unit(unit, fs, builder, view, flt, verify_crc, batch_rows)
@@ -691,12 +706,15 @@ def read_task(
     verify_crc: bool = True,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     stats: IOStats | None = None,
+    headers: dict[str, bytes] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Decode the units of one task, in order; every read is counted in `stats`."""
+    """Decode the units of one task, in order; every read is counted in `stats`. `headers`: the
+    header key each topic's narrow rows carry (`read_unit`'s `header`), by topic."""
     fs = filesystem(root)
     if stats is not None:
         fs = CountingFileSystem(fs, stats)
     for unit in units:
-        for batch in read_unit(unit, fs, view, flt, verify_crc=verify_crc, batch_rows=batch_rows):
+        header = headers.get(unit.topic) if headers else None
+        for batch in read_unit(unit, fs, view, flt, verify_crc=verify_crc, batch_rows=batch_rows, header=header):
             if batch.num_rows:
                 yield batch

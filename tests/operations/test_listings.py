@@ -90,10 +90,15 @@ def test_log_dirs_describes_each_brokers_partitions_and_sizes(log_dir, capsys):
 
 def test_configs_says_each_value_and_where_it_comes_from(log_dir, tmp_path, capsys):
     server = tmp_path / "server.properties"
-    server.write_text("log.retention.hours=5\ntopic.customers.cleanup.policy=compact\nmin.cleanable.dirty.ratio=0.2\n")
+    server.write_text(
+        "log.retention.hours=5\ntopic.customers.cleanup.policy=compact\nmin.cleanable.dirty.ratio=0.2\n"
+        "log.cleaner.compaction.strategy=timestamp\n"
+    )
     lines = _run(capsys, "configs", str(log_dir), "--config-file", str(server), "--topic", "customers")
     assert lines[0] == "All configs for topic customers are:"
     assert "  cleanup.policy=compact source=topic" in lines
     assert "  retention.ms=18000000 source=broker:log.retention.hours" in lines
     assert "  min.cleanable.dirty.ratio=0.2 source=all-topics" in lines
     assert "  segment.bytes=1073741824 source=default" in lines
+    assert "  compaction.strategy=timestamp source=broker:log.cleaner.compaction.strategy" in lines
+    assert "  compaction.strategy.header= source=default" in lines

@@ -30,6 +30,9 @@ def fates(rows) -> pa.Table:
             "fate": pa.array(fate, pa.int8()),
             "map_offset": pa.array(map_offset, pa.int64()),
             "whole": pa.array([True] * n),
+            "rank": pa.array([0] * n, pa.int8()),
+            "version": pa.array([0] * n, pa.int64()),
+            "invalid_header": pa.array([False] * n),
         },
         schema=FATES,
     )

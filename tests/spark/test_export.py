@@ -105,13 +105,13 @@ def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeyp
 
     real = export_module.latest_records
 
-    def failing(*args):
+    def failing(*args, **kwargs):
         def boom(batches):
             for _ in batches:
                 raise RuntimeError("killed inside the commit")
             yield from ()
 
-        latest_df = real(*args)
+        latest_df = real(*args, **kwargs)
         return latest_df.mapInArrow(boom, latest_df.schema)
 
     monkeypatch.setattr(export_module, "latest_records", failing)
