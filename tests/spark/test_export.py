@@ -186,6 +186,7 @@ def test_the_merge_runs_with_its_own_settings_and_gives_the_session_back(spark, 
         "topic": TOPIC,
         "mode": "latest",
         "endOffsets": {str(p): o for p, o in result.end_offsets.items()},
+        "keyFormat": "bytes",
     }
     assert delta_rows(out) == model_rows(consumer_reads(records, fates))
 
