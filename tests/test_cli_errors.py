@@ -176,24 +176,26 @@ def _missing_cases():
 
 
 @pytest.mark.parametrize("argv, option", _missing_cases(), ids=lambda v: v if isinstance(v, str) else v[0])
-def test_an_input_that_is_not_there_is_named_before_anything_runs(tmp_path, log_dir, files, capsys, argv, option):
-    """In this process (each would take a second as a subprocess; the one below runs as a user runs it)."""
+def test_an_input_that_is_not_there_is_named_before_anything_runs(
+    tmp_path, log_dir, files, capsys, monkeypatch, argv, option
+):
+    """In this process (each would take a second as a subprocess; the one below runs as a user runs it),
+    where the suite's shared session may run already: a session asked for fails the test."""
+    import kafkalog.spark.session as session
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("the command asked for a SparkSession before naming the missing input")
+
+    monkeypatch.setattr(session, "local_session", no_spark)
+    monkeypatch.setattr(session, "start_session", no_spark)
     paths = {"log": str(log_dir), "out": str(tmp_path / "out"), "x": str(tmp_path / "nope"), **files}
     start = time.perf_counter()
     code = main([arg.format(**paths) for arg in argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith(f"kafkalog {argv[0]}: "), err
     assert f"{tmp_path / 'nope'}: no such " in err[0] and err[0].endswith(f" ({option})"), err
-    assert time.perf_counter() - start < BEFORE_SPARK and _no_session()
+    assert time.perf_counter() - start < BEFORE_SPARK
     assert not (tmp_path / "out").exists()
-
-
-def _no_session() -> bool:
-    if "pyspark.sql" not in sys.modules:
-        return True
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession() is None
 
 
 def test_purge_names_a_missing_keys_file_before_spark_starts(tmp_path, log_dir, files):

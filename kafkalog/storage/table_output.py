@@ -31,7 +31,7 @@ import pyarrow.fs as pafs
 
 from .destination import STAGING_SUFFIX, _publish, _remove, _uri, check_no_staging
 from .fs import LogFileSystem
-from .tables import TableError
+from .tables import NOTE_FILE, TableError
 
 REPLACED_SUFFIX = ".kafkalog-replaced"
 # The file whose appearance is a commit: then the table's new version is whole
@@ -40,7 +40,7 @@ _COMMITS = {
     "iceberg": re.compile(r"/metadata/v\d+\.metadata\.json$"),
 }
 _DELTA_COMMIT = re.compile(r"\d{20}\.(json|checkpoint(\.\d+\.\d+)?\.parquet)$")
-_PARQUET_FILE = re.compile(r"(.*\.parquet|_SUCCESS|\..*\.crc)$")
+_PARQUET_FILE = re.compile(rf"(.*\.parquet|_SUCCESS|\..*\.crc|{re.escape(NOTE_FILE)})$")  # with export's note
 
 
 def existing(output: str, fmt: str) -> bool:
