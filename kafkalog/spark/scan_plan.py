@@ -363,7 +363,7 @@ def plan_scan(
     log_dir,
     flt: ScanFilter = ScanFilter(),
     *,
-    max_bytes_per_task: int = tuning.MAX_BYTES_PER_TASK,
+    max_bytes_per_task: int | None = None,
     min_tasks: int = 1,
     open_cost: int | None = None,
     pack: bool = True,
@@ -415,7 +415,7 @@ def plan_segments(
     flt: ScanFilter,
     *,
     is_local: bool,
-    max_bytes_per_task: int = tuning.MAX_BYTES_PER_TASK,
+    max_bytes_per_task: int | None = None,
     min_tasks: int = 1,
     open_cost: int | None = None,
     pack: bool = True,
@@ -424,7 +424,10 @@ def plan_segments(
     """`plan_scan` over segments a caller has listed already (a compaction plan's): prune, cut at
     offset-index entries (each index read once per segment object) and pack. With
     `whole_partitions`, a partition whose units fit in a task is never spread over two tasks (a
-    compaction decides such a partition's keys inside its task)."""
+    compaction decides such a partition's keys inside its task). `max_bytes_per_task` None:
+    tuning.MAX_BYTES_PER_TASK, read when the plan is made (so that a run can set it)."""
+    if max_bytes_per_task is None:
+        max_bytes_per_task = tuning.MAX_BYTES_PER_TASK
     if open_cost is None:
         open_cost = SMALL_OPEN_COST if is_local else DEFAULT_OPEN_COST
     pruned = prune_segments(segments, flt)

@@ -388,3 +388,16 @@ def test_a_scan_refuses_a_partition_whose_segment_name_is_not_a_regular_file(big
     with pytest.raises(LogDirError, match="only regular files are segments") as err:
         list_segments(str(copy))
     assert err.value.file == str(last)
+
+
+def test_a_plan_reads_the_task_bytes_knob_when_it_is_made(big_segment_log, monkeypatch):
+    """tuning.MAX_BYTES_PER_TASK is read when a scan is planned, not bound when the module loads: a test
+    or benchmark sets it for one run (issue 36)."""
+    from kafkalog import tuning
+
+    monkeypatch.setattr(tuning, "MAX_BYTES_PER_TASK", 1 << 30)
+    whole = plan_scan(big_segment_log)
+    monkeypatch.setattr(tuning, "MAX_BYTES_PER_TASK", 64 * 1024)
+    split = plan_scan(big_segment_log)
+    given = plan_scan(big_segment_log, max_bytes_per_task=64 * 1024)
+    assert len(split.units) > len(whole.units) == 1 and split.units == given.units
