@@ -223,7 +223,7 @@ def _verify(args, log_dirs):
     from ..operations.purge import load_secret
     from ..operations.purge_verify import verify_purge
     from ..storage.logdir import LogDir
-    from ..storage.table_erase import table_dir
+    from ..storage.tables.erase import table_dir
 
     secret = load_secret(args.secret_file)
     for path in log_dirs:  # a typo costs no JVM start

@@ -19,7 +19,7 @@ With `incremental`, the offsets a table holds are its note, committed with its d
 (partition, key) for `latest`, an append for `changelog`); with nothing new it commits nothing.
 A table already at the output is otherwise refused, as Spark's default save mode refuses it, unless
 `overwrite` (a new version of it). A run that fails leaves the output as it was
-(storage/table_output.py).
+(storage/tables/output.py).
 """
 
 from __future__ import annotations
@@ -41,12 +41,13 @@ from ..spark.progress import task_feed
 from ..spark.session import started
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, tasks_stopped, write_table
 from ..spark.topic_table import PartitionRange, committed_records, latest_records
-from ..storage import table_output, tables
+from ..storage import tables
 from ..storage.destination import check_outside
 from ..storage.logdir import LogDir
 from ..storage.offsets_for_times import offset_for_timestamp
 from ..storage.producer_state import replay_partition
 from ..storage.tables import DELETED, TableError
+from ..storage.tables import output as table_output
 from . import progress
 from .decoding import (
     Decoding,
@@ -317,7 +318,7 @@ def export(
     upserts and deletes in one MERGE (`latest`), or appended (`changelog`); a run with nothing new
     commits nothing. There JSON keys and values are parsed with the table's schema where none is
     given (a field new since the table was written is not added: export it again whole). A run that
-    fails leaves the output as it was (storage/table_output.py). `spark`: a session, or the Future
+    fails leaves the output as it was (storage/tables/output.py). `spark`: a session, or the Future
     of one starting (spark/session.py's `start_session`), awaited once the plan is made.
     `options` are `Decoding`'s fields (or give `decoding`; `registry` as in `topic_table`). With
     ``on_decode_error="dead-letter"`` the records that do not decode are written, as their bytes and

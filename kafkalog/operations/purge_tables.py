@@ -2,7 +2,7 @@
 records, and of the purged keys, leave each table and every file under it, with the purge's own
 decision (operations/purge.py) and evidence in the ledger's tables table (`<ledger>_tables`).
 
-The table operations are storage/table_erase.py's; here, when they run in a purge:
+The table operations are storage/tables/erase.py's; here, when they run in a purge:
 
 1. Check (before any lock is taken or file written): each table is one kafkalog can erase from,
    and the topic its export note names is one the purge purges (`check_tables`, `check_topics`).
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from ..errors import ConfigError, KafkaLogError
 from ..storage.ledger import write_tables
 from ..storage.swap import FaultHook, no_fault
-from ..storage.table_erase import TableTarget, check_table, count_rows, erase, stored_values, table_dir
+from ..storage.tables.erase import TableTarget, check_table, count_rows, erase, stored_values, table_dir
 
 
 class TableVerificationError(KafkaLogError):
@@ -36,7 +36,7 @@ TIME_TRAVEL_WARNING = (
 
 
 def check_tables(paths: Sequence[str], key_column: str | None = None, output: str | None = None) -> list[TableTarget]:
-    """Every table of `paths` checked (storage/table_erase.py's `check_table`), none given twice, and
+    """Every table of `paths` checked (storage/tables/erase.py's `check_table`), none given twice, and
     none with `output` (a purged copy of the log written elsewhere)."""
     if paths and output is not None:
         raise ConfigError(
@@ -122,7 +122,7 @@ def erase_tables(
     purged_at_ms: int,
     fault: FaultHook | None = None,
 ) -> list[dict]:
-    """Erase from every table (storage/table_erase.py's `erase`), each recorded in the ledger's tables
+    """Erase from every table (storage/tables/erase.py's `erase`), each recorded in the ledger's tables
     table once it is done, then checked: no file under it holds a purged key."""
     done = []
     for t in targets:
@@ -154,7 +154,7 @@ def erase_tables(
 
 
 def files_holding(path: str, keys: Sequence[bytes]) -> list[str]:
-    """The files under the table at `path` that hold one of `keys` as a value (storage/table_erase.py's
+    """The files under the table at `path` that hold one of `keys` as a value (storage/tables/erase.py's
     `stored_values`: data, statistics, bounds)."""
     wanted = set(keys)
     return sorted({file for file, value in stored_values(path) if value in wanted})

@@ -16,8 +16,6 @@ A session has delta-spark when its `spark.sql.extensions` include Delta's extens
 
 from __future__ import annotations
 
-import uuid
-
 import pyarrow as pa
 
 from ..storage.ledger import (
@@ -39,6 +37,7 @@ from ..storage.ledger import (
 )
 from .scan import spark_schema
 from .session import delta_configured
+from .tables import delta_table, merge, write_table
 
 # Hadoop's UnsupportedFileSystemException: the session cannot reach the table's scheme
 NO_FILESYSTEM = "No FileSystem for scheme"
@@ -88,28 +87,19 @@ def _merge_through_spark(
 
 
 def _merge(spark, path: str, frame, schema: pa.Schema, identity, what: str = "the ledger") -> int:
-    """MERGE INTO the Delta table at `path` (created with `schema` when there is none) the rows of
-    `frame` whose `identity` it does not hold yet; returns how many were inserted."""
-    table = _table(path)
+    """Insert into the Delta table at `path` (created with `schema` when there is none) the rows of
+    `frame` whose `identity` it does not hold yet (spark/tables.py's MERGE, with schema evolution: a
+    table a former version wrote takes the new columns, older rows null); returns how many."""
     try:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({_columns(schema)}) USING delta")
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {delta_table(path)} ({_columns(schema)}) USING delta")
     except Exception as err:
         if NO_FILESYSTEM in str(err):
             raise _Unreachable() from err
         raise _error(f"cannot write {what} through delta-spark", err, path) from err
-    view = f"kafkalog_ledger_rows_{uuid.uuid4().hex}"
-    frame.createOrReplaceTempView(view)
-    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in identity)
     try:
-        (merged,) = spark.sql(
-            # with schema evolution: a ledger a former version wrote takes the new columns (older rows null)
-            f"MERGE WITH SCHEMA EVOLUTION INTO {table} AS t USING {view} AS s ON {on} WHEN NOT MATCHED THEN INSERT *"
-        ).collect()
+        return merge(spark, frame, path, tuple(identity), update=False, add_columns=True)
     except Exception as err:
         raise _error(f"cannot write {what} through delta-spark", err, path) from err
-    finally:
-        spark.catalog.dropTempView(view)
-    return int(merged["num_inserted_rows"])
 
 
 def write_ledger_run(spark, ledger: str, run) -> None:
@@ -141,18 +131,13 @@ def _append_through_spark(spark, path: str, rows: pa.Table, schema: pa.Schema, w
     if not delta_configured(spark):
         return False
     try:
-        spark.createDataFrame(rows, schema=spark_schema(schema)).write.format("delta").mode("append").option(
-            "mergeSchema", "true"
-        ).save(path)
+        frame = spark.createDataFrame(rows, schema=spark_schema(schema))
+        write_table(spark, frame, path, "delta", append=True, add_columns=True)
     except Exception as err:
         if NO_FILESYSTEM not in str(err):
             raise _error(f"cannot write {what} through delta-spark", err, path) from err
         return False
     return True
-
-
-def _table(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
 
 
 def _columns(schema: pa.Schema) -> str:

@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from .. import tuning
 from ..codec.filter import BatchRetention
 from ..errors import ConfigError
-from ..extras import imported
-from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.logdir import LogDir
 from ..storage.segment import LogSegment, log_end_offset
+from ..storage.tables import detect_format
 from .inventory import log_dir_uri
 from .rewrite import removed_run
 from .scan import default_min_tasks, scan_dataframe
 from .scan_plan import ScanFilter, plan_segments
+from .tables import read_table
 
 ACTIONS = ("removed", "tombstoned", "redacted")
 
@@ -52,40 +52,25 @@ def keys_frame(spark, keys, keys_format: str | None = None, reason: str = DEFAUL
     `keys`: a DataFrame whose `key` column is binary (the bytes) or string (written forms, see
     storage/keylist.py), with an optional `reason` column; a list of bytes or written forms; or the
     path of a key file (`text`, one key per line) or table (`parquet`, `csv` with a header row,
-    `delta`). `keys_format` defaults from the path: a Delta table, `.parquet`, `.csv`, else text."""
+    `delta`, read through spark/tables.py: delta-spark, or deltalake, either applying the deletion
+    vectors of a table `export --incremental` wrote). `keys_format` defaults from the path
+    (storage/tables' `detect_format`): a table's directory, `.parquet`, `.csv`, else text."""
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
     if isinstance(keys, str):
-        keys_format = keys_format or _guess_format(keys)
+        keys_format = keys_format or detect_format(keys, files=("parquet", "csv"), default="text")
         if keys_format not in KEY_FORMATS:
             raise ConfigError(f"keys format must be one of {', '.join(KEY_FORMATS)}, not {keys_format!r}")
         if keys_format == "text":
             keys = read_key_file(keys)
         else:
-            return _normalized(_read_key_table(spark, keys, keys_format), keys, reason), None
+            return _normalized(read_table(spark, keys, keys_format), keys, reason), None
     if isinstance(keys, DataFrame):
         return _normalized(keys, "the keys DataFrame", reason), None
     values = sorted({parse_key(k) if isinstance(k, str) else bytes(k) for k in keys})
     df = spark.createDataFrame([(k,) for k in values], "key binary").withColumn("reason", F.lit(reason))
     return df, len(values)
-
-
-def _guess_format(path: str) -> str:
-    fs, local = LogFileSystem.for_path(path)
-    if fs.is_dir(local):
-        return "delta" if fs.exists(fs.join(local, "_delta_log")) else "parquet"
-    lower = local.lower()
-    return "parquet" if lower.endswith((".parquet", ".pq")) else "csv" if lower.endswith(".csv") else "text"
-
-
-def _read_key_table(spark, path: str, keys_format: str):
-    if keys_format == "parquet":
-        return spark.read.parquet(path)
-    if keys_format == "csv":
-        return spark.read.option("header", True).csv(path)
-    deltalake = imported("deltalake", "a keys table in Delta", path)
-    return spark.createDataFrame(deltalake.DeltaTable(path).to_pyarrow_table())
 
 
 def _normalized(df, source: str, reason: str):

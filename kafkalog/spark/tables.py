@@ -1,11 +1,13 @@
-"""Writing a topic's table from Spark: Delta through delta-spark where the session has it, else, as
-every other format, through storage/tables.py (the `deltalake` and `pyiceberg` packages, on the
-driver), each commit carrying a note of what it holds (`note`: the export's offsets, a JSON object).
+"""The table module through Spark (the Spark-free side is kafkalog/storage/tables/): read, write,
+append and the one delta-spark MERGE. Delta through delta-spark where the session has it, else, as
+every other format, through storage/tables (the `deltalake` and `pyiceberg` packages, on the
+driver). Export's tables, the purge ledger's (spark/ledger.py) and purge's key tables come here.
 
-The note is committed in the same commit as the data (a Delta commit's `userMetadata`, an Iceberg
-snapshot's summary): a table and the offsets it holds can never disagree. A run that stops before its
-commit leaves the previous version, and its note, as they were; the next run starts from that note
-and redoes the work once. Delta's idempotent-write identifiers (txnAppId/txnVersion) would guard the
+Export's commits carry a note of what they hold (`note`: the export's offsets, a JSON object),
+committed in the same commit as the data (a Delta commit's `userMetadata`, an Iceberg snapshot's
+summary): a table and the offsets it holds can never disagree. A run that stops before its commit
+leaves the previous version, and its note, as they were; the next run starts from that note and
+redoes the work once. Delta's idempotent-write identifiers (txnAppId/txnVersion) would guard the
 same thing with a second record; one note in the data's own commit needs no second record.
 """
 
@@ -19,6 +21,7 @@ from .. import tuning
 from ..errors import ConfigError
 from ..storage import tables
 from ..storage.tables import DELETED
+from ..storage.tables.iceberg import data_files
 from .context import spark_context
 from .session import delta_configured
 
@@ -29,14 +32,6 @@ USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 # spread over the whole table, would touch nearly every file (docs/benchmarks.md, "A topic as a
 # table"). Python's `deltalake` reads them with `DeltaTable.scan()` (not `to_pyarrow_table()`).
 DELETION_VECTORS = "delta.enableDeletionVectors"
-# Set around the MERGE alone. With deletion vectors Delta's MERGE writes only the rows it changes, but
-# it finds them with a left outer join of the new rows with the (partition, key) of every row of the
-# table, which Spark sorts on both sides (a sort-merge join over a million keys for a few thousand
-# new rows). With this threshold, adaptive execution, once the shuffle has run, builds a hash table
-# of a side each of whose shuffled partitions is under it (the new rows) instead of sorting; a side
-# with a bigger partition keeps the sort-merge join, so memory stays bounded. Measured at 1 M keys
-# (docs/benchmarks.md, "The incremental run"): a quarter less JVM CPU for the incremental run.
-MERGE_CONF = {"spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": str(64 << 20)}
 
 
 def _text(note: dict, fmt: str) -> str:
@@ -83,44 +78,52 @@ def table_schema(path: str, fmt: str):
     if fmt == "iceberg":
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        return from_arrow_schema(tables.iceberg_schema(path))
-    return StructType.fromJson(tables.delta_schema(path))
+        return from_arrow_schema(tables.table_schema(path, fmt))
+    return StructType.fromJson(tables.delta.schema_json(path))
 
 
 def read_table(spark, path: str, fmt: str):
-    """The table at `path` as a DataFrame. Iceberg's Spark runtime has no build for Spark 4.2 (README,
-    Limits): an Iceberg table is read as the Parquet files of its current snapshot, which pyiceberg's
-    scan plan lists (storage/iceberg_table.py); Delta through delta-spark where the session has it,
-    else through the `deltalake` package on the driver."""
+    """The table at `path` as a DataFrame (CSV: a header row names its columns). Iceberg's Spark
+    runtime has no build for Spark 4.2 (README, Limits): an Iceberg table is read as the Parquet files
+    of its current snapshot, which pyiceberg's scan plan lists (storage/tables/iceberg.py); Delta
+    through delta-spark where the session has it, else through the `deltalake` package on the driver
+    (either applies the deletion vectors export's MERGE leaves)."""
     if fmt == "iceberg":
-        from ..storage.iceberg_table import data_files
-
         files = data_files(path)
         schema = table_schema(path, fmt)
         return spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
     if fmt == "delta" and not delta_configured(spark):
         return spark.createDataFrame(tables.read_table(path, fmt))
+    if fmt == "csv":
+        return spark.read.option("header", True).csv(path)
     return spark.read.format(fmt).load(path)
 
 
-def write_table(spark, df, path: str, fmt: str, note: dict, *, append: bool = False) -> None:
-    """`df` as the whole table at `path` (a new version of it), or appended to it, in one commit with
-    `note`. Parquet is written once: an existing directory is refused."""
+def write_table(
+    spark, df, path: str, fmt: str, note: dict | None = None, *, append: bool = False, add_columns: bool = False
+) -> None:
+    """`df` as the whole table at `path` (a new version of it), or appended to it (`add_columns`: a
+    Delta table gains the columns it lacks), in one commit with `note`. Parquet is written once: an
+    existing directory is refused."""
     if fmt == "parquet":
         if append:
             raise ConfigError("parquet holds one-off snapshots: --incremental needs delta or iceberg")
         df.write.format("parquet").mode("errorifexists").save(path)
-        tables.write_note_file(path, note)  # for a purge (storage/table_erase.py): what the files hold
+        if note is not None:
+            tables.write_note_file(path, note)  # for a purge (storage/tables/erase.py): what the files hold
         return
+    text = None if note is None else _text(note, fmt)
     if fmt == "delta" and delta_configured(spark):
-        writer = (
-            df.write.format("delta").mode("append" if append else "overwrite").option("userMetadata", _text(note, fmt))
-        )
+        writer = df.write.format("delta").mode("append" if append else "overwrite")
+        if text is not None:
+            writer = writer.option("userMetadata", text)
+        if add_columns:
+            writer = writer.option("mergeSchema", "true")
         if not append:
             writer = writer.option("overwriteSchema", "true").option(DELETION_VECTORS, "true")
         writer.save(path)
         return
-    tables.write_table(path, df.toArrow(), fmt, append=append, note=_text(note, fmt))
+    tables.write_table(path, df.toArrow(), fmt, append=append, note=text, add_columns=add_columns)
 
 
 def merge_latest(spark, changes, path: str, fmt: str, note: dict, *, records: int) -> None:
@@ -130,25 +133,51 @@ def merge_latest(spark, changes, path: str, fmt: str, note: dict, *, records: in
     whose merge has none of delta-spark's fixed cost (`tuning.DRIVER_MERGE_BYTES` says when)."""
     delta_spark = fmt == "delta" and delta_configured(spark)
     if not delta_spark or (
-        records <= tuning.DRIVER_MERGE_RECORDS and tables.delta_data_bytes(path) <= tuning.DRIVER_MERGE_BYTES
+        records <= tuning.DRIVER_MERGE_RECORDS and tables.delta.data_bytes(path) <= tuning.DRIVER_MERGE_BYTES
     ):
         tables.merge_table(path, changes.toArrow(), ("partition", "key"), fmt, note=_text(note, fmt))
         return
-    view = f"kafkalog_export_{uuid.uuid4().hex}"
-    changes.createOrReplaceTempView(view)
-    table = "delta.`" + path.replace("`", "``") + "`"
-    columns = [f"`{c}`" for c in changes.columns if c != DELETED]
-    try:  # the MERGE's commit carries the note
-        with session_conf(spark, {**MERGE_CONF, USER_METADATA_CONF: _text(note, fmt)}):
-            spark.sql(
-                f"MERGE INTO {table} AS t USING {view} AS s ON t.partition = s.partition AND t.key = s.key "
-                f"WHEN MATCHED AND s.`{DELETED}` THEN DELETE "
-                f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
-                f"WHEN NOT MATCHED AND NOT s.`{DELETED}` THEN INSERT ({', '.join(columns)}) "
-                f"VALUES ({', '.join(f's.{c}' for c in columns)})"
+    merge(spark, changes, path, ("partition", "key"), note=_text(note, fmt))
+
+
+def merge(
+    spark, rows, path: str, on: tuple[str, ...], *, update: bool = True, note: str | None = None, add_columns=False
+) -> int:
+    """delta-spark's one MERGE: the DataFrame `rows` into the Delta table at `path` on the identity
+    `on`, in one commit carrying `note` (storage/tables/delta.py's `merge` is deltalake's, with the
+    same rules). A row whose identity the table holds replaces its match (`update`) or is left out;
+    the others are inserted. With a `DELETED` column, a row true there deletes its match and is not
+    inserted. `add_columns`: schema evolution, the columns the table lacks added. The MERGE runs with
+    `tuning.MERGE_CONF` set around it alone. Returns how many rows were inserted."""
+    view = f"kafkalog_merge_{uuid.uuid4().hex}"
+    rows.createOrReplaceTempView(view)
+    table = delta_table(path)
+    match = " AND ".join(f"t.`{c}` = s.`{c}`" for c in on)
+    if DELETED in rows.columns:
+        columns = [f"`{c}`" for c in rows.columns if c != DELETED]
+        clauses = [
+            f"WHEN MATCHED AND s.`{DELETED}` THEN DELETE",
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)}" if update else "",
+            f"WHEN NOT MATCHED AND NOT s.`{DELETED}` THEN INSERT ({', '.join(columns)}) "
+            f"VALUES ({', '.join(f's.{c}' for c in columns)})",
+        ]
+    else:
+        clauses = ["WHEN MATCHED THEN UPDATE SET *" if update else "", "WHEN NOT MATCHED THEN INSERT *"]
+    settings = {**tuning.MERGE_CONF, **({} if note is None else {USER_METADATA_CONF: note})}
+    evolution = " WITH SCHEMA EVOLUTION" if add_columns else ""
+    try:
+        with session_conf(spark, settings):
+            (merged,) = spark.sql(
+                f"MERGE{evolution} INTO {table} AS t USING {view} AS s ON {match} " + " ".join(c for c in clauses if c)
             ).collect()
     finally:
         spark.catalog.dropTempView(view)
+    return int(merged["num_inserted_rows"])
+
+
+def delta_table(path: str) -> str:
+    """The Delta table at `path` as Spark SQL names it."""
+    return "delta.`" + path.replace("`", "``") + "`"
 
 
 @contextmanager

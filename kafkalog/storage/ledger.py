@@ -30,10 +30,9 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 
 from ..errors import KafkaLogError
-from ..extras import imported
 from .destination import check_outside
 from .fs import LogFileSystem
-from .tables import TableError, read_table, write_table
+from .tables import TableError, delta, read_table, write_table
 
 SECRET_ENV = "KAFKALOG_PURGE_SECRET"
 MIN_SECRET_BYTES = 16  # half of HMAC-SHA256's output, the least RFC 2104 recommends
@@ -214,24 +213,19 @@ def write_records(ledger: str, rows: pa.Table) -> int:
 
 def _merge(path: str, rows: pa.Table, identity: Sequence[str], what: str) -> int:
     """Insert into the Delta table at `path` the rows of `rows` whose `identity` it does not hold yet
-    (the table is created when there is none); returns how many were inserted."""
-    DeltaTable, write_deltalake = _deltalake(path)
+    (the table is created when there is none; a former version's gains the columns added since);
+    returns how many were inserted."""
     try:
-        if not DeltaTable.is_deltatable(path):
-            write_deltalake(path, rows, mode="append")
+        if not delta.exists(path, "the purge ledger"):
+            delta.write(path, rows, append=True)
             return rows.num_rows
         if rows.num_rows == 0:
             return 0
-        predicate = " AND ".join(f't."{c}" = s."{c}"' for c in identity)
-        merged = (
-            DeltaTable(path)
-            .merge(source=rows, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True)
-            .when_not_matched_insert_all()
-            .execute()
-        )
+        return delta.merge(path, rows, identity, update=False, add_columns=True)
+    except KafkaLogError:  # deltalake missing
+        raise
     except Exception as err:  # deltalake's own errors (schema mismatch, storage): name the table
         raise LedgerError(f"cannot write {what}: {one_line(err)}", file=path) from err
-    return int(merged["num_target_rows_inserted"])
 
 
 def write_run(ledger: str, run: Mapping) -> None:
@@ -248,11 +242,6 @@ def find(ledger: str, key: bytes, secret: bytes) -> list[dict]:
 
     table = read_table(ledger, "delta")
     return table.filter(pc.equal(table.column("key_fingerprint"), fingerprint(secret, key))).to_pylist()
-
-
-def _deltalake(ledger: str):
-    deltalake = imported("deltalake", "the purge ledger", ledger)
-    return deltalake.DeltaTable, deltalake.write_deltalake
 
 
 # -- evidence of rewritten segments ---------------------------------------------------------------------
@@ -343,13 +332,12 @@ def write_segments(ledger: str, rows: pa.Table) -> int:
 def read_ledger_table(path: str, columns: list[str] | None = None) -> pa.Table | None:
     """The Delta table at `path` (only `columns`, those of them it has), None when there is none: a
     ledger written before a table existed has no such table."""
-    DeltaTable, _ = _deltalake(path)
     try:
-        if not DeltaTable.is_deltatable(path):
+        if not delta.exists(path, "the purge ledger"):
             return None
-        table = DeltaTable(path)
-        have = {f.name for f in table.schema().fields}
-        return table.to_pyarrow_table(columns=None if columns is None else [c for c in columns if c in have])
+        return delta.read(path, columns, "the purge ledger")
+    except KafkaLogError:  # deltalake missing
+        raise
     except Exception as err:
         raise LedgerError(f"cannot read the ledger: {one_line(err)}", file=path) from err
 
@@ -417,9 +405,10 @@ def _check_table(fs: LogFileSystem, path: str, what: str, schema: pa.Schema) -> 
         raise LedgerError(
             f"{what} is not a Delta table: a directory of other files stands here; --ledger names another", file=local
         )
-    DeltaTable, _ = _deltalake(path)
     try:
-        columns = {f.name for f in DeltaTable(path).schema().fields}
+        columns = set(delta.schema(path, "the purge ledger").names)
+    except KafkaLogError:  # deltalake missing
+        raise
     except Exception as err:  # a damaged or foreign _delta_log
         raise LedgerError(f"cannot read {what}: {one_line(err)}", file=local) from err
     foreign = sorted(columns - set(schema.names))
@@ -448,7 +437,7 @@ def unfinished_runs(ledger: str, log_dirs: Sequence[str]) -> list[str]:
     return sorted(found - finished - {None})
 
 
-# -- the tables a purge erased from (`purge --table`, storage/table_erase.py) --------------------------
+# -- the tables a purge erased from (`purge --table`, storage/tables/erase.py) --------------------------
 
 _FILE = pa.struct([("path", pa.string()), ("sha256", pa.string()), ("bytes", pa.int64())])
 TABLES_SCHEMA = pa.schema(

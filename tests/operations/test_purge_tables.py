@@ -12,7 +12,7 @@ from kafkalog.errors import ConfigError
 from kafkalog.operations.purge_tables import check_tables, verify_tables
 from kafkalog.storage import tables
 from kafkalog.storage.ledger import fingerprint
-from kafkalog.storage.table_erase import check_table, erase
+from kafkalog.storage.tables.erase import check_table, erase
 
 SECRET = b"purge-tables-tests-secret-012345"
 

@@ -153,17 +153,17 @@ def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeyp
 
 
 def test_the_merge_runs_with_its_own_settings_and_gives_the_session_back(spark, topic, tmp_path, monkeypatch):
-    # the MERGE's join setting (tables.MERGE_CONF) and the note are set around the MERGE alone: a
+    # the MERGE's join setting (tuning.MERGE_CONF) and the note are set around the MERGE alone: a
     # setting the session had before is as it was after, one it did not have is unset again
     from kafkalog import tuning
-    from kafkalog.spark.tables import MERGE_CONF, USER_METADATA_CONF
+    from kafkalog.spark.tables import USER_METADATA_CONF
     from kafkalog.storage.tables import NOTE_KEY
 
     root, records, fates = topic
     out = str(tmp_path / "table")
     export(spark, root, TOPIC, out, as_of_offset=40, incremental=True)
     monkeypatch.setattr(tuning, "DRIVER_MERGE_BYTES", -1)  # delta-spark's MERGE, whatever the table's size
-    [(threshold, merge_value)] = MERGE_CONF.items()
+    [(threshold, merge_value)] = tuning.MERGE_CONF.items()
     assert spark.conf.get(USER_METADATA_CONF, None) is None
     seen = []
     real_sql = spark.sql

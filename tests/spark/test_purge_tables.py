@@ -19,7 +19,7 @@ from kafkalog.operations.purge import purge
 from kafkalog.storage import tables
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.log_writer import PartitionWriter
-from kafkalog.storage.table_erase import stored_values
+from kafkalog.storage.tables.erase import stored_values
 
 NOW = 1_800_000_000_000
 SECRET = b"table-purge-tests-secret-0123456"
@@ -109,14 +109,17 @@ def test_one_purge_erases_the_keys_from_every_table_and_file(spark, exported, tm
 
     root, lake = exported
     fmt = {path: f for f, path in lake.items()}
-    from kafkalog.storage.table_erase import _has_deletion_vectors
-
     assert DeltaTable(lake["delta"]).history(1)[0]["operation"] == "MERGE"
-    assert _has_deletion_vectors(DeltaTable(lake["delta"]))  # the erase rewrites the table whole
+    assert tables.delta.has_deletion_vectors(DeltaTable(lake["delta"]))  # the erase rewrites the table whole
     before = {p: _rows(p, fmt[p]) for p in lake.values()}
     for p in lake.values():
         assert _files_holding(p, PURGED), f"the scan sees the purged keys in {p} before the purge"
     ledger = str(tmp_path / "ledger")
+
+    # the exported table, with its deletion vectors, as a purge's key table: its keys are every key of
+    # the log (the latest table drops none here), so every record matches
+    as_keys = purge(spark, str(root), lake["delta"], dry_run=True, now=NOW)
+    assert as_keys.total("removed") == len(before[lake["parquet"]])
 
     dry = purge(spark, str(root), PURGED, tables=list(lake.values()), dry_run=True, now=NOW)
     assert {t["table"]: t["rowsRemoved"] for t in dry.tables} == {

@@ -1,4 +1,4 @@
-"""storage/table_erase.py below Spark: small Delta, Iceberg and Parquet tables as export lays them
+"""storage/tables/erase.py below Spark: small Delta, Iceberg and Parquet tables as export lays them
 out (with its note), erased, and every file under them read back."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from kafkalog.storage import tables
-from kafkalog.storage.table_erase import TableTarget, check_table, erase, stored_values
 from kafkalog.storage.tables import TableError
+from kafkalog.storage.tables.erase import TableTarget, check_table, erase, stored_values
 
 TOPIC = "users"
 PURGED = [b"alice-0000000001", b"carol-0000000003"]
@@ -155,7 +155,7 @@ def test_delta_time_travel_to_before_the_purge_fails(tmp_path):
 
 
 def test_iceberg_time_travel_to_before_the_purge_fails(tmp_path):
-    from kafkalog.storage.iceberg_table import catalog
+    from kafkalog.storage.tables.iceberg import catalog
 
     path = make_table(str(tmp_path / "t"), "iceberg", versions=3)
     old = [s.snapshot_id for s in catalog(path).load_table().snapshots()]

@@ -1,4 +1,4 @@
-"""storage/table_output.py: a table write that fails at any step leaves the output as it was.
+"""storage/tables/output.py: a table write that fails at any step leaves the output as it was.
 
 A property test draws the table's state (none, or one an earlier commit wrote), the write (the whole
 table, an append, a merge; a Parquet directory replaced), and the step at which it fails and how:
@@ -20,10 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog.storage import table_output, tables
+from kafkalog.storage import tables
 from kafkalog.storage.destination import STAGING_SUFFIX
-from kafkalog.storage.table_output import REPLACED_SUFFIX, existing, writing
 from kafkalog.storage.tables import DELETED, TableError
+from kafkalog.storage.tables import output as table_output
+from kafkalog.storage.tables.output import REPLACED_SUFFIX, existing, writing
 
 FAILURES = {
     "unreadable": lambda: PermissionError(errno.EACCES, "Permission denied", "seg.log"),

@@ -67,6 +67,6 @@ def test_a_delta_tables_data_bytes_are_its_current_files(tmp_path):
     write_table(path, pa.table({"k": list(range(1000))}), "delta")
     write_table(path, pa.table({"k": list(range(10))}), "delta", append=True)
     files = [f for f in (tmp_path / "t.delta").iterdir() if f.suffix == ".parquet"]
-    assert len(files) == 2 and tables.delta_data_bytes(path) == sum(f.stat().st_size for f in files)
+    assert len(files) == 2 and tables.delta.data_bytes(path) == sum(f.stat().st_size for f in files)
     write_table(path, pa.table({"k": [1]}), "delta")  # a new version: the old files are no longer its
-    assert tables.delta_data_bytes(path) < min(f.stat().st_size for f in files)
+    assert tables.delta.data_bytes(path) < min(f.stat().st_size for f in files)

@@ -5,7 +5,7 @@
   once its commit is in; a run that fails removes the staging directory. Delta names its files
   relative to the table, so the table moves with its directory; Iceberg's metadata names them by
   absolute path, so a staged Iceberg table is written with its final location
-  (storage/iceberg_table.py maps that to the staging directory).
+  (tables/iceberg.py maps that to the staging directory).
 * An existing Delta or Iceberg table gets one more commit (`_delta_log/<N>.json`,
   `metadata/v<N>.metadata.json`). Its writers first put data files, deletion vectors and manifests
   in the table's directory, which no reader takes for data until a commit names them. A run that
@@ -29,9 +29,9 @@ from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
-from .destination import STAGING_SUFFIX, _publish, _remove, _uri, check_no_staging
-from .fs import LogFileSystem
-from .tables import NOTE_FILE, TableError
+from ..destination import STAGING_SUFFIX, _publish, _remove, _uri, check_no_staging
+from ..fs import LogFileSystem
+from .formats import NOTE_FILE, TableError
 
 REPLACED_SUFFIX = ".kafkalog-replaced"
 # The file whose appearance is a commit: then the table's new version is whole

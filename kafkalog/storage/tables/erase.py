@@ -4,7 +4,7 @@ purge with `--table` runs (kafkalog/operations/purge_tables.py), without Spark.
 Which rows: those of the purge's decision -- the table's rows whose (partition, offset) is a record
 the purge removes from the log of the table's topic -- and, where the key column holds the key as
 the log does (exported as bytes, or as UTF-8 text), every row of a purged key, also one whose
-record the log no longer holds. The export's note (storage/tables.py, `export_note`) says which
+record the log no longer holds. The export's note (tables/__init__.py, `export_note`) says which
 topic the table holds and how its keys were decoded; a table without one is refused unless the
 caller names its key column (`key_column`).
 
@@ -38,11 +38,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigError
-from .fs import LogFileSystem
-from .ledger import file_sha256
-from .swap import FaultHook, no_fault
-from .tables import NOTE_KEY, TableError, detect_format, export_note, read_table, write_table
+from ...errors import ConfigError
+from ..fs import LogFileSystem
+from ..ledger import file_sha256
+from ..swap import FaultHook, no_fault
+from . import delta, export_note, read_table, table_schema
+from .formats import NOTE_KEY, TableError, detect_format
 
 ERASABLE = ("delta", "iceberg", "parquet")
 _TEMPORARY = ".kafkalog-erase-"  # a Parquet file's rewrite, before its rename (hidden: readers skip it)
@@ -136,20 +137,6 @@ def _key_kind(dtype: pa.DataType, key_format: str | None, *, named: bool) -> str
     return None
 
 
-def table_schema(path: str, fmt: str) -> pa.Schema:
-    if fmt == "delta":
-        from deltalake import DeltaTable
-
-        return pa.schema(DeltaTable(path).schema())
-    if fmt == "iceberg":
-        from .tables import iceberg_schema
-
-        return iceberg_schema(path)
-    import pyarrow.dataset as ds
-
-    return ds.dataset(path, format="parquet").schema
-
-
 # -- which rows ------------------------------------------------------------------------------------
 
 
@@ -224,41 +211,21 @@ def _every_file(root: str, skip: Callable[[str], bool] = lambda rel: False) -> I
 # Delta
 
 
-def _delta_files(table) -> set[str]:
-    """The data files the table's version uses."""
-    return set(pa.table(table.get_add_actions(flatten=True))["path"].to_pylist())
-
-
-def _has_deletion_vectors(table) -> bool:
-    """Whether a data file of the table's version has a deletion vector (rows marked deleted in it)."""
-    if "deletionVectors" not in (table.protocol().reader_features or []):
-        return False
-    return any(batch.num_rows for batch in table.deletion_vectors())
-
-
 def _is_deletion_vector(rel: str) -> bool:
     return os.path.basename(rel).startswith("deletion_vector_") and rel.endswith(".bin")
 
 
 def _erase_delta(target: TableTarget, offsets, keys, done: TableErasure, fault: FaultHook) -> None:
-    from deltalake import CommitProperties, DeltaTable
-
-    table = DeltaTable(target.path)
-    before = _delta_files(table)
-    has_dvs = _has_deletion_vectors(table)
+    before = delta.data_files(delta.open_table(target.path))
     rows = read_table(target.path, "delta")  # with the deletion vectors applied
-    rows = rows.cast(pa.schema([f.with_type(_without_views(f.type)) for f in rows.schema]))
     mask = erase_mask(rows, target, offsets, keys)
     done.rows_removed = pc.sum(mask.cast(pa.int64())).as_py() or 0
     if done.rows_removed:
-        commit = CommitProperties(custom_metadata={"userMetadata": target.note_text}) if target.note_text else None
-        if has_dvs:  # deltalake's rewrite would not apply the vectors: the table is written anew without them
-            write_table(target.path, rows.filter(pc.invert(mask)), "delta", note=target.note_text)
-        else:
-            table.delete(_delta_predicate(rows, mask, target), commit_properties=commit)
+        kept = rows.filter(pc.invert(mask))
+        delta.delete(target.path, _delta_predicate(rows, mask, target), kept, note=target.note_text)
         fault("table-committed", target.path)
-    table = DeltaTable(target.path)
-    after = _delta_files(table)
+    table = delta.open_table(target.path)
+    after = delta.data_files(table)
     done.written = [_file(target.path, os.path.join(target.path, p)) for p in sorted(after - before)]
     # VACUUM with zero retention: every data file the current version does not use. Deletion vectors'
     # files stay: they hold row numbers, no row, and one the version uses must not go
@@ -268,23 +235,6 @@ def _erase_delta(target: TableTarget, offsets, keys, done: TableErasure, fault: 
     _delete(target.path, [p for p in unused if not _hidden_checksum_of(p, after, target.path)], done)
     fault("table-vacuumed", target.path)
     _clean_delta_log(table, target.path, done)
-
-
-def _without_views(dtype: pa.DataType) -> pa.DataType:
-    """`dtype` with Arrow's view types (a Delta scan's) as their plain kinds, which compute functions take."""
-    if pa.types.is_string_view(dtype):
-        return pa.string()
-    if pa.types.is_binary_view(dtype):
-        return pa.binary()
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or pa.types.is_list_view(dtype):
-        return pa.list_(dtype.value_field.with_type(_without_views(dtype.value_type)))
-    if pa.types.is_struct(dtype):
-        return pa.struct(
-            [dtype.field(i).with_type(_without_views(dtype.field(i).type)) for i in range(dtype.num_fields)]
-        )
-    if pa.types.is_map(dtype):
-        return pa.map_(_without_views(dtype.key_type), _without_views(dtype.item_type))
-    return dtype
 
 
 def _hidden_checksum_of(path: str, used: set[str], root: str) -> bool:
@@ -336,7 +286,7 @@ def _clean_delta_log(table, root: str, done: TableErasure) -> None:
 
 
 def _erase_iceberg(target: TableTarget, offsets, keys, done: TableErasure, fault: FaultHook) -> None:
-    from .iceberg_table import catalog
+    from .iceberg import catalog
 
     table = catalog(target.path).load_table()
     rows = table.scan().to_arrow()

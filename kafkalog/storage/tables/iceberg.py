@@ -8,7 +8,7 @@ Iceberg's Spark runtime is not used: its newest release (1.12.0) has no build fo
 single table: a commit writes the next `v<N>.metadata.json`, refusing one that exists (another
 writer got there first), and then the hint, which readers take as a starting point only.
 
-A table written under its staging directory (`<path>.kafkalog-incomplete`, storage/table_output.py)
+A table written under its staging directory (`<path>.kafkalog-incomplete`, storage/tables/output.py)
 is written with its final location: its metadata names its files by absolute path, so they must
 name where the table will be once renamed into place. `StagedFileIO` puts them in the staging
 directory meanwhile.
@@ -21,9 +21,9 @@ import re
 
 import pyarrow as pa
 
-from ..errors import ConfigError
-from ..extras import require
-from .destination import STAGING_SUFFIX
+from ...errors import ConfigError
+from ...extras import require
+from ..destination import STAGING_SUFFIX
 
 IDENTIFIER = ("kafkalog", "table")
 _VERSION = re.compile(r"v(\d+)\.metadata\.json$")

@@ -1,7 +1,9 @@
-"""Tables, read and written without Spark: Parquet and CSV with pyarrow, Delta with the `deltalake`
-package, Iceberg with `pyiceberg` (storage/iceberg_table.py), JSON Lines. The commands that read or
-write a table go through here: the offsets tables `retain` reads, `validate`'s findings, `export`
-(where no delta-spark session writes it: spark/tables.py) and the purge ledger's runs.
+"""The table module: every table kafkalog reads or writes without Spark -- Parquet and CSV with
+pyarrow, Delta with the `deltalake` package (tables/delta.py), Iceberg with `pyiceberg`
+(tables/iceberg.py), JSON Lines -- read, written whole, appended to, merged into and erased from
+(tables/erase.py). The offsets tables `retain` reads, `validate`'s findings, `export` (where no
+delta-spark session writes it: spark/tables.py, which holds the Spark side of the same verbs; where
+it writes: tables/output.py), the purge ledger's tables and purge's key tables go through here.
 
 A commit may carry a note (a JSON object's text): a Delta commit's `userMetadata`, an Iceberg
 snapshot's summary entry `NOTE_KEY`; a Parquet directory, which has no commits, a file `NOTE_FILE`
@@ -11,83 +13,49 @@ beside its part files (readers skip names starting with `_`). `export_note` find
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import pyarrow as pa
 
-from ..errors import KafkaLogError
-from ..extras import require
-from .fs import LogFileSystem
-
-FORMATS = ("delta", "iceberg", "parquet", "csv", "json")
-NOTE_KEY = "kafkalogExport"  # in Delta's userMetadata object and in Iceberg's snapshot summary
-NOTE_FILE = "_kafkalog_export.json"  # a Parquet table's note
-# A merge's change rows say with this column whether they delete their row (a tombstone): not a null
-# value, which a decoded value can be (the JSON text `null`) while its record is no tombstone.
-DELETED = "_kafkalogDeleted"
-_SUFFIXES = {
-    ".csv": "csv",
-    ".json": "json",
-    ".jsonl": "json",
-    ".ndjson": "json",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
+from ...errors import KafkaLogError
+from ...extras import require
+from ..fs import LogFileSystem
+from . import delta
+from .formats import DELETED, FILE_FORMATS, FORMATS, NOTE_FILE, NOTE_KEY, TableError, detect_format
 
 
-class TableError(KafkaLogError):
-    """A table that cannot be read or written."""
-
-
-def detect_format(path_or_uri: str) -> str:
-    """A table's format from what is at `path_or_uri`: a directory with `_delta_log` is Delta, one with
-    `metadata/version-hint.text` Iceberg, another directory Parquet files; a file by its suffix."""
-    fs, path = LogFileSystem.for_path(path_or_uri)
-    if fs.is_dir(path):
-        if fs.exists(fs.join(path, "_delta_log")):
-            return "delta"
-        if fs.exists(fs.join(fs.join(path, "metadata"), "version-hint.text")):
-            return "iceberg"
-        return "parquet"
-    lower = path.lower()
-    for suffix, fmt in _SUFFIXES.items():
-        if lower.endswith(suffix):
-            return fmt
-    raise TableError(f"cannot tell the table's format: expected one of {', '.join(FORMATS)}", file=path)
-
-
-def read_table(path_or_uri: str, fmt: str | None = None) -> pa.Table:
-    """The table at `path_or_uri` (`fmt`: else `detect_format`'s). CSV columns are read as text, as
-    written (a header row names them)."""
+def read_table(path_or_uri: str, fmt: str | None = None, *, columns: Sequence[str] | None = None) -> pa.Table:
+    """The table at `path_or_uri` (`fmt`: else `detect_format`'s; a Delta table's deletion vectors
+    applied; `columns`: only those, of a Delta table those of them it has). CSV columns are read as
+    text, as written (a header row names them)."""
     fmt = fmt or detect_format(path_or_uri)
     fs, path = LogFileSystem.for_path(path_or_uri)
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        return pq.read_table(path, filesystem=fs.fs)
+        return pq.read_table(path, filesystem=fs.fs, columns=columns)
     if fmt == "csv":
         import csv
         import io
 
         rows = list(csv.DictReader(io.StringIO(fs.read_bytes(path).decode("utf-8-sig"))))
-        return pa.Table.from_pylist(rows)
+        return _columns(pa.Table.from_pylist(rows), columns)
     if fmt == "json":
         lines = fs.read_bytes(path).decode("utf-8").splitlines()
-        return pa.Table.from_pylist([json.loads(line) for line in lines if line.strip()])
+        return _columns(pa.Table.from_pylist([json.loads(line) for line in lines if line.strip()]), columns)
     if fmt == "delta":
         require("deltalake", "reading a Delta table", path_or_uri)
-        from deltalake import DeltaTable
-
-        table = DeltaTable(path_or_uri)
-        if "deletionVectors" in (table.protocol().reader_features or []):
-            # export's tables (spark/tables.py): to_pyarrow_table() refuses deletion vectors, scan() applies them
-            return pa.table(table.scan())
-        return table.to_pyarrow_table()
+        return delta.read(path_or_uri, columns)
     if fmt == "iceberg":
         require("pyiceberg", "reading an Iceberg table", path_or_uri)
-        from .iceberg_table import catalog
+        from .iceberg import catalog
 
-        return catalog(path_or_uri).load_table().scan().to_arrow()
+        return _columns(catalog(path_or_uri).load_table().scan().to_arrow(), columns)
     raise TableError(f"table format {fmt!r}: expected one of {', '.join(FORMATS)}", file=path)
+
+
+def _columns(table: pa.Table, columns: Sequence[str] | None) -> pa.Table:
+    return table if columns is None else table.select(list(columns))
 
 
 def write_table(
@@ -111,19 +79,10 @@ def write_table(
     try:
         if fmt == "delta":
             require("deltalake", "a Delta table", path_or_uri)
-            from deltalake import CommitProperties, write_deltalake
-
-            commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
-            if append:
-                if add_columns:  # the columns the table lacks are added, its older rows null there
-                    write_deltalake(path_or_uri, table, mode="append", schema_mode="merge", commit_properties=commit)
-                else:
-                    write_deltalake(path_or_uri, table, mode="append", commit_properties=commit)
-            else:
-                write_deltalake(path_or_uri, table, mode="overwrite", schema_mode="overwrite", commit_properties=commit)
+            delta.write(path_or_uri, table, append=append, note=note, add_columns=add_columns)
         elif fmt == "iceberg":
             require("pyiceberg", "an Iceberg table", path_or_uri)
-            from .iceberg_table import write
+            from .iceberg import write
 
             write(path_or_uri, table, {NOTE_KEY: note} if note is not None else {}, append=append)
         elif fmt == "parquet":
@@ -149,41 +108,33 @@ def write_table(
 def merge_table(path_or_uri: str, changes: pa.Table, on: tuple[str, ...], fmt: str, *, note: str | None = None) -> None:
     """Apply `changes` (one row per `on` identity; `DELETED` true deletes the row, false replaces or
     inserts it, without that column) to the Delta or Iceberg table at `path_or_uri` in one commit
-    carrying `note`. Errors of the writers name the table."""
+    carrying `note` (Delta: tables/delta.py's merge, Iceberg: the table rewritten). Errors of the
+    writers name the table."""
     try:
         if fmt == "iceberg":
-            from .iceberg_table import merge
+            from .iceberg import merge
 
             merge(path_or_uri, changes, on, DELETED, {NOTE_KEY: note} if note is not None else {})
             return
         require("deltalake", "a Delta table", path_or_uri)
-        from deltalake import CommitProperties, DeltaTable
-
-        commit = CommitProperties(custom_metadata={"userMetadata": note}) if note is not None else None
-        match = " AND ".join(f't."{c}" = s."{c}"' for c in on)
-        values = {c: f's."{c}"' for c in changes.schema.names if c != DELETED}
-        (
-            DeltaTable(path_or_uri)
-            .merge(changes, match, source_alias="s", target_alias="t", commit_properties=commit)
-            .when_matched_delete(f's."{DELETED}"')
-            .when_matched_update(values)
-            .when_not_matched_insert(values, f'NOT s."{DELETED}"')
-            .execute()
-        )
+        delta.merge(path_or_uri, changes, on, note=note)
     except KafkaLogError:
         raise
     except Exception as err:  # as write_table's
         raise TableError(f"cannot merge into the table: {type(err).__name__}: {err}", file=path_or_uri) from err
 
 
-def delta_data_bytes(path_or_uri: str) -> int:
-    """The bytes of the data files of the Delta table's current version (its log's add actions)."""
-    require("deltalake", "a Delta table", path_or_uri)
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable
+def table_schema(path: str, fmt: str) -> pa.Schema:
+    """The schema of the Delta, Iceberg or Parquet table at `path`, in Arrow's types."""
+    if fmt == "delta":
+        return delta.schema(path)
+    if fmt == "iceberg":
+        from .iceberg import catalog
 
-    added = pa.table(DeltaTable(path_or_uri).get_add_actions(flatten=True))
-    return int(pc.sum(added["size_bytes"]).as_py() or 0)
+        return catalog(path).load_table().schema().as_arrow()
+    import pyarrow.dataset as ds
+
+    return ds.dataset(path, format="parquet").schema
 
 
 def notes(path_or_uri: str, fmt: str) -> list[str] | None:
@@ -195,15 +146,11 @@ def notes(path_or_uri: str, fmt: str) -> list[str] | None:
         note = fs.join(path, NOTE_FILE)
         return [fs.read_bytes(note).decode("utf-8")] if fs.exists(note) else []
     if fmt == "iceberg":
-        from .iceberg_table import notes as iceberg_notes
+        from .iceberg import notes as iceberg_notes
 
         return iceberg_notes(path_or_uri, NOTE_KEY)
     require("deltalake", "a Delta table", path_or_uri)
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(path_or_uri):
-        return None
-    return [c["userMetadata"] for c in DeltaTable(path_or_uri).history() if isinstance(c.get("userMetadata"), str)]
+    return delta.notes(path_or_uri)
 
 
 def note_text(note: dict, fmt: str) -> str:
@@ -239,16 +186,22 @@ def write_note_file(path_or_uri: str, note: dict) -> None:
     fs.write_atomic(fs.join(path, NOTE_FILE), note_text(note, "parquet").encode())
 
 
-def delta_schema(path_or_uri: str) -> dict:
-    """A Delta table's schema as its log stores it: Spark's schema JSON."""
-    require("deltalake", "a Delta table", path_or_uri)
-    from deltalake import DeltaTable
-
-    return json.loads(DeltaTable(path_or_uri).schema().to_json())
-
-
-def iceberg_schema(path_or_uri: str) -> pa.Schema:
-    """An Iceberg table's schema, in Arrow's types."""
-    from .iceberg_table import catalog
-
-    return catalog(path_or_uri).load_table().schema().as_arrow()
+__all__ = [
+    "DELETED",
+    "FILE_FORMATS",
+    "FORMATS",
+    "NOTE_FILE",
+    "NOTE_KEY",
+    "TableError",
+    "delta",
+    "detect_format",
+    "export_note",
+    "merge_table",
+    "note_text",
+    "notes",
+    "parse_note",
+    "read_table",
+    "table_schema",
+    "write_note_file",
+    "write_table",
+]
