@@ -58,6 +58,11 @@ def test_what_a_format_cannot_do_is_refused(tmp_path):
     with pytest.raises(TableError, match="cannot tell the table's format"):
         (tmp_path / "t.txt").write_text("x")
         detect_format(str(tmp_path / "t.txt"))
+    # purge's keys: a file is a table only as Parquet or CSV, any other a key list
+    (tmp_path / "keys.jsonl").write_text("x")
+    keys = {"files": ("parquet", "csv"), "default": "text"}
+    assert [detect_format(str(tmp_path / n), **keys) for n in ("t.txt", "keys.jsonl")] == ["text", "text"]
+    assert detect_format(str(tmp_path), **keys) == "parquet"  # a directory is a table
     with pytest.raises(TableError, match="cannot write the findings"):
         write_table(str(tmp_path / "no" / "t.parquet"), ROWS, "parquet", what="the findings")
 
