@@ -56,6 +56,13 @@ def _add_repartition(commands) -> None:
         help="leave out, with a warning, the records past a partition's last stable offset (an open "
         "transaction) instead of refusing to run",
     )
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="compact in the same pass as Kafka's cleaner would the new partitions: each key's record of highest "
+        "precedence under the target's compaction.strategy, keyless records dropped, tombstones kept until their "
+        "delete horizon (delete.retention.ms)",
+    )
     p.add_argument("--dry-run", action="store_true", help="check and plan only; write nothing")
     p.add_argument("--report", metavar="FILE", help="also write what the run did as JSON")
     add_config_options(p)
@@ -82,6 +89,7 @@ def _run_repartition(args) -> int:
         stop_at_last_stable=args.stop_at_last_stable,
         config=config_resolver(args),
         dry_run=args.dry_run,
+        compact=args.compact,
     )
     if args.dry_run:
         print(plan.summary() + "\n  dry run: nothing written")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import os
 import urllib.parse
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from ..codec.compression import Codec
 from ..config import ConfigResolver
 from ..errors import ConfigError, LogDirError
+from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partition_state import partition_state
 from ..spark.topic_table import PartitionRange
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_partition_metadata
@@ -51,6 +51,7 @@ from ..storage.naming import (
 )
 from ..storage.producer_state import replay_partition
 from ..topics import CONSUMER_OFFSETS_TOPIC
+from .clock import now_ms, stamp
 
 log = logging.getLogger("kafkalog")
 
@@ -76,6 +77,8 @@ class RepartitionPlan:
     offset_map: str | None = None
     group_offsets: str | None = None
     dry_run: bool = False
+    compaction: CompactionStrategy | None = None  # --compact: the target's strategy
+    now: int = 0  # --compact: the clock tombstones' delete horizons are read against
 
     def summary(self) -> str:
         records = sum(r.end - r.start for r in self.ranges)
@@ -84,6 +87,11 @@ class RepartitionPlan:
             f"{self.partitions} partitions of {self.to_topic} (topic id {self.topic_id}) in {self.output}"
         ]
         lines += [f"  groups from {self.committed_source}: {', '.join(sorted(self.committed)) or 'none'}"]
+        if self.compaction is not None:
+            lines.append(
+                f"  compacted in the same pass: each key's record of highest precedence ({self.compaction}), "
+                f"tombstones whose delete horizon is past {stamp(self.now)} removed"
+            )
         for p, (lso, hw) in sorted(self.left_unstable.items()):
             lines.append(f"  partition {p}: stops at its last stable offset {lso}; offsets {lso}..{hw - 1} are left")
         return "\n".join(lines)
@@ -118,6 +126,7 @@ class RepartitionResult:
         ]
         lines += [
             f"  partition {w['partition']}: {w['records']:,} records, {w['segments']} segments, {w['bytes']:,} bytes"
+            + (f"; compaction removed {w['removed']['records']:,}" if "removed" in w else "")
             for w in self.written
         ]
         for group, by in sorted(self.groups.items()):
@@ -143,6 +152,8 @@ def plan_repartition(
     stop_at_last_stable: bool = False,
     config: ConfigResolver | None = None,
     dry_run: bool = False,
+    compact: bool = False,
+    now: int | None = None,
 ) -> RepartitionPlan:
     """Everything checked and decided before Spark starts (see the module's docstring)."""
     if partitions < 1:
@@ -169,6 +180,13 @@ def plan_repartition(
     topic_id = _topic_id(topic_id, metadata, to_topic, existing)
     resolver = config if config is not None else ConfigResolver()
     target = resolver.for_topic(to_topic)
+    if compact and not target.compact:
+        log.warning(
+            "--compact: %s's cleanup.policy is %s, not compact: its records are compacted once here, and not by "
+            "its brokers later",
+            to_topic,
+            ",".join(target.cleanup_policy),
+        )
     committed, source = _committed(opened, topic, consumer_offsets)
     if group_offsets is not None and not committed:
         log.warning("no group has committed offsets of %s in %s: --group-offsets gets no file", topic, source)
@@ -198,6 +216,7 @@ def plan_repartition(
             "segment_index_bytes": target.segment_index_bytes,
             "max_message_bytes": target.max_message_bytes,
             "codec": _codec(target.compression_type),
+            "delete_retention_ms": target.delete_retention_ms,
         },
         committed=committed,
         committed_source=source,
@@ -205,6 +224,10 @@ def plan_repartition(
         offset_map=offset_map,
         group_offsets=group_offsets,
         dry_run=dry_run,
+        compaction=CompactionStrategy.of(target.compaction_strategy, target.compaction_strategy_header)
+        if compact
+        else None,
+        now=now_ms(now),
     )
 
 
@@ -350,7 +373,7 @@ def _committed(opened: LogDir, topic: str, consumer_offsets: str | None) -> tupl
 
 def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
     """Execute `plan` (nothing but the plan's summary for a dry run) and commit its output."""
-    from ..spark.repartition import WriteSpec, placed_records, write_partitions
+    from ..spark.repartition import WriteSpec, stage_records, write_partitions
 
     result = RepartitionResult(plan)
     if plan.dry_run:
@@ -370,17 +393,19 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
             leader_epochs=plan.leader_epochs,
             offset_map=map_staging,
             committed=plan.committed,
+            compaction=plan.compaction,
+            now=plan.now,
             **plan.config,
         )
-        records = placed_records(spark, plan.log_dir, plan.topic, plan.ranges, plan.partitions)
-        written = sorted(write_partitions(spark, records, spec), key=lambda w: w["partition"])
+        stage_records(spark, plan.log_dir, plan.topic, plan.ranges, spec)
+        written = sorted(write_partitions(spark, spec), key=lambda w: w["partition"])
         if [w["partition"] for w in written] != list(range(plan.partitions)):
             raise LogDirError(
                 f"the run wrote partitions {[w['partition'] for w in written]}, not 0..{plan.partitions - 1}"
             )
         result.written = written
         for w in written:
-            for group, (offset, reread) in json.loads(w["groups"]).items():
+            for group, (offset, reread) in w["groups"].items():
                 result.groups.setdefault(group, {})[w["partition"]] = (offset, reread)
         _commit(fs, out, staging, plan, written)
     except BaseException:

@@ -23,6 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .compaction_strategy import CompactionStrategy, record_versions, superseded
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -153,3 +157,66 @@ class GroupResume:
     def result(self, end: int) -> tuple[int, int]:
         """(the offset to resume at, the records read again): the end when all was consumed."""
         return (end, 0) if self.resume is None else (self.resume, self.reread)
+
+
+class Compaction:
+    """`--compact`: Kafka's compaction of one new partition, decided while its records are read in
+    their new order (`feed`, chunk by chunk), for a second read to keep (`survivors`). All of a new
+    partition is its cleanable dirty range: each key keeps its one record of highest precedence under
+    the topic's strategy (the latest new offset under ``offset``: rules/compaction_strategy.py's
+    `superseded`, as Kafka's offset map), a record without a key goes (the cleaner refuses to keep
+    one), and a winning tombstone stays unless its source batch's delete horizon is past `now` (as
+    the cleaner keeps it; one never cleaned has none). The task holds one row per key of the
+    partition, as Kafka's offset map holds one entry per key; chunks are combined with the winners so
+    far once they are as many rows as those winners (each row is combined a bounded number of times)."""
+
+    def __init__(self, strategy: CompactionStrategy, now: int):
+        self.strategy, self.now = strategy, now
+        self.held: pa.Table | None = None  # the winners so far: key, rank, version, position, expired
+        self.chunk: list[pa.Table] = []
+        self.rows = 0
+        self.total = 0  # records fed
+        self.unkeyed = 0
+
+    def feed(self, rows: pa.RecordBatch) -> None:
+        """The next records in new-offset order (key, value, timestamp (ms), headers, deleteHorizonMs)."""
+        positions = np.arange(self.total, self.total + rows.num_rows, dtype=np.int64)
+        self.total += rows.num_rows
+        keyed = pc.is_valid(rows["key"]).to_numpy(zero_copy_only=False)
+        self.unkeyed += int(np.count_nonzero(~keyed))
+        rows = rows.filter(pa.array(keyed))
+        table = pa.Table.from_batches([rows])
+        rank, version = record_versions(table, self.strategy)
+        horizon = rows["deleteHorizonMs"]
+        expired = pc.is_null(rows["value"]).to_numpy(zero_copy_only=False) & (
+            horizon.fill_null(np.iinfo(np.int64).max).to_numpy() <= self.now
+        )
+        self.chunk.append(_winners_table(rows["key"], rank, version, positions[keyed], expired))
+        self.rows += rows.num_rows
+        if self.rows >= max(self.held.num_rows if self.held is not None else 0, 1 << 16):
+            self._combine()
+
+    def _combine(self) -> None:
+        table = pa.concat_tables([*(() if self.held is None else (self.held,)), *self.chunk]).combine_chunks()
+        self.chunk, self.rows = [], 0
+        code = pc.dictionary_encode(table["key"]).combine_chunks().indices.to_numpy().astype(np.int64)
+        every = np.ones(table.num_rows, bool)
+        columns = (table[c].to_numpy() for c in ("rank", "version", "position"))
+        gone, _ = superseded(code, every, every, *columns)
+        self.held = table.filter(pa.array(~gone))
+
+    def survivors(self) -> np.ndarray:
+        """Per record fed, in order: whether it stays."""
+        self._combine()
+        assert self.held is not None
+        keep = np.zeros(self.total, bool)
+        winners = self.held.filter(pc.invert(self.held["expired"]))
+        keep[winners["position"].to_numpy()] = True
+        return keep
+
+
+def _winners_table(keys, rank, version, position, expired) -> pa.Table:
+    return pa.Table.from_arrays(
+        [keys, pa.array(rank, pa.int8()), pa.array(version, pa.int64()), pa.array(position), pa.array(expired)],
+        names=["key", "rank", "version", "position", "expired"],
+    )
