@@ -197,6 +197,8 @@ class Compaction:
             self._combine()
 
     def _combine(self) -> None:
+        if not self.chunk:
+            return
         table = pa.concat_tables([*(() if self.held is None else (self.held,)), *self.chunk]).combine_chunks()
         self.chunk, self.rows = [], 0
         code = pc.dictionary_encode(table["key"]).combine_chunks().indices.to_numpy().astype(np.int64)
@@ -208,8 +210,9 @@ class Compaction:
     def survivors(self) -> np.ndarray:
         """Per record fed, in order: whether it stays."""
         self._combine()
-        assert self.held is not None
         keep = np.zeros(self.total, bool)
+        if self.held is None:
+            return keep
         winners = self.held.filter(pc.invert(self.held["expired"]))
         keep[winners["position"].to_numpy()] = True
         return keep
