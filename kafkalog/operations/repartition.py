@@ -102,6 +102,7 @@ class RepartitionResult:
     plan: RepartitionPlan
     written: list[dict] = field(default_factory=list)  # per new partition: records, log end offset, ...
     groups: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)  # group -> q -> (offset, re-read)
+    staged: dict = field(default_factory=dict)  # stage 1: records staged, its workers' peak memory
 
     def to_dict(self) -> dict:
         return {
@@ -110,6 +111,7 @@ class RepartitionResult:
             "topicId": self.plan.topic_id,
             "output": self.plan.output,
             "dryRun": self.plan.dry_run,
+            "staged": self.staged,
             "partitions": [{k: v for k, v in w.items() if k != "groups"} for w in self.written],
             "groups": {
                 g: [{"partition": q, "offset": o, "reread": r} for q, (o, r) in sorted(by.items())]
@@ -397,7 +399,7 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
             now=plan.now,
             **plan.config,
         )
-        stage_records(spark, plan.log_dir, plan.topic, plan.ranges, spec)
+        result.staged = stage_records(spark, plan.log_dir, plan.topic, plan.ranges, spec)
         written = sorted(write_partitions(spark, spec), key=lambda w: w["partition"])
         if [w["partition"] for w in written] != list(range(plan.partitions)):
             raise LogDirError(

@@ -75,46 +75,53 @@ def new_partition(key: bytes | None, old_partition: int, num_partitions: int) ->
     return partition_for_key(key, num_partitions)
 
 
-def murmur2_many(keys: list[bytes]) -> np.ndarray:
-    """`murmur2` of each key, as int64 holding the signed 32-bit results: the keys of one length are
-    hashed together, column by column, in numpy (64-bit products keep their low 32 bits exact)."""
-    out = np.empty(len(keys), dtype=np.int64)
-    m, mask = np.uint64(_M), np.uint64(_MASK)
-    by_length: dict[int, list[int]] = {}
-    for i, key in enumerate(keys):
-        by_length.setdefault(len(key), []).append(i)
-    for length, rows in by_length.items():
-        data = np.frombuffer(b"".join(keys[i] for i in rows), dtype=np.uint8).reshape(len(rows), length)
-        h = np.full(len(rows), (_SEED ^ length) & _MASK, dtype=np.uint64)
+def murmur2_many(keys) -> np.ndarray:
+    """`murmur2` of each key (a list of bytes or an Arrow binary array without nulls), as int64
+    holding the signed 32-bit results: the keys of one length are hashed together, column by column,
+    in numpy's uint32 arithmetic (which wraps as Java's int does), read from the Arrow buffers."""
+    array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary())
+    array = array.cast(pa.large_binary())
+    n = len(array)
+    out = np.empty(n, dtype=np.int64)
+    if not n:
+        return out
+    offsets = np.frombuffer(array.buffers()[1], np.int64, n + 1, array.offset * 8)
+    data = np.frombuffer(array.buffers()[2], np.uint8) if array.buffers()[2] is not None else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    m = np.uint32(_M)
+    for length in np.unique(lengths).tolist():
+        rows = np.flatnonzero(lengths == length)
+        matrix = data[offsets[rows][:, None] + np.arange(length)] if length else np.empty((len(rows), 0), np.uint8)
+        h = np.full(len(rows), (_SEED ^ length) & _MASK, dtype=np.uint32)
         whole = length - length % 4
-        words = data[:, :whole].copy().view("<u4").astype(np.uint64) if whole else np.empty((len(rows), 0), np.uint64)
+        words = np.ascontiguousarray(matrix[:, :whole]).view("<u4")
         for column in range(words.shape[1]):
-            k = (words[:, column] * m) & mask
-            k ^= k >> np.uint64(24)
-            k = (k * m) & mask
-            h = ((h * m) & mask) ^ k
+            k = words[:, column] * m
+            k ^= k >> np.uint32(24)
+            h = (h * m) ^ (k * m)
         tail = length % 4
         if tail == 3:
-            h ^= data[:, whole + 2].astype(np.uint64) << np.uint64(16)
+            h ^= matrix[:, whole + 2].astype(np.uint32) << np.uint32(16)
         if tail >= 2:
-            h ^= data[:, whole + 1].astype(np.uint64) << np.uint64(8)
+            h ^= matrix[:, whole + 1].astype(np.uint32) << np.uint32(8)
         if tail >= 1:
-            h ^= data[:, whole].astype(np.uint64)
-            h = (h * m) & mask
-        h ^= h >> np.uint64(13)
-        h = (h * m) & mask
-        h ^= h >> np.uint64(15)
-        signed = h.astype(np.int64)
-        out[rows] = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
+            h ^= matrix[:, whole].astype(np.uint32)
+            h = h * m
+        h ^= h >> np.uint32(13)
+        h = h * m
+        h ^= h >> np.uint32(15)
+        out[rows] = h.view(np.int32)
     return out
 
 
-def new_partitions(keys: list, old_partitions: np.ndarray, num_partitions: int) -> np.ndarray:
-    """`new_partition` of each record (keys as bytes or None), as an int32 array."""
+def new_partitions(keys, old_partitions: np.ndarray, num_partitions: int) -> np.ndarray:
+    """`new_partition` of each record (keys as a list of bytes or None, or an Arrow binary array),
+    as an int32 array."""
+    array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary())
     out = np.asarray(old_partitions, dtype=np.int64) % num_partitions
-    keyed = [i for i, key in enumerate(keys) if key is not None]
-    if keyed:
-        hashes = murmur2_many([keys[i] for i in keyed])
+    keyed = pc.is_valid(array).to_numpy(zero_copy_only=False)
+    if keyed.any():
+        hashes = murmur2_many(array.filter(pa.array(keyed)) if not keyed.all() else array)
         out[keyed] = (hashes & 0x7FFFFFFF) % num_partitions
     return out.astype(np.int32)
 

@@ -124,14 +124,14 @@ def carries(log_dir, topic: str, units) -> dict[tuple[int, int, int], int]:
 # -- stage 1: place ---------------------------------------------------------------------------------------
 
 
-def stage_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], spec: WriteSpec) -> int:
-    """Stage the committed records of `topic` in `ranges` per new partition (the module's step 1);
-    the records staged."""
+def stage_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], spec: WriteSpec) -> dict:
+    """Stage the committed records of `topic` in `ranges` per new partition (the module's step 1):
+    the records staged and the largest peak resident memory of the tasks' processes (MiB)."""
     wanted = {r.partition: r for r in ranges if r.end > r.start}
     for q in range(spec.partitions):
         os.makedirs(os.path.join(spec.placed, str(q)), exist_ok=True)
     if not wanted:
-        return 0
+        return {"records": 0, "peakRssMiB": 0}
     flt = ScanFilter.of(topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
     plan = plan_scan(log_dir, flt, min_tasks=default_min_tasks(spark))
     carried = carries(log_dir, topic, plan.units)
@@ -139,10 +139,19 @@ def stage_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], 
     # a task's units of one source in offset order: each staged file is then in merge-key order
     tasks = [sorted(t, key=lambda u: (u.partition, u.segment_base_offset, u.start)) for t in plan.tasks]
 
-    def task(i: int) -> int:
-        return _stage_task(i, tasks[i], filesystem(root), flt, wanted, carried, spec)
+    def task(i: int) -> tuple[int, float]:
+        return _stage_task(i, tasks[i], filesystem(root), flt, wanted, carried, spec), peak_rss_mib()
 
-    return sum(run_tasks(spark, [[i] for i in range(len(tasks))], task))
+    done = run_tasks(spark, [[i] for i in range(len(tasks))], task)
+    return {"records": sum(n for n, _ in done), "peakRssMiB": max(rss for _, rss in done)}
+
+
+def peak_rss_mib() -> float:
+    """The peak resident memory of this process so far (a Python worker runs many tasks in turn: an
+    upper bound of each task's)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _stage_task(i: int, units, fs, flt: ScanFilter, wanted, carried, spec: WriteSpec) -> int:
@@ -243,7 +252,7 @@ def place(
         "deleteHorizonMs": horizon_column,
     }
     placed = pa.RecordBatch.from_arrays(list(columns.values()), schema=PLACED_SCHEMA)
-    return new_partitions(batch["key"].to_pylist(), source, partitions), placed
+    return new_partitions(batch["key"], source, partitions), placed
 
 
 # -- stage 2: merge and write -----------------------------------------------------------------------------
@@ -362,9 +371,14 @@ class _Batcher:
     def _append(self, rows: pa.RecordBatch) -> None:
         n, base = rows.num_rows, self.writer.log_end_offset
         timestamps = rows["timestamp"].to_numpy()
-        headers = [
-            None if not h else encode_headers([(x["key"], x["value"]) for x in h]) for h in rows["headers"].to_pylist()
-        ]
+        headers = (
+            [None] * n
+            if rows["headers"].null_count == n
+            else [
+                None if not h else encode_headers([(x["key"], x["value"]) for x in h])
+                for h in rows["headers"].to_pylist()
+            ]
+        )
         # as the cleaner writes a batch holding a tombstone it keeps: its base timestamp the delete horizon
         # (never before a source batch's own horizon: a tombstone is kept no shorter than there)
         horizon = self.horizon is not None and rows["value"].null_count > 0
@@ -470,6 +484,7 @@ def write_partition(q: int, spec: WriteSpec) -> dict:
     }
     if removed is not None:
         summary["removed"] = removed
+    summary["peakRssMiB"] = peak_rss_mib()
     return summary
 
 
