@@ -6,14 +6,16 @@ Two steps, as every command is becoming (issue 36): `plan_repartition` on the dr
 the output and the last stable offset rule, and returns a `RepartitionPlan`; `run_repartition(spark,
 plan)` executes it (spark/repartition.py) and commits the result:
 
-1. the new partition directories are written under `<OUT>.kafkalog-incomplete` (beside OUT, on its
-   filesystem), the offset map under `<offset map>.kafkalog-incomplete`;
+1. the records are staged per new partition in `<OUT>.kafkalog-incomplete/.placed` (beside OUT, on
+   its filesystem), then the new partition directories are written from them under
+   `<OUT>.kafkalog-incomplete`, the offset map under `<offset map>.kafkalog-incomplete`;
 2. when all are written, each is renamed into OUT (an empty partition directory of the target topic,
    as `kafka-topics --create` leaves it, is replaced), then OUT's `recovery-point-offset-checkpoint` and
    `replication-offset-checkpoint` name each new partition's log end offset and
    `log-start-offset-checkpoint` none (its log starts at 0), as a clean shutdown leaves them; the
    offset map and the groups' CSV files are published last.
 A failure before step 2 leaves OUT as it was. OUT, when it is a log dir, is locked for the run.
+`--compact` compacts each new partition in the same pass (`rules.partitioner.Compaction`).
 
 What is not carried: producer ids, epochs and sequences (each new batch holds records of many
 producers and source batches, so no producer's sequence could continue in it: the batches are
