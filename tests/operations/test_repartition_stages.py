@@ -169,3 +169,21 @@ def test_merge_is_a_sort_of_every_staged_row(tmp_path_factory, monkeypatch, step
     ]
     assert merged == sorted(every)
     assert np.all(np.diff([r[0] for r in merged]) >= 0) if merged else True
+
+
+def test_a_failed_write_leaves_no_output_and_no_staged_records(in_process, tmp_path, monkeypatch):
+    batches = [[(((1, b"x", 1), (2, None, 1)), None), (((0, b"y", 0),), None)], [(((3, b"z", 2),), None)]]
+    write_source(tmp_path / "log", batches)
+    plan = plan_repartition(str(tmp_path / "log"), "t", 3, str(tmp_path / "out"), to_topic="t2", topic_id=TOPIC_ID)
+    written = stages.write_partition
+
+    def fail_on_the_last(q, spec):
+        if q == 2:
+            assert os.listdir(os.path.join(spec.placed, "0"))  # the records were staged
+            raise OSError("disk full")
+        return written(q, spec)
+
+    monkeypatch.setattr(stages, "write_partition", fail_on_the_last)
+    with pytest.raises(OSError, match="disk full"):
+        run_repartition(None, plan)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
