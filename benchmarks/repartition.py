@@ -16,7 +16,9 @@ targets of `--to-partitions` partitions. Timed:
 
 The broker is then started again: it must skip recovery, and the second target's end offsets must add
 up to the records the copy moved. Prints a Markdown report on stdout and a JSON object on stderr (and
-into `--json FILE`). The peak resident memory of kafkalog's processes is not measured.
+into `--json FILE`), with the peak resident memory of kafkalog's Python workers as its tasks report it
+(stage 1, placing, and stage 2, merging and writing; a worker runs several tasks, so this bounds each):
+run it at two `--keys` to see that memory does not grow with the keys.
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ def run(args, base: Path, tools, broker) -> dict:
     led = sum(p["leader"] >= 0 for p in described["partitions"])
     report = json.loads((base / "repartition.json").read_text())
     moved = sum(p["records"] for p in report["partitions"])
+    memory = {
+        "place_peak_rss_mib": report["staged"]["peakRssMiB"],
+        "write_peak_rss_mib": max(p["peakRssMiB"] for p in report["partitions"]),
+    }
     return {
         "machine": machine(),
         "kafka": kafka_version(tools),
@@ -117,7 +123,7 @@ def run(args, base: Path, tools, broker) -> dict:
         "source": {"bytes": source_bytes, "segments": source_segments},
         "output": {"bytes": out_bytes, "segments": out_segments, "records": moved},
         "java_copy": java,
-        "kafkalog": kafkalog,
+        "kafkalog": {**kafkalog, **memory},
         "skipped_recovery": skipped,
         "led_partitions": led,
         "speedup": java["seconds"] / ours_seconds,
@@ -142,7 +148,9 @@ def render(args, r: dict) -> list[str]:
         f"kafkalog / Java: {r['speedup']:.2f}x. Output: {r['output']['bytes'] / MIB:,.0f} MiB in "
         f"{r['output']['segments']} segments, {r['output']['records']:,} records (the Java copy moved "
         f"{r['java_copy']['records']:,}); the broker skipped recovery: {r['skipped_recovery']}, and leads "
-        f"{r['led_partitions']} of its {r['to_partitions']} partitions.",
+        f"{r['led_partitions']} of its {r['to_partitions']} partitions. Peak resident memory of a Python "
+        f"worker: {r['kafkalog']['place_peak_rss_mib']:,.0f} MiB placing, {r['kafkalog']['write_peak_rss_mib']:,.0f} "
+        "MiB merging and writing.",
     ]
 
 

@@ -56,6 +56,19 @@ def _add_repartition(commands) -> None:
         help="leave out, with a warning, the records past a partition's last stable offset (an open "
         "transaction) instead of refusing to run",
     )
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help="compact in the same pass as Kafka's cleaner would the new partitions: each key's record of highest "
+        "precedence under the target's compaction.strategy, keyless records dropped, tombstones kept until their "
+        "delete horizon (delete.retention.ms)",
+    )
+    p.add_argument(
+        "--now",
+        type=int,
+        metavar="EPOCH_MS",
+        help="with --compact: the time tombstones' delete horizons are read against (default: the wall clock)",
+    )
     p.add_argument("--dry-run", action="store_true", help="check and plan only; write nothing")
     p.add_argument("--report", metavar="FILE", help="also write what the run did as JSON")
     add_config_options(p)
@@ -66,7 +79,11 @@ def _add_repartition(commands) -> None:
 
 
 def _run_repartition(args) -> int:
+    from ..errors import ConfigError
     from ..operations.repartition import plan_repartition, run_repartition
+
+    if args.now is not None and not args.compact:
+        raise ConfigError("--now is read by --compact only: give --compact, or leave --now out")
 
     plan = plan_repartition(  # every check before Spark starts
         args.log_dir,
@@ -82,6 +99,8 @@ def _run_repartition(args) -> int:
         stop_at_last_stable=args.stop_at_last_stable,
         config=config_resolver(args),
         dry_run=args.dry_run,
+        compact=args.compact,
+        now=args.now,
     )
     if args.dry_run:
         print(plan.summary() + "\n  dry run: nothing written")

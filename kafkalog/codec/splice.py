@@ -133,56 +133,49 @@ def _varint_matrix(values, sizes, width: int):
 def encode_records(offset_deltas, timestamp_deltas, keys: pa.Array, values: pa.Array, headers: Sequence) -> bytes:
     """Records in the v2 layout (`records.encode_record`'s bytes), many at once and with no Python step
     per record: the varints of each record's length, deltas and sizes are computed with numpy, and
-    every piece (varints, key bytes, value bytes, headers) is scattered into one buffer. `keys` and
-    `values` are Arrow binary arrays; `headers` holds each record's headers already encoded
-    (`records.encode_headers`), or None for none."""
+    each record's pieces (varints, key bytes, value bytes, headers) are joined end to end by Arrow.
+    `keys` and `values` are Arrow binary arrays; `headers` holds each record's headers already
+    encoded (`records.encode_headers`), or None for none."""
     n = len(keys)
     if not n:
         return b""
-    key_data, key_len = _binary(keys)
-    value_data, value_len = _binary(values)
+    key_len = pc.fill_null(pc.binary_length(keys), -1).to_numpy().astype(np.int64)
+    value_len = pc.fill_null(pc.binary_length(values), -1).to_numpy().astype(np.int64)
     ts, off = np.asarray(timestamp_deltas, np.int64), np.asarray(offset_deltas, np.int64)
     head = (np.zeros(n, np.int64), ts, off, key_len)  # attributes (written as a 1-byte 0), deltas, key size
     head_sizes = (np.ones(n, np.int64), _sizes(ts), _sizes(off), _sizes(key_len))
     value_size = _sizes(value_len)
-    tails = [b"\x00" if h is None else h for h in headers]
-    tail_len = np.fromiter((len(t) for t in tails), np.int64, n)
-    key_n, value_n = np.maximum(key_len, 0), np.maximum(value_len, 0)
-    body = sum(head_sizes) + key_n + value_size + value_n + tail_len
+    if any(h is not None for h in headers):
+        tail = pa.array([b"\x00" if h is None else h for h in headers], pa.large_binary())
+        tail_len = pc.binary_length(tail).to_numpy().astype(np.int64)
+    else:  # no headers: each record ends with a header count of 0
+        tail_len = np.ones(n, np.int64)
+        tail = _pieces(np.zeros(n, np.uint8), tail_len)
+    body = sum(head_sizes) + np.maximum(key_len, 0) + value_size + np.maximum(value_len, 0) + tail_len
     length_size = _sizes(body)
-    prefix_parts = [_varint_matrix(body, length_size, 5)] + [_varint_matrix(v, z, 10) for v, z in zip(head, head_sizes)]
-    present = [_COLUMNS[:5] < length_size[:, None]] + [_COLUMNS < z[:, None] for z in head_sizes]
-    prefix = np.concatenate(prefix_parts, axis=1)[np.concatenate(present, axis=1)]
-    prefix_n = length_size + sum(head_sizes)
-    mid = _varint_matrix(value_len, value_size, 10)[_COLUMNS < value_size[:, None]]
-    out = np.empty(int((length_size + body).sum()), np.uint8)
-    at = np.concatenate(([0], np.cumsum(length_size + body)[:-1]))
-    for data, sizes in (
-        (prefix, prefix_n),
-        (key_data, key_n),
-        (mid, value_size),
-        (value_data, value_n),
-        (np.frombuffer(b"".join(tails), np.uint8), tail_len),
-    ):
-        _scatter(out, at, sizes, data)
-        at = at + sizes
-    return out.tobytes()
+    prefix = _varints([body, *head], [length_size, *head_sizes])
+    pieces = [
+        _pieces(prefix, length_size + sum(head_sizes)),
+        pc.fill_null(keys.cast(pa.large_binary()), b""),
+        _pieces(_varints([value_len], [value_size]), value_size),
+        pc.fill_null(values.cast(pa.large_binary()), b""),
+        tail,
+    ]
+    joined = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.large_binary()))  # one pass in C++
+    offsets = np.frombuffer(joined.buffers()[1], np.int64)[joined.offset : joined.offset + n + 1]
+    return joined.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
 
 
-def _binary(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The bytes of a binary column's values end to end, and each value's length (-1: null)."""
-    column = column.cast(pa.large_binary())
-    lengths = pc.fill_null(pc.binary_length(column), -1).to_numpy().astype(np.int64)
-    offsets = np.frombuffer(column.buffers()[1], np.int64)[column.offset : column.offset + len(column) + 1]
-    data = column.buffers()[2]
-    if data is None or offsets[-1] == offsets[0]:
-        return np.empty(0, np.uint8), lengths
-    return np.frombuffer(data, np.uint8)[offsets[0] : offsets[-1]], lengths
+def _varints(columns: Sequence[np.ndarray], sizes: Sequence[np.ndarray]) -> np.ndarray:
+    """Each row's zig-zag varints of `columns`, in order, end to end (`sizes`: their byte counts),
+    each matrix only as wide as its largest varint."""
+    widths = [int(z.max()) for z in sizes]
+    matrices = [_varint_matrix(v, z, w) for v, z, w in zip(columns, sizes, widths)]
+    present = [_COLUMNS[:w] < z[:, None] for z, w in zip(sizes, widths)]
+    return np.concatenate(matrices, axis=1)[np.concatenate(present, axis=1)]
 
 
-def _scatter(out: np.ndarray, starts: np.ndarray, sizes: np.ndarray, data: np.ndarray) -> None:
-    """out[starts[i] : starts[i] + sizes[i]] = the next sizes[i] bytes of `data`, for every i at once."""
-    if not len(data):
-        return
-    firsts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    out[np.repeat(starts - firsts, sizes) + np.arange(len(data))] = data
+def _pieces(data: np.ndarray, sizes: np.ndarray) -> pa.Array:
+    """`data` cut into consecutive values of `sizes` bytes, as an Arrow array."""
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+    return pa.Array.from_buffers(pa.large_binary(), len(sizes), [None, pa.py_buffer(offsets), pa.py_buffer(data)])

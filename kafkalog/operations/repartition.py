@@ -6,14 +6,16 @@ Two steps, as every command is becoming (issue 36): `plan_repartition` on the dr
 the output and the last stable offset rule, and returns a `RepartitionPlan`; `run_repartition(spark,
 plan)` executes it (spark/repartition.py) and commits the result:
 
-1. the new partition directories are written under `<OUT>.kafkalog-incomplete` (beside OUT, on its
-   filesystem), the offset map under `<offset map>.kafkalog-incomplete`;
+1. the records are staged per new partition in `<OUT>.kafkalog-incomplete/.placed` (beside OUT, on
+   its filesystem), then the new partition directories are written from them under
+   `<OUT>.kafkalog-incomplete`, the offset map under `<offset map>.kafkalog-incomplete`;
 2. when all are written, each is renamed into OUT (an empty partition directory of the target topic,
    as `kafka-topics --create` leaves it, is replaced), then OUT's `recovery-point-offset-checkpoint` and
    `replication-offset-checkpoint` name each new partition's log end offset and
    `log-start-offset-checkpoint` none (its log starts at 0), as a clean shutdown leaves them; the
    offset map and the groups' CSV files are published last.
 A failure before step 2 leaves OUT as it was. OUT, when it is a log dir, is locked for the run.
+`--compact` compacts each new partition in the same pass (`rules.partitioner.Compaction`).
 
 What is not carried: producer ids, epochs and sequences (each new batch holds records of many
 producers and source batches, so no producer's sequence could continue in it: the batches are
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import os
 import urllib.parse
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from ..codec.compression import Codec
 from ..config import ConfigResolver
 from ..errors import ConfigError, LogDirError
+from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partition_state import partition_state
 from ..spark.topic_table import PartitionRange
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_partition_metadata
@@ -51,6 +53,7 @@ from ..storage.naming import (
 )
 from ..storage.producer_state import replay_partition
 from ..topics import CONSUMER_OFFSETS_TOPIC
+from .clock import now_ms, stamp
 
 log = logging.getLogger("kafkalog")
 
@@ -76,6 +79,8 @@ class RepartitionPlan:
     offset_map: str | None = None
     group_offsets: str | None = None
     dry_run: bool = False
+    compaction: CompactionStrategy | None = None  # --compact: the target's strategy
+    now: int = 0  # --compact: the clock tombstones' delete horizons are read against
 
     def summary(self) -> str:
         records = sum(r.end - r.start for r in self.ranges)
@@ -84,6 +89,11 @@ class RepartitionPlan:
             f"{self.partitions} partitions of {self.to_topic} (topic id {self.topic_id}) in {self.output}"
         ]
         lines += [f"  groups from {self.committed_source}: {', '.join(sorted(self.committed)) or 'none'}"]
+        if self.compaction is not None:
+            lines.append(
+                f"  compacted in the same pass: each key's record of highest precedence ({self.compaction}), "
+                f"tombstones whose delete horizon is past {stamp(self.now)} removed"
+            )
         for p, (lso, hw) in sorted(self.left_unstable.items()):
             lines.append(f"  partition {p}: stops at its last stable offset {lso}; offsets {lso}..{hw - 1} are left")
         return "\n".join(lines)
@@ -94,6 +104,7 @@ class RepartitionResult:
     plan: RepartitionPlan
     written: list[dict] = field(default_factory=list)  # per new partition: records, log end offset, ...
     groups: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)  # group -> q -> (offset, re-read)
+    staged: dict = field(default_factory=dict)  # stage 1: records staged, its workers' peak memory
 
     def to_dict(self) -> dict:
         return {
@@ -102,6 +113,7 @@ class RepartitionResult:
             "topicId": self.plan.topic_id,
             "output": self.plan.output,
             "dryRun": self.plan.dry_run,
+            "staged": self.staged,
             "partitions": [{k: v for k, v in w.items() if k != "groups"} for w in self.written],
             "groups": {
                 g: [{"partition": q, "offset": o, "reread": r} for q, (o, r) in sorted(by.items())]
@@ -118,6 +130,7 @@ class RepartitionResult:
         ]
         lines += [
             f"  partition {w['partition']}: {w['records']:,} records, {w['segments']} segments, {w['bytes']:,} bytes"
+            + (f"; compaction removed {w['removed']['records']:,}" if "removed" in w else "")
             for w in self.written
         ]
         for group, by in sorted(self.groups.items()):
@@ -143,6 +156,8 @@ def plan_repartition(
     stop_at_last_stable: bool = False,
     config: ConfigResolver | None = None,
     dry_run: bool = False,
+    compact: bool = False,
+    now: int | None = None,
 ) -> RepartitionPlan:
     """Everything checked and decided before Spark starts (see the module's docstring)."""
     if partitions < 1:
@@ -169,6 +184,13 @@ def plan_repartition(
     topic_id = _topic_id(topic_id, metadata, to_topic, existing)
     resolver = config if config is not None else ConfigResolver()
     target = resolver.for_topic(to_topic)
+    if compact and not target.compact:
+        log.warning(
+            "--compact: %s's cleanup.policy is %s, not compact: its records are compacted once here, and not by "
+            "its brokers later",
+            to_topic,
+            ",".join(target.cleanup_policy),
+        )
     committed, source = _committed(opened, topic, consumer_offsets)
     if group_offsets is not None and not committed:
         log.warning("no group has committed offsets of %s in %s: --group-offsets gets no file", topic, source)
@@ -198,6 +220,7 @@ def plan_repartition(
             "segment_index_bytes": target.segment_index_bytes,
             "max_message_bytes": target.max_message_bytes,
             "codec": _codec(target.compression_type),
+            "delete_retention_ms": target.delete_retention_ms,
         },
         committed=committed,
         committed_source=source,
@@ -205,6 +228,10 @@ def plan_repartition(
         offset_map=offset_map,
         group_offsets=group_offsets,
         dry_run=dry_run,
+        compaction=CompactionStrategy.of(target.compaction_strategy, target.compaction_strategy_header)
+        if compact
+        else None,
+        now=now_ms(now),
     )
 
 
@@ -350,7 +377,7 @@ def _committed(opened: LogDir, topic: str, consumer_offsets: str | None) -> tupl
 
 def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
     """Execute `plan` (nothing but the plan's summary for a dry run) and commit its output."""
-    from ..spark.repartition import WriteSpec, placed_records, write_partitions
+    from ..spark.repartition import WriteSpec, stage_records, write_partitions
 
     result = RepartitionResult(plan)
     if plan.dry_run:
@@ -370,17 +397,19 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
             leader_epochs=plan.leader_epochs,
             offset_map=map_staging,
             committed=plan.committed,
+            compaction=plan.compaction,
+            now=plan.now,
             **plan.config,
         )
-        records = placed_records(spark, plan.log_dir, plan.topic, plan.ranges, plan.partitions)
-        written = sorted(write_partitions(spark, records, spec), key=lambda w: w["partition"])
+        result.staged = stage_records(spark, plan.log_dir, plan.topic, plan.ranges, spec)
+        written = sorted(write_partitions(spark, spec), key=lambda w: w["partition"])
         if [w["partition"] for w in written] != list(range(plan.partitions)):
             raise LogDirError(
                 f"the run wrote partitions {[w['partition'] for w in written]}, not 0..{plan.partitions - 1}"
             )
         result.written = written
         for w in written:
-            for group, (offset, reread) in json.loads(w["groups"]).items():
+            for group, (offset, reread) in w["groups"].items():
                 result.groups.setdefault(group, {})[w["partition"]] = (offset, reread)
         _commit(fs, out, staging, plan, written)
     except BaseException:

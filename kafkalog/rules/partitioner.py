@@ -23,6 +23,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .compaction_strategy import CompactionStrategy, record_versions, superseded
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -71,46 +75,53 @@ def new_partition(key: bytes | None, old_partition: int, num_partitions: int) ->
     return partition_for_key(key, num_partitions)
 
 
-def murmur2_many(keys: list[bytes]) -> np.ndarray:
-    """`murmur2` of each key, as int64 holding the signed 32-bit results: the keys of one length are
-    hashed together, column by column, in numpy (64-bit products keep their low 32 bits exact)."""
-    out = np.empty(len(keys), dtype=np.int64)
-    m, mask = np.uint64(_M), np.uint64(_MASK)
-    by_length: dict[int, list[int]] = {}
-    for i, key in enumerate(keys):
-        by_length.setdefault(len(key), []).append(i)
-    for length, rows in by_length.items():
-        data = np.frombuffer(b"".join(keys[i] for i in rows), dtype=np.uint8).reshape(len(rows), length)
-        h = np.full(len(rows), (_SEED ^ length) & _MASK, dtype=np.uint64)
+def murmur2_many(keys) -> np.ndarray:
+    """`murmur2` of each key (a list of bytes or an Arrow binary array without nulls), as int64
+    holding the signed 32-bit results: the keys of one length are hashed together, column by column,
+    in numpy's uint32 arithmetic (which wraps as Java's int does), read from the Arrow buffers."""
+    array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary())
+    array = array.cast(pa.large_binary())
+    n = len(array)
+    out = np.empty(n, dtype=np.int64)
+    if not n:
+        return out
+    offsets = np.frombuffer(array.buffers()[1], np.int64, n + 1, array.offset * 8)
+    data = np.frombuffer(array.buffers()[2], np.uint8) if array.buffers()[2] is not None else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    m = np.uint32(_M)
+    for length in np.unique(lengths).tolist():
+        rows = np.flatnonzero(lengths == length)
+        matrix = data[offsets[rows][:, None] + np.arange(length)] if length else np.empty((len(rows), 0), np.uint8)
+        h = np.full(len(rows), (_SEED ^ length) & _MASK, dtype=np.uint32)
         whole = length - length % 4
-        words = data[:, :whole].copy().view("<u4").astype(np.uint64) if whole else np.empty((len(rows), 0), np.uint64)
+        words = np.ascontiguousarray(matrix[:, :whole]).view("<u4")
         for column in range(words.shape[1]):
-            k = (words[:, column] * m) & mask
-            k ^= k >> np.uint64(24)
-            k = (k * m) & mask
-            h = ((h * m) & mask) ^ k
+            k = words[:, column] * m
+            k ^= k >> np.uint32(24)
+            h = (h * m) ^ (k * m)
         tail = length % 4
         if tail == 3:
-            h ^= data[:, whole + 2].astype(np.uint64) << np.uint64(16)
+            h ^= matrix[:, whole + 2].astype(np.uint32) << np.uint32(16)
         if tail >= 2:
-            h ^= data[:, whole + 1].astype(np.uint64) << np.uint64(8)
+            h ^= matrix[:, whole + 1].astype(np.uint32) << np.uint32(8)
         if tail >= 1:
-            h ^= data[:, whole].astype(np.uint64)
-            h = (h * m) & mask
-        h ^= h >> np.uint64(13)
-        h = (h * m) & mask
-        h ^= h >> np.uint64(15)
-        signed = h.astype(np.int64)
-        out[rows] = np.where(signed >= 1 << 31, signed - (1 << 32), signed)
+            h ^= matrix[:, whole].astype(np.uint32)
+            h = h * m
+        h ^= h >> np.uint32(13)
+        h = h * m
+        h ^= h >> np.uint32(15)
+        out[rows] = h.view(np.int32)
     return out
 
 
-def new_partitions(keys: list, old_partitions: np.ndarray, num_partitions: int) -> np.ndarray:
-    """`new_partition` of each record (keys as bytes or None), as an int32 array."""
+def new_partitions(keys, old_partitions: np.ndarray, num_partitions: int) -> np.ndarray:
+    """`new_partition` of each record (keys as a list of bytes or None, or an Arrow binary array),
+    as an int32 array."""
+    array = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary())
     out = np.asarray(old_partitions, dtype=np.int64) % num_partitions
-    keyed = [i for i, key in enumerate(keys) if key is not None]
-    if keyed:
-        hashes = murmur2_many([keys[i] for i in keyed])
+    keyed = pc.is_valid(array).to_numpy(zero_copy_only=False)
+    if keyed.any():
+        hashes = murmur2_many(array.filter(pa.array(keyed)) if not keyed.all() else array)
         out[keyed] = (hashes & 0x7FFFFFFF) % num_partitions
     return out.astype(np.int32)
 
@@ -153,3 +164,69 @@ class GroupResume:
     def result(self, end: int) -> tuple[int, int]:
         """(the offset to resume at, the records read again): the end when all was consumed."""
         return (end, 0) if self.resume is None else (self.resume, self.reread)
+
+
+class Compaction:
+    """`--compact`: Kafka's compaction of one new partition, decided while its records are read in
+    their new order (`feed`, chunk by chunk), for a second read to keep (`survivors`). All of a new
+    partition is its cleanable dirty range: each key keeps its one record of highest precedence under
+    the topic's strategy (the latest new offset under ``offset``: rules/compaction_strategy.py's
+    `superseded`, as Kafka's offset map), a record without a key goes (the cleaner refuses to keep
+    one), and a winning tombstone stays unless its source batch's delete horizon is past `now` (as
+    the cleaner keeps it; one never cleaned has none). The task holds one row per key of the
+    partition, as Kafka's offset map holds one entry per key; chunks are combined with the winners so
+    far once they are as many rows as those winners (each row is combined a bounded number of times)."""
+
+    def __init__(self, strategy: CompactionStrategy, now: int):
+        self.strategy, self.now = strategy, now
+        self.held: pa.Table | None = None  # the winners so far: key, rank, version, position, expired
+        self.chunk: list[pa.Table] = []
+        self.rows = 0
+        self.total = 0  # records fed
+        self.unkeyed = 0
+
+    def feed(self, rows: pa.RecordBatch) -> None:
+        """The next records in new-offset order (key, value, timestamp (ms), headers, deleteHorizonMs)."""
+        positions = np.arange(self.total, self.total + rows.num_rows, dtype=np.int64)
+        self.total += rows.num_rows
+        keyed = pc.is_valid(rows["key"]).to_numpy(zero_copy_only=False)
+        self.unkeyed += int(np.count_nonzero(~keyed))
+        rows = rows.filter(pa.array(keyed))
+        table = pa.Table.from_batches([rows])
+        rank, version = record_versions(table, self.strategy)
+        horizon = rows["deleteHorizonMs"]
+        expired = pc.is_null(rows["value"]).to_numpy(zero_copy_only=False) & (
+            horizon.fill_null(np.iinfo(np.int64).max).to_numpy() <= self.now
+        )
+        self.chunk.append(_winners_table(rows["key"], rank, version, positions[keyed], expired))
+        self.rows += rows.num_rows
+        if self.rows >= max(self.held.num_rows if self.held is not None else 0, 1 << 16):
+            self._combine()
+
+    def _combine(self) -> None:
+        if not self.chunk:
+            return
+        table = pa.concat_tables([*(() if self.held is None else (self.held,)), *self.chunk]).combine_chunks()
+        self.chunk, self.rows = [], 0
+        code = pc.dictionary_encode(table["key"]).combine_chunks().indices.to_numpy().astype(np.int64)
+        every = np.ones(table.num_rows, bool)
+        columns = (table[c].to_numpy() for c in ("rank", "version", "position"))
+        gone, _ = superseded(code, every, every, *columns)
+        self.held = table.filter(pa.array(~gone))
+
+    def survivors(self) -> np.ndarray:
+        """Per record fed, in order: whether it stays."""
+        self._combine()
+        keep = np.zeros(self.total, bool)
+        if self.held is None:
+            return keep
+        winners = self.held.filter(pc.invert(self.held["expired"]))
+        keep[winners["position"].to_numpy()] = True
+        return keep
+
+
+def _winners_table(keys, rank, version, position, expired) -> pa.Table:
+    return pa.Table.from_arrays(
+        [keys, pa.array(rank, pa.int8()), pa.array(version, pa.int64()), pa.array(position), pa.array(expired)],
+        names=["key", "rank", "version", "position", "expired"],
+    )

@@ -1,25 +1,32 @@
-"""A topic repartitioned on Spark: one scan, one shuffle, one writing task per new partition.
+"""A topic repartitioned on Spark in two stages of Python tasks; no record goes through the JVM.
 
-Scan tasks read the committed data records of the source topic (`topic_table.committed_rows`: aborted
-records and control batches dropped, each partition's range [log start, last stable offset)) and give
-each its new partition (`rules.partitioner.new_partitions`) and its merge key: the running maximum
-timestamp of its source partition (`running_max`). A task reading a unit that does not start its
-partition takes, as the carry, the largest timestamp of the segments before the unit (and of the unit's
-own segment when the unit starts inside it): an upper bound of every merge key before it, so the keys
-never decrease along a source partition, whichever task reads which unit.
+1. **Place** (`stage_records`): one task per scan task (work units packed by bytes, as every scan)
+   reads the committed data records of the source (`topic_table.committed_rows`: aborted records and
+   control batches dropped, each partition's range [log start, last stable offset)), gives each its
+   new partition (`rules.partitioner.new_partitions`, murmur2 in numpy) and its merge key (the running
+   maximum timestamp of its source partition, `running_max`), and appends it to the Arrow IPC file of
+   (task, source partition, new partition) under `<staging>/.placed/<new partition>/`. A task reading
+   a unit that does not start its partition takes, as the carry, the largest timestamp of the segments
+   before the unit (and of the unit's own segment when the unit starts inside it): an upper bound of
+   every merge key before it, so the keys never decrease along a source partition, whichever task
+   reads which unit. A file holds one source's records in offset order: it is sorted by merge key.
+2. **Write** (`write_partitions`): one task per new partition merges its files (`merged`: a k-way
+   merge by (merge key, source partition, source offset), a chunk of each file at a time, so that a
+   task's memory grows with neither the partition nor its keys), and writes the partition with
+   `PartitionWriter` (the broker's append path: segments rolled at segment.bytes, indexes,
+   leader-epoch checkpoint, partition.metadata), in batches of at most `BATCH_BYTES` (and
+   max.message.bytes) of one codec and timestamp type, its part of the offset map as Parquet, and
+   where each consumer group resumes (`GroupResume`). With `--compact` it reads the files twice: the
+   first merge decides each key's survivor (`rules.partitioner.Compaction`), the second writes.
 
-Rows then go by `repartitionById` to the task of their new partition, sorted there by (merge key,
-source partition, source offset) (Spark's sort spills: a task's memory does not grow with the
-partition), and that task writes the partition with `PartitionWriter` (the broker's append path:
-segments rolled at segment.bytes, indexes, leader-epoch checkpoint, partition.metadata), builds batches
-of at most `BATCH_BYTES` (and max.message.bytes) of records of one codec and timestamp type, writes
-its part of the offset map as Parquet, and works out where each consumer group resumes (`GroupResume`).
-It returns one summary row. Nothing but those rows reaches the driver.
+Spark only schedules the tasks (`tasks.run_tasks`): what reaches the JVM and the driver is each
+task's summary. The staged files are removed with the staging directory.
 """
 
 from __future__ import annotations
 
-import json
+import glob
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -32,11 +39,13 @@ from ..codec.records import encode_headers
 from ..codec.splice import encode_records
 from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
-from ..rules.partitioner import GroupResume, new_partitions, running_max
+from ..rules.compaction_strategy import CompactionStrategy
+from ..rules.partitioner import Compaction, GroupResume, new_partitions, running_max
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import PartitionWriter
-from .scan import default_min_tasks, spark_schema
+from .scan import default_min_tasks
 from .scan_plan import ScanFilter, plan_scan
+from .tasks import run_tasks
 from .topic_table import PartitionRange, committed_rows
 from .views import HEADERS_TYPE, filesystem, read_unit
 
@@ -44,12 +53,14 @@ from .views import HEADERS_TYPE, filesystem, read_unit
 # larger batches compress better and cost a consumer nothing (a fetch returns whole batches).
 BATCH_BYTES = 256 * 1024
 _RECORD_OVERHEAD = 24  # a record's varints and attributes, roughly: enough to cut batches by size
+# Rows of each staged file a merging task holds at once: its memory is this times the files it merges
+MERGE_ROWS = 16_384
+PLACED = ".placed"  # the staged records' directory in the staging directory
 
 PLACED_SCHEMA = pa.schema(
     [
-        ("partition", pa.int32()),  # the new partition
         ("order", pa.int64()),  # the merge key: the source partition's running maximum timestamp
-        ("source", pa.int32()),  # -1: the row that makes the partition's task run when no record lands there
+        ("source", pa.int32()),
         ("sourceOffset", pa.int64()),
         ("key", pa.binary()),
         ("value", pa.binary()),
@@ -57,14 +68,14 @@ PLACED_SCHEMA = pa.schema(
         ("timestampType", pa.int32()),
         ("headers", HEADERS_TYPE),
         ("codec", pa.int8()),
+        ("deleteHorizonMs", pa.int64()),  # the source batch's, read for --compact only
     ]
 )
-WRITTEN_DDL = "partition int, records long, logEndOffset long, segments int, bytes long, groups string"
 
 
 @dataclass(frozen=True)
 class WriteSpec:
-    """What each writing task needs (it pickles): where and how to write, and the groups' commits."""
+    """What each task needs (it pickles): where and how to write, and the groups' commits."""
 
     staging: str  # the directory the new partition directories are written in
     topic: str
@@ -79,6 +90,13 @@ class WriteSpec:
     codec: int | None  # None: each record keeps its source batch's codec (compression.type=producer)
     offset_map: str | None  # the directory of the offset map's Parquet parts
     committed: Mapping[str, Mapping[int, int]]  # group -> source partition -> committed offset
+    compaction: CompactionStrategy | None = None  # --compact: the target's strategy
+    now: int = 0  # --compact: the clock a tombstone's delete horizon is read against
+    delete_retention_ms: int = 86_400_000  # --compact: a kept tombstone's batch gets now + this
+
+    @property
+    def placed(self) -> str:
+        return os.path.join(self.staging, PLACED)
 
 
 def carries(log_dir, topic: str, units) -> dict[tuple[int, int, int], int]:
@@ -103,44 +121,125 @@ def carries(log_dir, topic: str, units) -> dict[tuple[int, int, int], int]:
     return out
 
 
-def placed_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], partitions: int):
-    """The committed records of `topic` in `ranges`, each with its new partition and merge key
-    (PLACED_SCHEMA), plus one marker row per new partition."""
-    from .tasks import task_frame
+# -- stage 1: place ---------------------------------------------------------------------------------------
 
+
+def stage_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], spec: WriteSpec) -> dict:
+    """Stage the committed records of `topic` in `ranges` per new partition (the module's step 1):
+    the records staged and the largest peak resident memory of the tasks' processes (MiB)."""
     wanted = {r.partition: r for r in ranges if r.end > r.start}
-    markers = spark.createDataFrame(
-        [(q, -(2**63), -1, -1) for q in range(partitions)], "partition int, order long, source int, sourceOffset long"
-    )
+    for q in range(spec.partitions):
+        os.makedirs(os.path.join(spec.placed, str(q)), exist_ok=True)
     if not wanted:
-        return markers.unionByName(spark.createDataFrame([], spark_schema(PLACED_SCHEMA)), allowMissingColumns=True)
+        return {"records": 0, "peakRssMiB": 0}
     flt = ScanFilter.of(topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
     plan = plan_scan(log_dir, flt, min_tasks=default_min_tasks(spark))
     carried = carries(log_dir, topic, plan.units)
-    root, tasks = plan.root, plan.tasks
+    root = plan.root
+    # a task's units of one source in offset order: each staged file is then in merge-key order
+    tasks = [sorted(t, key=lambda u: (u.partition, u.segment_base_offset, u.start)) for t in plan.tasks]
 
-    def task(i: int) -> Iterator[pa.RecordBatch]:
-        fs = filesystem(root)
-        trackers: dict[int, dict[int, CleanedTransactionMetadata]] = {}
-        for unit in tasks[i]:
+    def task(i: int) -> tuple[int, float]:
+        return _stage_task(i, tasks[i], filesystem(root), flt, wanted, carried, spec), peak_rss_mib()
+
+    done = run_tasks(spark, [[i] for i in range(len(tasks))], task)
+    return {"records": sum(n for n, _ in done), "peakRssMiB": max(rss for _, rss in done)}
+
+
+def peak_rss_mib() -> float:
+    """The peak resident memory of this process so far (a Python worker runs many tasks in turn: an
+    upper bound of each task's)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _stage_task(i: int, units, fs, flt: ScanFilter, wanted, carried, spec: WriteSpec) -> int:
+    files = _StagedFiles(spec.placed, i)
+    trackers: dict[int, dict[int, CleanedTransactionMetadata]] = {}
+    staged = 0
+    try:
+        for unit in units:
+            files.start_source(unit.partition)
             carry = carried[unit.partition, unit.segment_base_offset, unit.start]
+            horizons = _delete_horizons(unit, fs, flt) if spec.compaction is not None else None
             for batch in read_unit(unit, fs, "records", flt):
                 kept = committed_rows(batch, wanted[unit.partition], trackers.setdefault(unit.partition, {}))
-                if kept.num_rows:
-                    placed = place(kept, partitions, carry)
-                    carry = int(placed["order"][-1].as_py())
-                    yield placed
+                if not kept.num_rows:
+                    continue
+                q, placed = place(kept, spec.partitions, carry, horizons)
+                carry = int(placed["order"][-1].as_py())
+                by_q = np.argsort(q, kind="stable")  # each new partition's rows, in their order
+                placed, q = placed.take(pa.array(by_q)), q[by_q]
+                cuts = [0, *(np.flatnonzero(q[1:] != q[:-1]) + 1).tolist(), len(q)]
+                for start, end in zip(cuts, cuts[1:]):
+                    files.write(int(q[start]), placed.slice(start, end - start))
+                staged += kept.num_rows
+        files.start_source(None)
+    except BaseException:
+        files.abort()
+        raise
+    return staged
 
-    records = task_frame(spark, len(tasks), task, spark_schema(PLACED_SCHEMA))
-    return records.unionByName(markers, allowMissingColumns=True)
+
+class _StagedFiles:
+    """The IPC files of one stage-1 task: one per (source, new partition), open while its source is
+    read (a task's units are sorted by source), written under a temporary name and renamed when
+    whole, so a retried task's files replace a failed attempt's and a merge never reads half a file."""
+
+    def __init__(self, placed: str, task: int):
+        self.placed, self.task = placed, task
+        self.source: int | None = None
+        self.open: dict[int, tuple[pa.ipc.RecordBatchFileWriter, pa.NativeFile, str]] = {}
+
+    def start_source(self, source: int | None) -> None:
+        if source == self.source:
+            return
+        for writer, sink, path in self.open.values():
+            writer.close()
+            sink.close()
+            os.replace(path + ".tmp", path)
+        self.open, self.source = {}, source
+
+    def write(self, q: int, rows: pa.RecordBatch) -> None:
+        if q not in self.open:
+            path = os.path.join(self.placed, str(q), f"{self.task:05d}-{self.source:05d}.arrow")
+            sink = pa.OSFile(path + ".tmp", "wb")
+            self.open[q] = (pa.ipc.new_file(sink, PLACED_SCHEMA), sink, path)
+        self.open[q][0].write_batch(rows)
+
+    def abort(self) -> None:
+        for _, sink, path in self.open.values():
+            sink.close()
+            os.remove(path + ".tmp")
+        self.open = {}
 
 
-def place(batch: pa.RecordBatch, partitions: int, carry: int) -> pa.RecordBatch:
-    """Rows of the records view (one source partition's, in offset order) as PLACED_SCHEMA rows."""
+def _delete_horizons(unit, fs, flt: ScanFilter) -> dict[int, int]:
+    """base offset -> delete horizon of the unit's batches that have one (their headers only)."""
+    out: dict[int, int] = {}
+    for batch in read_unit(unit, fs, "batches", flt):
+        horizon = batch["deleteHorizonMs"]
+        has = pc.is_valid(horizon)
+        out.update(zip(batch["baseOffset"].filter(has).to_pylist(), horizon.filter(has).to_pylist()))
+    return out
+
+
+def place(
+    batch: pa.RecordBatch, partitions: int, carry: int, horizons: Mapping[int, int] | None = None
+) -> tuple[np.ndarray, pa.RecordBatch]:
+    """Rows of the records view (one source partition's, in offset order): their new partitions, and
+    the rows as PLACED_SCHEMA rows (`horizons`: the delete horizon of each batch that has one)."""
     source = batch["partition"].to_numpy()
     timestamps = pc.divide(batch["timestamp"].cast(pa.int64()), 1000).to_numpy()
+    if horizons:
+        base = batch["baseOffset"].to_numpy()
+        found = np.array([horizons.get(b, -1) for b in np.unique(base).tolist()], np.int64)
+        horizon = found[np.searchsorted(np.unique(base), base)]
+        horizon_column = pa.array(horizon, mask=horizon < 0)
+    else:
+        horizon_column = pa.nulls(batch.num_rows, pa.int64())
     columns = {
-        "partition": pa.array(new_partitions(batch["key"].to_pylist(), source, partitions), pa.int32()),
         "order": pa.array(running_max(timestamps, carry), pa.int64()),
         "source": batch["partition"],
         "sourceOffset": batch["offset"],
@@ -150,30 +249,86 @@ def place(batch: pa.RecordBatch, partitions: int, carry: int) -> pa.RecordBatch:
         "timestampType": batch["timestampType"],
         "headers": batch["headers"],
         "codec": batch["compresscodec"],
+        "deleteHorizonMs": horizon_column,
     }
-    return pa.RecordBatch.from_arrays(list(columns.values()), schema=PLACED_SCHEMA)
+    placed = pa.RecordBatch.from_arrays(list(columns.values()), schema=PLACED_SCHEMA)
+    return new_partitions(batch["key"], source, partitions), placed
 
 
-def write_partitions(spark, records, spec: WriteSpec) -> list[dict]:
-    """Shuffle the placed records to their new partitions and write each; the summary rows."""
+# -- stage 2: merge and write -----------------------------------------------------------------------------
 
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from write_partition(batches, spec)
 
-    shuffled = records.repartitionById(spec.partitions, "partition").sortWithinPartitions(
-        "order", "source", "sourceOffset"
-    )
-    return [row.asDict() for row in shuffled.mapInArrow(write, WRITTEN_DDL).collect()]
+class _Run:
+    """One staged file read a chunk at a time: its rows are in merge-key order."""
+
+    def __init__(self, path: str):
+        self.reader = pa.ipc.open_file(pa.memory_map(path))
+        self.next = 0
+        self.rows: pa.RecordBatch | None = None
+
+    def fill(self) -> bool:
+        """Hold at least one row (up to about MERGE_ROWS); False once the file is read."""
+        if self.rows is not None and self.rows.num_rows:
+            return True
+        held, count = [], 0
+        while self.next < self.reader.num_record_batches and count < MERGE_ROWS:
+            batch = self.reader.get_batch(self.next)
+            self.next += 1
+            held.append(batch)
+            count += batch.num_rows
+        held = [b for b in held if b.num_rows]
+        if not held:
+            return False
+        self.rows = held[0] if len(held) == 1 else pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+        return True
+
+    def last(self) -> tuple[int, int, int]:
+        assert self.rows is not None
+        return tuple(int(self.rows[c][-1].as_py()) for c in ("order", "source", "sourceOffset"))  # type: ignore
+
+    def take_through(self, bound: tuple[int, int, int]) -> pa.RecordBatch:
+        """Its held rows at or before `bound` in the merge order (a prefix)."""
+        assert self.rows is not None
+        order, offset = self.rows["order"].to_numpy(), self.rows["sourceOffset"].to_numpy()
+        source = int(self.rows["source"][0].as_py())
+        tie = source < bound[1] or (source == bound[1] and bool(offset[-1] <= bound[2]))
+        if source == bound[1] and not tie:
+            count = int(np.count_nonzero((order < bound[0]) | ((order == bound[0]) & (offset <= bound[2]))))
+        else:
+            count = int(np.searchsorted(order, bound[0], side="right" if tie else "left"))
+        taken, self.rows = self.rows.slice(0, count), self.rows.slice(count)
+        return taken
+
+
+def merged(paths: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The rows of the staged files, merged by (merge key, source, source offset): the held rows of
+    every file up to the smallest last held row of any (no row still unread can come before it)."""
+    runs = [run for run in map(_Run, paths) if run.fill()]
+    while runs:
+        bound = min(run.last() for run in runs)
+        parts = [part for part in (run.take_through(bound) for run in runs) if part.num_rows]
+        rows = parts[0] if len(parts) == 1 else pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+        if len(parts) > 1:
+            columns = (rows[c].to_numpy() for c in ("sourceOffset", "source", "order"))
+            rows = rows.take(pa.array(np.lexsort(tuple(columns))))
+        yield rows
+        runs = [run for run in runs if run.fill()]
+
+
+def write_partitions(spark, spec: WriteSpec) -> list[dict]:
+    """Write each new partition from its staged files (the module's step 2); the summary rows."""
+    return run_tasks(spark, [[q] for q in range(spec.partitions)], lambda q: write_partition(q, spec))
 
 
 class _Batcher:
     """Rows (PLACED_SCHEMA, in their new order) gathered into batches of one codec and timestamp type
     (and, for LogAppendTime, one append time), cut at `limit` bytes of records, and appended to
-    `writer`. A batch may span the Arrow batches Spark hands over: the rows of the last, unfinished
-    one wait for the next (so the batches do not depend on Spark's Arrow batch size)."""
+    `writer`. A batch may span the Arrow batches the merge hands over: the rows of the last, unfinished
+    one wait for the next (so the batches do not depend on the merge's chunks)."""
 
-    def __init__(self, writer: PartitionWriter, codec: int | None, limit: int):
+    def __init__(self, writer: PartitionWriter, codec: int | None, limit: int, horizon: int | None = None):
         self.writer, self.codec, self.limit = writer, codec, limit
+        self.horizon = horizon  # --compact: the delete horizon a batch holding a tombstone gets
         self.pending: pa.RecordBatch | None = None
 
     def add(self, rows: pa.RecordBatch) -> None:
@@ -216,10 +371,22 @@ class _Batcher:
     def _append(self, rows: pa.RecordBatch) -> None:
         n, base = rows.num_rows, self.writer.log_end_offset
         timestamps = rows["timestamp"].to_numpy()
-        headers = [
-            None if not h else encode_headers([(x["key"], x["value"]) for x in h]) for h in rows["headers"].to_pylist()
-        ]
-        section = encode_records(np.arange(n), timestamps - timestamps[0], rows["key"], rows["value"], headers)
+        headers = (
+            [None] * n
+            if rows["headers"].null_count == n
+            else [
+                None if not h else encode_headers([(x["key"], x["value"]) for x in h])
+                for h in rows["headers"].to_pylist()
+            ]
+        )
+        # as the cleaner writes a batch holding a tombstone it keeps: its base timestamp the delete horizon
+        # (never before a source batch's own horizon: a tombstone is kept no shorter than there)
+        horizon = self.horizon is not None and rows["value"].null_count > 0
+        base_timestamp = int(timestamps[0])
+        if self.horizon is not None and horizon:
+            source_horizon = pc.max(rows["deleteHorizonMs"]).as_py()
+            base_timestamp = max(self.horizon, self.horizon if source_horizon is None else int(source_horizon))
+        section = encode_records(np.arange(n), timestamps - base_timestamp, rows["key"], rows["value"], headers)
         log_append = int(rows["timestampType"][0].as_py()) == TimestampType.LOG_APPEND_TIME
         self.writer.append(
             build_batch_of_section(
@@ -229,7 +396,7 @@ class _Batcher:
                 codec=self.codec if self.codec is not None else int(rows["codec"][0].as_py()),
                 last_offset_delta=n - 1,
                 timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
-                base_timestamp=int(timestamps[0]),
+                base_timestamp=base_timestamp,
                 max_timestamp=int(timestamps.max()),
                 partition_leader_epoch=self.writer.partition_leader_epoch,
                 producer_id=NO_PRODUCER_ID,
@@ -237,7 +404,7 @@ class _Batcher:
                 base_sequence=NO_SEQUENCE,
                 is_transactional=False,
                 is_control=False,
-                has_delete_horizon=False,
+                has_delete_horizon=horizon,
             )
         )
 
@@ -246,43 +413,48 @@ def _lengths(column: pa.Array) -> np.ndarray:
     return pc.fill_null(pc.binary_length(column), 0).to_numpy().astype(np.int64)
 
 
-def write_partition(batches: Iterator[pa.RecordBatch], spec: WriteSpec) -> Iterator[pa.RecordBatch]:
-    """The writing task of one new partition: its rows arrive sorted, its marker first."""
+def write_partition(q: int, spec: WriteSpec) -> dict:
+    """The writing task of new partition `q`: its staged files merged, written, summarised."""
     import pyarrow.parquet as pq
 
-    writer = batcher = parts = None
-    resumes: dict[str, GroupResume] = {}
-    last_source: dict[int, int] = {}
-    records = 0
-    q = -1
     fs, staging = LogFileSystem.for_path(spec.staging)
+    own = fs.join(staging, f"{spec.topic}-{q}")
+    if fs.exists(own):  # an earlier attempt of this task: only it writes there
+        fs.delete_dir(own)
+    paths = sorted(glob.glob(os.path.join(spec.placed, str(q), "*.arrow")))
+    survivors = removed = None
+    if spec.compaction is not None:
+        compaction = Compaction(spec.compaction, spec.now)
+        for rows in merged(paths):
+            compaction.feed(rows)
+        survivors = compaction.survivors()
+        removed = {"records": int(len(survivors) - np.count_nonzero(survivors)), "unkeyed": compaction.unkeyed}
+    writer = PartitionWriter(
+        fs,
+        staging,
+        spec.topic,
+        q,
+        segment_bytes=spec.segment_bytes,
+        segment_ms=spec.segment_ms,
+        index_interval_bytes=spec.index_interval_bytes,
+        segment_index_bytes=spec.segment_index_bytes,
+        leader_epoch=spec.leader_epochs.get(q, 0),
+        topic_id=spec.topic_id,
+    )
+    horizon = spec.now + spec.delete_retention_ms if spec.compaction is not None else None
+    batcher = _Batcher(writer, spec.codec, min(BATCH_BYTES, spec.max_message_bytes), horizon)
+    resumes = {group: GroupResume(c) for group, c in spec.committed.items()}
+    parts = None
+    if spec.offset_map is not None:
+        parts = pq.ParquetWriter(f"{spec.offset_map}/part-{q:05d}.parquet", OFFSET_MAP_SCHEMA)
+    last_source: dict[int, int] = {}
+    records = read = 0
     try:
-        for batch in batches:
-            if writer is None:
-                q = int(batch["partition"][0].as_py())
-                own = fs.join(staging, f"{spec.topic}-{q}")
-                if fs.exists(own):  # an earlier attempt of this task: only it writes there
-                    fs.delete_dir(own)
-                writer = PartitionWriter(
-                    fs,
-                    staging,
-                    spec.topic,
-                    q,
-                    segment_bytes=spec.segment_bytes,
-                    segment_ms=spec.segment_ms,
-                    index_interval_bytes=spec.index_interval_bytes,
-                    segment_index_bytes=spec.segment_index_bytes,
-                    leader_epoch=spec.leader_epochs.get(q, 0),
-                    topic_id=spec.topic_id,
-                )
-                batcher = _Batcher(writer, spec.codec, min(BATCH_BYTES, spec.max_message_bytes))
-                resumes = {group: GroupResume(c) for group, c in spec.committed.items()}
-                if spec.offset_map is not None:
-                    parts = pq.ParquetWriter(f"{spec.offset_map}/part-{q:05d}.parquet", OFFSET_MAP_SCHEMA)
-            assert batcher is not None
-            batch = batch.filter(pc.greater_equal(batch["source"], 0))
-            if not batch.num_rows:
-                continue
+        for batch in merged(paths):
+            if survivors is not None:
+                batch, read = batch.filter(pa.array(survivors[read : read + batch.num_rows])), read + batch.num_rows
+                if not batch.num_rows:
+                    continue
             sources, source_offsets = batch["source"].to_numpy(), batch["sourceOffset"].to_numpy()
             _check_order(sources, source_offsets, last_source, spec.topic, q)
             new_offsets = np.arange(records, records + batch.num_rows, dtype=np.int64)  # dense from 0
@@ -295,8 +467,6 @@ def write_partition(batches: Iterator[pa.RecordBatch], spec: WriteSpec) -> Itera
                 parts.write_batch(
                     pa.RecordBatch.from_arrays([*columns, pa.array(new_offsets)], schema=OFFSET_MAP_SCHEMA)
                 )
-        if writer is None or batcher is None:
-            return
         batcher.flush()
         written = writer.close()
     finally:
@@ -304,29 +474,18 @@ def write_partition(batches: Iterator[pa.RecordBatch], spec: WriteSpec) -> Itera
             parts.close()
     if written.log_end_offset != records:
         raise KafkaLogError(f"partition {q} of {spec.topic} ends at offset {written.log_end_offset}, not {records}")
-    groups = {group: resume.result(written.log_end_offset) for group, resume in resumes.items()}
-    yield pa.RecordBatch.from_pylist(
-        [
-            {
-                "partition": q,
-                "records": records,
-                "logEndOffset": written.log_end_offset,
-                "segments": len(written.segments),
-                "bytes": sum(s.size for s in written.segments),
-                "groups": json.dumps(groups),
-            }
-        ],
-        schema=pa.schema(
-            [
-                ("partition", pa.int32()),
-                ("records", pa.int64()),
-                ("logEndOffset", pa.int64()),
-                ("segments", pa.int32()),
-                ("bytes", pa.int64()),
-                ("groups", pa.string()),
-            ]
-        ),
-    )
+    summary = {
+        "partition": q,
+        "records": records,
+        "logEndOffset": written.log_end_offset,
+        "segments": len(written.segments),
+        "bytes": sum(s.size for s in written.segments),
+        "groups": {group: resume.result(written.log_end_offset) for group, resume in resumes.items()},
+    }
+    if removed is not None:
+        summary["removed"] = removed
+    summary["peakRssMiB"] = peak_rss_mib()
+    return summary
 
 
 OFFSET_MAP_SCHEMA = pa.schema(

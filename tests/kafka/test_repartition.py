@@ -7,7 +7,9 @@ the target's partitions into the broker's own log dir, and the broker starts aga
 anything. Then a read_committed Java consumer reads every committed record exactly once, each key in
 the partition the Java partitioner names and in its order; kafka-consumer-groups --reset-offsets
 --from-file takes kafkalog's CSV and the group resumes missing nothing, reading again exactly what
-kafkalog said it would. murmur2 is also compared with the Java client's partitioner on its own."""
+kafkalog said it would. A second run with --compact writes a compacted target in the same log dir,
+which the broker loads too and a consumer reads one record per key from. murmur2 is also compared with
+the Java client's partitioner on its own."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from kafkalog.rules.partitioner import new_partitions, partition_for_key
 from .broker import HERE, Broker, KafkaTools
 
 SOURCE, TARGET, GROUP = "rp-orders", "rp-orders5", "rp-group"
+COMPACTED = "rp-orders5c"  # the target of `repartition --compact`
 T0 = 1_700_000_000_000
 
 
@@ -72,7 +75,8 @@ def test_repartitioned_topic_is_loaded_and_read_by_kafka(
     assert len(committed) == 120 and {r["partition"] for r in committed} == {0, 1, 2}  # 10 aborted
     group_task = {"kind": "group", "group": GROUP, "protocol": "classic", "isolation": "read_committed"}
     (before,) = tools.consume(broker.bootstrap, [{**group_task, "topic": SOURCE, "max_records": 60}])
-    tools.produce(broker.bootstrap, [], [{"name": TARGET, "partitions": 5}])
+    compacted = {"name": COMPACTED, "partitions": 5, "configs": {"cleanup.policy": "compact"}}
+    tools.produce(broker.bootstrap, [], [{"name": TARGET, "partitions": 5}, compacted])
 
     broker.stop()
     assert broker.clean_shutdown_marker
@@ -81,6 +85,9 @@ def test_repartitioned_topic_is_loaded_and_read_by_kafka(
     args = [log_dir, "--topic", SOURCE, "--partitions", "5", "--to-topic", TARGET, "--output", log_dir]
     args += ["--metadata", log_dir, "--group-offsets", str(groups), "--offset-map", str(offset_map)]
     args += ["--report", str(tmp_path / "report.json"), "--quiet"]
+    assert cli.main(["repartition", *args]) == cli.EXIT_OK
+    args = [log_dir, "--topic", SOURCE, "--partitions", "5", "--to-topic", COMPACTED, "--output", log_dir]
+    args += ["--metadata", log_dir, "--compact", "--topic-config", f"{COMPACTED}:cleanup.policy=compact", "--quiet"]
     assert cli.main(["repartition", *args]) == cli.EXIT_OK
     plan = plan_repartition(
         log_dir, SOURCE, 5, str(tmp_path / "unused"), to_topic=TARGET, metadata=log_dir, dry_run=True
@@ -102,6 +109,12 @@ def test_repartitioned_topic_is_loaded_and_read_by_kafka(
     original = {r["value"]: (r["headers"], r["timestamp"], r["timestamp_type"]) for r in committed}
     assert {r["value"]: (r["headers"], r["timestamp"], r["timestamp_type"]) for r in moved} == original
     assert plan.topic_id  # the id found in the metadata log, as partition.metadata holds it
+
+    # --compact: each key's last committed record alone, where the Java partitioner puts the key
+    (compact,) = tools.consume(broker.bootstrap, [{"kind": "read", "topic": COMPACTED, "isolation": "read_committed"}])
+    last = {r["key"]: r["value"] for r in sorted(committed, key=lambda r: (r["partition"], r["offset"]))}
+    assert {r["key"]: r["value"] for r in compact["records"]} == last
+    assert len(compact["records"]) == len(last) and all(r["partition"] == java[r["key"]] for r in compact["records"])
 
     # the group resumes on the target: nothing it has not consumed is missed
     csv_path = groups / f"{GROUP}.csv"

@@ -167,4 +167,5 @@ def test_committed_offsets_from_a_file_and_the_dry_run(small_log, tmp_path):
     out = tmp_path / "dry"
     args = [str(small_log.path), "--topic", "orders", "--partitions", "3", "--output", str(out)]
     assert cli.main(["repartition", *args, "--topic-id", TOPIC_ID, "--dry-run"]) == cli.EXIT_OK
+    assert cli.main(["repartition", *args, "--topic-id", TOPIC_ID, "--now", "5"]) == cli.EXIT_FAILED  # no --compact
     assert not out.exists()

@@ -1,0 +1,189 @@
+"""repartition's two stages run in this process (Spark's scheduling replaced by a loop over the tasks:
+the tasks themselves are the ones Spark runs), checked against independent models: the k-way merge
+against a sort of everything, and `--compact` against Kafka's compaction restated per key (the key's
+record of highest precedence, keyless records gone, a winning tombstone gone once its source batch's
+delete horizon is past, one kept in a batch whose delete horizon is at least now + delete.retention.ms).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkalog.codec.batch import build_batch
+from kafkalog.codec.records import Record
+from kafkalog.config import ConfigResolver
+from kafkalog.operations.repartition import plan_repartition, run_repartition
+from kafkalog.rules.partitioner import new_partition
+from kafkalog.spark import repartition as stages
+from kafkalog.storage.fs import LogFileSystem
+from kafkalog.storage.log_writer import PartitionWriter
+from kafkalog.storage.logdir import LogDir
+
+TOPIC_ID = "Yt1kQ7cbQ2mXr3o9bXb5Ag"
+NOW = 1_800_000_000_000
+RETENTION = 3_600_000
+KEYS = [None, b"a", b"b", b"c", b"dd", b"eee", b"f"]
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """Each task run here, in order, as one Spark task would run it."""
+    monkeypatch.setattr(stages, "run_tasks", lambda spark, groups, work: [work(x) for g in groups for x in g])
+    monkeypatch.setattr(stages, "default_min_tasks", lambda spark: 3)
+    monkeypatch.setattr(stages, "MERGE_ROWS", 3)  # many chunks per file: the merge's bounds are exercised
+
+
+# a source batch: records of (key index, value or None for a tombstone, timestamp step: CreateTime
+# may go back), and whether the cleaner gave it a delete horizon: none, past (before NOW) or ahead
+_batch = st.tuples(
+    st.lists(st.tuples(st.integers(0, len(KEYS) - 1), st.one_of(st.none(), st.binary(max_size=4)), st.integers(-3, 3)))
+    .filter(bool)
+    .map(tuple),
+    st.sampled_from([None, NOW - 1, NOW + 5]),
+)
+_sources = st.lists(st.lists(_batch, max_size=5), min_size=1, max_size=3)
+
+
+def write_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
+    """The source topic "t"; each key in the one partition Kafka would have given it (a null key
+    anywhere). (partition, offset) -> (key, value, timestamp, delete horizon) of every record."""
+    fs = LogFileSystem.for_path(str(log_dir))[0]
+    written = {}
+    for p, batches in enumerate(sources):
+        writer = PartitionWriter(fs, str(log_dir), "t", p)
+        ts = 1_000
+        for records, horizon in batches:
+            mine = [(k, v, step) for k, v, step in records if KEYS[k] is None or k % len(sources) == p]
+            if not mine:
+                continue
+            batch = []
+            for key, value, step in mine:
+                ts += step
+                offset = writer.log_end_offset + len(batch)
+                batch.append(Record(offset, ts, KEYS[key], value))
+                written[p, offset] = (KEYS[key], value, ts, horizon)
+            writer.append(build_batch(batch, delete_horizon_ms=horizon, partition_leader_epoch=0))
+        writer.close()
+    return written
+
+
+def model_survivors(records: dict, n: int, strategy: str) -> set[tuple[int, int]]:
+    best: dict[bytes, tuple] = {}
+    for (p, offset), (key, value, ts, horizon) in records.items():
+        if key is None:
+            continue
+        precedence = (ts, offset) if strategy == "timestamp" else (offset,)
+        if key not in best or precedence > best[key][0]:
+            best[key] = (precedence, (p, offset), value is None and horizon is not None and horizon <= NOW)
+    return {where for _, where, expired in best.values() if not expired}
+
+
+def output_records(out, n: int) -> dict[int, list]:
+    opened = LogDir.open(str(out))
+    return {p.partition: [(b, r) for _, b in p.batches() for r in b.records()] for p in opened.partitions({"t2"})}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_sources, st.integers(1, 4), st.sampled_from(["offset", "timestamp"]))
+def test_compact_keeps_what_kafkas_compaction_keeps(in_process, tmp_path_factory, sources, n, strategy):
+    base = tmp_path_factory.mktemp("compact")
+    records = write_source(base / "log", sources)
+    if not records:
+        return
+    config = {"compaction.strategy": strategy, "delete.retention.ms": str(RETENTION), "cleanup.policy": "compact"}
+    plan = plan_repartition(
+        str(base / "log"),
+        "t",
+        n,
+        str(base / "out"),
+        to_topic="t2",
+        topic_id=TOPIC_ID,
+        offset_map=str(base / "map"),
+        config=ConfigResolver(per_topic={"t2": config}),
+        compact=True,
+        now=NOW,
+    )
+    result = run_repartition(None, plan)
+
+    expected = model_survivors(records, n, strategy)
+    mapping = pq.read_table(str(base / "map")).to_pylist()
+    assert {(m["sourcePartition"], m["sourceOffset"]) for m in mapping} == expected
+    assert sum(w["records"] for w in result.written) == len(expected)
+    assert sum(w["removed"]["records"] for w in result.written) == len(records) - len(expected)
+    where = {(m["partition"], m["offset"]): (m["sourcePartition"], m["sourceOffset"]) for m in mapping}
+    for q, rows in output_records(base / "out", n).items():
+        for batch, record in rows:
+            p, offset = where[q, record.offset]
+            key, value, ts, _ = records[p, offset]
+            assert (record.key, record.value, record.timestamp) == (key, value, ts)
+            assert q == new_partition(key, p, n)
+            if value is None:  # a kept tombstone: its batch has a horizon no earlier than the cleaner's
+                assert batch.delete_horizon_ms is not None and batch.delete_horizon_ms >= NOW + RETENTION
+    assert not os.path.exists(str(base / "out") + ".kafkalog-incomplete")
+
+
+def _staged(path, rows: list[tuple[int, int, int]]) -> None:
+    """A staged file of (order, source, offset) rows, in batches of 2."""
+    n = len(rows)
+    columns = {
+        "order": pa.array([r[0] for r in rows], pa.int64()),
+        "source": pa.array([r[1] for r in rows], pa.int32()),
+        "sourceOffset": pa.array([r[2] for r in rows], pa.int64()),
+    }
+    table = pa.table(
+        {f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in stages.PLACED_SCHEMA}, schema=stages.PLACED_SCHEMA
+    )
+    with pa.ipc.new_file(str(path), stages.PLACED_SCHEMA) as writer:
+        for batch in table.to_batches(max_chunksize=2):
+            writer.write_batch(batch)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(st.integers(0, 4), max_size=12), min_size=1, max_size=5), st.integers(1, 5))
+def test_merge_is_a_sort_of_every_staged_row(tmp_path_factory, monkeypatch, steps, chunk):
+    """Files of one source each (two files may share one, with offsets apart), in merge-key order."""
+    monkeypatch.setattr(stages, "MERGE_ROWS", chunk)
+    base = tmp_path_factory.mktemp("merge")
+    every, paths = [], []
+    for i, increments in enumerate(steps):
+        source = i // 2
+        order, rows = 0, []
+        for j, step in enumerate(increments):
+            order += step
+            rows.append((order, source, (i % 2) * 1000 + j))
+        path = base / f"{i}.arrow"
+        _staged(path, rows)
+        paths.append(str(path))
+        every += rows
+    merged = [
+        row
+        for batch in stages.merged(paths)
+        for row in zip(*(batch[c].to_pylist() for c in ("order", "source", "sourceOffset")))
+    ]
+    assert merged == sorted(every)
+    assert np.all(np.diff([r[0] for r in merged]) >= 0) if merged else True
+
+
+def test_a_failed_write_leaves_no_output_and_no_staged_records(in_process, tmp_path, monkeypatch):
+    batches = [[(((1, b"x", 1), (2, None, 1)), None), (((0, b"y", 0),), None)], [(((3, b"z", 2),), None)]]
+    write_source(tmp_path / "log", batches)
+    plan = plan_repartition(str(tmp_path / "log"), "t", 3, str(tmp_path / "out"), to_topic="t2", topic_id=TOPIC_ID)
+    written = stages.write_partition
+
+    def fail_on_the_last(q, spec):
+        if q == 2:
+            assert os.listdir(os.path.join(spec.placed, "0"))  # the records were staged
+            raise OSError("disk full")
+        return written(q, spec)
+
+    monkeypatch.setattr(stages, "write_partition", fail_on_the_last)
+    with pytest.raises(OSError, match="disk full"):
+        run_repartition(None, plan)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
