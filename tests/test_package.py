@@ -67,7 +67,7 @@ print(json.dumps({"light": light, "names": names, "still_light": "pyspark" not i
         "register": "kafkalog.spark.register",
         "session": "kafkalog.spark.session.local_session",
         "local_session": "kafkalog.spark.session.local_session",
-        "resolver_from": "kafkalog.config.resolver_from",
+        "resolver_from": "kafkalog.config.resolver.resolver_from",
         "LogDir": "kafkalog.storage.logdir.LogDir",
         "KafkaLogError": "kafkalog.errors.KafkaLogError",
     }
