@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import tuning
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, parse_control_type, parse_coordinator_epoch
 from ..codec.decode import RecordColumns
@@ -28,7 +29,6 @@ from ..storage.segment import SegmentReader, batch_first_offset, locate
 from .inventory import CountingFileSystem, IOStats
 from .scan_plan import ScanFilter, WorkUnit
 
-DEFAULT_BATCH_ROWS = 64 * 1024  # rows per Arrow record batch
 VIEWS = ("narrow", "records", "batches")
 
 # -- schemas -----------------------------------------------------------------------------------------
@@ -208,17 +208,11 @@ _NARROW_BATCH_FIELDS = (
 )
 
 
-# A window of v2 batches is scanned in one vectorised pass (`scan_batches`) once it holds this many
-# batches or decompressed bytes: enough to pay numpy's cost per call once for thousands of records,
-# few enough to keep the held-back sections small.
-WINDOW_BATCHES = 64
-WINDOW_BYTES = 1 << 20
-
-
 class NarrowBuilder(_ViewBuilder):
     """The compaction view: the keys of a window of batches scanned at once (`scan_batches`),
     batch by batch (`scan_keys`) where that pass does not vouch for them all (values are never
-    materialised). `add` holds the window's batches back until it is full, `settle` or `flush`;
+    materialised). `add` holds the window's batches back until it is full (tuning.VIEW_WINDOW_*),
+    `settle` or `flush`;
     `rows` counts them already."""
 
     schema = NARROW_SCHEMA
@@ -251,7 +245,7 @@ class NarrowBuilder(_ViewBuilder):
         self.window.append((position, batch, section))
         self.window_bytes += len(section)
         self._count(position, batch, batch.records_count)
-        if len(self.window) >= WINDOW_BATCHES or self.window_bytes >= WINDOW_BYTES:
+        if len(self.window) >= tuning.VIEW_WINDOW_BATCHES or self.window_bytes >= tuning.VIEW_WINDOW_BYTES:
             self.settle()
 
     def _control_types(self, batch: RecordBatch, section: bytes) -> None:
@@ -563,12 +557,12 @@ def read_unit(
     flt: ScanFilter = ScanFilter(),
     *,
     verify_crc: bool = True,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_rows: int | None = None,
     header: bytes | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects;
     with `header` (the narrow view only), each record's last header of that key too
-    (`NARROW_HEADER_FIELDS`).
+    (`NARROW_HEADER_FIELDS`); `batch_rows` rows an Arrow batch at most (None: tuning.BATCH_ROWS).
 
     Errors name the `.log` file and the byte position: any failure while decoding a batch is a
     `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
@@ -576,7 +570,8 @@ def read_unit(
     builder = NarrowBuilder(unit, header) if header is not None else BUILDERS[view](unit)
     flt = flt.for_partition(unit.topic, unit.partition)
     try:
-        yield from _read_unit(unit, fs, builder, view, flt, verify_crc, batch_rows)
+        rows = tuning.BATCH_ROWS if batch_rows is None else batch_rows
+        yield from _read_unit(unit, fs, builder, view, flt, verify_crc, rows)
     except Exception:
         builder.settle()  # the batches it holds back come first: the first of them to fail raises
         raise
@@ -704,7 +699,7 @@ def read_task(
     flt: ScanFilter = ScanFilter(),
     *,
     verify_crc: bool = True,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_rows: int | None = None,
     stats: IOStats | None = None,
     headers: dict[str, bytes] | None = None,
 ) -> Iterator[pa.RecordBatch]:

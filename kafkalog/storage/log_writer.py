@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from .. import tuning
 from ..codec.batch import (
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -50,8 +51,6 @@ from .txnindex import TransactionIndex
 DEFAULT_SEGMENT_BYTES = TopicConfig.segment_bytes
 DEFAULT_SEGMENT_MS = TopicConfig.segment_ms
 DEFAULT_SEGMENT_INDEX_BYTES = TopicConfig.segment_index_bytes
-
-_WRITE_BUFFER = 1024 * 1024  # .log bytes gathered before one write to the filesystem
 
 
 class UnexpectedAppendOffsetError(KafkaLogError):
@@ -158,7 +157,7 @@ class SegmentWriter:
             batches = parse_record_set(data, file=self.log_path)
         summaries = self._summaries(batches)
         self._pending += data
-        if len(self._pending) >= _WRITE_BUFFER:
+        if len(self._pending) >= tuning.WRITE_BUFFER_BYTES:
             self._flush()
         for summary in summaries:
             self._indexes.append(summary)

@@ -226,9 +226,10 @@ def _read(unit, windowed: bool, **kw):
     gets it: what the narrow view did before windows)."""
     from unittest import mock
 
+    from kafkalog import tuning
     from kafkalog.spark import views
 
-    with mock.patch.object(views, "WINDOW_BATCHES", views.WINDOW_BATCHES if windowed else 1):
+    with mock.patch.object(tuning, "VIEW_WINDOW_BATCHES", tuning.VIEW_WINDOW_BATCHES if windowed else 1):
         return list(views.read_unit(unit, views.filesystem(str(unit.path)), "narrow", **kw))
 
 
