@@ -6,7 +6,7 @@ for time, and the numbers here are the measured ones (docs/benchmarks.md). Modul
 from __future__ import annotations
 
 # A scan task reads about this many bytes: half of Spark's spark.sql.files.maxPartitionBytes, as
-# decoding is CPU-bound (spark/scan_plan.py cuts work units by it).
+# decoding is CPU-bound (scan/scan_plan.py cuts work units by it).
 MAX_BYTES_PER_TASK = 64 * 1024 * 1024
 
 # A compaction's scan tasks are twice the size of other scans' where the bytes allow, so that more
@@ -63,7 +63,7 @@ DRIVER_MERGE_RECORDS = 1 << 20
 # by a shuffle.
 BROADCAST_KEYS = 1_000_000
 
-# -- scan planning (spark/scan_plan.py) ---------------------------------------------------------------------
+# -- scan planning (scan/scan_plan.py) ---------------------------------------------------------------------
 
 # What opening a work unit's file costs a task, in bytes, when tasks are packed: a request's worth on
 # an object store, as Spark's spark.sql.files.openCostInBytes (4 MiB) counts it ...
@@ -78,7 +78,7 @@ MIN_SPLIT_BYTES = 1024 * 1024
 # costs a file open, which a smaller segment read whole does not repay.
 SEEK_MIN_BYTES = 1024 * 1024
 
-# -- decoding (spark/views.py) and reading segments (storage/segment.py) -----------------------------------
+# -- decoding (scan/views.py) and reading segments (storage/segment.py) -----------------------------------
 
 # Rows per Arrow record batch a scan task yields: large enough that Arrow's and Spark's per-batch
 # costs vanish, small enough that a batch of wide records stays a few MiB.

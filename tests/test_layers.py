@@ -15,6 +15,7 @@ LAYERS = (
     ("codec",),
     ("rules",),
     ("storage",),
+    ("scan",),
     ("spark",),
     ("operations",),
     ("cli", "jobs", "__main__"),

@@ -17,14 +17,14 @@ from .. import tuning
 from ..codec.filter import BatchRetention
 from ..errors import ConfigError
 from ..extras import imported
+from ..scan.inventory import log_dir_uri
+from ..scan.scan_plan import ScanFilter, plan_segments
 from ..storage.fs import LogFileSystem
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.logdir import LogDir
 from ..storage.segment import LogSegment, log_end_offset
-from .inventory import log_dir_uri
 from .rewrite import removed_run
 from .scan import default_min_tasks, scan_dataframe
-from .scan_plan import ScanFilter, plan_segments
 
 ACTIONS = ("removed", "tombstoned", "redacted")
 

@@ -33,12 +33,12 @@ from ..codec.splice import encode_records
 from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.partitioner import GroupResume, new_partitions, running_max
+from ..scan.scan_plan import ScanFilter, plan_scan
+from ..scan.views import HEADERS_TYPE, filesystem, read_unit
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import PartitionWriter
 from .scan import default_min_tasks, spark_schema
-from .scan_plan import ScanFilter, plan_scan
 from .topic_table import PartitionRange, committed_rows
-from .views import HEADERS_TYPE, filesystem, read_unit
 
 # Uncompressed bytes of records gathered into one batch: a producer's batches are 16 KiB by default;
 # larger batches compress better and cost a consumer nothing (a fetch returns whole batches).

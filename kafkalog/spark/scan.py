@@ -13,11 +13,11 @@ from typing import TypeVar
 import pyarrow as pa
 
 from .. import tuning
+from ..scan.inventory import IOStats, inventory_rows, list_segments
+from ..scan.scan_plan import ScanFilter, ScanPlan, pack, plan_scan, task_bytes
+from ..scan.views import SCHEMAS, TIMESTAMP_TYPE, read_task
 from .context import default_parallelism
-from .inventory import IOStats
-from .scan_plan import ScanFilter, ScanPlan, pack, plan_scan, task_bytes
 from .tasks import task_frame
-from .views import SCHEMAS, TIMESTAMP_TYPE, read_task
 
 
 def spark_schema(schema: pa.Schema):
@@ -264,3 +264,29 @@ def read_batches(
         metrics=metrics,
         remote_storage=remote_storage,
     )
+
+
+def segment_inventory(spark, log_dir, topics=None, partitions=None, *, stats: IOStats | None = None):
+    """A DataFrame of the segments of `log_dir`, one row each, built on the driver from metadata:
+    topic, partition, baseOffset, size (bytes), path (of the `.log`), firstOffset, lastOffset
+    (None: no batch; firstOffset also None for a legacy compressed wrapper), maxTimestamp (epoch
+    ms, None if unknown), isActive (the last segment of its partition) and mtime (the `.log` file's
+    modification time, epoch ms)."""
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("topic", StringType(), False),
+            StructField("partition", IntegerType(), False),
+            StructField("baseOffset", LongType(), False),
+            StructField("size", LongType(), False),
+            StructField("path", StringType(), False),
+            StructField("firstOffset", LongType(), True),
+            StructField("lastOffset", LongType(), True),
+            StructField("maxTimestamp", LongType(), True),
+            StructField("isActive", BooleanType(), False),
+            StructField("mtime", LongType(), False),
+        ]
+    )
+    rows = inventory_rows(list_segments(log_dir, topics, partitions, stats=stats))
+    return spark.createDataFrame(rows, schema)

@@ -27,9 +27,9 @@ from kafkalog.config import resolver_from
 from kafkalog.operations.compact import compact
 from kafkalog.operations.purge import purge
 from kafkalog.operations.retain import retain
+from kafkalog.scan.inventory import list_segments
+from kafkalog.scan.scan_plan import plan_scan
 from kafkalog.spark import narrow_scan
-from kafkalog.spark.inventory import list_segments
-from kafkalog.spark.scan_plan import plan_scan
 from kafkalog.storage.logdir import copy_log_dir
 
 pytestmark = pytest.mark.spark
