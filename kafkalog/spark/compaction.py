@@ -50,8 +50,9 @@ from ..rules.compaction import (
     record_fates,
 )
 from ..rules.compaction_strategy import OFFSET
+from ..scan.reader import read_task, read_unit
 from ..scan.scan_plan import ScanFilter, ScanPlan, plan_segments, plan_units
-from ..scan.views import filesystem, read_task, read_unit
+from ..scan.views import filesystem
 from ..storage.fs import HeldFileSystem
 from ..storage.naming import segment_file_name
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged

@@ -105,6 +105,7 @@ from pyspark.sql.datasource import (
 from .. import tuning
 from ..errors import ConfigError
 from ..scan.inventory import open_log_dir
+from ..scan.reader import read_task
 from ..scan.scan_plan import ScanFilter, plan_scan
 from ..scan.source_options import (
     EARLIEST_KIND,
@@ -116,7 +117,7 @@ from ..scan.source_options import (
     checked,
     int_option,
 )
-from ..scan.views import SCHEMAS, read_task
+from ..scan.views import SCHEMAS
 from ..storage.segment import log_end_offset
 from .context import spark_context
 from .scan import spark_schema

@@ -33,8 +33,9 @@ from ..codec.splice import encode_records
 from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.partitioner import GroupResume, new_partitions, running_max
+from ..scan.reader import read_unit
 from ..scan.scan_plan import ScanFilter, plan_scan
-from ..scan.views import HEADERS_TYPE, filesystem, read_unit
+from ..scan.views import HEADERS_TYPE, filesystem
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import PartitionWriter
 from .scan import default_min_tasks, spark_schema

@@ -14,8 +14,9 @@ import pyarrow as pa
 
 from .. import tuning
 from ..scan.inventory import IOStats, inventory_rows, list_segments
+from ..scan.reader import read_task
 from ..scan.scan_plan import ScanFilter, ScanPlan, pack, plan_scan, task_bytes
-from ..scan.views import SCHEMAS, TIMESTAMP_TYPE, read_task
+from ..scan.views import SCHEMAS, TIMESTAMP_TYPE
 from .context import default_parallelism
 from .tasks import task_frame
 

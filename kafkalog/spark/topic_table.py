@@ -27,8 +27,9 @@ from ..codec.control import parse_control_type
 from ..rules.aborted_txn import AbortedTxn
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..rules.compaction_strategy import OFFSET, CompactionStrategy, record_versions, superseded
+from ..scan.reader import read_task
 from ..scan.scan_plan import ScanFilter, pack_units, plan_scan, task_bytes
-from ..scan.views import RECORDS_SCHEMA, read_task
+from ..scan.views import RECORDS_SCHEMA
 from .scan import default_min_tasks, pack_tasks, spark_schema
 from .tasks import task_frame
 

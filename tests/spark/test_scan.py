@@ -227,10 +227,10 @@ def _read(unit, windowed: bool, **kw):
     from unittest import mock
 
     from kafkalog import tuning
-    from kafkalog.scan import views
+    from kafkalog.scan import reader, views
 
     with mock.patch.object(tuning, "VIEW_WINDOW_BATCHES", tuning.VIEW_WINDOW_BATCHES if windowed else 1):
-        return list(views.read_unit(unit, views.filesystem(str(unit.path)), "narrow", **kw))
+        return list(reader.read_unit(unit, views.filesystem(str(unit.path)), "narrow", **kw))
 
 
 def _error(fn):

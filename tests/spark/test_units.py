@@ -11,6 +11,7 @@ import pytest
 
 from kafkalog.errors import CorruptIndexError, CrcMismatchError, KafkaLogError
 from kafkalog.scan.inventory import IOStats, inventory_rows, list_segments
+from kafkalog.scan.reader import read_task, read_unit
 from kafkalog.scan.scan_plan import (
     ScanFilter,
     WorkUnit,
@@ -23,7 +24,7 @@ from kafkalog.scan.scan_plan import (
     split_ranges,
     task_bytes,
 )
-from kafkalog.scan.views import NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, read_task, read_unit, record_sequences
+from kafkalog.scan.views import NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, record_sequences
 from kafkalog.storage.fs import FileEntry
 from kafkalog.storage.index import OffsetPosition
 from kafkalog.storage.segment import FIRST_HEADER_BYTES, LogSegment
