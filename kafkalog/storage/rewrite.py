@@ -20,9 +20,9 @@ from ..codec.records import Record
 from ..errors import KafkaLogError
 from ..rules.aborted_txn import AbortedTxn
 from .fs import LogFileSystem
-from .log_writer import SegmentWriter, WrittenSegment
 from .naming import segment_file_name
 from .segment import LogSegment, locate
+from .segment_writer import SegmentWriter, WrittenSegment
 from .swap import SEGMENT_KINDS
 
 CLEANED = ".cleaned"
