@@ -18,7 +18,7 @@ LAYERS = (
     ("scan",),
     ("spark",),
     ("operations",),
-    ("cli", "jobs", "__main__"),
+    ("cli", "jobs", "__main__", "api"),
 )
 
 

@@ -48,7 +48,14 @@ from .names import (
     REMOTE_LOG_PREFIX_CONFIGS,
 )
 from .properties import load_properties, parse_config_file, parse_java_properties
-from .resolver import ConfigResolver, parse_setting, parse_topic_setting, resolver_from, topic_properties
+from .resolver import (
+    ConfigResolver,
+    parse_setting,
+    parse_topic_setting,
+    resolver_from,
+    resolver_of,
+    topic_properties,
+)
 from .topic_config import TopicConfig
 
 __all__ = [
@@ -85,6 +92,7 @@ __all__ = [
     "parse_value",
     "remote_log_prefixes",
     "resolver_from",
+    "resolver_of",
     "topic_properties",
     "unknown_name",
     "warn_unknown",

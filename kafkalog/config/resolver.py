@@ -267,3 +267,13 @@ def _split_topic_key(rest: str) -> tuple[str, str]:
         f"topic.{rest}: expected topic.<TOPIC>.<topic config name>, and Apache Kafka 4.x defines "
         f"no topic configuration this ends with{hint}"
     )
+
+
+def resolver_of(config: ConfigResolver | Mapping[str, str] | None) -> ConfigResolver:
+    """The resolver an API call's `config=` names: a resolver as it is, a mapping of Kafka config names
+    to values as `--config name=value` settings, None Kafka's defaults."""
+    if config is None:
+        return ConfigResolver()
+    if isinstance(config, ConfigResolver):
+        return config
+    return resolver_from(settings=[f"{name}={value}" for name, value in dict(config).items()])
