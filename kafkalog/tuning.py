@@ -98,7 +98,7 @@ FIRST_BATCH_CHUNK_BYTES = 64 * 1024
 # index.interval.bytes (4 KiB by default) past the entry, with room for a large batch.
 TAIL_CHUNK_BYTES = 256 * 1024
 
-# -- writing segments (storage/log_writer.py, storage/rewrite.py) ------------------------------------------
+# -- writing segments (storage/segment_writer.py, storage/rewrite.py) --------------------------------------
 
 # `.log` bytes a log writer gathers before one write to the file system: one request per MiB on an
 # object store, few system calls on a local disk.
