@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scan import log_dir_parser, prepare_log_dir, temporary_dir  # noqa: E402
 
 from kafkalog.config import resolver_from  # noqa: E402
+from kafkalog.scan.inventory import list_segments  # noqa: E402
 from kafkalog.spark.compaction import REASONS  # noqa: E402
-from kafkalog.spark.inventory import list_segments  # noqa: E402
 
 CODECS = ("lz4", "zstd", "snappy", "gzip")
 BYTES_PER_RECORD = 130  # on-disk bytes per record of the spec below, averaged over the codecs

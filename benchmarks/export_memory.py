@@ -34,8 +34,8 @@ def main(argv=None) -> None:
 
     from kafkalog.operations.export import export
     from kafkalog.operations.generate import generate
+    from kafkalog.scan.inventory import list_segments
     from kafkalog.spark import local_session
-    from kafkalog.spark.inventory import list_segments
 
     base = args.dir or Path(tempfile.mkdtemp(prefix="kafkalog-export-memory-"))
     spark = local_session(

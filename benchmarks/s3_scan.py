@@ -48,8 +48,8 @@ def main(argv=None) -> None:
 
 
 def report(server: S3Server, log_dir: Path, repeat: int) -> None:
+    from kafkalog.scan.scan_plan import plan_scan
     from kafkalog.spark import local_session, narrow_scan, read_records
-    from kafkalog.spark.scan_plan import plan_scan
     from kafkalog.storage.logdir import copy_log_dir
 
     server.create_bucket(BUCKET)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kafkalog.codec.batch import RecordBatch  # noqa: E402
 from kafkalog.codec.scan import KeyColumns, scan_batches, scan_keys  # noqa: E402
-from kafkalog.spark.inventory import list_segments  # noqa: E402
+from kafkalog.scan.inventory import list_segments  # noqa: E402
 from kafkalog.storage.fs import LogFileSystem  # noqa: E402
 from kafkalog.storage.segment import SegmentReader  # noqa: E402
 

@@ -4,9 +4,13 @@
 
     spark = kafkalog.session()                               # the active SparkSession, else local[2]
     df = kafkalog.read(spark, "/var/lib/kafka/data")         # the records, as Spark's Kafka source has them
-    config = kafkalog.resolver_from(settings=["cleanup.policy=compact"])
-    result = kafkalog.compact(spark, "/var/lib/kafka/data", config, now=1700100000000, dry_run=True)
+    config = kafkalog.resolver_from(settings=["cleanup.policy=compact"])   # or {"cleanup.policy": "compact"}
+    result = kafkalog.compact(spark, "/var/lib/kafka/data", config=config, now=1700100000000, dry_run=True)
     result.to_dict()
+
+Every command has one shape, `kafkalog.X(spark, log_dir, *, config=..., now=..., **options)`, and a
+result with `to_dict()` (kafkalog/api.py): compact, plan, retain, purge, validate, export, txn_report
+and verify_purge.
 
 Importing the package imports neither pyspark nor any layer: each name below is imported on first use.
 """
@@ -21,11 +25,14 @@ __version__ = "0.1.0"
 # (no pyspark, no JVM) and this module stays below every layer (cli/ and operations/purge.py read
 # __version__ from it): tests/test_layers.py checks each entry.
 _FRONT_DOOR = {
-    "compact": ("kafkalog.operations.compact", "compact"),
-    "retain": ("kafkalog.operations.retain", "retain"),
-    "purge": ("kafkalog.operations.purge", "purge"),
-    "validate": ("kafkalog.operations.validate", "validate_paths"),
-    "export": ("kafkalog.operations.export", "export"),
+    "compact": ("kafkalog.api", "compact"),
+    "plan": ("kafkalog.api", "plan"),
+    "retain": ("kafkalog.api", "retain"),
+    "purge": ("kafkalog.api", "purge"),
+    "validate": ("kafkalog.api", "validate"),
+    "export": ("kafkalog.api", "export"),
+    "txn_report": ("kafkalog.api", "txn_report"),
+    "verify_purge": ("kafkalog.api", "verify_purge"),
     "topic_table": ("kafkalog.operations.export", "topic_table"),
     "read": ("kafkalog.spark", "read_log"),
     "register": ("kafkalog.spark", "register"),

@@ -6,7 +6,7 @@ for time, and the numbers here are the measured ones (docs/benchmarks.md). Modul
 from __future__ import annotations
 
 # A scan task reads about this many bytes: half of Spark's spark.sql.files.maxPartitionBytes, as
-# decoding is CPU-bound (spark/scan_plan.py cuts work units by it).
+# decoding is CPU-bound (scan/scan_plan.py cuts work units by it).
 MAX_BYTES_PER_TASK = 64 * 1024 * 1024
 
 # A compaction's scan tasks are twice the size of other scans' where the bytes allow, so that more
@@ -72,3 +72,46 @@ MERGE_CONF = {"spark.sql.adaptive.maxShuffledHashJoinLocalMapThreshold": str(64 
 # A purge's key list this long or shorter is broadcast to the scan's tasks; a longer one is joined
 # by a shuffle.
 BROADCAST_KEYS = 1_000_000
+
+# -- scan planning (scan/scan_plan.py) ---------------------------------------------------------------------
+
+# What opening a work unit's file costs a task, in bytes, when tasks are packed: a request's worth on
+# an object store, as Spark's spark.sql.files.openCostInBytes (4 MiB) counts it ...
+OPEN_COST = 4 * 1024 * 1024
+# ... and next to nothing on a local disk, where what a partition or an output segment costs a task
+# beyond its bytes is a few small files opened.
+SMALL_OPEN_COST = 64 * 1024
+# Asking for more tasks than the bytes fill (a scan's min_tasks, the cores) never cuts a range smaller
+# than this: below a MiB, a task's fixed cost outweighs what another core gains.
+MIN_SPLIT_BYTES = 1024 * 1024
+# An offset range seeks with the offset index only in segments at least this big: reading the index
+# costs a file open, which a smaller segment read whole does not repay.
+SEEK_MIN_BYTES = 1024 * 1024
+
+# -- decoding (scan/views.py) and reading segments (storage/segment.py) -----------------------------------
+
+# Rows per Arrow record batch a scan task yields: large enough that Arrow's and Spark's per-batch
+# costs vanish, small enough that a batch of wide records stays a few MiB.
+BATCH_ROWS = 64 * 1024
+# The narrow view scans a window of v2 batches in one vectorised pass (codec scan_batches) once it
+# holds this many batches or decompressed bytes: enough to pay numpy's cost per call once for
+# thousands of records, few enough to keep the held-back sections small.
+VIEW_WINDOW_BATCHES = 64
+VIEW_WINDOW_BYTES = 1 << 20
+# A segment is read in chunks of this size: one request per 8 MiB on an object store, and a batch
+# straddling a chunk's end costs one more read.
+READ_CHUNK_BYTES = 8 * 1024 * 1024
+# The first read for a segment's first batch (its timestamp, for retention): enough for most first
+# batches; a larger one is read whole.
+FIRST_BATCH_CHUNK_BYTES = 64 * 1024
+# The read for the batches after the last offset-index entry (a segment's last offset): about
+# index.interval.bytes (4 KiB by default) past the entry, with room for a large batch.
+TAIL_CHUNK_BYTES = 256 * 1024
+
+# -- writing segments (storage/segment_writer.py, storage/rewrite.py) --------------------------------------
+
+# `.log` bytes a log writer gathers before one write to the file system: one request per MiB on an
+# object store, few system calls on a local disk.
+WRITE_BUFFER_BYTES = 1024 * 1024
+# Batches a segment rewrite splices together: numpy's cost per call is paid once per window.
+SPLICE_WINDOW_BATCHES = 64

@@ -15,9 +15,10 @@ LAYERS = (
     ("codec",),
     ("rules",),
     ("storage",),
+    ("scan",),
     ("spark",),
     ("operations",),
-    ("cli", "jobs", "__main__"),
+    ("cli", "jobs", "__main__", "api"),
 )
 
 
@@ -128,3 +129,16 @@ def test_no_class_name_is_defined_twice():
             if isinstance(node, ast.ClassDef):
                 seen.setdefault(node.name, []).append(module_name(path))
     assert {name: where for name, where in seen.items() if len(where) > 1} == {}
+
+
+def test_scan_never_imports_pyspark():
+    """scan/ plans and decodes without Spark (any engine's tasks can run it): a pyspark import there,
+    even inside a function, belongs in spark/."""
+    found = []
+    for path in (PACKAGE / "scan").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            found += [f"{path.name} imports {n}" for n in names if n.split(".")[0] == "pyspark"]
+    assert found == []

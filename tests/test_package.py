@@ -57,17 +57,20 @@ print(json.dumps({"light": light, "names": names, "still_light": "pyspark" not i
     out = json.loads(run.stdout)
     assert out["light"] and out["still_light"]  # resolving every name imports no pyspark either
     assert out["names"] == {
-        "compact": "kafkalog.operations.compact.compact",
-        "retain": "kafkalog.operations.retain.retain",
-        "purge": "kafkalog.operations.purge.purge",
-        "validate": "kafkalog.operations.validate.validate_paths",
-        "export": "kafkalog.operations.export.export",
+        "compact": "kafkalog.api.compact",
+        "plan": "kafkalog.api.plan",
+        "retain": "kafkalog.api.retain",
+        "purge": "kafkalog.api.purge",
+        "validate": "kafkalog.api.validate",
+        "export": "kafkalog.api.export",
+        "txn_report": "kafkalog.api.txn_report",
+        "verify_purge": "kafkalog.api.verify_purge",
         "topic_table": "kafkalog.operations.export.topic_table",
         "read": "kafkalog.spark.read_log",
         "register": "kafkalog.spark.register",
         "session": "kafkalog.spark.session.local_session",
         "local_session": "kafkalog.spark.session.local_session",
-        "resolver_from": "kafkalog.config.resolver_from",
+        "resolver_from": "kafkalog.config.resolver.resolver_from",
         "LogDir": "kafkalog.storage.logdir.LogDir",
         "KafkaLogError": "kafkalog.errors.KafkaLogError",
     }

@@ -27,6 +27,7 @@ from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean, log_to_clean
 from ..rules.compaction import REASONS, CompactionPlan
 from ..rules.partition_state import partition_state
+from ..scan.views import filesystem
 from ..spark.compaction import (
     Cleaned,
     OutputSettings,
@@ -44,7 +45,6 @@ from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, remo
 from ..spark.scan import pack_tasks
 from ..spark.session import started
 from ..spark.tasks import run_tasks
-from ..spark.views import filesystem
 from ..storage.destination import Destination, destination
 from ..storage.logdir import LogDir
 from ..storage.naming import (

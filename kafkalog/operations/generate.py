@@ -12,29 +12,17 @@ for it. `GenerateSummary.commits` says what a reader should find there.
 
 from __future__ import annotations
 
-import bisect
 import datetime
 import hashlib
 import json
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..codec.consumer_offsets import (
-    OffsetCommitValue,
-    consumer_assignment,
-    consumer_subscription,
-    group_metadata_key,
-    group_metadata_value,
-    offset_commit_key,
-    offset_commit_value,
-)
 from ..codec.records import Record
 from ..errors import LogDirError
 from ..storage.checkpoint import format_offset_checkpoint
 from ..storage.fs import LogFileSystem
-from ..storage.log_writer import PartitionWriter, WrittenPartition, derive_topic_id
+from ..storage.log_writer import PartitionWriter, derive_topic_id
 from ..storage.logdir import CLEAN_SHUTDOWN, LOCK_FILE, META_PROPERTIES
 from ..storage.naming import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -43,15 +31,18 @@ from ..storage.naming import (
     REPLICATION_OFFSET_CHECKPOINT,
     TopicPartition,
 )
+from .generate_offsets import Timeline, java_string_hashcode, partition_for_group, write_consumer_offsets
 from .generate_spec import (
     CODECS,
     CONSUMER_OFFSETS_TOPIC,
     PRESETS,
     TIMESTAMP_TYPES,
     ConsumerOffsetsSpec,
+    GenerateSummary,
     GeneratorSpec,
     TopicSpec,
     demo_preset,
+    generated_uuid,
     preset,
     small_preset,
 )
@@ -74,89 +65,6 @@ __all__ = [
 ]
 
 
-# -- what was generated ---------------------------------------------------------------------------------
-
-
-@dataclass
-class GenerateSummary:
-    path: str
-    seed: int
-    cluster_id: str
-    broker_id: int
-    start_ms: int
-    end_ms: int  # the broker clock at shutdown: the latest timestamp written
-    partitions: dict[TopicPartition, WrittenPartition] = field(default_factory=dict)
-    records: dict[TopicPartition, int] = field(default_factory=dict)  # data records written
-    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
-    # The final committed offset of each (group, topic, partition); deleted groups have none.
-    commits: dict[tuple[str, str, int], OffsetCommitValue] = field(default_factory=dict)
-
-    def config_properties(self) -> str:
-        """The topics' configurations as a Kafka-style properties file (`topic.<TOPIC>.<name>=value`),
-        for `--config-file` of the commands that act on the generated directory."""
-        lines = [f"# topic configurations of the log directory generated with seed {self.seed}"]
-        for topic, config in sorted(self.topic_configs.items()):
-            lines += [f"topic.{topic}.{name}={value}" for name, value in config.items()]
-        return "\n".join(lines) + "\n"
-
-    def summary(self) -> str:
-        """What was written, a line per topic, for the command line (`to_dict` is the whole manifest)."""
-        topics: dict[str, list[tuple[int, int]]] = {}
-        for tp, p in sorted(self.partitions.items()):
-            topics.setdefault(tp.topic, []).append((self.records.get(tp, 0), len(p.segments)))
-        records, segments = sum(self.records.values()), sum(len(p.segments) for p in self.partitions.values())
-        lines = [
-            f"generated {self.path} (seed {self.seed}): {len(topics)} topics, {len(self.partitions)} partitions, "
-            f"{records:,} records in {segments} segments, timestamps {_utc(self.start_ms)} to {_utc(self.end_ms)}"
-        ]
-        for topic, parts in topics.items():
-            policy = self.topic_configs.get(topic, {}).get("cleanup.policy", "")
-            lines.append(
-                f"  {topic}: {_count(len(parts), 'partition')}, {sum(r for r, _ in parts):,} records in "
-                f"{sum(s for _, s in parts)} segments" + (f", cleanup.policy={policy}" if policy else "")
-            )
-        if self.commits:
-            groups = len({group for group, _, _ in self.commits})
-            lines.append(f"  __consumer_offsets: {len(self.commits)} committed offsets of {_count(groups, 'group')}")
-        return "\n".join(lines)
-
-    @property
-    def topic_ids(self) -> dict[str, str]:
-        return {tp.topic: p.topic_id for tp, p in self.partitions.items()}
-
-    def to_dict(self) -> dict:
-        return {
-            "logDir": self.path,
-            "seed": self.seed,
-            "clusterId": self.cluster_id,
-            "brokerId": self.broker_id,
-            "startMs": self.start_ms,
-            "endMs": self.end_ms,
-            "topics": {
-                topic: {"topicId": self.topic_ids[topic], "config": config}
-                for topic, config in sorted(self.topic_configs.items())
-            },
-            "partitions": [
-                {
-                    "topic": tp.topic,
-                    "partition": tp.partition,
-                    "records": self.records.get(tp, 0),
-                    "logStartOffset": p.log_start_offset,
-                    "logEndOffset": p.log_end_offset,
-                    "highWatermark": p.high_watermark,
-                    "lastStableOffset": p.last_stable_offset,
-                    "segments": len(p.segments),
-                    "abortedTransactions": len(p.aborted_txns),
-                }
-                for tp, p in sorted(self.partitions.items())
-            ],
-            "commits": [
-                {"group": g, "topic": t, "partition": n, "offset": v.offset}
-                for (g, t, n), v in sorted(self.commits.items())
-            ],
-        }
-
-
 # -- generating -----------------------------------------------------------------------------------------
 
 
@@ -175,12 +83,12 @@ def generate(path_or_uri: str, spec: GeneratorSpec, *, fs: LogFileSystem | None 
     summary = GenerateSummary(
         path=root,
         seed=spec.seed,
-        cluster_id=_uuid(f"cluster\0{spec.seed}"),
+        cluster_id=generated_uuid(f"cluster\0{spec.seed}"),
         broker_id=spec.broker_id,
         start_ms=_start_of(spec),
         end_ms=_start_of(spec),
     )
-    timelines: dict[TopicPartition, _Timeline] = {}
+    timelines: dict[TopicPartition, Timeline] = {}
     producer_ids = _ProducerIds()
     for topic in spec.topics:
         summary.topic_configs[topic.name] = topic.config()
@@ -190,7 +98,7 @@ def generate(path_or_uri: str, spec: GeneratorSpec, *, fs: LogFileSystem | None 
             written, count, timeline = _write_topic_partition(fs, root, spec, topic, p, pids)
             summary.partitions[tp], summary.records[tp], timelines[tp] = written, count, timeline
     if spec.consumer_offsets is not None:
-        _write_consumer_offsets(fs, root, spec, spec.consumer_offsets, summary, timelines)
+        write_consumer_offsets(fs, root, spec, spec.consumer_offsets, summary, timelines)
     summary.end_ms = max(
         [summary.start_ms] + [p.mtime_ms for p in summary.partitions.values() if p.mtime_ms is not None]
     )
@@ -201,32 +109,6 @@ def generate(path_or_uri: str, spec: GeneratorSpec, *, fs: LogFileSystem | None 
 def _start_of(spec: GeneratorSpec) -> int:
     starts = [spec.start_ms] + [t.start_ms for t in spec.topics if t.start_ms is not None]
     return min(starts)
-
-
-def _uuid(name: str) -> str:
-    """A deterministic Kafka Uuid (URL-safe base64, 22 characters) for `name`."""
-    return derive_topic_id(name, "kafkalog-generator")
-
-
-class _Timeline:
-    """(broker clock, log end offset) after each append: what a consumer could have read by when."""
-
-    def __init__(self, start_offset: int):
-        self.start_offset = start_offset
-        self.clocks: list[int] = []
-        self.ends: list[int] = []
-
-    def add(self, clock_ms: int, log_end_offset: int) -> None:
-        self.clocks.append(clock_ms)
-        self.ends.append(log_end_offset)
-
-    def log_end_at(self, time_ms: int) -> int:
-        i = bisect.bisect_right(self.clocks, time_ms)
-        return self.ends[i - 1] if i else self.start_offset
-
-    @property
-    def span(self) -> tuple[int, int] | None:
-        return (self.clocks[0], self.clocks[-1]) if self.clocks else None
 
 
 class _ProducerIds:
@@ -396,7 +278,7 @@ def _write_topic_partition(
         topic_id=derive_topic_id(topic.name, spec.seed),
         now_ms=timing.start,
     )
-    timeline = _Timeline(topic.start_offset)
+    timeline = Timeline(topic.start_offset)
     maker = _RecordMaker(topic, partition, rng)
     producers = [_Producer(*p) for p in producer_kinds]
     # Leadership moves at evenly spaced points of the partition's life.
@@ -470,168 +352,10 @@ def _end_transaction(
     producer.txn_batches_left = 0
 
 
-# -- __consumer_offsets -----------------------------------------------------------------------------------
-
-
-def java_string_hashcode(text: str) -> int:
-    """Java's String.hashCode: 31-polynomial over UTF-16 code units, as a signed int32."""
-    h = 0
-    units = text.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for_group(group: str, partitions: int) -> int:
-    """The `__consumer_offsets` partition of a group: Utils.abs(hashCode) % partitions, where
-    Kafka's Utils.abs maps Integer.MIN_VALUE to 0."""
-    h = java_string_hashcode(group)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
-
-
-class _CoordinatorBatch(NamedTuple):
-    """One write of the group coordinator: an OffsetCommit request, a rebalance, a group deletion."""
-
-    timestamp: int
-    group_index: int  # orders writes of the same millisecond
-    records: list  # of (key, value or None)
-
-
-def _write_consumer_offsets(
-    fs: LogFileSystem,
-    root: str,
-    spec: GeneratorSpec,
-    co: ConsumerOffsetsSpec,
-    summary: GenerateSummary,
-    timelines: dict[TopicPartition, _Timeline],
-) -> None:
-    consumed = sorted(tp for tp in timelines if co.topics is None or tp.topic in co.topics)
-    spans = [t.span for t in timelines.values() if t.span is not None]
-    begin = min((s[0] for s in spans), default=summary.start_ms)
-    end = max((s[1] for s in spans), default=summary.start_ms)
-    writes: dict[int, list[_CoordinatorBatch]] = {p: [] for p in range(co.partitions)}
-    for g, group in enumerate(co.groups):
-        writes[partition_for_group(group, co.partitions)] += _group_writes(
-            co, g, group, consumed, timelines, summary, begin, end
-        )
-    topic_id = derive_topic_id(CONSUMER_OFFSETS_TOPIC, spec.seed)
-    summary.topic_configs[CONSUMER_OFFSETS_TOPIC] = {
-        "cleanup.policy": "compact",
-        "compression.type": "producer",
-        "segment.bytes": str(co.segment_bytes),
-        "segment.ms": str(co.segment_ms),
-        "index.interval.bytes": str(co.index_interval_bytes),
-    }
-    for p in range(co.partitions):
-        writer = PartitionWriter(
-            fs,
-            root,
-            CONSUMER_OFFSETS_TOPIC,
-            p,
-            segment_bytes=co.segment_bytes,
-            segment_ms=co.segment_ms,
-            index_interval_bytes=co.index_interval_bytes,
-            topic_id=topic_id,
-            now_ms=summary.start_ms,
-        )
-        count = 0
-        for write in sorted(writes[p], key=lambda w: (w.timestamp, w.group_index)):
-            # The coordinator appends each request's records as one uncompressed, non-transactional batch.
-            writer.append_records([Record(-1, write.timestamp, k, v) for k, v in write.records], now_ms=write.timestamp)
-            count += len(write.records)
-        tp = TopicPartition(CONSUMER_OFFSETS_TOPIC, p)
-        summary.partitions[tp], summary.records[tp] = writer.close(), count
-
-
-def _group_writes(
-    co: ConsumerOffsetsSpec,
-    g: int,
-    group: str,
-    consumed: list[TopicPartition],
-    timelines: dict[TopicPartition, _Timeline],
-    summary: GenerateSummary,
-    begin: int,
-    end: int,
-) -> list[_CoordinatorBatch]:
-    """A group's life: it forms, commits every round what it had consumed by then, rebalances half
-    way, and (if it is one of the deleted groups) is deleted at the end. Records the final commits
-    in `summary.commits`."""
-    writes = []
-    lag = (end - begin) * g // (2 * co.commit_rounds)  # the first group keeps up, later ones lag more
-    for r in range(1, co.commit_rounds + 1):
-        when = begin + (end - begin) * r // co.commit_rounds
-        commit_ts = when + 10 * g + 1
-        if co.group_metadata and (r == 1 or (co.commit_rounds >= 3 and r == co.commit_rounds // 2 + 1)):
-            generation = 1 if r == 1 else 2
-            metadata = _group_metadata(group, generation, consumed, commit_ts - 1)
-            writes.append(_CoordinatorBatch(commit_ts - 1, g, [(group_metadata_key(group), metadata)]))
-        records = []
-        for tp in consumed:
-            offset = timelines[tp].log_end_at(when - lag)
-            value = OffsetCommitValue(3, offset, _leader_epoch_at(summary.partitions[tp], offset), "", commit_ts, -1)
-            records.append(
-                (
-                    offset_commit_key(group, tp.topic, tp.partition),
-                    offset_commit_value(value.offset, value.leader_epoch, value.metadata, commit_ts),
-                )
-            )
-            summary.commits[(group, tp.topic, tp.partition)] = value
-        if records:
-            writes.append(_CoordinatorBatch(commit_ts, g, records))
-    if group in co.deleted_groups:
-        # Deleting a group writes tombstones for its offsets and its metadata.
-        tombstones = [(offset_commit_key(group, tp.topic, tp.partition), None) for tp in consumed]
-        if co.group_metadata:
-            tombstones.append((group_metadata_key(group), None))
-        if tombstones:
-            writes.append(_CoordinatorBatch(end + 1000 + g, g, tombstones))
-        for tp in consumed:
-            del summary.commits[(group, tp.topic, tp.partition)]
-    return writes
-
-
-def _group_metadata(group: str, generation: int, consumed: Sequence[TopicPartition], timestamp: int) -> bytes:
-    """A stable group of two consumers splitting the partitions round-robin."""
-    topics = sorted({tp.topic for tp in consumed})
-    members = []
-    for m in range(2):
-        client = f"{group}-client-{m + 1}"
-        member_id = f"{client}-" + _uuid("\0".join(("member", group, str(generation), str(m))))
-        members.append(
-            (
-                member_id,
-                client,
-                f"/10.0.{generation}.{m + 10}",
-                consumer_subscription(topics),
-                consumer_assignment(consumed[m::2]),
-            )
-        )
-    return group_metadata_value(
-        generation=generation, protocol="range", leader=members[0][0], state_timestamp=timestamp, members=members
-    )
-
-
-def _leader_epoch_at(partition: WrittenPartition, offset: int) -> int:
-    """The leader epoch of the record before a committed offset, as a consumer reports it (-1: none)."""
-    epoch = -1
-    for entry in partition.leader_epochs:
-        if entry.start_offset <= offset - 1:
-            epoch = entry.epoch
-    return epoch
-
-
 # -- broker-level files -----------------------------------------------------------------------------------
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def _utc(ms: int) -> str:
-    return f"{datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _java_date(ms: int) -> str:

@@ -5,14 +5,23 @@ refuse them, and the named presets."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 from dataclasses import dataclass, field
 
 from ..codec.batch import TimestampType
 from ..codec.compression import Codec
+from ..codec.consumer_offsets import OffsetCommitValue
 from ..errors import ConfigError
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES
-from ..storage.log_writer import DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, DEFAULT_SEGMENT_MS
+from ..storage.log_writer import (
+    DEFAULT_SEGMENT_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    DEFAULT_SEGMENT_MS,
+    WrittenPartition,
+    derive_topic_id,
+)
+from ..storage.naming import TopicPartition
 from ..topics import CONSUMER_OFFSETS_TOPIC
 
 DEFAULT_START_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z: a fixed epoch, so output never depends on today
@@ -386,3 +395,99 @@ def preset(name: str, seed: int = 0) -> GeneratorSpec:
         return PRESETS[name](seed)
     except KeyError:
         raise ConfigError(f"unknown preset {name!r}: expected one of {sorted(PRESETS)}") from None
+
+
+def generated_uuid(name: str) -> str:
+    """A deterministic Kafka Uuid (URL-safe base64, 22 characters) for `name`."""
+    return derive_topic_id(name, "kafkalog-generator")
+
+
+# -- what was generated ---------------------------------------------------------------------------------
+
+
+@dataclass
+class GenerateSummary:
+    path: str
+    seed: int
+    cluster_id: str
+    broker_id: int
+    start_ms: int
+    end_ms: int  # the broker clock at shutdown: the latest timestamp written
+    partitions: dict[TopicPartition, WrittenPartition] = field(default_factory=dict)
+    records: dict[TopicPartition, int] = field(default_factory=dict)  # data records written
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The final committed offset of each (group, topic, partition); deleted groups have none.
+    commits: dict[tuple[str, str, int], OffsetCommitValue] = field(default_factory=dict)
+
+    def config_properties(self) -> str:
+        """The topics' configurations as a Kafka-style properties file (`topic.<TOPIC>.<name>=value`),
+        for `--config-file` of the commands that act on the generated directory."""
+        lines = [f"# topic configurations of the log directory generated with seed {self.seed}"]
+        for topic, config in sorted(self.topic_configs.items()):
+            lines += [f"topic.{topic}.{name}={value}" for name, value in config.items()]
+        return "\n".join(lines) + "\n"
+
+    def summary(self) -> str:
+        """What was written, a line per topic, for the command line (`to_dict` is the whole manifest)."""
+        topics: dict[str, list[tuple[int, int]]] = {}
+        for tp, p in sorted(self.partitions.items()):
+            topics.setdefault(tp.topic, []).append((self.records.get(tp, 0), len(p.segments)))
+        records, segments = sum(self.records.values()), sum(len(p.segments) for p in self.partitions.values())
+        lines = [
+            f"generated {self.path} (seed {self.seed}): {len(topics)} topics, {len(self.partitions)} partitions, "
+            f"{records:,} records in {segments} segments, timestamps {_utc(self.start_ms)} to {_utc(self.end_ms)}"
+        ]
+        for topic, parts in topics.items():
+            policy = self.topic_configs.get(topic, {}).get("cleanup.policy", "")
+            lines.append(
+                f"  {topic}: {_count(len(parts), 'partition')}, {sum(r for r, _ in parts):,} records in "
+                f"{sum(s for _, s in parts)} segments" + (f", cleanup.policy={policy}" if policy else "")
+            )
+        if self.commits:
+            groups = len({group for group, _, _ in self.commits})
+            lines.append(f"  __consumer_offsets: {len(self.commits)} committed offsets of {_count(groups, 'group')}")
+        return "\n".join(lines)
+
+    @property
+    def topic_ids(self) -> dict[str, str]:
+        return {tp.topic: p.topic_id for tp, p in self.partitions.items()}
+
+    def to_dict(self) -> dict:
+        return {
+            "logDir": self.path,
+            "seed": self.seed,
+            "clusterId": self.cluster_id,
+            "brokerId": self.broker_id,
+            "startMs": self.start_ms,
+            "endMs": self.end_ms,
+            "topics": {
+                topic: {"topicId": self.topic_ids[topic], "config": config}
+                for topic, config in sorted(self.topic_configs.items())
+            },
+            "partitions": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "records": self.records.get(tp, 0),
+                    "logStartOffset": p.log_start_offset,
+                    "logEndOffset": p.log_end_offset,
+                    "highWatermark": p.high_watermark,
+                    "lastStableOffset": p.last_stable_offset,
+                    "segments": len(p.segments),
+                    "abortedTransactions": len(p.aborted_txns),
+                }
+                for tp, p in sorted(self.partitions.items())
+            ],
+            "commits": [
+                {"group": g, "topic": t, "partition": n, "offset": v.offset}
+                for (g, t, n), v in sorted(self.commits.items())
+            ],
+        }
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _utc(ms: int) -> str:
+    return f"{datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC"

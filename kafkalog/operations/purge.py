@@ -69,6 +69,7 @@ from .. import __version__
 from ..config import ConfigResolver
 from ..errors import ConfigError, KafkaLogError, LogDirError
 from ..rules.retention import remote_log_enabled
+from ..scan.views import RECORDS_SCHEMA
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.evidence import record_segments
 from ..spark.ledger import write_ledger_records, write_ledger_run
@@ -76,7 +77,6 @@ from ..spark.progress import task_feed
 from ..spark.purge import Copy, Decider, PurgePlan, batch_plans, keys_frame, partition_report, where_filter
 from ..spark.rewrite import OutputSegment, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import spark_schema
-from ..spark.views import RECORDS_SCHEMA
 from ..storage.destination import destination
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS
 from ..storage.ledger import check_ledger, load_secret, log_dir_identity, unfinished_runs

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import tuning
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, control_record
 from ..codec.legacy import LegacyBatch
 from ..errors import CrcMismatchError, KafkaLogError, LogDirError
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, BatchSummary, IndexBuilder
 from ..storage.naming import is_kraft_metadata, partition_of_file
-from ..storage.segment import CHUNK_SIZE, LogSegment, locate
+from ..storage.segment import LogSegment, locate
 from .validate_index import (
     OffsetIndexCheck,
     TimeIndexCheck,
@@ -52,10 +53,10 @@ class SegmentChecks:
     """The checks of one segment at a time. `deep` decodes every record; `chunk_size` is how much of
     a `.log` is read at once."""
 
-    def __init__(self, findings: Findings, *, deep: bool, chunk_size: int = CHUNK_SIZE):
+    def __init__(self, findings: Findings, *, deep: bool, chunk_size: int | None = None):
         self.findings = findings
         self.deep = deep
-        self.chunk_size = chunk_size
+        self.chunk_size = tuning.READ_CHUNK_BYTES if chunk_size is None else chunk_size
 
     def check(self, plan: SegmentPlan, state: ReplayState, exact_txn: bool) -> int | None:
         """Check one segment and its index files; returns the log end offset after it. `exact_txn`:

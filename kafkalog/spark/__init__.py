@@ -9,12 +9,13 @@
 Importing this package does not import pyspark; the functions that need it do.
 """
 
-from .inventory import IOStats, list_segments, segment_inventory
+from ..scan.inventory import IOStats, list_segments
+from ..scan.reader import read_task
+from ..scan.scan_plan import ScanFilter, WorkUnit, plan_scan
+from ..scan.views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA
 from .offsets import committed_offsets_df
-from .scan import ScanMetrics, narrow_scan, read_batches, read_records
-from .scan_plan import ScanFilter, WorkUnit, plan_scan
+from .scan import ScanMetrics, narrow_scan, read_batches, read_records, segment_inventory
 from .session import local_session
-from .views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA, read_task
 
 
 def register(spark) -> None:

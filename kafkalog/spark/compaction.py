@@ -50,6 +50,9 @@ from ..rules.compaction import (
     record_fates,
 )
 from ..rules.compaction_strategy import OFFSET
+from ..scan.reader import read_task, read_unit
+from ..scan.scan_plan import ScanFilter, ScanPlan, plan_segments, plan_units
+from ..scan.views import filesystem
 from ..storage.fs import HeldFileSystem
 from ..storage.naming import segment_file_name
 from ..storage.rewrite import CLEANED, BatchPlan, remove_staged
@@ -62,9 +65,7 @@ from .rewrite import (
     write_output,
 )
 from .scan import default_min_tasks, pack_tasks, spark_schema
-from .scan_plan import ScanFilter, ScanPlan, plan_segments, plan_units
 from .tasks import run_tasks, task_frame
-from .views import filesystem, read_task, read_unit
 
 # -- step 3: decide ------------------------------------------------------------------------------------
 
@@ -508,7 +509,7 @@ def clean_partition(fs, root: str, job: OneTask, now: int, records_at_most: int,
     segments are written from the same bytes as `.cleaned` files (untouched batches copied as they
     are). `root` is the log directory as `fs` reaches it (for the errors' file names). A partition
     of more than `records_at_most` records is handed back (`spread`) once its batch headers are read."""
-    from .views import filesystem_and_path
+    from ..scan.views import filesystem_and_path
 
     log = job.log
     cleaned = Cleaned(log.topic, log.partition)

@@ -1,7 +1,7 @@
 """`spark.read.format("kafkalog").load(LOG_DIR)`: a Spark 4 Python data source over a log directory.
 
 It returns the records view (Spark's Kafka source schema plus kafkalog's batch fields, see
-`kafkalog.spark.views.RECORDS_SCHEMA`). Options (all optional; names are case-insensitive, as
+`kafkalog.scan.views.RECORDS_SCHEMA`). Options (all optional; names are case-insensitive, as
 Spark's are, and an unknown name fails ``load()`` with the closest known one). Spark's Kafka source
 options keep Spark's names and meanings:
 
@@ -104,12 +104,10 @@ from pyspark.sql.datasource import (
 
 from .. import tuning
 from ..errors import ConfigError
-from ..storage.segment import log_end_offset
-from .context import spark_context
-from .inventory import open_log_dir
-from .scan import spark_schema
-from .scan_plan import ScanFilter, plan_scan
-from .source_options import (
+from ..scan.inventory import open_log_dir
+from ..scan.reader import read_task
+from ..scan.scan_plan import ScanFilter, plan_scan
+from ..scan.source_options import (
     EARLIEST_KIND,
     LATEST,
     LATEST_KIND,
@@ -119,7 +117,10 @@ from .source_options import (
     checked,
     int_option,
 )
-from .views import SCHEMAS, read_task
+from ..scan.views import SCHEMAS
+from ..storage.segment import log_end_offset
+from .context import spark_context
+from .scan import spark_schema
 
 NAME = "kafkalog"
 DEFAULT_MIN_PARTITIONS = 4

@@ -33,7 +33,7 @@ def segment_hashes(spark, roots: Sequence[str], outputs: Sequence[OutputSegment]
         assert len(o.bases) == 1, "a purge rewrites each segment into one of its own"
 
     def hashes(output: OutputSegment) -> tuple:
-        from .views import filesystem_and_path
+        from ..scan.views import filesystem_and_path
 
         fs, root = filesystem_and_path(roots[output.copy])
         part = fs.join(root, f"{output.topic}-{output.partition}")
@@ -172,8 +172,8 @@ def _fingerprinted(spark, log_dirs: dict, secret: bytes):
 
     from pyspark.sql import functions as F
 
+    from ..scan.views import NARROW_SCHEMA
     from .scan import spark_schema
-    from .views import NARROW_SCHEMA
 
     kept = [c for c in SCANNED if c != "key"]
     out = pa.schema([NARROW_SCHEMA.field(c) for c in kept] + [pa.field("fingerprint", pa.string())])

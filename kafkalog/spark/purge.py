@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from .. import tuning
 from ..codec.filter import BatchRetention
 from ..errors import ConfigError
+from ..scan.inventory import log_dir_uri
+from ..scan.scan_plan import ScanFilter, plan_segments
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS, KeyListError, parse_key, read_key_file
 from ..storage.logdir import LogDir
 from ..storage.segment import LogSegment, log_end_offset
 from ..storage.tables import detect_format
-from .inventory import log_dir_uri
 from .rewrite import removed_run
 from .scan import default_min_tasks, scan_dataframe
-from .scan_plan import ScanFilter, plan_segments
 from .tables import read_table
 
 ACTIONS = ("removed", "tombstoned", "redacted")

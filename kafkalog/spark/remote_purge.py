@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import KafkaLogError
+from ..scan.scan_plan import ScanFilter, plan_segments
+from ..scan.views import filesystem_and_path
 from ..storage.remote_log import RemotePartition
 from ..storage.remote_rewrite import discard_staged, stage_remote_segment, staging_path
 from ..storage.segment import LogSegment
@@ -22,8 +24,6 @@ from .errors import collected, worker_error
 from .purge import Decider, PurgePlan
 from .rewrite import PLAN_COLUMNS, plans_from_table
 from .scan import default_min_tasks, scan_dataframe
-from .scan_plan import ScanFilter, plan_segments
-from .views import filesystem_and_path
 
 # The FaultHook step each staging task calls, on its executor, with the staging directory's path.
 STAGE_STEP = "stage remote"

@@ -41,13 +41,14 @@ from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partitioner import Compaction, GroupResume, new_partitions, running_max
+from ..scan.reader import read_unit
+from ..scan.scan_plan import ScanFilter, plan_scan
+from ..scan.views import HEADERS_TYPE, filesystem
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import PartitionWriter
 from .scan import default_min_tasks
-from .scan_plan import ScanFilter, plan_scan
 from .tasks import run_tasks
 from .topic_table import PartitionRange, committed_rows
-from .views import HEADERS_TYPE, filesystem, read_unit
 
 # Uncompressed bytes of records gathered into one batch: a producer's batches are 16 KiB by default;
 # larger batches compress better and cost a consumer nothing (a fetch returns whole batches).

@@ -207,7 +207,7 @@ def remove_outputs(log_dir: str | Sequence[str], outputs: Sequence[OutputSegment
     calls when it fails too). A file that cannot be deleted stays for the
     next run, whose recovery deletes `.cleaned` files first; the error that failed the step is
     the one raised."""
-    from .views import filesystem_and_path
+    from ..scan.views import filesystem_and_path
 
     located = [filesystem_and_path(root) for root in _roots(log_dir)]
     for o in outputs:
@@ -292,7 +292,7 @@ def removed_offsets(runs) -> list[frozenset]:
 
 def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: FaultHook | None = None) -> OutputStats:
     """Executor side: write one output segment as `.cleaned` files."""
-    from .views import filesystem_and_path
+    from ..scan.views import filesystem_and_path
 
     fs, root = filesystem_and_path(log_dir)
     part_dir = fs.join(root, f"{output.topic}-{output.partition}")

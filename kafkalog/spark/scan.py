@@ -13,18 +13,12 @@ from typing import TypeVar
 import pyarrow as pa
 
 from .. import tuning
+from ..scan.inventory import IOStats, inventory_rows, list_segments
+from ..scan.reader import read_task
+from ..scan.scan_plan import ScanFilter, ScanPlan, pack, plan_scan, task_bytes
+from ..scan.views import SCHEMAS, TIMESTAMP_TYPE
 from .context import default_parallelism
-from .inventory import IOStats
-from .scan_plan import (
-    SMALL_OPEN_COST,
-    ScanFilter,
-    ScanPlan,
-    pack,
-    plan_scan,
-    task_bytes,
-)
 from .tasks import task_frame
-from .views import DEFAULT_BATCH_ROWS, SCHEMAS, TIMESTAMP_TYPE, read_task
 
 
 def spark_schema(schema: pa.Schema):
@@ -61,8 +55,9 @@ def pack_tasks(spark, items: Sequence[T], nbytes: Callable[[T], int]) -> list[tu
     """Items (partitions to decide, segments to write) packed into tasks by bytes, at least twice
     the default parallelism of them where the bytes allow. Their fixed cost is a small Python call,
     not a file open on a cluster store: a small open cost."""
-    total = sum(nbytes(i) + SMALL_OPEN_COST for i in items)
-    return pack(items, nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), SMALL_OPEN_COST)
+    open_cost = tuning.SMALL_OPEN_COST
+    total = sum(nbytes(i) + open_cost for i in items)
+    return pack(items, nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), open_cost)
 
 
 # -- Spark -----------------------------------------------------------------------------------------
@@ -113,13 +108,14 @@ def scan_dataframe(
     view: str,
     *,
     verify_crc: bool = True,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
+    batch_rows: int | None = None,
     metrics: ScanMetrics | None = None,
     columns: Sequence[str] | None = None,
 ):
     """Run a plan with `mapInArrow`: one Spark partition (task) per planned task. `columns` projects
     the view on the executors, before Spark converts it: a column the caller does not read then
-    costs the JVM nothing."""
+    costs the JVM nothing. `batch_rows` None: tuning.BATCH_ROWS, read here on the driver."""
+    batch_rows = tuning.BATCH_ROWS if batch_rows is None else batch_rows
     arrow_schema = SCHEMAS[view] if columns is None else pa.schema([SCHEMAS[view].field(c) for c in columns])
     schema = spark_schema(arrow_schema)
     tasks = plan.tasks
@@ -269,3 +265,29 @@ def read_batches(
         metrics=metrics,
         remote_storage=remote_storage,
     )
+
+
+def segment_inventory(spark, log_dir, topics=None, partitions=None, *, stats: IOStats | None = None):
+    """A DataFrame of the segments of `log_dir`, one row each, built on the driver from metadata:
+    topic, partition, baseOffset, size (bytes), path (of the `.log`), firstOffset, lastOffset
+    (None: no batch; firstOffset also None for a legacy compressed wrapper), maxTimestamp (epoch
+    ms, None if unknown), isActive (the last segment of its partition) and mtime (the `.log` file's
+    modification time, epoch ms)."""
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("topic", StringType(), False),
+            StructField("partition", IntegerType(), False),
+            StructField("baseOffset", LongType(), False),
+            StructField("size", LongType(), False),
+            StructField("path", StringType(), False),
+            StructField("firstOffset", LongType(), True),
+            StructField("lastOffset", LongType(), True),
+            StructField("maxTimestamp", LongType(), True),
+            StructField("isActive", BooleanType(), False),
+            StructField("mtime", LongType(), False),
+        ]
+    )
+    rows = inventory_rows(list_segments(log_dir, topics, partitions, stats=stats))
+    return spark.createDataFrame(rows, schema)

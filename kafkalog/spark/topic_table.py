@@ -27,10 +27,11 @@ from ..codec.control import parse_control_type
 from ..rules.aborted_txn import AbortedTxn
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..rules.compaction_strategy import OFFSET, CompactionStrategy, record_versions, superseded
+from ..scan.reader import read_task
+from ..scan.scan_plan import ScanFilter, pack_units, plan_scan, task_bytes
+from ..scan.views import RECORDS_SCHEMA
 from .scan import default_min_tasks, pack_tasks, spark_schema
-from .scan_plan import ScanFilter, pack_units, plan_scan, task_bytes
 from .tasks import task_frame
-from .views import RECORDS_SCHEMA, read_task
 
 # The table's columns: Spark's Kafka source's, in its order and types.
 COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")

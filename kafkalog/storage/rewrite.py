@@ -13,19 +13,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from .. import tuning
 from ..codec.batch import RecordBatch
 from ..codec.filter import BatchRetention, FilteredBatch, Outcome, SpliceJob, filter_batch, splice_batches
 from ..codec.records import Record
 from ..errors import KafkaLogError
 from ..rules.aborted_txn import AbortedTxn
 from .fs import LogFileSystem
-from .log_writer import SegmentWriter, WrittenSegment
 from .naming import segment_file_name
 from .segment import LogSegment, locate
+from .segment_writer import SegmentWriter, WrittenSegment
 from .swap import SEGMENT_KINDS
 
 CLEANED = ".cleaned"
-WINDOW_BATCHES = 64  # batches spliced together: numpy's cost per call is paid once per window
 
 
 class BatchPlan(NamedTuple):
@@ -118,8 +118,9 @@ def remove_staged(fs: LogFileSystem, partition_dir: str, base_offset: int, suffi
             fs.delete(path)
 
 
-def _windows(batches, size: int = WINDOW_BATCHES):
-    """Lists of up to `size` consecutive (position, batch) pairs."""
+def _windows(batches):
+    """Lists of up to tuning.SPLICE_WINDOW_BATCHES consecutive (position, batch) pairs."""
+    size = tuning.SPLICE_WINDOW_BATCHES
     window = []
     for item in batches:
         window.append(item)

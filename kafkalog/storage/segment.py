@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
+from .. import tuning
 from ..codec.batch import RecordBatch
 from ..codec.compression import Codec
 from ..codec.reader import Batch, BatchReader, TruncatedTail, header_first_offset
@@ -24,9 +25,9 @@ from .index import BatchSummary, OffsetIndex, OffsetPosition, TimeIndex
 from .naming import INT64_MAX
 from .txnindex import TransactionIndex
 
-CHUNK_SIZE = 8 * 1024 * 1024
-FIRST_BATCH_CHUNK = 64 * 1024  # enough for most first batches; a larger one is read whole
-TAIL_CHUNK = 256 * 1024  # the batches after the last offset-index entry: about index.interval.bytes
+# operations/validate.py's import, bound there at import: to go when it reads tuning.READ_CHUNK_BYTES
+# (validate.py belongs to another change of issue 36)
+CHUNK_SIZE = tuning.READ_CHUNK_BYTES
 FIRST_HEADER_BYTES = 18  # a v2 header up to its magic byte, a legacy one up to its attributes
 
 
@@ -165,7 +166,7 @@ class LogSegment:
 
     @cached_property
     def _first_batch_timestamp(self) -> int:
-        for _, batch in self.reader(chunk_size=FIRST_BATCH_CHUNK):
+        for _, batch in self.reader(chunk_size=tuning.FIRST_BATCH_CHUNK_BYTES):
             return batch.max_timestamp if batch.max_timestamp >= 0 else INT64_MAX
         return INT64_MAX
 
@@ -198,7 +199,7 @@ class LogSegment:
         for attempt in (start, 0) if start else (0,):
             last = max_ts = None
             try:
-                for _, batch in SegmentReader(self.fs, self.log_path, self.size, attempt, TAIL_CHUNK):
+                for _, batch in SegmentReader(self.fs, self.log_path, self.size, attempt, tuning.TAIL_CHUNK_BYTES):
                     last = batch.last_offset if last is None else max(last, batch.last_offset)
                     if batch.max_timestamp >= 0:
                         max_ts = batch.max_timestamp if max_ts is None else max(max_ts, batch.max_timestamp)
@@ -231,7 +232,7 @@ class LogSegment:
             return low, tail.last_offset + 1
         return low, self.next_base_offset
 
-    def reader(self, start: int = 0, end: int | None = None, chunk_size: int = CHUNK_SIZE) -> SegmentReader:
+    def reader(self, start: int = 0, end: int | None = None, chunk_size: int | None = None) -> SegmentReader:
         return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
 
     def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Batch]]:
@@ -291,12 +292,13 @@ class SegmentReader:
         path: str,
         end: int,
         start: int = 0,
-        chunk_size: int = CHUNK_SIZE,
+        chunk_size: int | None = None,
         *,
         torn_tail_ok: bool = True,
         offset_range: tuple[int, int | None] | None = None,
     ):
-        self.fs, self.path, self.end, self.start, self.chunk_size = fs, path, end, start, chunk_size
+        self.fs, self.path, self.end, self.start = fs, path, end, start
+        self.chunk_size = tuning.READ_CHUNK_BYTES if chunk_size is None else chunk_size
         self.torn_tail_ok, self.offset_range = torn_tail_ok, offset_range
         self.truncated_tail: TruncatedTail | None = None
         self.end_position = start

@@ -9,9 +9,9 @@ import pytest
 from kafkalog import tuning
 from kafkalog.errors import ConfigError, LogDirError
 from kafkalog.operations.export import as_of_offsets, clamped_offsets, partition_ranges
-from kafkalog.spark.scan_plan import ScanFilter, plan_scan
+from kafkalog.scan.reader import read_task
+from kafkalog.scan.scan_plan import ScanFilter, plan_scan
 from kafkalog.spark.topic_table import committed_batches, last_per_key
-from kafkalog.spark.views import read_task
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.offsets_for_times import offset_for_timestamp
 from tests.export_scenario import T0, TOPIC, consumer_reads, latest, write_topic

@@ -36,7 +36,7 @@ from kafkalog.rules.retention import (
 from kafkalog.rules.segment_meta import SegmentMeta
 from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint
 from kafkalog.storage.fs import LogFileSystem
-from kafkalog.storage.log_writer import PartitionWriter, SegmentWriter
+from kafkalog.storage.log_writer import PartitionWriter
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.naming import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -48,6 +48,7 @@ from kafkalog.storage.naming import (
 )
 from kafkalog.storage.naming import INT64_MAX as LONG_MAX
 from kafkalog.storage.partition import Partition
+from kafkalog.storage.segment_writer import SegmentWriter
 from kafkalog.storage.swap import in_flight_files
 
 NOW = 1_700_000_000_000

@@ -21,16 +21,16 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 
+from kafkalog import tuning
 from kafkalog.cli import main
 from kafkalog.config import resolver_from
 from kafkalog.operations.compact import compact
 from kafkalog.operations.purge import purge
 from kafkalog.operations.retain import retain
+from kafkalog.scan.inventory import list_segments
+from kafkalog.scan.scan_plan import plan_scan
 from kafkalog.spark import narrow_scan
-from kafkalog.spark.inventory import list_segments
-from kafkalog.spark.scan_plan import plan_scan
 from kafkalog.storage.logdir import copy_log_dir
-from kafkalog.storage.segment import CHUNK_SIZE
 
 pytestmark = pytest.mark.spark
 
@@ -146,11 +146,11 @@ def test_an_in_place_rewrite_of_a_bucket_is_refused(archive, capsys):
 
 def test_a_scan_reads_each_segment_in_large_ranged_reads(spark, archive, s3_server):
     """No request per batch: a scan reads each work unit of a `.log` in ranged GETs of up to
-    CHUNK_SIZE bytes (and one more where a batch straddles a chunk's end)."""
+    tuning.READ_CHUNK_BYTES bytes (and one more where a batch straddles a chunk's end)."""
     local, remote = archive
     allowed: Counter = Counter()
     for unit in plan_scan(remote, min_tasks=1).units:
-        allowed[unit.path] += 2 * -(-unit.nbytes // CHUNK_SIZE)
+        allowed[unit.path] += 2 * -(-unit.nbytes // tuning.READ_CHUNK_BYTES)
     batches = sum(1 for segment in list_segments(str(local)) for _ in segment.batches())
     before = len(s3_server.requests())
     assert narrow_scan(spark, remote, min_tasks=1).count() > 0

@@ -152,7 +152,7 @@ def test_one_task_reads_each_segment_once_and_lists_nothing(tmp_path, monkeypatc
     """Below Spark: the task of each partition opens each scanned segment's `.log` once and reads
     its bytes once, reads no other file, lists no directory, and writes what it decided."""
     from kafkalog.operations.compact import plan_compaction
-    from kafkalog.spark.inventory import CountingFileSystem, IOStats
+    from kafkalog.scan.inventory import CountingFileSystem, IOStats
     from kafkalog.storage.fs import LogFileSystem
 
     root = tmp_path / "log"

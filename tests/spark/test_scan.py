@@ -8,8 +8,8 @@ import shutil
 import pytest
 from chispa import assert_df_equality
 
+from kafkalog.scan.inventory import IOStats
 from kafkalog.spark import ScanMetrics, narrow_scan, read_records, segment_inventory
-from kafkalog.spark.inventory import IOStats
 from kafkalog.storage.naming import parse_segment_file_name
 
 from . import direct
@@ -165,7 +165,7 @@ def _mixed_segment(tmp_path, corrupt_at=None, crc_error_at=None, bad_control_at=
     from kafkalog.codec.control import build_end_txn_marker
     from kafkalog.codec.legacy import build_legacy_batch
     from kafkalog.codec.records import Record
-    from kafkalog.spark.scan_plan import WorkUnit
+    from kafkalog.scan.scan_plan import WorkUnit
     from tests.codec.test_columnar import batch_of, damage, section_of
 
     data, positions, offset = bytearray(), [], 0
@@ -226,10 +226,11 @@ def _read(unit, windowed: bool, **kw):
     gets it: what the narrow view did before windows)."""
     from unittest import mock
 
-    from kafkalog.spark import views
+    from kafkalog import tuning
+    from kafkalog.scan import reader, views
 
-    with mock.patch.object(views, "WINDOW_BATCHES", views.WINDOW_BATCHES if windowed else 1):
-        return list(views.read_unit(unit, views.filesystem(str(unit.path)), "narrow", **kw))
+    with mock.patch.object(tuning, "VIEW_WINDOW_BATCHES", tuning.VIEW_WINDOW_BATCHES if windowed else 1):
+        return list(reader.read_unit(unit, views.filesystem(str(unit.path)), "narrow", **kw))
 
 
 def _error(fn):
@@ -243,7 +244,7 @@ def _error(fn):
 @pytest.mark.parametrize("batch_rows", [1, 50, 64 * 1024])
 @pytest.mark.parametrize("offsets", [(None, None), (30, None), (None, 400), (101, 377)])
 def test_narrow_windows_equal_the_batch_by_batch_scan(tmp_path, batch_rows, offsets):
-    from kafkalog.spark.scan_plan import ScanFilter
+    from kafkalog.scan.scan_plan import ScanFilter
 
     unit, _ = _mixed_segment(tmp_path)
     flt = ScanFilter.of(start_offset=offsets[0], end_offset=offsets[1])

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from kafkalog.errors import ConfigError
+from kafkalog.scan.source_options import checked
 from kafkalog.spark.datasource import KafkaLogReader, schema_of
-from kafkalog.spark.source_options import checked
 
 
 def read(log, view="records", **options) -> pa.Table:

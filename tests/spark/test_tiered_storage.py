@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kafkalog.operations.validate import validate_paths
+from kafkalog.scan.scan_plan import plan_scan
 from kafkalog.spark import narrow_scan, read_records
-from kafkalog.spark.scan_plan import plan_scan
 from kafkalog.storage.log_writer import PartitionWriter
 
 pytestmark = pytest.mark.spark

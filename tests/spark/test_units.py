@@ -10,8 +10,9 @@ import pyarrow.compute as pc
 import pytest
 
 from kafkalog.errors import CorruptIndexError, CrcMismatchError, KafkaLogError
-from kafkalog.spark.inventory import IOStats, inventory_rows, list_segments
-from kafkalog.spark.scan_plan import (
+from kafkalog.scan.inventory import IOStats, inventory_rows, list_segments
+from kafkalog.scan.reader import read_task, read_unit
+from kafkalog.scan.scan_plan import (
     ScanFilter,
     WorkUnit,
     check_tiling,
@@ -23,7 +24,7 @@ from kafkalog.spark.scan_plan import (
     split_ranges,
     task_bytes,
 )
-from kafkalog.spark.views import NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, read_task, read_unit, record_sequences
+from kafkalog.scan.views import NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, record_sequences
 from kafkalog.storage.fs import FileEntry
 from kafkalog.storage.index import OffsetPosition
 from kafkalog.storage.segment import FIRST_HEADER_BYTES, LogSegment
@@ -350,8 +351,8 @@ def test_pushed_filters_become_scan_filters():
     from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, LessThanOrEqual
 
     from kafkalog.errors import ConfigError
+    from kafkalog.scan.source_options import checked
     from kafkalog.spark.datasource import KafkaLogPushdownReader
-    from kafkalog.spark.source_options import checked
 
     reader = KafkaLogPushdownReader(checked({"path": "/x", "topics": "a,b", "startingOffset": "3"}), "records")
     filters = [

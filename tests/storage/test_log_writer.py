@@ -17,9 +17,10 @@ from kafkalog.rules.aborted_txn import AbortedTxn
 from kafkalog.storage.checkpoint import EpochEntry, parse_leader_epoch_checkpoint, parse_partition_metadata
 from kafkalog.storage.fs import LogFileSystem
 from kafkalog.storage.index import LogSegmentOffsetOverflowError, build_indexes
-from kafkalog.storage.log_writer import PartitionWriter, SegmentWriter, UnexpectedAppendOffsetError, derive_topic_id
+from kafkalog.storage.log_writer import PartitionWriter, derive_topic_id
 from kafkalog.storage.partition import Partition
 from kafkalog.storage.producer_state import ProducerStateManager
+from kafkalog.storage.segment_writer import SegmentWriter, UnexpectedAppendOffsetError
 from kafkalog.storage.snapshot import ProducerSnapshot, ProducerStateEntry
 from kafkalog.storage.txnindex import TransactionIndex
 

@@ -5,30 +5,30 @@
   (`RECORDS_SCHEMA`);
 * ``batches``: one row per batch, header fields only (`BATCHES_SCHEMA`).
 
-`read_task` reads a task's units (scan_plan.py) and yields the view's batches; scan.py runs it with
-`mapInArrow`.
+Here: the views' schemas and their builders, which turn decoded batches into Arrow record batches;
+reader.py's `read_task` reads a task's units (scan_plan.py) through them, and spark/scan.py runs it
+with `mapInArrow`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import tuning
 from ..codec.batch import INT32_MAX, RecordBatch
 from ..codec.control import ControlType, parse_control_type, parse_coordinator_epoch
 from ..codec.decode import RecordColumns
 from ..codec.scan import ABSENT, KeyColumns, scan_batches, scan_keys
-from ..errors import CorruptBatchError, CorruptIndexError, KafkaLogError
+from ..errors import CorruptBatchError, KafkaLogError
 from ..storage.fs import LogFileSystem
-from ..storage.segment import SegmentReader, batch_first_offset, locate
-from .inventory import CountingFileSystem, IOStats
-from .scan_plan import ScanFilter, WorkUnit
+from ..storage.segment import locate
+from .scan_plan import WorkUnit
 
-DEFAULT_BATCH_ROWS = 64 * 1024  # rows per Arrow record batch
 VIEWS = ("narrow", "records", "batches")
 
 # -- schemas -----------------------------------------------------------------------------------------
@@ -154,6 +154,32 @@ def _constant(value, type_: pa.DataType, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, type_), n)
 
 
+class DecodingBatch:
+    """A block decoding the batch at `position` of the unit's file: what it raises leaves as a
+    KafkaLogError naming the file and byte (the codec's, located, or a CorruptBatchError wrapping
+    anything else)."""
+
+    __slots__ = ("unit", "position", "batch")
+
+    def __init__(self, unit: WorkUnit, position: int, batch):
+        self.unit, self.position, self.batch = unit, position, batch
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind, err, traceback) -> None:
+        if not isinstance(err, Exception) or isinstance(err, KafkaLogError) and err.file is not None:
+            return
+        if isinstance(err, KafkaLogError):
+            raise locate(err, self.unit.path, self.position, self.batch) from None
+        raise CorruptBatchError(
+            f"cannot decode the batch: {type(err).__name__}: {err}",
+            file=self.unit.path,
+            position=self.position,
+            offset=getattr(self.batch, "last_offset", None),
+        ) from err
+
+
 class _BatchColumns:
     """Per-batch values and each batch's run of rows, expanded to per-row columns by run-end decoding."""
 
@@ -175,7 +201,7 @@ class _BatchColumns:
         return pc.run_end_decode(ree)
 
 
-class _ViewBuilder:
+class ViewBuilder:
     """Collects decoded batches of one work unit and turns them into Arrow record batches."""
 
     schema: pa.Schema
@@ -208,17 +234,11 @@ _NARROW_BATCH_FIELDS = (
 )
 
 
-# A window of v2 batches is scanned in one vectorised pass (`scan_batches`) once it holds this many
-# batches or decompressed bytes: enough to pay numpy's cost per call once for thousands of records,
-# few enough to keep the held-back sections small.
-WINDOW_BATCHES = 64
-WINDOW_BYTES = 1 << 20
-
-
-class NarrowBuilder(_ViewBuilder):
+class NarrowBuilder(ViewBuilder):
     """The compaction view: the keys of a window of batches scanned at once (`scan_batches`),
     batch by batch (`scan_keys`) where that pass does not vouch for them all (values are never
-    materialised). `add` holds the window's batches back until it is full, `settle` or `flush`;
+    materialised). `add` holds the window's batches back until it is full (tuning.VIEW_WINDOW_*),
+    `settle` or `flush`;
     `rows` counts them already."""
 
     schema = NARROW_SCHEMA
@@ -251,7 +271,7 @@ class NarrowBuilder(_ViewBuilder):
         self.window.append((position, batch, section))
         self.window_bytes += len(section)
         self._count(position, batch, batch.records_count)
-        if len(self.window) >= WINDOW_BATCHES or self.window_bytes >= WINDOW_BYTES:
+        if len(self.window) >= tuning.VIEW_WINDOW_BATCHES or self.window_bytes >= tuning.VIEW_WINDOW_BYTES:
             self.settle()
 
     def _control_types(self, batch: RecordBatch, section: bytes) -> None:
@@ -288,7 +308,7 @@ class NarrowBuilder(_ViewBuilder):
         if len(window) > 1 and scan_batches([b for _, b, _ in window], [s for _, _, s in window], self.keys):
             return
         for position, batch, section in window:  # the first failing batch raises its own error
-            with _Decoding(self.unit, position, batch):
+            with DecodingBatch(self.unit, position, batch):
                 scan_keys(batch, self.keys, section=section)
 
     def flush(self) -> pa.RecordBatch:
@@ -351,7 +371,7 @@ _RECORD_BATCH_FIELDS = (
 )
 
 
-class RecordsBuilder(_ViewBuilder):
+class RecordsBuilder(ViewBuilder):
     """The full view: every record decoded, with headers; Spark's Kafka source columns first. A
     batch the vectorised decoder reads arrives as columns (`RecordColumns`) and stays so; the
     records of small batches are gathered in lists and made columns together, in order."""
@@ -478,7 +498,7 @@ def record_sequences(base_sequence: pa.Array, offset: pa.Array, batch_base_offse
     return pc.if_else(pc.less(base_sequence, 0), -1, wrapped).cast(pa.int32())
 
 
-class BatchesBuilder(_ViewBuilder):
+class BatchesBuilder(ViewBuilder):
     """One row per batch (legacy compressed wrappers are decompressed for their base offset and count)."""
 
     schema = BATCHES_SCHEMA
@@ -540,181 +560,3 @@ class BatchesBuilder(_ViewBuilder):
 
 
 BUILDERS = {"narrow": NarrowBuilder, "records": RecordsBuilder, "batches": BatchesBuilder}
-
-
-def _offset_mask(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.Array | None:
-    if view == "batches":
-        low, high = batch.column("baseOffset"), batch.column("lastOffset")
-    else:
-        low = high = batch.column("offset")
-    mask = None
-    if flt.start_offset is not None:
-        mask = pc.greater_equal(high, flt.start_offset)
-    if flt.end_offset is not None:
-        below = pc.less(low, flt.end_offset)
-        mask = below if mask is None else pc.and_(mask, below)
-    return mask
-
-
-def read_unit(
-    unit: WorkUnit,
-    fs: LogFileSystem,
-    view: str = "narrow",
-    flt: ScanFilter = ScanFilter(),
-    *,
-    verify_crc: bool = True,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
-    header: bytes | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects;
-    with `header` (the narrow view only), each record's last header of that key too
-    (`NARROW_HEADER_FIELDS`).
-
-    Errors name the `.log` file and the byte position: any failure while decoding a batch is a
-    `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
-    """
-    builder = NarrowBuilder(unit, header) if header is not None else BUILDERS[view](unit)
-    flt = flt.for_partition(unit.topic, unit.partition)
-    try:
-        yield from _read_unit(unit, fs, builder, view, flt, verify_crc, batch_rows)
-    except Exception:
-        builder.settle()  # the batches it holds back come first: the first of them to fail raises
-        raise
-
-
-def _read_unit(
-    unit: WorkUnit,
-    fs: LogFileSystem,
-    builder: _ViewBuilder,
-    view: str,
-    flt: ScanFilter,
-    verify_crc: bool,
-    batch_rows: int,
-) -> Iterator[pa.RecordBatch]:
-    reader = SegmentReader(
-        fs,
-        unit.path,
-        unit.end,
-        unit.start,
-        torn_tail_ok=unit.next_base_offset is None or not unit.is_last_range,
-        offset_range=(unit.segment_base_offset, unit.next_base_offset),
-    )
-    start, end = flt.start_offset, flt.end_offset
-    low, high = unit.low_offset, unit.high_offset
-    completed = True
-    iterator = iter(reader)
-    while True:
-        try:
-            item = next(iterator, None)
-        except KafkaLogError:
-            raise
-        except Exception as err:  # an I/O failure: name the file and where the reader was
-            raise KafkaLogError(
-                f"cannot read: {type(err).__name__}: {err}", file=unit.path, position=reader.end_position
-            ) from err
-        if item is None:
-            break
-        position, batch = item
-        with _Decoding(unit, position, batch):
-            last, first = batch.last_offset, batch_first_offset(batch)
-            if (high is not None and last >= high) or (low is not None and first is not None and first < low):
-                raise CorruptIndexError(
-                    f"the offset index of the segment disagrees with the log: the batch at byte {position} "
-                    f"holds offsets up to {last}{'' if first is None else f' from {first}'}, outside the "
-                    f"range [{low}, {high}) that the index gives bytes [{unit.start}, {unit.end})",
-                    file=unit.index_path or unit.path,
-                    position=position,
-                    offset=last,
-                )
-            if end is not None and first is not None and first >= end:
-                completed = False  # offsets only grow within a segment: nothing further is wanted
-                break
-            if start is not None and last < start:
-                continue
-            if verify_crc:
-                batch.verify()
-            reader.check_decoded_first_offset(position, batch)  # every view decodes a legacy wrapper
-            builder.add(position, batch)
-        if builder.rows >= batch_rows:
-            yield _filtered(builder.flush(), view, flt)
-    if completed and not unit.is_last_range and (reader.truncated_tail is not None or reader.end_position != unit.end):
-        raise CorruptIndexError(
-            f"the range [{unit.start}, {unit.end}) cut at an offset-index entry does not end at a batch "
-            f"boundary: the last whole batch ends at byte {reader.end_position}",
-            file=unit.index_path or unit.path,
-            position=unit.end,
-        )
-    if builder.rows:
-        yield _filtered(builder.flush(), view, flt)
-
-
-class _Decoding:
-    """A block decoding the batch at `position` of the unit's file: what it raises leaves as a
-    KafkaLogError naming the file and byte (the codec's, located, or a CorruptBatchError wrapping
-    anything else)."""
-
-    __slots__ = ("unit", "position", "batch")
-
-    def __init__(self, unit: WorkUnit, position: int, batch):
-        self.unit, self.position, self.batch = unit, position, batch
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, kind, err, traceback) -> None:
-        if not isinstance(err, Exception) or isinstance(err, KafkaLogError) and err.file is not None:
-            return
-        if isinstance(err, KafkaLogError):
-            raise locate(err, self.unit.path, self.position, self.batch) from None
-        raise CorruptBatchError(
-            f"cannot decode the batch: {type(err).__name__}: {err}",
-            file=self.unit.path,
-            position=self.position,
-            offset=getattr(self.batch, "last_offset", None),
-        ) from err
-
-
-def _committed_mask(batch: pa.RecordBatch, view: str, aborted: Sequence[tuple[int, int, int]]) -> pa.Array:
-    """What a read_committed consumer sees: no control record, and no record of an aborted
-    transaction (a transactional batch of its producer within its offsets, as `.txnindex` lists them)."""
-    offset = batch.column("baseOffset" if view == "batches" else "offset")
-    producer = batch.column("producerId")
-    dropped = batch.column("isControl")
-    transactional = batch.column("isTransactional")
-    for producer_id, first, last in aborted:
-        txn = pc.and_(
-            pc.equal(producer, producer_id), pc.and_(pc.greater_equal(offset, first), pc.less_equal(offset, last))
-        )
-        dropped = pc.or_(dropped, pc.and_(transactional, txn))
-    return pc.invert(dropped)
-
-
-def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBatch:
-    mask = _offset_mask(batch, view, flt) if flt.has_offsets else None
-    if flt.committed_only:
-        committed = _committed_mask(batch, view, flt.aborted_txns)
-        mask = committed if mask is None else pc.and_(mask, committed)
-    return batch if mask is None else batch.filter(mask)
-
-
-def read_task(
-    root: str,
-    units: Sequence[WorkUnit],
-    view: str = "narrow",
-    flt: ScanFilter = ScanFilter(),
-    *,
-    verify_crc: bool = True,
-    batch_rows: int = DEFAULT_BATCH_ROWS,
-    stats: IOStats | None = None,
-    headers: dict[str, bytes] | None = None,
-) -> Iterator[pa.RecordBatch]:
-    """Decode the units of one task, in order; every read is counted in `stats`. `headers`: the
-    header key each topic's narrow rows carry (`read_unit`'s `header`), by topic."""
-    fs = filesystem(root)
-    if stats is not None:
-        fs = CountingFileSystem(fs, stats)
-    for unit in units:
-        header = headers.get(unit.topic) if headers else None
-        for batch in read_unit(unit, fs, view, flt, verify_crc=verify_crc, batch_rows=batch_rows, header=header):
-            if batch.num_rows:
-                yield batch

@@ -22,12 +22,6 @@ from ..storage.remote_log import RemoteStorage, with_remote_segments
 from ..storage.segment import LogSegment
 from .inventory import IOStats, list_segments, log_dir_uri, open_log_dir
 
-DEFAULT_OPEN_COST = 4 * 1024 * 1024  # like spark.sql.files.openCostInBytes
-MIN_SPLIT_BYTES = 1024 * 1024  # parallelism alone never cuts ranges smaller than this
-SMALL_OPEN_COST = 64 * 1024  # what a partition or an output segment costs a task beyond its bytes
-SEEK_MIN_BYTES = 1024 * 1024  # an offset range seeks with the index only in segments at least this big
-
-
 # -- what to read ----------------------------------------------------------------------------------
 
 
@@ -282,10 +276,11 @@ def plan_units(
     *,
     unit_bytes: int,
     read_index: Callable[[LogSegment], list[OffsetPosition]] = lambda seg: seg.offset_index_entries,
-    seek_min_bytes: int = SEEK_MIN_BYTES,
+    seek_min_bytes: int | None = None,
 ) -> list[WorkUnit]:
     """Work units for the pruned segments: whole segments, or index-cut ranges of segments larger
     than `unit_bytes`; with an offset range, index ranges wholly outside it are dropped."""
+    seek_min_bytes = tuning.SEEK_MIN_BYTES if seek_min_bytes is None else seek_min_bytes
     units = []
     whole = flt
     for seg in prune_segments(segments, whole):
@@ -321,22 +316,24 @@ def plan_units(
     return units
 
 
-def task_bytes(total_bytes: int, max_bytes: int, min_tasks: int, open_cost: int = DEFAULT_OPEN_COST) -> int:
+def task_bytes(total_bytes: int, max_bytes: int, min_tasks: int) -> int:
     """The size a task aims at: `max_bytes`, smaller when that leaves fewer than `min_tasks` tasks."""
     if min_tasks <= 1:
         return max_bytes
-    return max(1, min(max_bytes, max(MIN_SPLIT_BYTES, math.ceil(total_bytes / min_tasks))))
+    return max(1, min(max_bytes, max(tuning.MIN_SPLIT_BYTES, math.ceil(total_bytes / min_tasks))))
 
 
 T = TypeVar("T")
 
 
 def pack(
-    items: Iterable[T], nbytes: Callable[[T], int], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST
+    items: Iterable[T], nbytes: Callable[[T], int], target_bytes: int, open_cost: int | None = None
 ) -> list[tuple[T, ...]]:
     """Pack items, in order, into groups of about `target_bytes`, counting `nbytes(item)` plus
     `open_cost` for each (as Spark packs small files); an item larger than the target is a group
-    of its own. The tasks of a scan, a decision or a rewrite: cost follows bytes, not items."""
+    of its own (`open_cost` None: tuning.OPEN_COST). The tasks of a scan, a decision or a rewrite:
+    cost follows bytes, not items."""
+    open_cost = tuning.OPEN_COST if open_cost is None else open_cost
     groups: list[tuple[T, ...]] = []
     current: list[T] = []
     current_bytes = 0
@@ -353,7 +350,7 @@ def pack(
 
 
 def pack_units(
-    units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST
+    units: Sequence[WorkUnit], target_bytes: int, open_cost: int | None = None
 ) -> list[tuple[WorkUnit, ...]]:
     """Pack work units, in order, into tasks of about `target_bytes` (see `pack`)."""
     return pack(units, lambda unit: unit.nbytes, target_bytes, open_cost)
@@ -380,7 +377,7 @@ def plan_scan(
     `max_bytes_per_task` caps both a task's bytes and a unit's (larger segments are cut);
     `min_tasks` lowers the target so that at least that many tasks exist where the data allows.
     `open_cost` is what opening a unit's file costs, in bytes: by default a request's worth on an
-    object store (DEFAULT_OPEN_COST), next to nothing on a local disk (SMALL_OPEN_COST).
+    object store (tuning.OPEN_COST), next to nothing on a local disk (tuning.SMALL_OPEN_COST).
     Without `pack`, every work unit is its own task. `resolve` narrows `flt` with what only the
     opened log dir can tell (the data source's options: which topics a pattern names, offsets of
     timestamps, transactions).
@@ -429,9 +426,9 @@ def plan_segments(
     if max_bytes_per_task is None:
         max_bytes_per_task = tuning.MAX_BYTES_PER_TASK
     if open_cost is None:
-        open_cost = SMALL_OPEN_COST if is_local else DEFAULT_OPEN_COST
+        open_cost = tuning.SMALL_OPEN_COST if is_local else tuning.OPEN_COST
     pruned = prune_segments(segments, flt)
-    target = task_bytes(sum(s.size + open_cost for s in pruned), max_bytes_per_task, min_tasks, open_cost)
+    target = task_bytes(sum(s.size + open_cost for s in pruned), max_bytes_per_task, min_tasks)
     units = plan_units(pruned, flt, unit_bytes=max(1, min(target, max_bytes_per_task)))
     tasks: list[tuple[WorkUnit, ...]]
     if not pack:
@@ -444,10 +441,11 @@ def plan_segments(
 
 
 def pack_partitions(
-    units: Sequence[WorkUnit], target_bytes: int, open_cost: int = DEFAULT_OPEN_COST
+    units: Sequence[WorkUnit], target_bytes: int, open_cost: int | None = None
 ) -> list[tuple[WorkUnit, ...]]:
     """`pack_units`, but a partition whose units fit in `target_bytes` (open costs counted) is never
     spread over two tasks; a larger one is packed unit by unit."""
+    open_cost = tuning.OPEN_COST if open_cost is None else open_cost
     by_partition: dict = {}
     for unit in units:
         by_partition.setdefault((unit.topic, unit.partition), []).append(unit)

@@ -1,5 +1,6 @@
 """The segments of a log directory as the scan planner and a DataFrame see them: storage's
-`LogSegment`s, listed (`list_segments`) and shown (`segment_inventory`, a view of their metadata).
+`LogSegment`s, listed (`list_segments`) and their metadata as rows (`inventory_rows`, which
+spark/scan.py's `segment_inventory` shows as a DataFrame).
 
 Nothing here reads a segment body: a listing gives names, sizes and mtimes; the last entries of
 the `.index` and `.timeindex` files and the batches after the last offset-index entry give the last
@@ -170,29 +171,3 @@ def inventory_rows(segments: list[LogSegment]) -> list[tuple]:
         )
         for s in segments
     ]
-
-
-def segment_inventory(spark, log_dir, topics=None, partitions=None, *, stats: IOStats | None = None):
-    """A DataFrame of the segments of `log_dir`, one row each, built on the driver from metadata:
-    topic, partition, baseOffset, size (bytes), path (of the `.log`), firstOffset, lastOffset
-    (None: no batch; firstOffset also None for a legacy compressed wrapper), maxTimestamp (epoch
-    ms, None if unknown), isActive (the last segment of its partition) and mtime (the `.log` file's
-    modification time, epoch ms)."""
-    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
-
-    schema = StructType(
-        [
-            StructField("topic", StringType(), False),
-            StructField("partition", IntegerType(), False),
-            StructField("baseOffset", LongType(), False),
-            StructField("size", LongType(), False),
-            StructField("path", StringType(), False),
-            StructField("firstOffset", LongType(), True),
-            StructField("lastOffset", LongType(), True),
-            StructField("maxTimestamp", LongType(), True),
-            StructField("isActive", BooleanType(), False),
-            StructField("mtime", LongType(), False),
-        ]
-    )
-    rows = inventory_rows(list_segments(log_dir, topics, partitions, stats=stats))
-    return spark.createDataFrame(rows, schema)
