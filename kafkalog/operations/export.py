@@ -37,10 +37,10 @@ from ..errors import ConfigError, KafkaLogError
 from ..rules.compaction_strategy import OFFSET, CompactionStrategy
 from ..rules.partition_state import partition_state
 from ..spark.errors import raises_kafkalog_errors
+from ..spark.inventory import log_dir_uri
 from ..spark.progress import task_feed
 from ..spark.session import started
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, tasks_stopped, write_table
-from ..spark.inventory import log_dir_uri
 from ..spark.topic_table import PartitionRange, TopicLog, committed_records, latest_records
 from ..storage import table_output, tables
 from ..storage.destination import check_outside

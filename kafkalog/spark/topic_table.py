@@ -27,8 +27,8 @@ from ..codec.control import parse_control_type
 from ..rules.aborted_txn import AbortedTxn
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..rules.compaction_strategy import OFFSET, CompactionStrategy, record_versions, superseded
-from .scan import default_min_tasks, pack_tasks, spark_schema
 from ..storage.segment import LogSegment
+from .scan import default_min_tasks, pack_tasks, spark_schema
 from .scan_plan import ScanFilter, pack_units, plan_segments, read_active_tails, task_bytes
 from .tasks import task_frame
 from .views import RECORDS_SCHEMA, read_task
