@@ -171,8 +171,9 @@ def _run_export(args) -> int:
         decoding=decoding,
         latest_by=latest_by,
     )
-    # a session already running, a job's, is used as it is
-    result = run_export(spark_session(args, background=True, delta=args.format == "delta"), plan)
+    # a session already running, a job's, is used as it is; none starts for a table already up to date
+    spark = None if plan.up_to_date else spark_session(args, background=True, delta=args.format == "delta")
+    result = run_export(spark, plan)
     report = result.to_dict()
     print(json.dumps(report))
     save_report(args.report, report)

@@ -345,6 +345,11 @@ class ExportPlan:
     def has_new_records(self) -> bool:
         return any(r.end > r.start for r in self.ranges)
 
+    @property
+    def up_to_date(self) -> bool:
+        """An incremental run that finds nothing past the table's note: it commits nothing, and needs no Spark."""
+        return self.note is not None and not self.has_new_records
+
 
 def plan_export(
     log_dir: LogDir,
@@ -411,7 +416,7 @@ def run_export(spark, plan: ExportPlan) -> ExportResult:
     """Carry out `plan`: write the table in one commit that notes the offsets it holds (see
     `export`); an incremental run with nothing new commits nothing. `spark`: a session, or the
     Future of one starting (spark/session.py's `start_session`), awaited only when there is
-    something to write."""
+    something to write (None will do for a plan `up_to_date`)."""
     result = ExportResult(
         plan.topic,
         plan.output,
@@ -424,8 +429,8 @@ def run_export(spark, plan: ExportPlan) -> ExportResult:
         clamped=plan.clamped,
         latest_by=str(plan.latest_by),
     )
-    if plan.note is not None and not plan.has_new_records:
-        return result  # nothing new: no commit
+    if plan.up_to_date:
+        return result
     if isinstance(spark, Future) and not spark.done():
         with progress.phase("export", "wait for Spark to start", total=1, unit="session"):
             spark.result()
