@@ -157,7 +157,8 @@ def _run_export(args) -> int:
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)
-    plan = plan_export(  # every check, and missing schemas, before the JVM starts
+    # every check, and missing schemas, before the JVM starts
+    plan = plan_export(
         log,
         args.topic,
         args.output,
