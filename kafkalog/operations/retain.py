@@ -504,7 +504,8 @@ def run_retain(plan: RetainPlan, *, fault: FaultHook = no_fault) -> RetentionRep
     is called after each step of an in-place change (a test hook that may raise)."""
     dry_run, now_ms = plan.dry_run, plan.now_ms
     with destination(plan.uri, plan.output, dry_run=dry_run, follow_symlinks=plan.follow_symlinks) as target:
-        log_dir = target.opened or LogDir.open(target.path)  # the copy, with an output
+        copied = target.path != target.source  # with an output: the copy, retained in place
+        log_dir = LogDir.open(target.path) if copied else plan.log_dir
         report, work = _plan(log_dir, plan)
         report.log_dir, report.output = target.source, plan.output
         for line in [] if dry_run else report.all_data_deleted():  # a dry run's summary says it
