@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ConfigError
-from .options import add_config_options, add_input, add_quiet, config_resolver, spark_session
+from .options import add_config_options, add_input, add_quiet, config_resolver, running_session, spark_session
 from .output import EXIT_OK, save_report
 
 
@@ -137,6 +137,7 @@ def _latest_by(args):
 def _run_export(args) -> int:
     from ..operations.decoding import Decoding
     from ..operations.export import plan_export, run_export
+    from ..spark.session import check_startable
     from ..storage.logdir import LogDir
 
     log = LogDir.open(args.log_dir)  # listed once: the plan holds the segments the scan reads
@@ -154,6 +155,8 @@ def _run_export(args) -> int:
         on_decode_error=args.on_decode_error,
         dead_letter=args.dead_letter,
     )
+    if running_session() is None:
+        check_startable()  # no Java, or no pyspark: said before the plan reads the partitions
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)
