@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..errors import ConfigError
-from .options import add_config_options, add_input, add_quiet, config_resolver, spark_session
+from .options import add_config_options, add_input, add_quiet, config_resolver, running_session, spark_session
 from .output import EXIT_OK, save_report
 
 
@@ -135,10 +135,13 @@ def _latest_by(args):
 
 
 def _run_export(args) -> int:
-    from ..operations.decoding import Decoding, schema_registry
-    from ..operations.export import check_output, export, topic_log_dir
+    from ..operations.decoding import Decoding
+    from ..operations.export import plan_export, run_export
+    from ..spark.session import check_startable
+    from ..storage.logdir import LogDir
 
-    topic_log_dir(args.log_dir, args.topic)  # a typo costs no JVM start
+    log = LogDir.open(args.log_dir)  # listed once: the plan holds the segments the scan reads
+    log.check_topics([args.topic])  # a typo costs no JVM start
     latest_by = _latest_by(args)
     decoding = Decoding(
         key_format=args.key_format,
@@ -152,29 +155,29 @@ def _run_export(args) -> int:
         on_decode_error=args.on_decode_error,
         dead_letter=args.dead_letter,
     )
-    registry = schema_registry(decoding, args.log_dir)  # and so do missing schemas
+    if running_session() is None:
+        check_startable()  # no Java, or no pyspark: said before the plan reads the partitions
     as_of_offset = args.as_of_offset
     if as_of_offset is not None and as_of_offset.lstrip("-").isdigit():
         as_of_offset = int(as_of_offset)
-    dead_letters = decoding.dead_letter_path(args.output)
-    again = {"overwrite": args.overwrite, "incremental": args.incremental}
-    check_output(args.log_dir, args.output, args.format, **again, dead_letters=dead_letters)  # no JVM start either
-    # Spark starts while export plans what to read (a session already running, a job's, is used as it is)
-    spark = spark_session(args, background=True, delta=args.format == "delta")
-    result = export(
-        spark,
-        args.log_dir,
+    # every check, and missing schemas, before the JVM starts
+    plan = plan_export(
+        log,
         args.topic,
         args.output,
+        uri=args.log_dir,
         format=args.format,
         mode=args.mode,
         as_of_offset=as_of_offset,
         as_of_time=args.as_of_time,
-        **again,
+        incremental=args.incremental,
+        overwrite=args.overwrite,
         decoding=decoding,
-        registry=registry,
         latest_by=latest_by,
     )
+    # a session already running, a job's, is used as it is; none starts for a table already up to date
+    spark = None if plan.up_to_date else spark_session(args, background=True, delta=args.format == "delta")
+    result = run_export(spark, plan)
     report = result.to_dict()
     print(json.dumps(report))
     save_report(args.report, report)

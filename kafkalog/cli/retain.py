@@ -76,12 +76,12 @@ def _add_retain(commands) -> None:
 
 
 def _run_retain(args) -> int:
-    from ..operations.retain import retain
+    from ..operations.retain import plan_retain, run_retain
 
     resolver = config_resolver(args)
-    check_before_spark(args, resolver)
-    report = retain(
-        args.log_dir,
+    plan = plan_retain(
+        check_before_spark(args, resolver),  # the log dir opened once, and checked
+        uri=args.log_dir,
         config=resolver,
         now_ms=now_of(args),
         topics=args.topics,
@@ -96,6 +96,7 @@ def _run_retain(args) -> int:
         remote_storage=args.remote_storage_dir,
         follow_symlinks=args.follow_symlinks,
     )
+    report = run_retain(plan)
     save_report(args.report, report.to_dict())
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.summary())
     return EXIT_PROBLEMS if report.delete_records_failed else EXIT_OK

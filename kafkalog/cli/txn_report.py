@@ -30,14 +30,17 @@ def _add_txn_report(commands) -> None:
 
 
 def _run_txn_report(args) -> int:
-    from ..operations.txn_report import txn_report
+    from ..operations.txn_report import plan_txn_report, run_txn_report
+    from ..storage.logdir import LogDir
 
-    report = txn_report(
-        args.log_dir,
-        now_ms=now_of(args),
+    now_ms = now_of(args)  # said before the log dir is read
+    plan = plan_txn_report(
+        LogDir.open(args.log_dir),
+        now_ms=now_ms,
         topics=args.topics,
         transaction_max_timeout_ms=args.transaction_max_timeout_ms,
     )
+    report = run_txn_report(plan)
     print(json.dumps(report.to_dict(), indent=2) if args.json else _txn_tables(report))
     return EXIT_PROBLEMS if report.hanging else EXIT_OK
 

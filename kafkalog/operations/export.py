@@ -36,11 +36,12 @@ from ..codec.schema_registry import SchemaRegistry
 from ..errors import ConfigError, KafkaLogError
 from ..rules.compaction_strategy import OFFSET, CompactionStrategy
 from ..rules.partition_state import partition_state
+from ..scan.inventory import log_dir_uri
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.progress import task_feed
 from ..spark.session import started
 from ..spark.tables import FORMATS, merge_latest, read_note, table_schema, tasks_stopped, write_table
-from ..spark.topic_table import PartitionRange, committed_records, latest_records
+from ..spark.topic_table import PartitionRange, TopicLog, committed_records, latest_records
 from ..storage import tables
 from ..storage.destination import check_outside
 from ..storage.logdir import LogDir
@@ -99,13 +100,18 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
     """What a read_committed consumer reads of each partition of `topic` up to the as-of point: from
     the log start offset to the least of the as-of point and the last stable offset, with the
     partition's aborted transactions (metadata only, on the driver)."""
+    return _read_plan(topic_log_dir(log_dir, topic), topic, as_of_offset, as_of_time)[0]
+
+
+def _read_plan(log: LogDir, topic: str, as_of_offset, as_of_time: int | None) -> tuple[list[PartitionRange], list]:
+    """`partition_ranges` of the opened log dir, and the segments of the partitions, each partition
+    opened once: the scan reads these segments and lists nothing again."""
     if as_of_offset is not None and as_of_time is not None:
         raise ConfigError("give an as-of offset or an as-of time, not both")
-    log = topic_log_dir(log_dir, topic)
     parts = list(log.partitions({topic}))
     checkpoints = log.offset_checkpoints()
     cuts = as_of_offsets(as_of_offset, [p.partition for p in parts], topic) if as_of_offset is not None else {}
-    ranges = []
+    ranges, segments = [], []
     for part in progress.track(parts, "export", "plan", "partition"):
         if part.irregular or any(e.name.endswith(".swap") for e in part.in_flight):
             # a half-done swap, or a segment's name that is not a regular file: the live files may
@@ -126,7 +132,13 @@ def partition_ranges(log_dir, topic: str, *, as_of_offset=None, as_of_time: int 
             stop = min(stop, cut)
         aborted = tuple(part.aborted_txns())
         ranges.append(PartitionRange(part.partition, end.log_start_offset, max(stop, end.log_start_offset), aborted))
-    return ranges
+        segments += part.segments
+    return ranges, segments
+
+
+def _topic_log(log: LogDir, uri: str | None, topic: str, segments: list) -> TopicLog:
+    """What the scan reads: `segments` of `log`, which executors reach at `uri` (default: its local path)."""
+    return TopicLog(log_dir_uri(log) if uri is None else str(uri), topic, tuple(segments), log.fs.is_local)
 
 
 def _check(mode: str, fmt: str | None = None) -> None:
@@ -180,16 +192,16 @@ def clamped_offsets(as_of_offset, ranges: list[PartitionRange], topic: str) -> d
 
 
 def _rows(
-    spark, log_dir, topic: str, ranges, mode: str, decoding: Decoding, registry, latest_by: CompactionStrategy = OFFSET
+    spark, log: TopicLog, ranges, mode: str, decoding: Decoding, registry, latest_by: CompactionStrategy = OFFSET
 ):
     """The table's rows, decoded. In latest mode each has `DELETED`: a tombstone is told before
     decoding (a JSON value `null` decodes to null too), a Debezium delete by its decoded op; each
     key's row is its last record by `latest_by` (KIP-280's strategies)."""
     if mode == "changelog":
-        return decoded(spark, committed_records(spark, str(log_dir), topic, ranges), decoding, topic, registry)
-    latest = latest_records(spark, str(log_dir), topic, ranges, strategy=latest_by)
+        return decoded(spark, committed_records(spark, log, ranges), decoding, log.topic, registry)
+    latest = latest_records(spark, log, ranges, strategy=latest_by)
     latest = latest.withColumn(DELETED, latest["value"].isNull())
-    return deleted_after_decoding(decoded(spark, latest, decoding, topic, registry), decoding)
+    return deleted_after_decoding(decoded(spark, latest, decoding, log.topic, registry), decoding)
 
 
 def topic_table(
@@ -203,21 +215,31 @@ def topic_table(
     decoding: Decoding | None = None,
     registry: SchemaRegistry | None = None,
     latest_by: CompactionStrategy = OFFSET,
+    uri: str | None = None,
     **options,
 ):
     """The table of `topic` as a DataFrame (columns: key, value, topic, partition, offset, timestamp,
     timestampType, headers; `_operation` in changelog mode with an envelope; `_decodeError` and the
     raw `_rawKey`/`_rawValue` with ``on_decode_error="dead-letter"``), as of the as-of point;
-    nothing is collected to the driver. `options` are `Decoding`'s fields (or give `decoding`);
-    `registry`: the schemas (default: `schema_registry`'s)."""
+    nothing is collected to the driver. `log_dir`: a path, URI or opened `LogDir` (`uri`: where
+    executors reach an opened one on an object store). `options` are `Decoding`'s fields (or give
+    `decoding`); `registry`: the schemas (default: `schema_registry`'s)."""
     _check(mode)
     decoding = decoding or Decoding(**options)
+    log = topic_log_dir(log_dir, topic)
     if registry is None:
-        registry = schema_registry(decoding, log_dir)
-    ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
+        registry = schema_registry(decoding, log)
+    ranges, segments = _read_plan(log, topic, as_of_offset, as_of_time)
     clamped_offsets(as_of_offset, ranges, topic)
-    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry, latest_by)
+    rows = _rows(
+        spark, _topic_log(log, _given_uri(log_dir, uri), topic, segments), ranges, mode, decoding, registry, latest_by
+    )
     return rows if mode == "changelog" else rows.where(~rows[DELETED]).drop(DELETED)
+
+
+def _given_uri(log_dir, uri: str | None) -> str | None:
+    """Where executors reach the log dir: `uri`, or the path or URI it was given as."""
+    return uri if uri is not None or isinstance(log_dir, LogDir) else str(log_dir)
 
 
 @dataclass
@@ -295,6 +317,144 @@ def _since(ranges: list[PartitionRange], note: dict, topic: str, mode: str) -> l
     return since
 
 
+@dataclass
+class ExportPlan:
+    """Everything an export decides on the driver before Spark starts (`plan_export`), which
+    `run_export` carries out: the segments the scan reads (`log`), the ranges it reads of each
+    partition (past the offsets the table holds, in an incremental run), the offsets the table will
+    hold (`end_offsets`), and how keys and values decode. `note`: the note of the table an
+    incremental run adds to (None: the whole table is written)."""
+
+    log: TopicLog
+    output: str
+    format: str
+    mode: str
+    end_offsets: dict[int, int]
+    ranges: list[PartitionRange]
+    decoding: Decoding
+    registry: SchemaRegistry | None
+    latest_by: CompactionStrategy = OFFSET
+    incremental: bool = False
+    note: dict | None = None
+    clamped: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def topic(self) -> str:
+        return self.log.topic
+
+    @property
+    def has_new_records(self) -> bool:
+        return any(r.end > r.start for r in self.ranges)
+
+    @property
+    def up_to_date(self) -> bool:
+        """An incremental run that finds nothing past the table's note: it commits nothing, and needs no Spark."""
+        return self.note is not None and not self.has_new_records
+
+
+def plan_export(
+    log_dir: LogDir,
+    topic: str,
+    output: str,
+    *,
+    uri: str | None = None,
+    format: str = "delta",
+    mode: str = "latest",
+    as_of_offset=None,
+    as_of_time: int | None = None,
+    incremental: bool = False,
+    overwrite: bool = False,
+    decoding: Decoding | None = None,
+    registry: SchemaRegistry | None = None,
+    latest_by: CompactionStrategy = OFFSET,
+    **options,
+) -> ExportPlan:
+    """Check and plan the export of `topic` from the opened `log_dir` to `output`, without Spark
+    (what the command line does before Spark starts): the output (`check_output`), the schemas
+    (`schema_registry`, unless `registry` is given), what a read_committed consumer reads of each
+    partition up to the as-of point, and, in an incremental run, the note of the table there. `uri`:
+    where executors reach the log dir (default: its local path; give an object store's URI). The
+    other arguments are `export`'s."""
+    _check(mode, format)
+    log_dir.check_topics([topic])
+    decoding = decoding or Decoding(**options)
+    if registry is None:
+        registry = schema_registry(decoding, log_dir)
+    dead_letters = decoding.dead_letter_path(output)
+    again = {"overwrite": overwrite, "incremental": incremental}
+    existed = check_output(log_dir if uri is None else uri, output, format, **again, dead_letters=dead_letters)
+    ranges, segments = _read_plan(log_dir, topic, as_of_offset, as_of_time)
+    plan = ExportPlan(
+        _topic_log(log_dir, uri, topic, segments),
+        output,
+        format,
+        mode,
+        {r.partition: r.end for r in ranges},
+        ranges,
+        decoding,
+        registry,
+        latest_by,
+        incremental,
+    )
+    plan.clamped = clamped_offsets(as_of_offset, ranges, topic)
+    plan.note = read_note(output, format) if incremental and existed else None  # else the whole table
+    if plan.note is not None and mode == "latest" and latest_by != OFFSET:
+        raise ConfigError(
+            f"--latest-by {latest_by}: an incremental run merges the new records' rows over the table's by "
+            "offset, and cannot compare their versions with the rows the table holds: export the table again "
+            "whole (without --incremental), or use --latest-by offset"
+        )
+    if plan.note is not None:
+        plan.ranges = _since(ranges, plan.note, topic, mode)
+        if plan.has_new_records:
+            # JSON without a given schema is parsed with the table's, not one inferred from the new records
+            # alone, so that the MERGE or append meets the columns the table has
+            plan.decoding = decoding.with_table_schema(table_schema(output, format))
+    return plan
+
+
+def run_export(spark, plan: ExportPlan) -> ExportResult:
+    """Carry out `plan`: write the table in one commit that notes the offsets it holds (see
+    `export`); an incremental run with nothing new commits nothing. `spark`: a session, or the
+    Future of one starting (spark/session.py's `start_session`), awaited only when there is
+    something to write (None will do for a plan `up_to_date`)."""
+    result = ExportResult(
+        plan.topic,
+        plan.output,
+        plan.format,
+        plan.mode,
+        plan.end_offsets,
+        plan.ranges,
+        incremental=plan.incremental,
+        dead_letter_path=plan.decoding.dead_letter_path(plan.output),
+        clamped=plan.clamped,
+        latest_by=str(plan.latest_by),
+    )
+    if plan.up_to_date:
+        return result
+    if isinstance(spark, Future) and not spark.done():
+        with progress.phase("export", "wait for Spark to start", total=1, unit="session"):
+            spark.result()
+    spark = started(spark)
+    rows = _rows(spark, plan.log, plan.ranges, plan.mode, plan.decoding, plan.registry, plan.latest_by)
+    if plan.note is None and plan.mode == "latest":
+        rows = rows.where(~rows[DELETED]).drop(DELETED)
+    totals = {"total": sum(r.end > r.start for r in plan.ranges), "unit": "partition"}
+    with progress.phase("export", "write", **totals, feed=task_feed(spark)), ExitStack() as written:
+        target = written.enter_context(table_output.writing(plan.output, plan.format))
+        try:
+            _write(spark, rows, target, result, plan.note, written, plan.decoding.key_format)
+        except BaseException as err:
+            tasks_stopped(spark)  # before the files a failed commit added are taken back
+            if isinstance(err, Exception) and not isinstance(err, KafkaLogError):  # Spark's, the writers'
+                raise TableError(
+                    f"the export failed ({_cause(err)}); the output is left as it was", file=plan.output
+                ) from err
+            raise
+    result.committed = True
+    return result
+
+
 def export(
     spark,
     log_dir,
@@ -313,7 +473,8 @@ def export(
     **options,
 ) -> ExportResult:
     """Write the table of `topic` (see `topic_table`) to `output` as `format`, in one commit that notes
-    the offsets it holds. A table already there is refused unless `overwrite` (a new version of it)
+    the offsets it holds: `run_export` of `plan_export`. `log_dir`: a path, URI or opened `LogDir`. A
+    table already there is refused unless `overwrite` (a new version of it)
     or `incremental`: then a table an earlier export wrote gets only the records past its note:
     upserts and deletes in one MERGE (`latest`), or appended (`changelog`); a run with nothing new
     commits nothing. There JSON keys and values are parsed with the table's schema where none is
@@ -325,54 +486,24 @@ def export(
     why, to the table `dead_letter_path` (same format; appended by an incremental run), in the
     same run; none there, none written. `latest_by`: which record of a key is its row in latest mode, by
     offset or by a KIP-280 strategy (`export --latest-by`, the topic's compaction.strategy by default)."""
-    _check(mode, format)
-    decoding = decoding or Decoding(**options)
-    dead_letter_path = decoding.dead_letter_path(output)
-    existed = check_output(
-        log_dir, output, format, overwrite=overwrite, incremental=incremental, dead_letters=dead_letter_path
+    log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(str(log_dir))
+    plan = plan_export(
+        log,
+        topic,
+        output,
+        uri=_given_uri(log_dir, None),
+        format=format,
+        mode=mode,
+        as_of_offset=as_of_offset,
+        as_of_time=as_of_time,
+        incremental=incremental,
+        overwrite=overwrite,
+        decoding=decoding,
+        registry=registry,
+        latest_by=latest_by,
+        **options,
     )
-    if registry is None:
-        registry = schema_registry(decoding, log_dir)
-    ranges = partition_ranges(log_dir, topic, as_of_offset=as_of_offset, as_of_time=as_of_time)
-    ends = {r.partition: r.end for r in ranges}
-    result = ExportResult(topic, output, format, mode, ends, ranges, incremental=incremental, latest_by=str(latest_by))
-    result.dead_letter_path = dead_letter_path
-    result.clamped = clamped_offsets(as_of_offset, ranges, topic)
-    note = read_note(output, format) if incremental and existed else None  # else the whole table
-    if note is not None and mode == "latest" and latest_by != OFFSET:
-        raise ConfigError(
-            f"--latest-by {latest_by}: an incremental run merges the new records' rows over the table's by "
-            "offset, and cannot compare their versions with the rows the table holds: export the table again "
-            "whole (without --incremental), or use --latest-by offset"
-        )
-    if note is not None:
-        result.ranges = ranges = _since(ranges, note, topic, mode)
-        if not any(r.end > r.start for r in ranges):
-            return result  # nothing new: no commit
-        # JSON without a given schema is parsed with the table's, not one inferred from the new records
-        # alone, so that the MERGE or append meets the columns the table has
-        decoding = decoding.with_table_schema(table_schema(output, format))
-    if isinstance(spark, Future) and not spark.done():
-        with progress.phase("export", "wait for Spark to start", total=1, unit="session"):
-            spark.result()
-    spark = started(spark)
-    rows = _rows(spark, log_dir, topic, ranges, mode, decoding, registry, latest_by)
-    if note is None and mode == "latest":
-        rows = rows.where(~rows[DELETED]).drop(DELETED)
-    totals = {"total": sum(r.end > r.start for r in ranges), "unit": "partition"}
-    with progress.phase("export", "write", **totals, feed=task_feed(spark)), ExitStack() as written:
-        target = written.enter_context(table_output.writing(output, format))
-        try:
-            _write(spark, rows, target, result, note, written, decoding.key_format)
-        except BaseException as err:
-            tasks_stopped(spark)  # before the files a failed commit added are taken back
-            if isinstance(err, Exception) and not isinstance(err, KafkaLogError):  # Spark's, the writers'
-                raise TableError(
-                    f"the export failed ({_cause(err)}); the output is left as it was", file=output
-                ) from err
-            raise
-    result.committed = True
-    return result
+    return run_export(spark, plan)
 
 
 _CAUSE = re.compile(r"^(?:[\w$]+\.)*(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)

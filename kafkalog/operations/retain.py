@@ -52,15 +52,16 @@ from .retain_partition import (
     MISSING_HW_LOG_END,
     MISSING_HW_LOG_START,
     PartitionPlan,
-    apply_in_place,
-    ensure_changeable,
     plan_partition,
     read_committed_offsets,
-    recover,
 )
+from .retain_swap import apply_in_place, ensure_changeable, recover
 
 __all__ = [
     "retain",
+    "plan_retain",
+    "run_retain",
+    "RetainPlan",
     "parse_delete_records",
     "load_delete_records",
     "load_committed_offsets",
@@ -77,6 +78,8 @@ log = logging.getLogger("kafkalog")
 
 COMMITTED_COLUMNS = ("group", "topic", "partition", "offset")
 
+ConfigFor = Callable[[str], TopicConfig]
+
 
 class DeleteRecordsFileError(KafkaLogError):
     """A deleteRecords JSON file that kafka-delete-records.sh refuses (its message)."""
@@ -85,6 +88,41 @@ class DeleteRecordsFileError(KafkaLogError):
 def retain(
     log_dir: str,
     *,
+    fault: FaultHook = no_fault,
+    **options,
+) -> RetentionReport:
+    """Apply retention to the log directory `log_dir` (a path or URI) and return the report:
+    `run_retain` of `plan_retain` (its keyword arguments: `options`). `fault(step, name)`: a test
+    hook called after each step of an in-place change."""
+    return run_retain(plan_retain(LogDir.open(log_dir), uri=log_dir, **options), fault=fault)
+
+
+@dataclass
+class RetainPlan:
+    """A retention run, checked before the log dir changes (`plan_retain`): the opened log dir, where
+    it is reached (`uri`) and the run's inputs, read and checked. Each partition's plan is made by
+    `run_retain`, under the broker's lock (in place) or on the copy (`output`): a plan made before
+    the lock could be out of date by the time it is applied."""
+
+    log_dir: LogDir
+    uri: str
+    config_for: ConfigFor
+    now_ms: int
+    topics: Iterable[str] | None = None
+    delete_records: Mapping[tuple[str, int], int] | None = None
+    truncate_below_start: bool = False
+    committed: CommittedOffsets | Callable[[LogDir], CommittedOffsets] | None = None
+    output: str | None = None
+    dry_run: bool = False
+    missing_high_watermark: str = MISSING_HW_LOG_START
+    remote_storage: str | None = None
+    follow_symlinks: bool = False
+
+
+def plan_retain(
+    log_dir: LogDir,
+    *,
+    uri: str | None = None,
     config: ConfigResolver | Mapping[str, str] | None = None,
     now_ms: int | None = None,
     topics: Iterable[str] | None = None,
@@ -97,10 +135,10 @@ def retain(
     dry_run: bool = False,
     missing_high_watermark: str = MISSING_HW_LOG_START,
     remote_storage: str | None = None,
-    fault: FaultHook | None = None,
     follow_symlinks: bool = False,
-) -> RetentionReport:
-    """Apply retention to the log directory `log_dir` (a path or URI) and return the report.
+) -> RetainPlan:
+    """Check the inputs of retention over the opened `log_dir` (`uri`: its path or URI; default: its
+    path), reading the files they name, before anything changes.
 
     `config`: a ConfigResolver, or Kafka topic settings for every topic (`{"retention.ms": "1000"}`).
     `now_ms`: the clock (default: now). `topics`: only these topics. `delete_records`: the path of a
@@ -131,20 +169,20 @@ def retain(
         committed = load_committed_offsets(committed_offsets).filtered(keep)
     else:
         committed = CommittedOffsets(dict(committed_offsets), "mapping").filtered(keep)
-    return run_retention(
+    return RetainPlan(
         log_dir,
-        config_for=config_function(resolver),
-        now_ms=clock.now_ms(now_ms),
-        topics=topics,
-        delete_records=requests,
-        truncate_below_start=truncate_below_start,
-        committed=committed,
-        output=output,
-        dry_run=dry_run,
-        missing_high_watermark=missing_high_watermark,
-        remote_storage=remote_storage,
-        follow_symlinks=follow_symlinks,
-        **({"fault": fault} if fault is not None else {}),
+        log_dir.path if uri is None else str(uri),
+        config_function(resolver),
+        clock.now_ms(now_ms),
+        topics,
+        requests,
+        truncate_below_start,
+        committed,
+        output,
+        dry_run,
+        missing_high_watermark,
+        remote_storage,
+        follow_symlinks,
     )
 
 
@@ -449,81 +487,45 @@ class RetentionReport:
         return "\n".join(lines)
 
 
-ConfigFor = Callable[[str], TopicConfig]
 INTERRUPTED = (
     "an interrupted rewrite left .cleaned/.swap/.deleted files or index files without a .log; a run "
     "without --dry-run recovers them first"
 )
 
 
-def run_retention(
-    log_dir_path: str,
-    *,
-    config_for: ConfigFor,
-    now_ms: int,
-    topics: Iterable[str] | None = None,
-    delete_records: Mapping[tuple[str, int], int] | None = None,
-    truncate_below_start: bool = False,
-    committed: CommittedOffsets | Callable[[LogDir], CommittedOffsets] | None = None,
-    output: str | None = None,
-    dry_run: bool = False,
-    missing_high_watermark: str = MISSING_HW_LOG_START,
-    remote_storage: str | None = None,
-    fault: FaultHook = no_fault,
-    follow_symlinks: bool = False,
-) -> RetentionReport:
-    """Retention over a log directory: plan every selected partition, then apply in place, or in a
-    complete copy at `output` (the input untouched), or (`dry_run`) only report.
+def run_retain(plan: RetainPlan, *, fault: FaultHook = no_fault) -> RetentionReport:
+    """Retention over the plan's log directory: plan every selected partition, then apply in place,
+    or in a complete copy at `output` (the input untouched), or (`dry_run`) only report.
 
-    `config_for(topic)` gives a topic's effective configuration. `committed` is the committed
-    offsets, or a function that reads them from the log dir (called only when some selected topic
-    has consumed retention enabled). Interrupted swaps are recovered first. Every partition is
-    planned before any is changed, so unreadable input changes nothing (storage/destination.py: the
-    broker's lock, and an output that appears under its name only when whole)."""
-    with destination(log_dir_path, output, dry_run=dry_run, follow_symlinks=follow_symlinks) as target:
-        log_dir = LogDir.open(target.path)
-        report, work = _plan(
-            log_dir,
-            config_for=config_for,
-            now_ms=now_ms,
-            topics=topics,
-            delete_records=delete_records,
-            truncate_below_start=truncate_below_start,
-            committed=committed,
-            dry_run=dry_run,
-            missing_high_watermark=missing_high_watermark,
-            remote_storage=remote_storage,
-        )
-        report.log_dir, report.output = target.source, output
+    `committed` is read from the log dir (when it is a function) only when some selected topic has
+    consumed retention enabled. Interrupted swaps are recovered first. Every partition is planned
+    before any is changed, so unreadable input changes nothing (storage/destination.py: the
+    broker's lock, and an output that appears under its name only when whole). `fault(step, name)`
+    is called after each step of an in-place change (a test hook that may raise)."""
+    dry_run, now_ms = plan.dry_run, plan.now_ms
+    with destination(plan.uri, plan.output, dry_run=dry_run, follow_symlinks=plan.follow_symlinks) as target:
+        copied = target.path != target.source  # with an output: the copy, retained in place
+        log_dir = LogDir.open(target.path) if copied else plan.log_dir
+        report, work = _plan(log_dir, plan)
+        report.log_dir, report.output = target.source, plan.output
         for line in [] if dry_run else report.all_data_deleted():  # a dry run's summary says it
             log.warning("retain: %s", line)
         if not dry_run:
-            for part, plan in work:  # a file that cannot be changed stops the run before any partition changes
-                ensure_changeable(part, plan, log_dir)
-            for part, plan in progress.track(work, "retain", "apply", "partition"):
-                apply_in_place(part, plan, log_dir, now_ms=now_ms, fault=fault)
+            for part, partition_plan in work:  # a file that cannot be changed stops the run before any changes
+                ensure_changeable(part, partition_plan, log_dir)
+            for part, partition_plan in progress.track(work, "retain", "apply", "partition"):
+                apply_in_place(part, partition_plan, log_dir, now_ms=now_ms, fault=fault)
         return report
 
 
-def _plan(
-    log_dir: LogDir,
-    *,
-    config_for: ConfigFor,
-    now_ms: int,
-    topics,
-    delete_records,
-    truncate_below_start: bool,
-    committed,
-    dry_run: bool,
-    missing_high_watermark: str,
-    remote_storage: str | None = None,
-) -> tuple[RetentionReport, list]:
+def _plan(log_dir: LogDir, run: RetainPlan) -> tuple[RetentionReport, list]:
     """Recover (unless a dry run) and plan every selected partition: the report, and the
     (partition, plan) pairs to apply."""
-    wanted = None if topics is None else set(topics)
+    wanted = None if run.topics is None else set(run.topics)
+    now_ms, dry_run, committed = run.now_ms, run.dry_run, run.committed
     log_dir.check_topics(wanted)
     selected = {tp for tp in log_dir.topic_partitions if wanted is None or tp[0] in wanted}
-    requests = dict(delete_records or {})
+    requests = dict(run.delete_records or {})
     report = RetentionReport(log_dir.path, None, dry_run, now_ms)
     report.delete_records_unknown = sorted(
         (t, p, o)
@@ -535,14 +537,14 @@ def _plan(
         for (t, p), o in requests.items()
         if (t, p) in log_dir.partition_paths and (t, p) not in selected and not is_kraft_metadata(t)
     )
-    configs = {topic: config_for(topic) for topic in sorted({t for t, _ in selected})}
+    configs = {topic: run.config_for(topic) for topic in sorted({t for t, _ in selected})}
     if callable(committed):
         wants = any(c.delete and c.retention_commitoffset_enable for c in configs.values())
         committed = committed(log_dir) if wants else None
     report.committed_offsets = committed
     checkpoints = {name: log_dir.read_checkpoint(name) for name in OFFSET_CHECKPOINT_FILES}
     tiered = any(remote_log_enabled(configs[t], t) for t, _ in selected)
-    remote_view = open_remote_log(log_dir, remote_storage) if tiered else None
+    remote_view = open_remote_log(log_dir, run.remote_storage) if tiered else None
     parts = {tp: log_dir.partition(*tp) for tp in sorted(selected)}
     for tp, part in parts.items():  # before an interrupted swap is recovered by names it cannot trust
         if not is_kraft_metadata(tp[0]):
@@ -570,9 +572,9 @@ def _plan(
             checkpoints=checkpoints,
             now_ms=now_ms,
             delete_records=requests.get(tp),
-            truncate_below_start=truncate_below_start,
+            truncate_below_start=run.truncate_below_start,
             committed=committed,
-            missing_high_watermark=missing_high_watermark,
+            missing_high_watermark=run.missing_high_watermark,
             remote=_remote_log(part, configs[tp[0]], remote_view),
         )
         if plan.segments_change:  # retention by size or offset counts on segments that do not overlap

@@ -1,22 +1,10 @@
-"""Retention of one partition: the plan, decided from metadata, and carrying it out in place.
+"""Retention of one partition: the plan, decided from metadata (`plan_partition`), which
+retain_swap.py carries out in place.
 
-The plan (`plan_partition`) reads only metadata (listing, checkpoint files, the last entries of
-index files and the batch headers after the last offset-index entry), plus, with
-`truncate_below_start`, the batches of the one segment that holds the log start offset; the rules
-are kafkalog/rules/retention.py.
-
-Order of the in-place steps (`apply_in_place`), and what a crash leaves (after `recover`, which the
-next run does first): (1) new segments are staged as `.cleaned` (the rolled empty segment, the
-truncated segment) and a producer snapshot at the log end offset is written when a roll needs one;
-(2) producer snapshots below the new log start offset go (Kafka drops them on load anyway) -- a
-crash up to here leaves the old log; (3) `log-start-offset-checkpoint` (and the cleaner, recovery
-point and high watermark checkpoints where they fell below the new start), then
-`leader-epoch-checkpoint` -- from here the log as Kafka reads it (from the log start offset) is the
-new one; (4) `swap.replace_segments`. A crash after (3) leaves segments wholly below the log start
-offset, which Kafka's next retention pass deletes and so does the next run: every intermediate
-directory validates clean once recovered (`recover`: Kafka's swap recovery, and index files left
-without their `.log` deleted, as Kafka's loader does), and a rerun ends in the same bytes as an
-uninterrupted run.
+The plan reads only metadata (listing, checkpoint files, the last entries of index files and the
+batch headers after the last offset-index entry), plus, with `truncate_below_start`, the batches of
+the one segment that holds the log start offset (retain_truncation.py); the rules are
+kafkalog/rules/retention.py.
 """
 
 from __future__ import annotations
@@ -27,9 +15,7 @@ from typing import Any
 
 from ..codec.consumer_offsets import replay_committed_offsets
 from ..codec.coordinator_records import share_partition_start_offsets
-from ..codec.filter import BatchRetention
 from ..config import TopicConfig
-from ..errors import KafkaLogError
 from ..rules.partition_state import UNNAMED_AT_LOG_END, UNNAMED_AT_LOG_START, partition_state
 from ..rules.retention import (
     FORCED,
@@ -50,12 +36,9 @@ from ..rules.retention import (
 from ..rules.segment_meta import SegmentMeta
 from ..storage.checkpoint import (
     EpochEntry,
-    format_leader_epoch_checkpoint,
     parse_leader_epoch_checkpoint,
     truncate_epochs_from_start,
 )
-from ..storage.fs import LogFileSystem
-from ..storage.log_writer import SegmentWriter
 from ..storage.logdir import LogDir, OffsetCheckpoints
 from ..storage.naming import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -63,27 +46,18 @@ from ..storage.naming import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    segment_file_name,
 )
 from ..storage.partition import Partition
 from ..storage.producer_state import replay_partition
 from ..storage.remote_log import topic_id
-from ..storage.rewrite import CLEANED, BatchPlan, rewrite_segments
-from ..storage.segment import LogSegment, locate, log_end_offset
-from ..storage.swap import FaultHook, no_fault, recover_partition, replace_segments
+from ..storage.segment import log_end_offset
 from ..topics import CONSUMER_OFFSETS_TOPIC, SHARE_GROUP_STATE_TOPIC
 from .clock import stamp
+from .retain_truncation import TruncationPlan, plan_truncation
 
 # Without a replication-offset-checkpoint entry: Kafka starts the high watermark at 0, clamped to
 # the log start offset (nothing can be deleted); "log-end" trusts the log end offset instead.
 MISSING_HW_LOG_START, MISSING_HW_LOG_END = UNNAMED_AT_LOG_START, UNNAMED_AT_LOG_END
-
-_CHECKPOINT_ORDER = (
-    LOG_START_OFFSET_CHECKPOINT,
-    CLEANER_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-)
 
 
 def read_committed_offsets(log_dir: LogDir) -> CommittedOffsets:
@@ -106,78 +80,6 @@ def read_committed_offsets(log_dir: LogDir) -> CommittedOffsets:
 
 
 # -- the plan of one partition -------------------------------------------------------------------------------
-
-
-@dataclass
-class TruncationPlan:
-    """--truncate-below-start: the records below the log start offset leave the segment that holds
-    the log start offset. Offsets are kept; batches of idempotent and transactional producers stay
-    as empty batches (their producer state), markers stay, other batches below the start go. The
-    batch that straddles the start is re-encoded with its own codec (a retained tombstone then gets
-    the KIP-534 delete horizon, as Kafka's filterTo gives it)."""
-
-    base_offset: int
-    log_start_offset: int
-    plans: dict[tuple[int, int], BatchPlan]
-    records_removed: int = 0
-    batches_dropped: int = 0
-    batches_emptied: int = 0
-    batches_reencoded: int = 0
-
-    def to_dict(self) -> dict:
-        return {
-            "segment": self.base_offset,
-            "belowOffset": self.log_start_offset,
-            "recordsRemoved": self.records_removed,
-            "batchesDropped": self.batches_dropped,
-            "batchesEmptied": self.batches_emptied,
-            "batchesReencoded": self.batches_reencoded,
-        }
-
-
-def plan_truncation(segment: LogSegment, log_start_offset: int) -> TruncationPlan | None:
-    """The batch plans that remove every record below `log_start_offset` from `segment`; None when
-    nothing is below it (a second run finds nothing)."""
-    plan = TruncationPlan(segment.base_offset, log_start_offset, {})
-    for position, batch in segment.batches():
-        try:  # what is decoded here (a legacy wrapper's first offset, the straddling batch) is named in the file
-            if not _plan_batch(plan, segment.base_offset, position, batch, log_start_offset):
-                break
-        except KafkaLogError as err:
-            raise locate(err, segment.log_path, position, batch) from None
-    return plan if plan.plans else None
-
-
-def _plan_batch(plan: TruncationPlan, base: int, position: int, batch, log_start_offset: int) -> bool:
-    """Add the plan of one batch of the segment at `base` to `plan`; False at the first batch at or
-    above `log_start_offset` (nothing from there on is truncated)."""
-    if batch.base_offset >= log_start_offset:
-        return False
-    v2_producer = batch.has_producer_id
-    if batch.last_offset < log_start_offset:
-        if batch.is_control or (v2_producer and batch.records_count == 0):
-            return True  # a marker, or already an empty producer batch: no record data
-        count = batch.records_count
-        if v2_producer:
-            every = frozenset(range(batch.base_offset, batch.last_offset + 1))
-            plan.plans[(base, position)] = BatchPlan(BatchRetention.RETAIN_EMPTY, every)
-            plan.batches_emptied += 1
-        else:
-            plan.plans[(base, position)] = BatchPlan(BatchRetention.DELETE)
-            plan.batches_dropped += 1
-        plan.records_removed += count
-        return True
-    # straddles the log start offset: keep the records at or above it
-    if batch.is_control:
-        return True
-    batch.verify()  # the one batch decoded whole here: its damage stops the run
-    below = frozenset(r.offset for r in batch.records() if r.offset < log_start_offset)
-    if below:
-        retention = BatchRetention.RETAIN_EMPTY if v2_producer else BatchRetention.DELETE_EMPTY
-        plan.plans[(base, position)] = BatchPlan(retention, below)
-        plan.batches_reencoded += 1
-        plan.records_removed += len(below)
-    return True
 
 
 @dataclass
@@ -607,129 +509,3 @@ def _consumer_reports(plan: PartitionPlan, report: ConsumedReport, high_watermar
     report.holding_back = sorted(
         held, key=lambda g: (-1 if g.committed_offset is None else g.committed_offset, g.group)
     )
-
-
-# -- applying a plan -----------------------------------------------------------------------------------------
-
-
-def _index_interval(plan: PartitionPlan) -> int:
-    return plan.config.index_interval_bytes
-
-
-def _stage_new_segments(part: Partition, plan: PartitionPlan, now_ms: int) -> list[int]:
-    """Write the truncated segment and the rolled empty segment beside the old ones, as `.cleaned`."""
-    fs, dir_path, suffix = part.fs, part.path, CLEANED
-    bases = []
-    if plan.truncation is not None:
-        source = next(s for s in part.segments if s.base_offset == plan.truncation.base_offset)
-        rewrite_segments(
-            fs,
-            dir_path,
-            [source],
-            plan.truncation.plans,
-            delete_horizon_ms=now_ms + plan.config.delete_retention_ms,
-            index_interval_bytes=_index_interval(plan),
-            aborted_txns=source.aborted_txns(),
-            suffix=suffix,
-        )
-        bases.append(source.base_offset)
-    if plan.outcome.rolled_at is not None:
-        writer = SegmentWriter(
-            fs, dir_path, plan.outcome.rolled_at, index_interval_bytes=_index_interval(plan), suffix=suffix
-        )
-        writer.close(mtime_ms=now_ms)
-        bases.append(plan.outcome.rolled_at)
-    return bases
-
-
-def _snapshot_at_log_end(part: Partition, log_end: int) -> bytes:
-    """Producer state at the log end offset, for the snapshot Kafka takes when it rolls."""
-    manager, _ = replay_partition(part)
-    manager.map_end_offset = log_end
-    return manager.snapshot().to_bytes()
-
-
-def ensure_changeable(part: Partition, plan: PartitionPlan, log_dir: LogDir) -> None:
-    """Refuse (FileAccessError, naming it) a file or directory that `apply_in_place` would replace,
-    rename or delete and cannot: checked for every partition before any is changed, so that a
-    read-only or immutable file stops the run before it changes anything."""
-    if not plan.changed:
-        return
-    fs = part.fs
-    old = {d.segment.base_offset for d in plan.deleted} | ({plan.truncation.base_offset} if plan.truncation else set())
-    paths = [log_dir.path, part.path]  # checkpoints are replaced in the first; segments staged, renamed in the second
-    paths += [e.path for s in part.segments if s.base_offset in old for e in s.files.values()]
-    paths += [part.snapshots[offset].path for offset in plan.snapshots_to_delete]
-    paths += [fs.join(log_dir.path, name) for name in plan.checkpoint_updates]
-    if plan.epochs_changed:
-        paths.append(fs.join(part.path, LEADER_EPOCH_CHECKPOINT))
-    for path in paths:
-        fs.ensure_writable(path)
-
-
-def apply_in_place(
-    part: Partition, plan: PartitionPlan, log_dir: LogDir, *, now_ms: int, fault: FaultHook = no_fault
-) -> None:
-    """Carry out `plan` in the partition directory (module docstring: the order and what a crash
-    leaves). `fault(step, name)` is called after each step (a test hook that may raise). A failure
-    before the commit point (the first checkpoint written) removes what was staged: the old log
-    stays whole, its snapshots below the new log start offset excepted."""
-    if not plan.changed:
-        return
-    fs, path = part.fs, part.path
-    committed = False
-    try:
-        new_bases = _stage_new_segments(part, plan, now_ms)
-        if plan.snapshot_at_log_end:
-            assert plan.outcome.rolled_at is not None  # the snapshot of a rolled segment
-            name = segment_file_name(plan.outcome.rolled_at, ".snapshot")
-            fs.write_atomic(fs.join(path, name), _snapshot_at_log_end(part, plan.log_end_offset))
-            fs.set_mtime(fs.join(path, name), now_ms)
-        fault("staged", "")
-        for offset in plan.snapshots_to_delete:
-            entry = part.snapshots[offset]
-            fs.delete(entry.path)
-            fault("snapshot-deleted", entry.name)
-        for name in _CHECKPOINT_ORDER:  # the log start offset first: it is the commit point
-            if name in plan.checkpoint_updates:
-                log_dir.update_checkpoint(name, {plan.tp: plan.checkpoint_updates[name]})
-                committed = True
-                fault("checkpoint-written", name)
-    except BaseException:
-        if not committed:
-            _unstage(part, plan)
-        raise
-    if plan.epochs_changed and plan.epochs_after is not None:  # epochs_changed implies the latter
-        epoch_path = fs.join(path, LEADER_EPOCH_CHECKPOINT)
-        fs.write_atomic(epoch_path, format_leader_epoch_checkpoint(plan.epochs_after).encode("utf-8"))
-        fault("checkpoint-written", LEADER_EPOCH_CHECKPOINT)
-    old_bases = [d.segment.base_offset for d in plan.deleted]
-    if plan.truncation is not None:
-        old_bases.append(plan.truncation.base_offset)
-    if new_bases or old_bases:
-        replace_segments(fs, path, new_bases, old_bases, fault=fault)
-    fs.sync_dir(path)
-
-
-def _unstage(part: Partition, plan: PartitionPlan) -> None:
-    """Remove what `apply_in_place` wrote before its commit point: the `.cleaned` segments and a
-    producer snapshot at the log end offset it wrote (not one that was there before)."""
-    fs = part.fs
-    for entry in fs.list_dir(part.path):
-        if entry.name.endswith(CLEANED):
-            fs.delete(entry.path)
-    if plan.snapshot_at_log_end and plan.outcome.rolled_at is not None:
-        written = fs.join(part.path, segment_file_name(plan.outcome.rolled_at, ".snapshot"))
-        if fs.exists(written):
-            fs.delete(written)
-
-
-def recover(fs: LogFileSystem, partition_dir: str) -> list[str]:
-    """What Kafka's loader does before a partition is used, as far as files go: finish or roll back
-    an interrupted swap (`swap.recover_partition`), then delete index files without a `.log` (a
-    deletion interrupted between a segment's files leaves them). Returns what it did."""
-    actions = recover_partition(fs, partition_dir)
-    for entry in Partition.open(fs, partition_dir).orphan_indexes:
-        fs.delete(entry.path)
-        actions.append(f"deleted orphan {entry.name}")
-    return actions

@@ -23,7 +23,7 @@ from ..codec.batch import RecordBatch
 from ..codec.control import ControlType, control_record
 from ..errors import CorruptSnapshotError
 from ..rules.partition_state import PartitionState, partition_state
-from ..storage.logdir import LogDir
+from ..storage.logdir import LogDir, OffsetCheckpoints
 from ..storage.partition import Partition
 from ..storage.producer_state import ProducerStateManager, replay_partition
 from ..storage.snapshot import ProducerSnapshot
@@ -171,6 +171,45 @@ class TxnReport:
         }
 
 
+@dataclass
+class TxnReportPlan:
+    """The partitions a transaction report reads (each opened as the run reaches it) and their
+    checkpointed offsets, from one listing of the log dir (`plan_txn_report`)."""
+
+    log_dir: LogDir
+    topic_partitions: list[tuple[str, int]]
+    checkpoints: OffsetCheckpoints
+    now_ms: int
+    transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS
+
+
+def plan_txn_report(
+    log_dir: LogDir,
+    *,
+    now_ms: int,
+    topics: Iterable[str] | None = None,
+    transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
+) -> TxnReportPlan:
+    """The partitions of the opened `log_dir` (of `topics`, each refused when it has none here) and
+    the checkpoint files read once."""
+    log_dir.check_topics(topics)
+    wanted = set(topics) if topics else None
+    selected = [tp for tp in log_dir.topic_partitions if wanted is None or tp[0] in wanted]
+    return TxnReportPlan(log_dir, selected, log_dir.offset_checkpoints(), now_ms, transaction_max_timeout_ms)
+
+
+def run_txn_report(plan: TxnReportPlan) -> TxnReport:
+    """The transactions of every partition of the plan."""
+    report = TxnReport(plan.now_ms, plan.transaction_max_timeout_ms)
+    for tp in plan.topic_partitions:
+        part = plan.log_dir.partition(*tp)
+        part.ensure_settled()  # the live files of a half-swapped partition may not be its log
+        # a checkpoint ahead of the log (data lost since) cannot make unwritten offsets stable
+        state = partition_state(part, replay_partition, **plan.checkpoints.of(tp))
+        report.partitions.append(partition_txn_report(part, state, plan.now_ms, plan.transaction_max_timeout_ms))
+    return report
+
+
 def txn_report(
     log_dir: str | LogDir,
     *,
@@ -178,17 +217,11 @@ def txn_report(
     topics: Iterable[str] | None = None,
     transaction_max_timeout_ms: int = DEFAULT_TRANSACTION_MAX_TIMEOUT_MS,
 ) -> TxnReport:
-    """The transactions of every partition of `log_dir` (a path, URI or LogDir), or of `topics`."""
+    """The transactions of every partition of `log_dir` (a path, URI or LogDir), or of `topics`:
+    `run_txn_report` of `plan_txn_report`."""
     log = log_dir if isinstance(log_dir, LogDir) else LogDir.open(log_dir)
-    log.check_topics(topics)
-    checkpoints = log.offset_checkpoints()
-    report = TxnReport(now_ms, transaction_max_timeout_ms)
-    for part in log.partitions(set(topics) if topics else None):
-        part.ensure_settled()  # the live files of a half-swapped partition may not be its log
-        # a checkpoint ahead of the log (data lost since) cannot make unwritten offsets stable
-        state = partition_state(part, replay_partition, **checkpoints.of((part.topic, part.partition)))
-        report.partitions.append(partition_txn_report(part, state, now_ms, transaction_max_timeout_ms))
-    return report
+    plan = plan_txn_report(log, now_ms=now_ms, topics=topics, transaction_max_timeout_ms=transaction_max_timeout_ms)
+    return run_txn_report(plan)
 
 
 def partition_txn_report(

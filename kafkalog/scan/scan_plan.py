@@ -388,12 +388,7 @@ def plan_scan(
     segments = list_segments(opened, flt.topics, flt.partitions)
     if remote_storage is not None:
         segments = with_remote_segments(opened, segments, RemoteStorage.open(remote_storage))
-    for s in segments:
-        start = flt.for_partition(s.topic, s.partition).start_offset
-        if start is not None and s.is_active and s.base_offset < start and s.size > 0:
-            # No next base offset bounds it: reading its last offset (the batches after the last
-            # offset-index entry) tells whether it is needed, through `offset_bounds`.
-            s.last_offset()
+    read_active_tails(segments, flt)
     return plan_segments(
         log_dir_uri(log_dir),
         segments,
@@ -404,6 +399,16 @@ def plan_scan(
         open_cost=open_cost,
         pack=pack,
     )
+
+
+def read_active_tails(segments: Iterable[LogSegment], flt: ScanFilter) -> None:
+    """Read the last offset of each active segment that a start offset of `flt` may lie past: no next
+    base offset bounds it, and its last offset (the batches after the last offset-index entry) tells,
+    through `offset_bounds`, whether it is needed."""
+    for s in segments:
+        start = flt.for_partition(s.topic, s.partition).start_offset
+        if start is not None and s.is_active and s.base_offset < start and s.size > 0:
+            s.last_offset()
 
 
 def plan_segments(

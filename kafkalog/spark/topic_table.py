@@ -28,8 +28,9 @@ from ..rules.aborted_txn import AbortedTxn
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..rules.compaction_strategy import OFFSET, CompactionStrategy, record_versions, superseded
 from ..scan.reader import read_task
-from ..scan.scan_plan import ScanFilter, pack_units, plan_scan, task_bytes
+from ..scan.scan_plan import ScanFilter, pack_units, plan_segments, read_active_tails, task_bytes
 from ..scan.views import RECORDS_SCHEMA
+from ..storage.segment import LogSegment
 from .scan import default_min_tasks, pack_tasks, spark_schema
 from .tasks import task_frame
 
@@ -103,13 +104,25 @@ def committed_batches(
             yield kept.select(list(COLUMNS))
 
 
-def _plan(spark, log_dir, topic: str, ranges: Sequence[PartitionRange]):
+@dataclass(frozen=True)
+class TopicLog:
+    """The segments of a topic's partitions, as the driver's plan listed them, and the log dir's root
+    as executors reach it (a path or URI): the scan reads these and lists nothing again."""
+
+    root: str
+    topic: str
+    segments: tuple[LogSegment, ...]
+    is_local: bool
+
+
+def _plan(spark, log: TopicLog, ranges: Sequence[PartitionRange]):
     """(the partitions to read with their ranges, their filter, the scan plan); no plan when none."""
     wanted = {r.partition: r for r in ranges if r.end > r.start}
     if not wanted:
         return wanted, None, None
-    flt = ScanFilter.of(topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
-    plan = plan_scan(log_dir, flt, min_tasks=default_min_tasks(spark))
+    flt = ScanFilter.of(log.topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
+    read_active_tails(log.segments, flt)
+    plan = plan_segments(log.root, log.segments, flt, is_local=log.is_local, min_tasks=default_min_tasks(spark))
     return wanted, flt, plan if plan.tasks else None
 
 
@@ -122,11 +135,11 @@ def _committed_frame(spark, root: str, tasks, flt: ScanFilter, wanted, verify_cr
     return task_frame(spark, len(tasks), task, spark_schema(TABLE_SCHEMA))
 
 
-def committed_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], *, verify_crc: bool = True):
+def committed_records(spark, log: TopicLog, ranges: Sequence[PartitionRange], *, verify_crc: bool = True):
     """The records of `topic` a read_committed consumer reads in each partition's range, in offset
     order per partition (each scan task reads its partitions' work units in order), with the
     columns of Spark's Kafka source (`COLUMNS`)."""
-    wanted, flt, plan = _plan(spark, log_dir, topic, ranges)
+    wanted, flt, plan = _plan(spark, log, ranges)
     if plan is None:
         return spark.createDataFrame([], spark_schema(TABLE_SCHEMA))
     return _committed_frame(spark, plan.root, plan.tasks, flt, wanted, verify_crc)
@@ -134,8 +147,7 @@ def committed_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRang
 
 def latest_records(
     spark,
-    log_dir,
-    topic: str,
+    log: TopicLog,
     ranges: Sequence[PartitionRange],
     *,
     verify_crc: bool = True,
@@ -146,7 +158,7 @@ def latest_records(
     by one task, which keeps each key's last record as it reads (`last_per_key`), so that only the
     table's rows reach the JVM (no shuffle of every record, as compaction's one-task path). Larger
     partitions go through the window, their records read by several tasks."""
-    wanted, flt, plan = _plan(spark, log_dir, topic, ranges)
+    wanted, flt, plan = _plan(spark, log, ranges)
     if plan is None:
         return spark.createDataFrame([], spark_schema(TABLE_SCHEMA))
     runs: dict[int, list] = {}

@@ -22,7 +22,8 @@ from kafkalog.codec.records import Record
 from kafkalog.config import TopicConfig
 from kafkalog.operations.generate import ConsumerOffsetsSpec, GeneratorSpec, TopicSpec, generate
 from kafkalog.operations.retain import DeleteRecordsFileError, load_committed_offsets, parse_delete_records, retain
-from kafkalog.operations.retain_partition import read_committed_offsets, recover
+from kafkalog.operations.retain_partition import read_committed_offsets
+from kafkalog.operations.retain_swap import recover
 from kafkalog.operations.validate import validate_paths
 from kafkalog.rules.retention import (
     CONSUMED_BREACH,

@@ -326,8 +326,8 @@ def test_an_in_place_rewrite_holds_both_locks_until_it_ends(copy, monkeypatch, c
             ).stdout.split()
             seen.append(out)
 
-    run = retain.run_retention
-    monkeypatch.setattr(retain, "run_retention", lambda *a, **kw: run(*a, **{**kw, "fault": fault}))
+    run = retain.run_retain
+    monkeypatch.setattr(retain, "run_retain", lambda plan: run(plan, fault=fault))
     assert (
         main(
             ["retain", str(log_dir), "--config-file", str(props), "--config", "retention.ms=200000", "--now", str(NOW)]
