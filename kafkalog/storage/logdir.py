@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypedDict
 
 from ..config import did_you_mean
@@ -88,13 +89,14 @@ class LogDir:
     partition_paths: dict[TopicPartition, str] = field(default_factory=dict)
     illegal_dirs: dict[str, str] = field(default_factory=dict)
     linked_dirs: dict[str, str] = field(default_factory=dict)
+    given: str | None = None  # the path or URI it was opened by (None: `path`, a local path)
 
     @classmethod
     def open(cls, path_or_uri: str) -> LogDir:
         fs, path = LogFileSystem.for_path(path_or_uri)
         if not fs.is_dir(path):
             raise LogDirError("log directory does not exist or is not a directory", file=path)
-        log_dir = cls(fs, path)
+        log_dir = cls(fs, path, given=str(path_or_uri))
         entries = fs.list_dir(path)
         for entry in entries:
             parsed = parse_partition_dir_name(entry.name) if entry.is_dir else None
@@ -203,20 +205,28 @@ class LogDir:
                 entries[tp] = offset
         self.write_checkpoint(name, entries)
 
+    @property
+    def uri(self) -> str:
+        """The log directory as `open` takes it again (a URI stays a URI)."""
+        return self.given or self.path
+
+    @cached_property
+    def _meta_file(self) -> bytes | None:
+        """meta.properties's bytes, read once a LogDir: kafkalog never writes it into a log
+        directory it reads (None without the file)."""
+        path = self.fs.join(self.path, META_PROPERTIES)
+        return self.fs.read_bytes(path) if self.fs.exists(path) else None
+
     def meta_properties(self) -> dict[str, str]:
         """meta.properties's keys and values as they stand, unchecked ({} without the file)."""
-        path = self.fs.join(self.path, META_PROPERTIES)
-        if not self.fs.exists(path):
-            return {}
-        return parse_properties(self.fs.read_bytes(path).decode("utf-8", "replace"))
+        data = self._meta_file
+        return {} if data is None else parse_properties(data.decode("utf-8", "replace"))
 
     def read_meta(self) -> MetaProperties | None:
         """meta.properties checked as Kafka reads it (None without the file); LogDirError when
         Kafka would refuse it (see kafkalog.storage.meta_properties)."""
-        path = self.fs.join(self.path, META_PROPERTIES)
-        if not self.fs.exists(path):
-            return None
-        return read_meta_properties(self.fs.read_bytes(path), file=path)
+        data = self._meta_file
+        return None if data is None else read_meta_properties(data, file=self.fs.join(self.path, META_PROPERTIES))
 
     # -- the broker's lock ------------------------------------------------------------------------
     @property
