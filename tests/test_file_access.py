@@ -121,3 +121,22 @@ def test_a_purge_of_three_copies_lists_each_root_once_and_opens_each_source_log_
         *older, last = found
         assert access.of(access.opened_before_rename, older) == {str(p): 2 for p in older}
         assert access.opened_before_rename[str(last)] == 3
+
+
+# -- compact ----------------------------------------------------------------------------------------------
+
+
+def test_a_compaction_in_place_lists_the_root_and_each_partition_twice_at_most_and_reads_each_log_twice(tmp_path):
+    """A compacted topic of three segments, cleaned in place: the root and the partition directory
+    listed for the plan (and the partition for its swap), each cleaned `.log` read by the plan (its
+    first batch and tail) and by the one task that decides and rewrites it."""
+    from .spark.test_purge_copies import write_copy
+
+    root = write_copy(tmp_path / "a", 1, batch=2)
+    partition = Path(root) / "c-0"
+    *cleaned, active = sorted(partition.glob("*.log"))
+    argv = ["compact", root, "--topic", "c", "--topic-config", "c:cleanup.policy=compact", "--force"]
+    access = counted_run([*argv, "--now", "1800000000000", "--quiet"], tmp_path)
+
+    assert access.listed[root] <= 2 and 1 <= access.listed[str(partition)] <= 2
+    assert cleaned and access.of(access.opened_before_rename, cleaned) == {str(p): 2 for p in cleaned}
