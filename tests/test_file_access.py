@@ -90,14 +90,14 @@ def _count(calls) -> Access:
 # -- purge ----------------------------------------------------------------------------------------------
 
 
-def test_a_purge_of_three_copies_lists_each_root_once_and_opens_each_source_log_twice_the_last_thrice(tmp_path):
+def test_a_purge_of_three_copies_lists_each_root_twice_and_opens_each_source_log_twice_the_last_thrice(tmp_path):
     """Three brokers' copies of two partitions, the KRaft metadata log beside the first: the plan
-    opens each log dir once, reads each meta.properties once and replays the metadata once, and
-    nothing after it lists a root. Each source `.log` is read by the scan and by the rewrite (which
-    hashes it for the ledger as it reads it); the last segment of a partition besides by the plan,
-    on the driver, for the log end offset (the batches after its last index entry, as Kafka's log
-    loader reads them). Each partition directory is listed by the plan, the swap and the verifying
-    rescan."""
+    opens each log dir once, reads each meta.properties once and replays the metadata once; under
+    the lock the run lists the root and each partition once more, to find what the plan listed.
+    Each source `.log` is read by the scan and by the rewrite (which hashes it for the ledger as it
+    reads it); the last segment of a partition besides on the driver, for the log end offset (the
+    batches after its last index entry, as Kafka's log loader reads them). Each partition directory
+    is listed by the plan, under the lock, by the swap and by the verifying rescan."""
     from .spark.test_purge_copies import write_copy
     from .storage.test_kraft_metadata import KRAFT_LOG, METADATA_DIR
 
@@ -111,12 +111,12 @@ def test_a_purge_of_three_copies_lists_each_root_once_and_opens_each_source_log_
     argv += ["--topic", "c", "--topic", "d", "--now", "1800000000000", "--quiet"]
     access = counted_run(argv, tmp_path, {"KAFKALOG_PURGE_SECRET": "0123456789abcdef0123456789abcdef"})
 
-    assert access.of(access.listed, roots) == {r: 1 for r in roots}
+    assert access.of(access.listed, roots) == {r: 2 for r in roots}
     metas = [Path(r) / "meta.properties" for r in roots]
     assert access.of(access.opened, metas) == {str(m): 1 for m in metas}
     # the metadata log: its last segment's tail (how far it reaches), and the replay from its snapshot
     assert max(access.opened[str(p)] for p in metadata_logs) == 2
-    assert access.of(access.listed, partitions) == {str(p): 3 for p in partitions}
+    assert access.of(access.listed, partitions) == {str(p): 4 for p in partitions}
     for found in segments.values():
         *older, last = found
         assert access.of(access.opened_before_rename, older) == {str(p): 2 for p in older}
