@@ -200,22 +200,6 @@ def check_before_spark(args, resolver):
     return opened
 
 
-def check_copies_before_spark(args, log_dirs: list[str], resolver) -> None:
-    """`check_before_spark` for a purge of several log dirs: each passes the preflight, and a topic
-    `--topic` or `--topic-config` names is in one of them (a JBOD broker spreads a topic's
-    partitions over its dirs)."""
-    from ..operations.files import check_topic_settings
-    from ..operations.purge import check_topics
-    from ..storage.destination import preflight
-    from ..storage.logdir import LogDir
-
-    opened = [preflight(d, None, dry_run=args.dry_run, follow_symlinks=args.follow_symlinks) for d in log_dirs]
-    check_topics(opened, args.topics)
-    # every copy's partitions as one LogDir's, named after the first: the topics a configuration may name
-    held = LogDir(opened[0].fs, opened[0].path, {tp: path for o in opened for tp, path in o.partition_paths.items()})
-    check_topic_settings(resolver, held)
-
-
 def now_of(args) -> int:
     """`--now`, else the wall clock, which the run's rules then read: said on stderr as a date, before
     anything is decided, since a wrong clock decides wrongly (retention deletes by it)."""

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 
 from .options import (
     add_config_options,
     add_input,
     add_log_dir_options,
     add_quiet,
-    check_before_spark,
-    check_copies_before_spark,
     config_resolver,
     now_of,
     spark_session,
@@ -106,28 +105,15 @@ def _add_purge(commands) -> None:
 
 
 def _run_purge(args) -> int:
-    from ..operations.purge import check_ledger, load_secret, log_dirs_of, purge
-    from ..operations.purge_tables import check_tables
-    from ..operations.replicas import check_replicas
+    from ..operations.purge import load_secret, log_dirs_of, plan_purge, run_purge
+    from ..storage.logdir import LogDir
 
     secret = None if args.dry_run else load_secret(args.secret_file)  # before Spark starts: fail fast
     resolver = config_resolver(args)
     log_dirs = log_dirs_of(args.log_dir, args.output)
-    if len(log_dirs) == 1:
-        args.log_dir = log_dirs[0]
-        check_before_spark(args, resolver)
-    else:
-        check_copies_before_spark(args, log_dirs, resolver)
-    if not args.allow_missing_replicas:  # purge() checks again; here a missing replica costs no JVM start
-        check_replicas(log_dirs, args.topics, args.metadata)
-    if args.ledger is not None:  # and so does a ledger it could not write
-        check_ledger(args.ledger, log_dirs, args.output, args.remote_storage_dir)
-    check_tables(args.tables, args.key_column, args.output)  # purge() checks again; here it costs no JVM start
-    now = now_of(args)
-    spark = spark_session(args)
-    result = purge(
-        spark,
-        args.log_dir,
+    # the plan is the check before Spark starts: a mistake costs no JVM start, and nothing below lists again
+    plan = plan_purge(
+        [LogDir.open(d) for d in log_dirs],
         args.keys,
         keys_format=args.keys_format,
         topics=args.topics,
@@ -136,7 +122,7 @@ def _run_purge(args) -> int:
         ledger=args.ledger,
         secret=secret,
         config=resolver,
-        now=now,
+        now=args.now,
         reason=args.reason,
         output=args.output,
         dry_run=args.dry_run,
@@ -147,6 +133,8 @@ def _run_purge(args) -> int:
         tables=args.tables,
         key_column=args.key_column,
     )
+    plan = replace(plan, now=now_of(args))  # said on stderr once the checks pass, as before Spark starts
+    result = run_purge(spark_session(args), plan)
     print(result.summary())
     if result.partitions:
         print()

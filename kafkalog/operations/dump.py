@@ -42,6 +42,7 @@ from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_che
 from ..storage.fs import LogFileSystem
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.kraft import read_quorum_state
+from ..storage.logdir import DirListing
 from ..storage.meta_properties import META_PROPERTIES, read_meta_properties
 from ..storage.naming import (
     KRAFT_BOOTSTRAP_CHECKPOINT,
@@ -515,7 +516,7 @@ def _dump_dir(fs, path, options: _Options):
     if parse_partition_dir_name(fs.name(path)) is not None:
         partition_paths = [path]
     else:
-        partition_paths = [e.path for e in fs.list_dir(path) if e.is_dir and parse_partition_dir_name(e.name)]
+        partition_paths = [e.path for e, _ in DirListing.of(fs, path).partition_dirs]
     for ppath in partition_paths:
         part = Partition.open(fs, ppath)
         part.ensure_settled()

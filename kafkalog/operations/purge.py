@@ -8,6 +8,9 @@ offset, bytes and batch kept, and an audit ledger that stores no key.
                    secret=load_secret("/etc/kafkalog/purge.secret"))
     print(result.summary())
 
+`purge` is `run_purge(spark, plan_purge(...))`: the plan (operations/purge_plan.py) is made on the
+driver without Spark, and is what the command line checks before Spark starts.
+
 `purge(spark, ["/broker1/kafka-logs", "/broker2/kafka-logs"], ...)` purges every copy of the log (every
 broker's replicas, JBOD dirs) in one run: one decision over all copies (spark/purge.py), nothing
 swapped in any log dir until every copy's output is staged, the swaps then log dir after log dir
@@ -15,8 +18,10 @@ swapped in any log dir until every copy's output is staged, the swaps then log d
 
 The data flow is compaction's (docs/architecture.md) with purge's own decide step (spark/purge.py):
 
-1. Plan (driver): every log dir under its lock, interrupted swaps recovered, each partition listed
-   once (`PurgePlan`); the log end offset of each partition (a purge never lowers it).
+1. Plan (driver, `plan_purge`): every log dir opened and checked, each partition listed once, the
+   replicas the KRaft metadata names checked. Run (`run_purge`): every log dir under its lock,
+   interrupted swaps recovered (`PurgeScope`); the log end offset of each partition (a purge never
+   lowers it).
 2. Scan and decide (executors): the narrow scan of the plan's segments (keys, no values) joined with the keys; with
    `where`, the records view of the same topics filtered by that Spark SQL expression. Control
    batches never match. A matched record is removed, except:
@@ -60,48 +65,53 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import cast
 
 from .. import __version__
 from ..config import ConfigResolver
-from ..errors import ConfigError, KafkaLogError, LogDirError
+from ..errors import KafkaLogError
 from ..rules.retention import remote_log_enabled
 from ..scan.views import RECORDS_SCHEMA
+from ..spark.compaction import segment_files
 from ..spark.errors import raises_kafkalog_errors
 from ..spark.evidence import record_segments
 from ..spark.ledger import write_ledger_records, write_ledger_run
 from ..spark.progress import task_feed
-from ..spark.purge import Copy, Decider, PurgePlan, batch_plans, keys_frame, partition_report, where_filter
+from ..spark.purge import Decider, PurgeScope, batch_plans, keys_frame, partition_report, where_filter
 from ..spark.rewrite import OutputSegment, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import spark_schema
 from ..storage.destination import destination
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS
 from ..storage.ledger import check_ledger, load_secret, log_dir_identity, unfinished_runs
 from ..storage.logdir import LogDir
-from ..storage.naming import KRAFT_METADATA_NOT_REWRITTEN, is_kraft_metadata
-from ..storage.swap import FaultHook, check_swaps, recover_partition
-from . import clock, progress
+from ..storage.swap import FaultHook
+from . import progress
 from .files import camel_keys
+from .purge_plan import PurgePlan, check_topics, log_dirs_of, plan_purge, settled
 from .purge_remote import RemotePurgeResult, purge_remote_tier
 from .purge_tables import (
     TIME_TRAVEL_WARNING,
-    check_tables,
     erase_tables,
     purged_keys,
     purged_offsets,
     would_erase,
 )
-from .purge_tables import check_topics as check_table_topics
-from .replicas import ReplicaCheck, check_replicas, differences_warning, identity_warning, replica_differences
+from .replicas import ReplicaCheck, differences_warning, identity_warning, replica_differences
 
 log = logging.getLogger("kafkalog")
 
 # What a caller of the command needs beside it: the key list forms and the fingerprint secret.
 __all__ = [
     "purge",
+    "plan_purge",
+    "run_purge",
+    "PurgePlan",
+    "log_dirs_of",
+    "check_topics",
+    "check_ledger",
     "PurgeResult",
     "PurgeVerificationError",
     "keys_frame",
@@ -219,23 +229,6 @@ def _copy_name(copy: dict) -> str:
     return copy["log_dir"] + ("" if copy["node_id"] is None else f" on broker {copy['node_id']}")
 
 
-def log_dirs_of(log_dir: str | Sequence[str], output: str | None = None) -> list[str]:
-    """The log dirs of a purge, checked: at least one, none given twice, and `output` (a purged
-    copy written elsewhere) only for one."""
-    dirs = [log_dir] if isinstance(log_dir, str) else list(log_dir)
-    if not dirs:
-        raise ConfigError("a purge needs at least one log directory")
-    seen: dict = {}
-    for d in dirs:
-        if seen.setdefault(log_dir_identity(d), d) is not d:
-            raise ConfigError(f"log directory {d} is given twice (as {seen[log_dir_identity(d)]} too)")
-    if output is not None and len(dirs) > 1:
-        raise ConfigError(
-            "--output takes one log directory: purge several copies in place, or each into an output of its own"
-        )
-    return dirs
-
-
 @raises_kafkalog_errors
 def purge(
     spark,
@@ -282,99 +275,77 @@ def purge(
     purged (operations/replicas.py). `tables`: the paths of tables `export` wrote, whose rows of the
     purged records and keys are erased too, their older versions deleted (operations/purge_tables.py;
     `key_column`: the key column of a table no export wrote)."""
-    now = clock.now_ms(now)
-    started, run_id = int(time.time() * 1000), uuid.uuid4().hex
-    resolver = config or ConfigResolver()
     dirs = log_dirs_of(log_dir, output)
-    if not dry_run and ledger is None:
-        raise ConfigError("a purge writes an audit ledger: give its path (--ledger)")
-    if ledger is not None:
-        check_ledger(ledger, dirs, output, remote_storage)
-    if remote_storage is not None and output is not None:
-        raise ConfigError(
-            "--output purges a copy of the log dir, but the remote storage would be rewritten in place: "
-            "purge copies of both, or neither"
-        )
-    secret = secret if secret is not None or dry_run else load_secret()
-    key_df, key_count = keys_frame(spark, keys, keys_format, reason)  # bad keys fail before anything is written
-    if where:  # and so does a bad expression: checked against the records view's columns
-        where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), where)
-    replicas = check_replicas(dirs, topics, metadata, allow_missing=allow_missing_replicas)
-    erasable = check_tables(tables, key_column, output)  # every table, before any lock or file
-    check_table_topics(erasable, dirs, topics)
+    plan = plan_purge(
+        [LogDir.open(d) for d in dirs],
+        keys,
+        keys_format=keys_format,
+        topics=topics,
+        where=where,
+        tombstone=tombstone,
+        config=config,
+        now=now,
+        reason=reason,
+        ledger=ledger,
+        secret=secret,
+        output=output,
+        dry_run=dry_run,
+        follow_symlinks=follow_symlinks,
+        metadata=metadata,
+        allow_missing_replicas=allow_missing_replicas,
+        remote_storage=remote_storage,
+        tables=tables,
+        key_column=key_column,
+    )
+    return run_purge(spark, plan, fault=fault)
+
+
+@raises_kafkalog_errors
+def run_purge(spark, plan: PurgePlan, *, fault: FaultHook | None = None) -> PurgeResult:
+    """Run `plan` (plan_purge's): the keys read (and `where` checked) before anything is written,
+    every log dir under its lock (or staged) until every copy is done. `fault`: a test hook called
+    in each rewrite task and at each swap step (spark/rewrite.py, storage/swap.py)."""
+    started = int(time.time() * 1000)
+    # bad keys fail before anything is written
+    key_df, key_count = keys_frame(spark, plan.keys, plan.keys_format, plan.reason)
+    if plan.where:  # and so does a bad expression: checked against the records view's columns
+        where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), plan.where)
     with ExitStack() as held:  # every log dir under its lock (or staged) until every copy is done
         targets = [
-            held.enter_context(destination(d, output, dry_run=dry_run, follow_symlinks=follow_symlinks)) for d in dirs
+            held.enter_context(destination(o, plan.output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks))
+            for o in plan.opened
         ]
-        return _purge(
-            spark,
-            [(t.path, output or d) for t, d in zip(targets, dirs)],
-            key_df,
-            key_count,
-            run_id=run_id,
-            now=now,
-            started=started,
-            ledger=ledger,
-            secret=secret,
-            topics=topics,
-            where=where,
-            tombstone=tombstone,
-            resolver=resolver,
-            reason=reason,
-            dry_run=dry_run,
-            fault=fault,
-            replicas=replicas,
-            remote_storage=remote_storage,
-            tables=erasable,
-        )
+        return _purge(spark, plan, settled(plan, targets), key_df, key_count, started=started, fault=fault)
 
 
 @raises_kafkalog_errors  # inside the destinations' blocks, so that they can name the input's files
-def _purge(
-    spark,
-    targets: list[tuple[str, str]],
-    key_df,
-    key_count,
-    *,
-    run_id: str,
-    now: int,
-    started: int,
-    ledger,
-    secret,
-    topics,
-    where,
-    tombstone: bool,
-    resolver: ConfigResolver,
-    reason: str,
-    dry_run: bool,
-    fault,
-    replicas: ReplicaCheck,
-    remote_storage: str | None = None,
-    tables: Sequence = (),
-) -> PurgeResult:
-    """The purge of every target: (the directory rewritten in place -- the input, or the staged
-    output --, the name the result and the ledger give it -- the input, or the output's own)."""
-    plan = _plan(targets, topics, dry_run)
-    copies = [{"log_dir": c.name, "node_id": c.node_id, "directory_id": c.directory_id} for c in plan.copies]
-    differences = replica_differences(plan.copies)
-    resumes = [] if dry_run else unfinished_runs(ledger, [log_dir_identity(c.name) for c in plan.copies])
+def _purge(spark, plan: PurgePlan, scope: PurgeScope, key_df, key_count, *, started: int, fault) -> PurgeResult:
+    """The purge of every copy of `scope` (the plan's, settled under the locks: each copy's
+    directory rewritten in place -- the input, or the staged output --, and the name the result and
+    the ledger give it -- the input, or the output's own)."""
+    run_id, now, resolver = plan.run_id, plan.now, plan.resolver
+    ledger, secret = cast(str, plan.ledger), cast(bytes, plan.secret)  # plan_purge: both, unless a dry run
+    dry_run, replicas, tables = plan.dry_run, plan.replicas, plan.tables
+    copies = [{"log_dir": c.name, "node_id": c.node_id, "directory_id": c.directory_id} for c in scope.copies]
+    differences = replica_differences(scope.copies)
+    resumes = [] if dry_run else unfinished_runs(ledger, [log_dir_identity(c.name) for c in scope.copies])
     for warning in filter(None, [identity_warning(copies), differences_warning(differences)]):
         log.warning("%s", warning)
-    tiered = sorted({t for t in plan.topics if remote_log_enabled(resolver.for_topic(t), t)})
-    decider = Decider(spark, plan, key_df, key_count, where, tombstone, resolver, reason)
+    tiered = sorted({t for t in scope.topics if remote_log_enabled(resolver.for_topic(t), t)})
+    decider = Decider(spark, scope, key_df, key_count, plan.where, plan.tombstone, resolver, plan.reason)
     matched, decided = decider.decide()
     try:
-        scanned = progress.totals([s for c in plan.copies for ss in c.segments.values() for s in ss], lambda s: s.size)
+        scanned = progress.totals([s for c in scope.copies for ss in c.segments.values() for s in ss], lambda s: s.size)
         with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
             report = partition_report(decided)
             offsets, keys = (purged_offsets(decided, tables), purged_keys(key_df)) if tables else ({}, [])
         if dry_run:
-            remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
+            remote = _remote(decider, scope, plan, fault)
             return PurgeResult(
                 run_id,
                 now,
                 dry_run,
-                plan.copies[0].name,
+                scope.copies[0].name,
                 _labelled(report, copies),
                 tiered_topics=tiered,
                 copies=copies,
@@ -383,11 +354,11 @@ def _purge(
                 differences=differences,
                 tables=would_erase(tables, offsets, keys),
             )
-        outputs = _output_segments(plan, decided, resolver, now)
-        for i, c in enumerate(plan.copies):  # every copy's, before anything is staged
+        outputs = _output_segments(scope, decided, resolver, now)
+        for i, c in enumerate(scope.copies):  # every copy's, before anything is staged
             ensure_replaceable(c.opened, [o for o in outputs if o.copy == i])
         output_totals = progress.totals(outputs, lambda o: o.nbytes)
-        roots = [c.log_dir for c in plan.copies]
+        roots = [c.log_dir for c in scope.copies]
         with progress.phase("purge", "rewrite", **output_totals, feed=task_feed(spark)):
             stats = write_outputs(spark, roots, outputs, batch_plans(decided), fault)
         with progress.phase("purge", "ledger", feed=task_feed(spark)):
@@ -395,13 +366,13 @@ def _purge(
                 rows = write_ledger_records(
                     spark,
                     ledger,
-                    _with_copy_columns(spark, decided.where(decided.action.isNotNull()), plan),
+                    _with_copy_columns(spark, decided.where(decided.action.isNotNull()), scope),
                     secret=secret,
                     run_id=run_id,
                     purged_at_ms=now,
                 )
                 record_segments(
-                    spark, ledger, plan.copies, outputs, stats, run_id=run_id, purged_at_ms=now, secret=secret
+                    spark, ledger, scope.copies, outputs, stats, run_id=run_id, purged_at_ms=now, secret=secret
                 )
             except BaseException:  # nothing is swapped in: the staged segments go
                 remove_outputs(roots, outputs)
@@ -424,16 +395,16 @@ def _purge(
                     remove_outputs(roots, outputs)
                     raise
         with progress.phase("purge", "swap", **output_totals):
-            for i, c in enumerate(plan.copies):  # one log dir after the other (docs/semantics.md)
+            for i, c in enumerate(scope.copies):  # one log dir after the other (docs/semantics.md)
                 swap_in(c.opened, [o for o in outputs if o.copy == i], fault)
     finally:
         matched.unpersist()
-    remote = _remote(decider, plan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault)
+    remote = _remote(decider, scope, plan, fault)
     result = PurgeResult(
         run_id,
         now,
         dry_run,
-        plan.copies[0].name,
+        scope.copies[0].name,
         report,
         rows,
         stats,
@@ -447,12 +418,12 @@ def _purge(
     )
     touched = {(o.copy, o.topic, o.partition) for o in outputs}
     with progress.phase("purge", "verify", total=len(touched), unit="partition", feed=task_feed(spark)):
-        _verify(decider, plan, result, touched)
+        _verify(decider, scope, result, touched)
     result.partitions = _labelled(result.partitions, copies)
     write_ledger_run(
         spark,
         ledger,
-        _run_row(result, started, key_df.count() if key_count is None else key_count, topics, where, tombstone),
+        _run_row(result, started, key_df.count() if key_count is None else key_count, plan),
     )
     if result.remaining:
         first = next(p for p in result.partitions if p["remaining"])
@@ -465,94 +436,29 @@ def _purge(
     return result
 
 
-def _remote(decider, plan: PurgePlan, remote_storage, resolver, now, dry_run, ledger, secret, run_id, fault):
+def _remote(decider, scope: PurgeScope, plan: PurgePlan, fault):
     """The remote tier's purge, when the remote storage is given (operations/purge_remote.py): one
     remote copy, which every broker's copies share."""
-    if remote_storage is None:
+    if plan.remote_storage is None:
         return None
     with progress.phase("purge", "remote tier", feed=task_feed(decider.spark)):
         return purge_remote_tier(
             decider,
-            [c.opened for c in plan.copies],
-            remote_storage,
-            sorted({tp for c in plan.copies for tp in c.segments}),
-            resolver,
-            now=now,
-            dry_run=dry_run,
-            ledger=ledger,
-            secret=secret,
-            run_id=run_id,
+            [c.opened for c in scope.copies],
+            plan.remote_storage,
+            sorted({tp for c in scope.copies for tp in c.segments}),
+            plan.resolver,
+            now=plan.now,
+            dry_run=plan.dry_run,
+            ledger=plan.ledger,
+            secret=plan.secret,
+            run_id=plan.run_id,
             fault=fault,
         )
 
 
-def _plan(targets: list[tuple[str, str]], topics, dry_run: bool) -> PurgePlan:
-    """Every copy's partitions to purge, listed once and settled: interrupted swaps recovered once
-    every leftover `.swap` of every copy passed its checks (a dry run, which writes nothing,
-    refuses them). A partition is listed again only where recovery changed it."""
-    opened = [LogDir.open(path) for path, _ in targets]
-    scopes = _scopes(opened, topics)
-    parts = [{tp: o.partition(*tp) for tp in scope} for o, scope in zip(opened, scopes)]
-    for listed in parts:  # before an interrupted swap is recovered by names it cannot trust
-        for part in listed.values():
-            part.ensure_well_named()
-    if not dry_run:
-        for o, scope in zip(opened, scopes):  # every leftover swap is checked before any partition is recovered
-            for tp in scope:
-                check_swaps(o.fs, o.partition_paths[tp])
-        for o, scope, listed in zip(opened, scopes, parts):
-            for tp in scope:
-                if recover_partition(o.fs, o.partition_paths[tp]):
-                    listed[tp] = o.partition(*tp)
-    for listed in parts:
-        for part in listed.values():
-            part.ensure_settled()
-    copies = []
-    for (path, name), o, listed in zip(targets, opened, parts):
-        segments = {tp: part.segments for tp, part in listed.items()}
-        copies.append(Copy(path, name, o, segments, *_broker_ids(o)))
-    return PurgePlan(tuple(copies))
-
-
-def _broker_ids(opened: LogDir) -> tuple[int | None, str | None]:
-    """The copy's node.id and directory.id, where its meta.properties has them. They only name the
-    copy: a meta.properties Kafka would refuse (which `validate` reports) names none, and does not
-    stop a purge, as it did not before copies were named."""
-    try:
-        meta = opened.read_meta()
-    except LogDirError:
-        return None, None
-    return (None, None) if meta is None else (meta.node_id, meta.directory_id)
-
-
-def _scopes(opened: list[LogDir], topics: Iterable[str] | None) -> list[list[tuple[str, int]]]:
-    """The partitions to purge in each log dir: those of `topics`, else of every topic but the
-    internal ones. A topic named must have a partition in one of the log dirs (a JBOD broker
-    spreads a topic's partitions over its dirs)."""
-    if topics is None:
-        return [[tp for tp in o.topic_partitions if not tp[0].startswith("__")] for o in opened]
-    wanted = set([topics] if isinstance(topics, str) else topics)
-    refused = sorted(filter(is_kraft_metadata, wanted))
-    if refused:
-        raise ConfigError(
-            f"purge refuses topic {refused[0]}: {KRAFT_METADATA_NOT_REWRITTEN}, nor does kafkalog rewrite it"
-        )
-    check_topics(opened, wanted)
-    return [[tp for tp in o.topic_partitions if tp[0] in wanted] for o in opened]
-
-
-def check_topics(opened: Sequence[LogDir], topics: Iterable[str] | None) -> None:
-    """Refuse a topic the caller chose that has no partition in any of the log dirs (LogDir.check_topics)."""
-    if len(opened) == 1:
-        opened[0].check_topics(topics)
-        return
-    missing = sorted(set(topics or ()) - {t for o in opened for t in o.topics})
-    if missing:
-        raise ConfigError(f"no partition of topic {missing[0]!r} in any of the {len(opened)} log directories")
-
-
-def _output_segments(plan: PurgePlan, decided, resolver: ConfigResolver, now: int) -> list[OutputSegment]:
-    """One output per source segment with a purged record, of the plan's segments; its `.txnindex`
+def _output_segments(scope: PurgeScope, decided, resolver: ConfigResolver, now: int) -> list[OutputSegment]:
+    """One output per source segment with a purged record, of the scope's segments; its `.txnindex`
     entries all stay (a purge keeps every transaction marker and a batch of every transaction)."""
     touched = (
         decided.where(decided.action.isNotNull())
@@ -563,7 +469,7 @@ def _output_segments(plan: PurgePlan, decided, resolver: ConfigResolver, now: in
     outputs = []
     for r in sorted(touched):
         config = resolver.for_topic(r.topic)
-        segment = plan.segment(r.copy, r.topic, r.partition, r.segmentBaseOffset)
+        segment = scope.segment(r.copy, r.topic, r.partition, r.segmentBaseOffset)
         outputs.append(
             OutputSegment(
                 r.topic,
@@ -574,17 +480,19 @@ def _output_segments(plan: PurgePlan, decided, resolver: ConfigResolver, now: in
                 tuple(tuple(t) for t in segment.aborted_txns()),
                 nbytes=segment.size,
                 copy=r.copy,
+                sources=tuple(segment_files([segment])),  # as listed: the rewrite task lists nothing
+                hash_source=True,  # the evidence's hash of the source, taken as the rewrite reads it
             )
         )
     return outputs
 
 
-def _with_copy_columns(spark, purged, plan: PurgePlan):
+def _with_copy_columns(spark, purged, scope: PurgeScope):
     """`purged` with the ledger's name of each row's log dir and its broker (spark/ledger.py's COPY_COLUMNS)."""
     from pyspark.sql import functions as F
 
     names = spark.createDataFrame(
-        [(i, log_dir_identity(c.name), c.node_id) for i, c in enumerate(plan.copies)],
+        [(i, log_dir_identity(c.name), c.node_id) for i, c in enumerate(scope.copies)],
         "copy int, log_dir string, node_id int",
     )
     return purged.join(F.broadcast(names), "copy")
@@ -593,14 +501,14 @@ def _with_copy_columns(spark, purged, plan: PurgePlan):
 # -- verify and report ----------------------------------------------------------------------------------
 
 
-def _verify(decider: Decider, plan: PurgePlan, result: PurgeResult, touched: set) -> None:
+def _verify(decider: Decider, scope: PurgeScope, result: PurgeResult, touched: set) -> None:
     """Rescan the touched partitions of every copy, listed anew: `remaining` counts records the
     purge still finds to do."""
     from pyspark.sql import functions as F
 
     left = {}
     if touched:
-        matched, decided = decider.decide(plan.relisted(touched))
+        matched, decided = decider.decide(scope.relisted(touched))
         rows = decided.where(F.col("action").isNotNull()).groupBy("copy", "topic", "partition").count().collect()
         matched.unpersist()
         left = {(r.copy, r.topic, r.partition): r["count"] for r in rows}
@@ -625,7 +533,8 @@ def _labelled(partitions: list[dict], copies: list[dict]) -> list[dict]:
     return out
 
 
-def _run_row(result: PurgeResult, started: int, key_count: int, topics, where, tombstone) -> dict:
+def _run_row(result: PurgeResult, started: int, key_count: int, plan: PurgePlan) -> dict:
+    topics = plan.topics
     return {
         "run_id": result.run_id,
         "started_at": started,
@@ -635,8 +544,8 @@ def _run_row(result: PurgeResult, started: int, key_count: int, topics, where, t
         "log_dirs": [c["log_dir"] for c in result.copies],
         "topics": None if topics is None else sorted([topics] if isinstance(topics, str) else topics),
         "keys": key_count,
-        "where": bool(where),
-        "tombstone": tombstone,
+        "where": bool(plan.where),
+        "tombstone": plan.tombstone,
         "partitions": sum(1 for p in result.partitions if p["segments"]),
         "segments": len(result.outputs),
         "records_removed": result.total("removed"),

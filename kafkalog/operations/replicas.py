@@ -123,7 +123,7 @@ def missing_replicas(
 
 
 def check_replicas(
-    log_dirs: Iterable[str],
+    log_dirs: Iterable[str | LogDir],
     topics: Iterable[str] | None = None,
     metadata_dir: str | None = None,
     *,
@@ -170,12 +170,14 @@ def _check(opened: list[_Given], topics: Iterable[str] | None, metadata_dir: str
     return ReplicaCheck(part.path, len(wanted), missing)
 
 
-def _opened(log_dirs: Iterable[str]) -> list[_Given]:
+def _opened(log_dirs: Iterable[str | LogDir]) -> list[_Given]:
+    """Each log dir opened (a LogDir given is not listed again) and its meta.properties read."""
     given = []
     for log_dir in log_dirs:
-        opened = LogDir.open(log_dir)
+        opened = LogDir.open(log_dir) if isinstance(log_dir, str) else log_dir
         meta = opened.read_meta()
-        given.append(_Given(log_dir, opened, *((None, None) if meta is None else (meta.node_id, meta.directory_id))))
+        ids = (None, None) if meta is None else (meta.node_id, meta.directory_id)
+        given.append(_Given(opened.uri, opened, *ids))
     return given
 
 

@@ -9,11 +9,12 @@ running at all (a path that does not exist) raise `KafkaLogError`; the CLI turns
 2. `validate_frame` gives the findings as a Spark DataFrame, `write_findings` as a Parquet file or
 Delta table.
 
-This module dispatches the paths and checks what belongs to a log directory (meta.properties, the
-offset checkpoints against each partition's offsets). The report model is `validate_report`; a
-partition directory's checks are `validate_partition`, one segment's walk `validate_segment`, the
-index files' checks `validate_index`, and the producer-state replay with the snapshot and leader
-epoch comparisons `validate_replay`.
+This module dispatches the paths (a log directory, as storage/logdir.py's `DirListing` lists it, a
+partition directory, a file given alone). What belongs to a log directory (meta.properties, the
+offset checkpoints against each partition's offsets) is `validate_logdir`. The report model is
+`validate_report`; a partition directory's checks are `validate_partition`, one segment's walk
+`validate_segment`, the index files' checks `validate_index`, and the producer-state replay with the
+snapshot and leader epoch comparisons `validate_replay`.
 
 Severities
 ----------
@@ -163,16 +164,12 @@ from ..errors import KafkaLogError, LogDirError, UnreadableFileError
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
 from ..storage.fs import FileEntry, LogFileSystem
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, TimeIndex
-from ..storage.logdir import CLEAN_SHUTDOWN
-from ..storage.meta_properties import META_PROPERTIES, check_meta_properties
+from ..storage.logdir import DirListing, is_partition_dir
+from ..storage.meta_properties import META_PROPERTIES
 from ..storage.naming import (
-    CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
-    LOG_START_OFFSET_CHECKPOINT,
     OFFSET_CHECKPOINT_FILES,
     PARTITION_METADATA,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
     parse_partition_dir_name,
     parse_segment_file_name,
 )
@@ -185,12 +182,16 @@ from ..storage.tables import write_table
 from . import progress
 from .validate_index import check_index_file, check_txn_index_file
 from .validate_kraft import check_kraft_file
+from .validate_logdir import (
+    check_checkpoint_ranges,
+    check_meta_properties_file,
+    read_checkpoints,
+    report_unknown_partitions,
+)
 from .validate_partition import DirContext, PartitionChecks, PartitionResult
 from .validate_replay import ReplayState
-from .validate_report import ERROR, FINDINGS_SCHEMA, INFO, WARNING, Findings, ValidationReport
+from .validate_report import ERROR, FINDINGS_SCHEMA, WARNING, Findings, ValidationReport
 from .validate_segment import SegmentChecks, SegmentPlan
-
-_LOG_DIR_MARKERS = OFFSET_CHECKPOINT_FILES + (META_PROPERTIES, CLEAN_SHUTDOWN)
 
 
 def validate_paths(
@@ -236,7 +237,7 @@ def validate_paths(
         if info.is_dir:
             if RemoteStorage.is_remote_storage(fs, path):
                 checks.remote_storage(fs, path)
-            elif _is_partition_dir(fs, path):
+            elif is_partition_dir(fs, path):
                 partitions.check(fs, path, DirContext.of_parent(fs, path))
             else:
                 checks.log_dir(fs, path)
@@ -273,30 +274,6 @@ def write_findings(report: ValidationReport, path_or_uri: str, table_format: str
     write_table(path_or_uri, report.findings_table(), table_format, what="the findings")
 
 
-def _listing(fs: LogFileSystem, partition_path: str) -> list[FileEntry] | None:
-    """A partition directory's entries; None when it cannot be listed (its check lists it again
-    and reports why)."""
-    try:
-        return fs.list_dir(partition_path)
-    except OSError:
-        return None
-
-
-def _is_partition_dir(fs: LogFileSystem, path: str) -> bool:
-    """A directory named `<topic>-<partition>` is a partition directory unless it holds what a log
-    directory holds (partition directories, meta.properties, checkpoint files): log dirs are often
-    named like `kafka-logs-1`."""
-    if parse_partition_dir_name(fs.name(path)) is None:
-        return False
-    try:
-        entries = fs.list_dir(path)
-    except OSError:
-        return True  # reported when the partition is opened
-    return not any(
-        e.name in _LOG_DIR_MARKERS or (e.is_dir and parse_partition_dir_name(e.name) is not None) for e in entries
-    )
-
-
 @dataclass(frozen=True)
 class _Settings:
     """How partitions are checked: what an executor needs to check one as the driver would."""
@@ -330,13 +307,13 @@ class _PathChecks:
     # -- log directories ----------------------------------------------------------------------------------
     def log_dir(self, fs: LogFileSystem, path: str) -> None:
         try:
-            entries = fs.list_dir(path)
+            listing = DirListing.of(fs, path)
         except OSError as err:
             self.findings.add("io.read", ERROR, f"cannot list the directory: {err}", path)
             return
-        names = {e.name: e for e in entries}
-        partition_dirs = [(e, tp) for e in entries if e.is_dir and (tp := parse_partition_dir_name(e.name)) is not None]
-        if not partition_dirs and not any(n in names for n in _LOG_DIR_MARKERS):
+        names = {e.name: e for e in listing.entries}
+        partition_dirs = listing.partition_dirs
+        if not listing.holds_log_dir_files():
             self.findings.add(
                 "logdir.not_a_log_dir",
                 WARNING,
@@ -348,14 +325,14 @@ class _PathChecks:
         self.findings.counts["log_dirs"] += 1
         entry = names.get(META_PROPERTIES)
         if entry is not None and not entry.is_dir:
-            self._meta_properties(fs, entry.path)
-        ctx, checkpoint_texts = self._read_checkpoints(fs, names)
+            check_meta_properties_file(self.findings, fs, entry.path)
+        ctx, checkpoint_texts = read_checkpoints(self.findings, fs, names)
         checked = self._check_partitions(fs, [e.path for e, _ in partition_dirs], ctx)
         for (_, (topic, partition)), (partition_report, result) in zip(partition_dirs, checked):
             self.findings.merge(partition_report)
             if result is not None:
-                self._check_checkpoint_ranges(fs, path, ctx, checkpoint_texts, topic, partition, result)
-        self._report_unknown_partitions(fs, path, ctx, {tp for _, tp in partition_dirs})
+                check_checkpoint_ranges(self.findings, fs, path, ctx, checkpoint_texts, topic, partition, result)
+        report_unknown_partitions(self.findings, fs, path, ctx, {tp for _, tp in partition_dirs})
 
     def _check_partitions(
         self, fs: LogFileSystem, paths: list[str], ctx: DirContext
@@ -371,7 +348,7 @@ class _PathChecks:
 
         # each directory listed once, here: its .log bytes pack the tasks and count progress, and
         # its check reads the same listing (one LIST request a partition on an object store)
-        listings = [(path, _listing(fs, path)) for path in paths]
+        listings = [(path, Partition.list_entries(fs, path)) for path in paths]
         sizes = {path: sum(e.size for e in entries or () if e.name.endswith(".log")) for path, entries in listings}
         totals = progress.totals(paths, sizes.__getitem__)
         if self.spark is None:
@@ -407,122 +384,6 @@ class _PathChecks:
             part = Partition(remote.fs, remote.path, remote.topic, remote.partition, segments=remote.segments)
             self.partitions.check_segments(part)
 
-    def _read_checkpoints(self, fs: LogFileSystem, names: dict[str, FileEntry]) -> tuple[DirContext, dict[str, str]]:
-        """The log dir's offset checkpoint files, parsed, and their texts (to name lines)."""
-        ctx = DirContext()
-        texts: dict[str, str] = {}
-        for name in OFFSET_CHECKPOINT_FILES:
-            entry = names.get(name)
-            if entry is None or entry.is_dir:
-                continue
-            self.findings.counts["checkpoint_files"] += 1
-            try:
-                text = fs.read_bytes(entry.path).decode("utf-8", "replace")
-                ctx.checkpoints[name] = parse_offset_checkpoint(text, file=entry.path)
-                texts[name] = text
-            except UnreadableFileError as err:
-                self.findings.add_error("io.read", ERROR, err, entry.path)
-            except KafkaLogError as err:
-                self.findings.add_error(
-                    "checkpoint.parse", ERROR, err, entry.path, "Kafka's CheckpointFile refuses this file: "
-                )
-            except OSError as err:
-                self.findings.add("io.read", ERROR, f"cannot read: {err}", entry.path)
-        return ctx, texts
-
-    def _report_unknown_partitions(self, fs: LogFileSystem, path: str, ctx: DirContext, present: set) -> None:
-        for name, offsets in ctx.checkpoints.items():
-            unknown = sorted(tp for tp in offsets if tp not in present)
-            if unknown:
-                shown = ", ".join(f"{t}-{p}" for t, p in unknown[:5]) + (", ..." if len(unknown) > 5 else "")
-                self.findings.add(
-                    "checkpoint.unknown_partition",
-                    INFO,
-                    f"{len(unknown)} entries for partitions that have no directory here ({shown}); Kafka ignores them",
-                    fs.join(path, name),
-                )
-
-    def _check_checkpoint_ranges(
-        self, fs, dir_path, ctx: DirContext, texts: dict[str, str], topic: str, partition: int, result: PartitionResult
-    ) -> None:
-        leo, start = result.log_end, result.log_start
-        if leo is None:
-            return
-        add = self.findings.add
-
-        def where(name: str) -> tuple[str, int | None]:
-            file = fs.join(dir_path, name)
-            return file, _checkpoint_line_position(texts.get(name, ""), topic, partition)
-
-        tp = f"{topic}-{partition}"
-        recovery = ctx.get(RECOVERY_POINT_CHECKPOINT, topic, partition)
-        if recovery is not None and recovery > leo:
-            add(
-                "checkpoint.range",
-                ERROR,
-                f"{tp}: recovery point {recovery} is above the log end offset {leo}: "
-                "data the broker had flushed is missing",
-                *where(RECOVERY_POINT_CHECKPOINT),
-                offset=recovery,
-            )
-        log_start_cp = ctx.get(LOG_START_OFFSET_CHECKPOINT, topic, partition)
-        hw = ctx.get(REPLICATION_OFFSET_CHECKPOINT, topic, partition)
-        if log_start_cp is not None and log_start_cp > leo:
-            add(
-                "checkpoint.range",
-                ERROR,
-                f"{tp}: log start offset {log_start_cp} is above the log end offset "
-                f"{leo}: Kafka would delete every segment on load",
-                *where(LOG_START_OFFSET_CHECKPOINT),
-                offset=log_start_cp,
-            )
-        if hw is not None:
-            if hw > leo:
-                add(
-                    "checkpoint.range",
-                    ERROR,
-                    f"{tp}: high watermark {hw} is above the log end offset {leo}: committed data is missing",
-                    *where(REPLICATION_OFFSET_CHECKPOINT),
-                    offset=hw,
-                )
-            if start is not None and hw < start:
-                add(
-                    "checkpoint.range",
-                    ERROR,
-                    f"{tp}: high watermark {hw} is below the log start offset {start}",
-                    *where(REPLICATION_OFFSET_CHECKPOINT),
-                    offset=hw,
-                )
-        cleaner = ctx.get(CLEANER_OFFSET_CHECKPOINT, topic, partition)
-        if cleaner is not None and ((start is not None and cleaner < start) or cleaner > leo):
-            add(
-                "checkpoint.range",
-                WARNING,
-                f"{tp}: cleaner checkpoint {cleaner} is outside [log start {start}, log end {leo}]; Kafka resets it",
-                *where(CLEANER_OFFSET_CHECKPOINT),
-                offset=cleaner,
-            )
-
-    def _meta_properties(self, fs: LogFileSystem, path: str) -> None:
-        self.findings.counts["meta_properties"] += 1
-        try:
-            data = fs.read_bytes(path)
-        except UnreadableFileError as err:
-            self.findings.add_error("io.read", ERROR, err, path)
-            return
-        except OSError as err:
-            self.findings.add("io.read", ERROR, f"cannot read: {err}", path)
-            return
-        _, issues = check_meta_properties(data)
-        for issue in issues:
-            self.findings.add(
-                "meta_properties.parse",
-                ERROR if issue.severity == "error" else WARNING,
-                issue.message,
-                path,
-                issue.position,
-            )
-
     # -- single files ---------------------------------------------------------------------------------------
     def single_file(self, fs: LogFileSystem, info: FileEntry) -> None:
         name = info.name
@@ -531,7 +392,7 @@ class _PathChecks:
             self._single_checkpoint(fs, info)
             return
         if name == META_PROPERTIES:
-            self._meta_properties(fs, info.path)
+            check_meta_properties_file(self.findings, fs, info.path)
             return
         if check_kraft_file(self.findings, fs, info):
             return
@@ -612,14 +473,3 @@ class _PathChecks:
             return
         cls, prefix = (OffsetIndex, "index") if kind == ".index" else (TimeIndex, "timeindex")
         check_index_file(self.findings, cls.from_bytes(data, base, file=info.path), prefix, info.path, active=True)
-
-
-def _checkpoint_line_position(text: str, topic: str, partition: int) -> int | None:
-    """The byte position of the line for (topic, partition) in an offset checkpoint."""
-    position = 0
-    for line in text.splitlines(keepends=True):
-        fields = line.split()
-        if len(fields) == 3 and fields[0] == topic and fields[1] == str(partition):
-            return position
-        position += len(line.encode("utf-8"))
-    return None

@@ -2,7 +2,8 @@
 keys of a ledger in a log directory by their fingerprints alone.
 
 Both run on the executors. The hashes: one task per few output segments (packed by bytes), each
-reading its source `.log` and its staged `.log.cleaned` once. The scan: the narrow view's keys (no
+reading its staged `.log.cleaned` once, and its source `.log` only where the rewrite did not hash it
+as it read it. The scan: the narrow view's keys (no
 values), each key's HMAC computed where it is read, joined with the ledger's fingerprints; the
 secret reaches the tasks inside the function they run, never as a literal of the plan (plans are
 shown in Spark's UI and event logs), and the keys never reach the driver.
@@ -25,22 +26,27 @@ from .tasks import run_tasks
 SCANNED = ("topic", "partition", "segmentBaseOffset", "position", "offset", "key", "valueIsNull", "magic")
 
 
-def segment_hashes(spark, roots: Sequence[str], outputs: Sequence[OutputSegment]) -> list[tuple[str, str]]:
+def segment_hashes(
+    spark, roots: Sequence[str], outputs: Sequence[OutputSegment], sources: Sequence[str | None] = ()
+) -> list[tuple[str, str]]:
     """(SHA-256 of the source `.log`, of the staged `.log.cleaned`) of each output segment of a purge,
     in order (one source segment each, of the copy at roots[output.copy]), written and not yet swapped
-    in: one Spark job for every copy's."""
+    in: one Spark job for every copy's. `sources`: each source's hash where its rewrite hashed it as
+    it read it (OutputStats.source_sha256); the others are read again."""
     for o in outputs:
         assert len(o.bases) == 1, "a purge rewrites each segment into one of its own"
 
-    def hashes(output: OutputSegment) -> tuple:
+    def hashes(job: tuple) -> tuple:
         from ..scan.views import filesystem_and_path
 
+        output, before = job
         fs, root = filesystem_and_path(roots[output.copy])
         part = fs.join(root, f"{output.topic}-{output.partition}")
         log = fs.join(part, segment_file_name(output.base_offset, ".log"))
-        return file_sha256(fs, log), file_sha256(fs, log + CLEANED)
+        return before or file_sha256(fs, log), file_sha256(fs, log + CLEANED)
 
-    return run_tasks(spark, pack_tasks(spark, list(outputs), lambda o: o.nbytes), hashes)
+    jobs = list(zip(outputs, [*sources, *[None] * (len(outputs) - len(sources))]))
+    return run_tasks(spark, pack_tasks(spark, jobs, lambda job: job[0].nbytes), hashes)
 
 
 def record_segments(
@@ -60,7 +66,9 @@ def record_segments(
     the same rewrite staged again by a rerun). Returns how many rows were added."""
     from .ledger import write_ledger_segments
 
-    found = segment_hashes(spark, [c.log_dir for c in copies], outputs)
+    hashed = {(s.copy, s.topic, s.partition, s.base_offset): s.source_sha256 for s in stats}
+    known = [hashed.get((o.copy, o.topic, o.partition, o.base_offset)) for o in outputs]
+    found = segment_hashes(spark, [c.log_dir for c in copies], outputs, known)
     rows = []
     for i, c in enumerate(copies):
         broker_id, directory_id = copy_identity(c.opened.meta_properties())

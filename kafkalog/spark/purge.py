@@ -2,7 +2,7 @@
 as a DataFrame, the records they (or a `where` expression) match, what becomes of each, and the
 batch plans of the rewrite.
 
-A purge works on one or more copies of a log (`PurgePlan`: the log dirs of every broker holding
+A purge works on one or more copies of a log (`PurgeScope`: the log dirs of every broker holding
 a replica, JBOD dirs included), listed once on the driver. Every row of the decision carries its
 `copy` (an index into the plan's copies); the keys are joined with the records of every copy at
 once, and the rules that look beyond one record (a key's latest record, a legacy partition's last)
@@ -131,7 +131,7 @@ class Copy:
 
 
 @dataclass(frozen=True)
-class PurgePlan:
+class PurgeScope:
     """What a purge reads, listed once on the driver: every copy's partitions and segments. The
     decide step scans these segments and the rewrite replaces them; nothing lists them again
     before the swap (the verifying rescan lists the touched partitions anew: it is the proof)."""
@@ -145,19 +145,19 @@ class PurgePlan:
     def segment(self, copy: int, topic: str, partition: int, base_offset: int) -> LogSegment:
         return next(s for s in self.copies[copy].segments[topic, partition] if s.base_offset == base_offset)
 
-    def relisted(self, touched) -> PurgePlan:
+    def relisted(self, touched) -> PurgeScope:
         """The plan of the partitions in `touched` ((copy, topic, partition)), each listed anew."""
         copies = []
         for i, c in enumerate(self.copies):
             mine = sorted((t, p) for k, t, p in touched if k == i)
             copies.append(Copy(c.log_dir, c.name, c.opened, {tp: c.opened.partition(*tp).segments for tp in mine}))
-        return PurgePlan(tuple(copies))
+        return PurgeScope(tuple(copies))
 
 
 class Decider:
     """Step 2 of a purge, shared by the purge and its verification: which records match, and what becomes of each."""
 
-    def __init__(self, spark, plan: PurgePlan, keys, key_count, where, tombstone, resolver, reason):
+    def __init__(self, spark, plan: PurgeScope, keys, key_count, where, tombstone, resolver, reason):
         self.spark, self.plan, self.keys, self.where = spark, plan, keys, where
         self.broadcast = key_count is not None and key_count <= tuning.BROADCAST_KEYS
         self.tombstone, self.resolver, self.reason = tombstone, resolver, reason
@@ -167,7 +167,7 @@ class Decider:
             "copy int, topic string, partition int, log_end long",
         )
 
-    def decide(self, plan: PurgePlan | None = None):
+    def decide(self, plan: PurgeScope | None = None):
         """(matched, decided) over the segments of `plan` (default: the purge's): the matched
         records, cached (unpersist `matched` when done), and the same with their `action`."""
         plan = plan or self.plan
@@ -175,7 +175,7 @@ class Decider:
         compacted = [t for t in plan.topics if self.tombstone and self.resolver.for_topic(t).compact]
         return matched, self._with_actions(plan, matched, compacted)
 
-    def _scan(self, plan: PurgePlan, view: str):
+    def _scan(self, plan: PurgeScope, view: str):
         """`view` of every copy's planned segments, each row with its `copy`: the tasks of all copies
         in one DataFrame, so that one join matches the keys against all of them."""
         from pyspark.sql import functions as F
@@ -196,7 +196,7 @@ class Decider:
             union = union.unionByName(frame)
         return union.where(~F.col("isControl"))
 
-    def _matched(self, plan: PurgePlan):
+    def _matched(self, plan: PurgeScope):
         """The data records the keys or `where` select in the plan's segments, with their batch, copy
         and why they matched."""
         from pyspark.sql import functions as F
@@ -233,7 +233,7 @@ class Decider:
             )
         )
 
-    def _with_actions(self, plan: PurgePlan, matched, compacted: list[str]):
+    def _with_actions(self, plan: PurgeScope, matched, compacted: list[str]):
         """`matched` with `action`: removed, tombstoned (the latest record of a key in a compacted
         topic, with `tombstone`), redacted, or null where the record already is what the purge
         leaves (a tombstone without headers, a redacted last record).
@@ -270,7 +270,7 @@ class Decider:
         )
         return rows.withColumn("action", action).drop("log_ends")
 
-    def _tombstones_with_headers(self, plan: PurgePlan, rows) -> list[tuple]:
+    def _tombstones_with_headers(self, plan: PurgeScope, rows) -> list[tuple]:
         """The tombstone targets that already are tombstones but carry headers (which may hold
         personal data): few, read on the driver, batch by batch, from the plan's segments."""
         from pyspark.sql import functions as F

@@ -21,7 +21,7 @@ from ..storage.remote_rewrite import discard_staged, stage_remote_segment, stagi
 from ..storage.segment import LogSegment
 from ..storage.swap import FaultHook
 from .errors import collected, worker_error
-from .purge import Decider, PurgePlan
+from .purge import Decider, PurgeScope
 from .rewrite import PLAN_COLUMNS, plans_from_table
 from .scan import default_min_tasks, scan_dataframe
 
@@ -55,7 +55,7 @@ class RemoteDecider(Decider):
         """(matched, decided) over the remote segments of `parts`, as `Decider.decide` over a plan."""
         wanted = set(parts)
         self.chosen = [s for s in self.segments if (s.topic, s.partition) in wanted]
-        remote = PurgePlan(())  # no local copy: `_scan` reads the chosen remote segments
+        remote = PurgeScope(())  # no local copy: `_scan` reads the chosen remote segments
         matched = self._matched(remote).cache()
         return matched, self._with_actions(remote, matched, [])
 

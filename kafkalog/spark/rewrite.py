@@ -21,12 +21,12 @@ every output before it raises the error as a KafkaLogError (kafkalog/spark/error
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 from ..codec.filter import BatchRetention, Outcome
 from ..errors import KafkaLogError, LogDirError
 from ..rules.aborted_txn import AbortedTxn
-from ..storage.fs import LogFileSystem, refused
+from ..storage.fs import HashingFileSystem, LogFileSystem, refused
 from ..storage.logdir import LogDir
 from ..storage.naming import segment_file_name
 from ..storage.partition import Partition
@@ -76,6 +76,7 @@ class OutputSegment:
     # the sources' files as the plan listed them, (base offset, {suffix: FileEntry}, next base offset)
     # each: the task then opens them without listing the partition (empty: it lists it)
     sources: tuple = ()
+    hash_source: bool = False  # report the SHA-256 of its one source `.log`, hashed as it is rewritten
 
     @property
     def base_offset(self) -> int:
@@ -97,23 +98,27 @@ class OutputStats:
     batches_rewritten: int
     horizons_set: int
     copy: int = 0  # the output's log dir among the rewrite's (OutputSegment.copy)
+    source_sha256: str | None = None  # with OutputSegment.hash_source: its source `.log`'s, as read
 
     def to_dict(self) -> dict:
-        """The report's row: `copy`, an index into the run's own list of log dirs, is left to the caller."""
+        """The report's row: `copy`, an index into the run's own list of log dirs, and the source's
+        hash (the evidence's) are left to the caller."""
         row = asdict(self)
-        del row["copy"]
+        del row["copy"], row["source_sha256"]
         return row
 
 
 # OutputStats as the rows the rewrite tasks yield: Spark's DDL and pyarrow's types of its fields, and
 # `error`, the `worker_error` text of a rewrite that failed (its other fields null)
+_COUNTS = [f.name for f in fields(OutputStats)[2:-1]]
 _STATS_DDL = (
-    "topic string, partition int, " + ", ".join(f"{f.name} long" for f in fields(OutputStats)[2:]) + ", error string"
+    f"topic string, partition int, {', '.join(f'{n} long' for n in _COUNTS)}, source_sha256 string, error string"
 )
 _STATS = [
     ("topic", "string"),
     ("partition", "int32"),
-    *[(f.name, "int64") for f in fields(OutputStats)[2:]],
+    *[(n, "int64") for n in _COUNTS],
+    ("source_sha256", "string"),
     ("error", "string"),
 ]
 # The FaultHook step each rewrite calls, on its executor, with the path of its output's `.log.cleaned`
@@ -298,6 +303,11 @@ def rewrite_output(log_dir: str, output: OutputSegment, plans: dict, fault: Faul
     part_dir = fs.join(root, f"{output.topic}-{output.partition}")
     if fault is not None:
         fault(REWRITE_STEP, fs.join(part_dir, segment_file_name(output.base_offset, ".log" + CLEANED)))
+    if output.sources and output.hash_source:  # its one source read once: hashed as it is rewritten
+        ((_, files, _),) = output.sources
+        hashing = HashingFileSystem(fs, [files[".log"].path])
+        stats = write_output(fs, part_dir, source_segments(hashing, part_dir, output), output, plans)
+        return replace(stats, source_sha256=hashing.sha256(files[".log"].path))
     if output.sources:
         return write_output(fs, part_dir, source_segments(fs, part_dir, output), output, plans)
     part = Partition.open(fs, part_dir)

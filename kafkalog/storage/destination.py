@@ -86,13 +86,16 @@ def check_no_staging(fs: LogFileSystem, path: str) -> None:
         )
 
 
-def preflight(log_dir: str, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False) -> LogDir:
+def preflight(
+    log_dir: str | LogDir, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False
+) -> LogDir:
     """What a rewrite checks before it starts, without writing anything (also what the CLI checks
-    before Spark starts): the log directory holds only partition directories Kafka could have made;
-    an `output` is allowed (check_output); an in-place rewrite's directory is not locked by another
-    process, and has no partition directory that is a symbolic link unless `follow_symlinks`.
-    Returns the opened log directory."""
-    opened = LogDir.open(log_dir)
+    before Spark starts): the log directory (a path or URI, or opened: then not listed again) holds
+    only partition directories Kafka could have made; an `output` is allowed (check_output); an
+    in-place rewrite's directory is not locked by another process, and has no partition directory
+    that is a symbolic link unless `follow_symlinks`. Returns the opened log directory."""
+    opened = LogDir.open(log_dir) if isinstance(log_dir, str) else log_dir
+    log_dir = opened.uri
     opened.ensure_legal_partition_dirs()
     if not dry_run and output is not None:
         check_output(log_dir, output)
@@ -111,9 +114,10 @@ def preflight(log_dir: str, output: str | None, *, dry_run: bool = False, follow
 
 @contextmanager
 def destination(
-    log_dir: str, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False
+    log_dir: str | LogDir, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False
 ) -> Iterator[Destination]:
-    """The directory to rewrite, for the length of the block, once `preflight` passes. In place
+    """The directory to rewrite, for the length of the block, once `preflight` passes: `log_dir`
+    opened (the plan's, not listed again), or a path or URI (opened here). In place
     (`output` None): the log directory, under its `.lock` for the whole block (LogDir.locked: refused while a broker or
     another kafkalog run holds it, and a broker started meanwhile cannot open it). With `output`:
     a staging directory, filled with a copy of the input, renamed to `output` when the block ends
@@ -121,8 +125,9 @@ def destination(
     writes nothing: the input itself. A partition directory that is a symbolic link (which only a
     dry run, an `output` or `follow_symlinks` lets through) is named in a warning: where the run
     reads, or writes, through it."""
-    source = _uri(log_dir, LogFileSystem.for_path(log_dir)[1])
     opened = preflight(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
+    log_dir = opened.uri
+    source = _uri(log_dir, opened.path)
     if output is not None and not dry_run:
         consequence = "read through it: --output copies what it leads to"
     elif not follow_symlinks:

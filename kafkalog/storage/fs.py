@@ -359,3 +359,65 @@ class HeldFileSystem(LogFileSystem):
     def open_input(self, path: str):
         data = self.held.get(path)
         return self.inner.open_input(path) if data is None else pa.BufferReader(data)
+
+
+class HashingFileSystem(LogFileSystem):
+    """`inner`, but the files of `paths` are hashed (SHA-256) as they are read, and read to their
+    end when closed: a task that reads a file anyway learns its hash without opening it again
+    (`sha256(path)`: None while it is not read whole, or when it was read out of order)."""
+
+    def __init__(self, inner: LogFileSystem, paths):
+        super().__init__(inner.fs)
+        self.inner = inner
+        self.digests: dict[str, str | None] = dict.fromkeys(paths)
+
+    def open_input(self, path: str):
+        opened = self.inner.open_input(path)
+        return _HashingInput(opened, path, self.digests) if path in self.digests else opened
+
+    def sha256(self, path: str) -> str | None:
+        return self.digests.get(path)
+
+
+class _HashingInput:
+    """An input whose reads (from the start, in order; one may read again the end of the one before)
+    feed a SHA-256, which is stored in `digests` once the input is closed, the rest read first."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, opened, path: str, digests: dict):
+        import hashlib
+
+        self.opened, self.path, self.digests = opened, path, digests
+        self.digest, self.upto, self.in_order = hashlib.sha256(), 0, True
+
+    def _fed(self, data, position: int):
+        end = position + len(data)
+        if position > self.upto:  # a gap: the hash cannot be had from these reads
+            self.in_order = False
+        elif self.in_order and end > self.upto:
+            self.digest.update(memoryview(data)[self.upto - position :])
+            self.upto = end
+        return data
+
+    def read_at(self, length: int, position: int):
+        return self._fed(self.opened.read_at(length, position), position)
+
+    def read(self, *args):
+        position = self.opened.tell()
+        return self._fed(self.opened.read(*args), position)
+
+    def __getattr__(self, name):
+        return getattr(self.opened, name)
+
+    def __enter__(self) -> _HashingInput:
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        try:
+            if kind is None and self.in_order:
+                while block := self.opened.read_at(self.CHUNK, self.upto):
+                    self._fed(block, self.upto)
+                self.digests[self.path] = self.digest.hexdigest()
+        finally:
+            self.opened.__exit__(kind, *exc)

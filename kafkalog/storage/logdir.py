@@ -9,16 +9,18 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TypedDict
 
 from ..config import did_you_mean
 from ..config import parse_java_properties as parse_properties  # the one reader of .properties files
 from ..errors import LogDirError
 from .checkpoint import format_offset_checkpoint, parse_offset_checkpoint
-from .fs import LogFileSystem, refused, unreadable
+from .fs import FileEntry, LogFileSystem, refused, unreadable
 from .meta_properties import META_PROPERTIES, MetaProperties, read_meta_properties
 from .naming import (
     LOG_START_OFFSET_CHECKPOINT,
+    OFFSET_CHECKPOINT_FILES,
     REPLICATION_OFFSET_CHECKPOINT,
     illegal_partition_dir_reason,
     parse_partition_dir_name,
@@ -28,8 +30,44 @@ from .partition import Partition, first_of
 
 LOCK_FILE = ".lock"
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+# the files a log directory holds beside its partition directories
+LOG_DIR_FILES = OFFSET_CHECKPOINT_FILES + (META_PROPERTIES, CLEAN_SHUTDOWN)
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class DirListing:
+    """A directory given as a log directory, listed once: the one place a log directory is listed
+    (`LogDir.open` takes what Kafka could have made of it; validate and dump read every directory
+    named like a partition's, and report or dump those Kafka could not have made too)."""
+
+    entries: list[FileEntry]
+
+    @classmethod
+    def of(cls, fs: LogFileSystem, path: str) -> DirListing:
+        return cls(fs.list_dir(path))
+
+    @property
+    def partition_dirs(self) -> list[tuple[FileEntry, TopicPartition]]:
+        """The directories named `<topic>-<partition>`, whatever the name's topic, in name order."""
+        return [(e, tp) for e in self.entries if e.is_dir and (tp := parse_partition_dir_name(e.name)) is not None]
+
+    def holds_log_dir_files(self) -> bool:
+        """Whether it holds what a log directory holds: partition directories, meta.properties,
+        checkpoint files."""
+        return bool(self.partition_dirs) or any(e.name in LOG_DIR_FILES for e in self.entries)
+
+
+def is_partition_dir(fs: LogFileSystem, path: str) -> bool:
+    """A directory named `<topic>-<partition>` is a partition directory unless it holds what a log
+    directory holds (`DirListing.holds_log_dir_files`): log dirs are often named like `kafka-logs-1`."""
+    if parse_partition_dir_name(fs.name(path)) is None:
+        return False
+    try:
+        return not DirListing.of(fs, path).holds_log_dir_files()
+    except OSError:
+        return True  # reported when the partition is opened
 
 
 class CheckpointedOffsets(TypedDict):
@@ -88,18 +126,16 @@ class LogDir:
     partition_paths: dict[TopicPartition, str] = field(default_factory=dict)
     illegal_dirs: dict[str, str] = field(default_factory=dict)
     linked_dirs: dict[str, str] = field(default_factory=dict)
+    given: str | None = None  # the path or URI it was opened by (None: `path`, a local path)
 
     @classmethod
     def open(cls, path_or_uri: str) -> LogDir:
         fs, path = LogFileSystem.for_path(path_or_uri)
         if not fs.is_dir(path):
             raise LogDirError("log directory does not exist or is not a directory", file=path)
-        log_dir = cls(fs, path)
-        entries = fs.list_dir(path)
-        for entry in entries:
-            parsed = parse_partition_dir_name(entry.name) if entry.is_dir else None
-            if parsed is None:
-                continue
+        log_dir = cls(fs, path, given=str(path_or_uri))
+        listing = DirListing.of(fs, path)
+        for entry, parsed in listing.partition_dirs:
             reason = illegal_partition_dir_reason(entry.name)
             if reason is not None:
                 log_dir.illegal_dirs[entry.path] = reason
@@ -109,7 +145,7 @@ class LogDir:
                 if target is not None:
                     log_dir.linked_dirs[entry.path] = target
         if not log_dir.partition_paths and not log_dir.illegal_dirs:
-            _refuse_partition_dir(fs, path, entries)
+            _refuse_partition_dir(fs, path, listing.entries)
         return log_dir
 
     def ensure_legal_partition_dirs(self) -> None:
@@ -203,20 +239,28 @@ class LogDir:
                 entries[tp] = offset
         self.write_checkpoint(name, entries)
 
+    @property
+    def uri(self) -> str:
+        """The log directory as `open` takes it again (a URI stays a URI)."""
+        return self.given or self.path
+
+    @cached_property
+    def _meta_file(self) -> bytes | None:
+        """meta.properties's bytes, read once a LogDir: kafkalog never writes it into a log
+        directory it reads (None without the file)."""
+        path = self.fs.join(self.path, META_PROPERTIES)
+        return self.fs.read_bytes(path) if self.fs.exists(path) else None
+
     def meta_properties(self) -> dict[str, str]:
         """meta.properties's keys and values as they stand, unchecked ({} without the file)."""
-        path = self.fs.join(self.path, META_PROPERTIES)
-        if not self.fs.exists(path):
-            return {}
-        return parse_properties(self.fs.read_bytes(path).decode("utf-8", "replace"))
+        data = self._meta_file
+        return {} if data is None else parse_properties(data.decode("utf-8", "replace"))
 
     def read_meta(self) -> MetaProperties | None:
         """meta.properties checked as Kafka reads it (None without the file); LogDirError when
         Kafka would refuse it (see kafkalog.storage.meta_properties)."""
-        path = self.fs.join(self.path, META_PROPERTIES)
-        if not self.fs.exists(path):
-            return None
-        return read_meta_properties(self.fs.read_bytes(path), file=path)
+        data = self._meta_file
+        return None if data is None else read_meta_properties(data, file=self.fs.join(self.path, META_PROPERTIES))
 
     # -- the broker's lock ------------------------------------------------------------------------
     @property

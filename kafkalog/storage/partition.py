@@ -37,6 +37,15 @@ class Partition:
     irregular: dict[str, str] = field(default_factory=dict)  # path -> what holds a segment file's name
     listing: list[FileEntry] = field(default_factory=list)  # the directory's entries, as opened
 
+    @staticmethod
+    def list_entries(fs: LogFileSystem, path: str) -> list[FileEntry] | None:
+        """A partition directory's entries, as `open` takes them; None when it cannot be listed
+        (`open` then lists it again and says why)."""
+        try:
+            return fs.list_dir(path)
+        except OSError:
+            return None
+
     @classmethod
     def open(cls, fs: LogFileSystem, path: str, entries: list[FileEntry] | None = None) -> Partition:
         """The partition directory at `path`, from its listing (`entries`, when the caller listed it

@@ -208,12 +208,13 @@ def recover_partition(fs: LogFileSystem, partition_dir: str, listing: list[FileE
     return actions
 
 
-def check_swaps(fs: LogFileSystem, partition_dir: str) -> None:
+def check_swaps(fs: LogFileSystem, partition_dir: str, listing: list[FileEntry] | None = None) -> None:
     """Raise the KafkaLogError `recover_partition` would raise, touching nothing: a leftover `.swap`
     that does not read whole, does not cover the offsets of the segments it replaces, would overlap
     the segment before it, or has an index that does not match its `.log`. The error names the file,
-    the byte and the offset, and says what a broker starting on the directory would do."""
-    _plan_recovery(fs, partition_dir)
+    the byte and the offset, and says what a broker starting on the directory would do. `listing`:
+    the directory's, when the caller listed it already."""
+    _plan_recovery(fs, partition_dir, listing)
 
 
 @dataclass

@@ -109,3 +109,26 @@ def test_a_ledger_inside_a_log_dir_it_purges_is_refused(case, where):
     said = "is the input log directory" if where == "a" else "lies inside the input log directory"
     assert f"{tmp_path / where}: the ledger {said}" in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("change", ["a segment grew", "a partition came"])
+def test_a_log_dir_changed_between_the_plan_and_the_lock_is_refused_under_the_lock(tmp_path, change):
+    """The plan lists before the run takes the lock (the command line's check before Spark starts);
+    under the lock the run finds what the plan listed, or refuses: a rewrite of stale segments would
+    lose what the plan did not see."""
+    from kafkalog.errors import LogDirError
+    from kafkalog.operations.purge_plan import plan_purge, settled
+    from kafkalog.storage.destination import destination
+    from kafkalog.storage.logdir import LogDir
+
+    root = _log_dir(tmp_path / "log")
+    plan = plan_purge(LogDir.open(root), [b"key-1"], ledger=str(tmp_path / "ledger"), secret=SECRET)
+    with destination(plan.opened[0], None) as target:
+        assert settled(plan, [target]).copies[0].segments == plan.scope.copies[0].segments  # nothing changed
+    if change == "a segment grew":
+        with open(sorted((Path(root) / "orders-0").glob("*.log"))[-1], "ab") as log:
+            log.write(b"\0" * 12)
+    else:
+        (Path(root) / "orders-1").mkdir()
+    with destination(plan.opened[0], None) as target, pytest.raises(LogDirError, match="since the plan: another"):
+        settled(plan, [target])

@@ -96,7 +96,7 @@ def test_the_purge_command_and_job_take_several_log_dirs():
 
 
 def test_a_copy_is_named_by_its_meta_properties_where_kafka_reads_it(tmp_path):
-    from kafkalog.operations.purge import _broker_ids
+    from kafkalog.operations.purge_plan import broker_ids as _broker_ids
 
     root = write_copy(tmp_path / "a", 3, batch=4)
     assert _broker_ids(LogDir.open(root)) == (3, DIRECTORIES[3])
@@ -284,8 +284,8 @@ def test_the_decide_step_lists_no_partition_after_the_plan(spark, tmp_path, monk
 
     monkeypatch.setattr(LogFileSystem, "list_dir", counting)
     planned: list = []
-    plan = module._plan
-    monkeypatch.setattr(module, "_plan", lambda *args: (plan(*args), planned.append(dict(listed)))[0])
+    settled = module.settled
+    monkeypatch.setattr(module, "settled", lambda *args: (settled(*args), planned.append(dict(listed)))[0])
     at_swap: list = []
     swap_in = module.swap_in
 

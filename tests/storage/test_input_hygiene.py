@@ -253,9 +253,10 @@ def test_a_partition_with_misnamed_files_is_damaged(small, tmp_path, kind, comma
     Spark: the compaction plan, retain, and purge's opening of the partitions it will rewrite."""
     from kafkalog.config import ConfigResolver
     from kafkalog.operations.compact import plan_compaction
-    from kafkalog.operations.purge import _plan
+    from kafkalog.operations.purge_plan import plan_purge
     from kafkalog.operations.retain import retain
     from kafkalog.operations.validate import validate_paths
+    from kafkalog.storage.logdir import LogDir
 
     log = _copy(small, tmp_path)
     bad = _misname(log, kind)
@@ -274,7 +275,7 @@ def test_a_partition_with_misnamed_files_is_damaged(small, tmp_path, kind, comma
             if command == "retain":
                 retain(str(log), config={"retention.ms": "1"}, now_ms=1700100000000)
             else:
-                _plan([(str(log), str(log))], None, dry_run=False)
+                plan_purge(LogDir.open(str(log)), [], dry_run=True)
     assert _tree(log) == before
 
 

@@ -42,3 +42,28 @@ def test_a_cut_after_whole_batches_names_the_offset_after_the_last_one(rolled):
         list(cut.batches())
     assert (caught.value.position, caught.value.offset) == (position, batches[-2][1].last_offset + 1)
     assert caught.value.offset == last.base_offset < second.base_offset
+
+
+@pytest.mark.parametrize("chunk", [1000, 1 << 23])  # chunks that cut batches (read again at the next), and one read
+def test_a_segment_read_through_a_hashing_filesystem_gives_its_files_sha256_without_another_open(rolled, chunk):
+    """What a purge's rewrite reports of its source (spark/rewrite.py, the evidence's hash), read once:
+    its reads in order, the bytes after its last whole batch read when it is closed."""
+    import hashlib
+    from dataclasses import replace
+
+    from kafkalog.storage.fs import HashingFileSystem
+
+    first, _ = rolled
+    with open(first.log_path, "ab") as f:
+        f.write(b"\0" * 7)  # bytes that are no batch: hashed all the same
+    expected = [b.last_offset for _, b in first.batches()]
+    opened = []
+    hashing = HashingFileSystem(first.fs, [first.log_path])
+    inner_open = hashing.inner.open_input
+    hashing.inner.open_input = lambda path: (opened.append(path), inner_open(path))[1]
+    read = replace(first, fs=hashing)
+    assert hashing.sha256(first.log_path) is None  # not read yet
+    assert [b.last_offset for _, b in read.reader(chunk_size=chunk)] == expected
+    with open(first.log_path, "rb") as f:
+        assert hashing.sha256(first.log_path) == hashlib.sha256(f.read()).hexdigest()
+    assert opened == [first.log_path]
