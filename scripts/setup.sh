@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up kafkalog on a fresh machine: Java 17+ for Spark, a virtual environment in .venv, and the
+# Set up kafkalog on a fresh machine: Java 17+ for Spark, strace for the tests, a virtual environment in .venv, and the
 # package with the extras the tests use (spark, connect, notebooks, formats, iceberg, test: pyproject.toml says what each
 # holds). Safe to run again: it only does what is missing.
 set -euo pipefail
@@ -10,16 +10,26 @@ java_major() {
   java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
 }
 
-if [ "$(java_major)" -lt 17 ]; then
-  echo "setup: Java 17+ not found; installing a headless JDK (needed by Spark)" >&2
+# Debian's package `$1`, as root or through sudo; else ask for it by name
+apt_install() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
   elif command -v sudo >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
   else
-    echo "setup: please install Java 17 or newer (e.g. openjdk-17-jre-headless) and run again" >&2
+    echo "setup: please install $1 and run again" >&2
     exit 1
   fi
+}
+
+if [ "$(java_major)" -lt 17 ]; then
+  echo "setup: Java 17+ not found; installing a headless JDK (needed by Spark)" >&2
+  apt_install openjdk-17-jre-headless
+fi
+# strace counts the files a whole command run opens and lists (tests/test_file_access.py)
+if ! command -v strace >/dev/null 2>&1; then
+  echo "setup: installing strace (the tests count a command's file accesses with it)" >&2
+  apt_install strace
 fi
 
 PYTHON="${PYTHON:-python3}"
