@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..config import ConfigResolver, TopicConfig, resolver_from
+from ..config import ConfigResolver, TopicConfig, resolver_of
 from ..errors import ConfigError, KafkaLogError
 from ..rules.retention import (
     CommittedOffsets,
@@ -153,7 +153,7 @@ def plan_retain(
     nothing can be deleted) or "log-end" (trust the log end offset). `remote_storage`: a
     LocalTieredStorage directory holding the remote segments of topics with tiered storage, which
     (with the log dir's own `__remote_log_metadata`) tells which local segments are uploaded."""
-    resolver = _resolver(config)
+    resolver = resolver_of(config)
     if missing_high_watermark not in (MISSING_HW_LOG_START, MISSING_HW_LOG_END):
         raise ConfigError(f"missing_high_watermark must be {MISSING_HW_LOG_START!r} or {MISSING_HW_LOG_END!r}")
     requests = load_delete_records(delete_records) if isinstance(delete_records, str) else delete_records
@@ -193,14 +193,6 @@ def config_function(resolver: ConfigResolver) -> Callable:
         return effective_config(resolver.for_topic(topic), topic, resolver.per_topic.get(topic, {}))
 
     return config_for
-
-
-def _resolver(config) -> ConfigResolver:
-    if config is None:
-        return ConfigResolver()
-    if isinstance(config, ConfigResolver):
-        return config
-    return resolver_from(settings=[f"{k}={v}" for k, v in dict(config).items()])
 
 
 def group_filter(include: Sequence[str] = (), exclude: Sequence[str] = ()) -> Callable[[str], bool]:

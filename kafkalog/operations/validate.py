@@ -176,7 +176,7 @@ from ..storage.naming import (
 from ..storage.partition import Partition
 from ..storage.producer_state import ProducerStateManager
 from ..storage.remote_log import RemoteStorage
-from ..storage.segment import CHUNK_SIZE, LogSegment
+from ..storage.segment import LogSegment
 from ..storage.snapshot import ProducerSnapshot
 from ..storage.tables import write_table
 from . import progress
@@ -202,7 +202,7 @@ def validate_paths(
     fail_on: str = WARNING,
     compacted: bool | None = None,
     max_findings_per_check: int = 100,
-    chunk_size: int = CHUNK_SIZE,
+    chunk_size: int | None = None,
     spark=None,
 ) -> ValidationReport:
     """Validate log directories, partition directories and segment (or index, snapshot,
@@ -279,7 +279,7 @@ class _Settings:
     """How partitions are checked: what an executor needs to check one as the driver would."""
 
     deep: bool
-    chunk_size: int
+    chunk_size: int | None
     compacted: bool | None
     index_interval_bytes: int | Mapping[str, int]
     max_findings_per_check: int

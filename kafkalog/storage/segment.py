@@ -25,9 +25,6 @@ from .index import BatchSummary, OffsetIndex, OffsetPosition, TimeIndex
 from .naming import INT64_MAX
 from .txnindex import TransactionIndex
 
-# operations/validate.py's import, bound there at import: to go when it reads tuning.READ_CHUNK_BYTES
-# (validate.py belongs to another change of issue 36)
-CHUNK_SIZE = tuning.READ_CHUNK_BYTES
 FIRST_HEADER_BYTES = 18  # a v2 header up to its magic byte, a legacy one up to its attributes
 
 
