@@ -269,7 +269,8 @@ def test_a_spark_command_prints_neither_the_jdks_incubator_warning_nor_ivys_repo
     """Spark's launcher gives the driver JVM `--add-modules=jdk.incubator.vector`, and the JDK says so on
     stderr at every start; kafkalog starts the JVM with its stderr filtered (kafkalog/spark/context.py).
     delta-spark's jars: the first start resolves them through Ivy, whose report is left out, and keeps
-    their list (kafkalog/spark/jars.py); the second names them by path, and Ivy does not run."""
+    their list (kafkalog/spark/jars.py); the second is told to look there only (`KAFKALOG_JARS_DIR`: a
+    list not found would be a warning, and Ivy never runs), names them by path, and delta-spark writes."""
     from kafkalog.spark.context import FETCHING
 
     assert main(["generate", str(tmp_path / "log"), "--preset", "small", "--seed", "7"]) == 0
@@ -288,6 +289,7 @@ def test_a_spark_command_prints_neither_the_jdks_incubator_warning_nor_ivys_repo
         commit = (table / "_delta_log" / "00000000000000000000.json").read_text()
         assert '"engineInfo":"Apache-Spark/' in commit and "Delta-Lake/" in commit  # delta-spark wrote it
         assert list((tmp_path / "cache" / "jars").glob("spark-*/io.delta_delta-spark_*.json"))
+        env["KAFKALOG_JARS_DIR"] = str(tmp_path / "cache" / "jars")
 
 
 def test_the_jvms_stderr_passes_but_for_the_incubator_warning(capfd):
