@@ -16,4 +16,7 @@ else
   export KAFKALOG_KAFKA_LIBS="unavailable: scripts/kafka-jars.sh failed"
   echo "test: the Kafka jars could not be fetched; the real-broker tests (tests/kafka) will fail" >&2
 fi
+# delta-spark's jars through Ivy (Maven Central, cached in ~/.ivy2.5.2) and their list in kafkalog's cache,
+# as a user fetches them ahead of time: the suite's sessions then name them by path
+.venv/bin/python -m kafkalog jars fetch >&2 || echo "test: kafkalog jars fetch failed; the Delta tests will say why" >&2
 exec .venv/bin/python -m pytest -q "$@"

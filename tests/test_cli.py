@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -264,17 +265,31 @@ def test_generate_prints_a_summary_and_writes_the_manifest_on_request(capsys, tm
 
 
 @pytest.mark.spark
-def test_a_spark_command_does_not_print_the_jdks_incubator_warning(tmp_path):
+def test_a_spark_command_prints_neither_the_jdks_incubator_warning_nor_ivys_report(tmp_path):
     """Spark's launcher gives the driver JVM `--add-modules=jdk.incubator.vector`, and the JDK says so on
-    stderr at every start; kafkalog starts the JVM with its stderr filtered (kafkalog/spark/context.py)."""
+    stderr at every start; kafkalog starts the JVM with its stderr filtered (kafkalog/spark/context.py).
+    delta-spark's jars: the first start resolves them through Ivy, whose report is left out, and keeps
+    their list (kafkalog/spark/jars.py); the second is told to look there only (`KAFKALOG_JARS_DIR`: a
+    list not found would be a warning, and Ivy never runs), names them by path, and delta-spark writes."""
+    from kafkalog.spark.context import FETCHING
+
     assert main(["generate", str(tmp_path / "log"), "--preset", "small", "--seed", "7"]) == 0
-    run = subprocess.run(
-        [sys.executable, "-m", "kafkalog", "plan", str(tmp_path / "log"), "--config", "cleanup.policy=compact",
-         "--now", "1700100000000", "--quiet"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
-    assert "incubator" not in run.stderr and "compacted partitions chosen" in run.stdout
+    env = {**os.environ, "KAFKALOG_CACHE": str(tmp_path / "cache")}
+    env.pop("KAFKALOG_JARS_DIR", None)
+    for run_number in (1, 2):
+        table = tmp_path / f"customers-{run_number}"
+        run = subprocess.run(
+            [sys.executable, "-m", "kafkalog", "export", str(tmp_path / "log"), "--topic", "customers",
+             "--output", str(table), "--config", "cleanup.policy=compact", "--quiet"],
+            capture_output=True, text=True, timeout=300, check=False, env=env,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        # with --quiet: no incubator warning, no Ivy (but the line saying it downloads, on a first run ever)
+        assert run.stderr.replace(FETCHING.decode(), "", 1 if run_number == 1 else 0) == "", run.stderr
+        commit = (table / "_delta_log" / "00000000000000000000.json").read_text()
+        assert '"engineInfo":"Apache-Spark/' in commit and "Delta-Lake/" in commit  # delta-spark wrote it
+        assert list((tmp_path / "cache" / "jars").glob("spark-*/io.delta_delta-spark_*.json"))
+        env["KAFKALOG_JARS_DIR"] = str(tmp_path / "cache" / "jars")
 
 
 def test_the_jvms_stderr_passes_but_for_the_incubator_warning(capfd):

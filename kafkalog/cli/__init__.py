@@ -15,6 +15,7 @@ from .evidence import _add_evidence
 from .examples import EXAMPLES
 from .export import _add_export
 from .generate import _add_generate
+from .jars import _add_jars
 from .listings import _add_listings
 from .options import preflight
 from .output import EXIT_FAILED, EXIT_OK, EXIT_PROBLEMS
@@ -88,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(commands)
     _add_repartition(commands)
     _add_listings(commands)
+    _add_jars(commands)
     for name, sub in commands.choices.items():
         sub.formatter_class = argparse.RawDescriptionHelpFormatter
         sub.epilog = "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES[name])

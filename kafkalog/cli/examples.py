@@ -68,4 +68,5 @@ EXAMPLES = {
         "kafkalog export sample --topic customers --output before-deploy --format parquet --as-of-time 1700050000000",
         "kafkalog export /var/lib/kafka/data --topic orders --output /lake/orders --incremental",
     ],
+    "jars": ["kafkalog jars fetch", "kafkalog jars fetch --to kafkalog-jars   # then KAFKALOG_JARS_DIR=kafkalog-jars"],
 }

@@ -46,15 +46,23 @@ def launch_jvm(settings: dict) -> None:
     """Start the JVM a new classic session will use, as pyspark would (spark-submit with `settings` as
     `--conf`), but with its stderr copied to this process's without the JDK's incubator-module warning.
     Nothing to do where pyspark has a JVM already, or where spark-submit started this process."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
+    from pyspark import SparkContext
 
     if jvm_running():
         return
+    SparkContext._ensure_initialized(gateway=start_gateway(settings))
+
+
+def start_gateway(settings: dict):
+    """A JVM of Spark's started by spark-submit with `settings` (which resolves `spark.jars.packages`), its
+    stderr passed through `_pass_stderr`: pyspark's gateway to it."""
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     threading.Thread(target=_pass_stderr, args=(gateway.proc.stderr,), name="kafkalog-jvm-stderr", daemon=True).start()
-    SparkContext._ensure_initialized(gateway=gateway)
+    return gateway
 
 
 def jvm_running() -> bool:

@@ -12,6 +12,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from ..errors import ConfigError
 from ..extras import require
 from .context import jvm_running, launch_jvm, spark_context
+from .jars import (
+    PACKAGES,
+    JarKey,
+    JarsUnavailable,
+    copy_jars,
+    jar_key,
+    jars_root,
+    remember,
+    resolve,
+    resolved_jars,
+    spark_build,
+    with_cached_jars,
+)
 from .java import check_java
 
 # Applied only when kafkalog starts Spark itself in local mode.
@@ -49,8 +62,9 @@ class DeltaUnavailable(ConfigError):
 def delta_conf(spark_version: str | None = None) -> dict:
     """The settings that give a new session delta-spark: the Maven coordinates of the release built
     for `spark_version` (default: the installed pyspark's; Spark fetches them through Ivy into
-    ~/.ivy2.5.2 when the session starts, and a later start downloads nothing), Delta's session
-    extension and catalog. Raises DeltaUnavailable when no release is built for that Spark line."""
+    ~/.ivy2.5.2 when the session starts, and a later start downloads nothing; a session kafkalog starts
+    names them by path after the first: kafkalog/spark/jars.py), Delta's session extension and catalog.
+    Raises DeltaUnavailable when no release is built for that Spark line."""
     if spark_version is None:
         import pyspark
 
@@ -167,7 +181,8 @@ def local_session(
     `delta`: a new session also gets delta-spark (`delta_conf`), so that purge writes its ledger
     through Spark. When that cannot be (no release for this Spark, or Spark does not start with the
     jars, as when Maven Central cannot be reached), the session starts without it, with a warning,
-    and `delta_unavailable(session)` says why; purge then writes the ledger with `deltalake`.
+    and `delta_unavailable(session)` says why; purge then writes the ledger with `deltalake`. Ivy resolves
+    the jars at the first start only: later ones name the jars it resolved by path (kafkalog/spark/jars.py).
 
     Spark Connect (`SPARK_REMOTE` or `spark.remote` names a server): the session is the server's,
     and so are its jars: delta-spark is there only if the server was started with it, and
@@ -201,7 +216,7 @@ def local_session(
         settings.update(LOCAL_DEFAULTS)
         settings["spark.driver.extraJavaOptions"] = _quiet_log4j_options(verbose)
     settings.update(conf or {})
-    without_delta, unavailable = dict(settings), None
+    without_delta, unavailable, resolving = dict(settings), None, None
     if delta and not remote:  # a running Spark Connect server's jars and extensions are set where it starts
         try:
             for key, value in delta_conf().items():
@@ -211,18 +226,26 @@ def local_session(
                     settings.setdefault(key, value)
         except DeltaUnavailable as err:
             unavailable = str(err)
+    if settings.get(PACKAGES) and not remote and not jvm_running():  # resolved before: named by path, no Ivy
+        try:
+            settings, resolving = with_cached_jars(settings, spark_build())
+        except JarsUnavailable as err:
+            if settings == without_delta:
+                raise
+            settings, unavailable = without_delta, str(err)
     try:
         spark = _build(settings, jvm=not remote)
     except Exception as err:
         if settings == without_delta:
             raise
         unavailable = (
-            f"Spark did not start with delta-spark ({settings['spark.jars.packages']}): its jars "
-            f"could not be fetched from Maven Central through Ivy, or do not load "
-            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; Ivy's and Spark's "
-            f"messages are on stderr)"
+            f"Spark did not start with delta-spark ({_jars_of(settings)}): its jars could not be fetched "
+            f"from Maven Central through Ivy, or do not load ({type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}; Ivy's and Spark's messages are on stderr)"
         )
-        spark = _build(without_delta, jvm=not remote)
+        spark, resolving = _build(without_delta, jvm=not remote), None
+    if resolving is not None:
+        _keep_resolution(spark, resolving, settings.get("spark.jars", ""))
     if delta and remote and not delta_configured(spark):
         unavailable = f"the Spark Connect server {remote} was not started with delta-spark ({DELTA_EXTENSION})"
     if unavailable is not None:
@@ -233,6 +256,37 @@ def local_session(
         context.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def _jars_of(settings: dict) -> str:
+    """The jars a session was to start with: its packages, or the local jars named for them."""
+    return settings.get(PACKAGES) or f"spark.jars={settings.get('spark.jars', '')}"
+
+
+def _keep_resolution(spark, key: JarKey, given_jars: str) -> None:
+    """Remember where Ivy put the jars of `key` for this session, so that the next start names them by path.
+    Only a speed-up: where it cannot be written, the next start resolves them again, and a warning says so."""
+    context = spark_context(spark)
+    jars = resolved_jars(context.getConf().get("spark.jars", ""), given_jars) if context is not None else None
+    if jars is None:
+        return
+    try:
+        remember(key, jars, jars_root())
+    except OSError as err:
+        warnings.warn(f"kafkalog: the jars of {key} are not kept ({err}); the next start resolves them", stacklevel=1)
+
+
+def fetch_jars(to: str | None = None) -> tuple[JarKey, list[str], str]:
+    """Resolve delta-spark's jars for the installed Spark through Ivy now (downloading what Ivy's cache
+    lacks), in a JVM started for that alone, and write their manifest where `local_session` looks for it
+    (`jars_root`); with `to`, copy the jars and the manifest into that directory instead (for a machine that
+    cannot reach Maven Central: `KAFKALOG_JARS_DIR` names it there). The key, the jars and the manifest."""
+    check_startable()
+    key = jar_key(delta_conf()[PACKAGES], spark_build())
+    if key is None:
+        raise JarsUnavailable("the Spark build the JVM would run cannot be told: no single spark-core jar in its jars")
+    jars = resolve(key.packages, {"spark.master": "local[1]", "spark.driver.extraJavaOptions": _quiet_log4j_options()})
+    return key, jars, copy_jars(key, jars, to) if to else remember(key, jars, jars_root())
 
 
 def _build(settings: dict, *, jvm: bool):
