@@ -23,6 +23,7 @@ on the one-task path, so that both paths write the same bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -108,13 +109,13 @@ def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, writ
         if error is not None:
             results[tp] = Cleaned(*tp, error=error)
             continue
-        rewrites += [(r, *merged) for r, merged in zip(rs, _merge(rs, maps, now))]
+        rewrites += list(zip(rs, _merge(rs, maps, now)))
     written = run_tasks(
         spark,
         pack_tasks(spark, rewrites, lambda job: job[0].nbytes),
-        lambda job: _rewrite_range(filesystem(root), root, *job, now, write=write, fault=fault),
+        lambda job: _rewrite_range(filesystem(root), root, *job, now=now, write=write, fault=fault),
     )
-    for (r, *_), cleaned in zip(rewrites, written):
+    for (r, _), cleaned in zip(rewrites, written):
         tp = (r.log.topic, r.log.partition)
         whole = results.setdefault(tp, Cleaned(*tp))
         whole.segments += cleaned.segments
@@ -162,9 +163,18 @@ def _batch_key(segment, position):
     return pc.add(pc.shift_left(pc.cast(segment, pa.int64()), 40), position)
 
 
-def _merge(ranges: list[Range], maps: list, now: int) -> list[tuple]:
-    """Driver side, step 2 for one partition: per range, (its DECIDED rows, the partition's winners of
-    its keys held elsewhere, the aborted transactions whose `.txnindex` entry stays)."""
+class Merged(NamedTuple):
+    """What the driver hands a range's rewrite (step 2): its DECIDED rows, the partition's winners of its
+    keys held elsewhere (rules/key_map.WINNERS), the last offsets of the ABORT markers whose `.txnindex`
+    entry stays."""
+
+    decided: pa.Table
+    winners: pa.Table
+    kept_markers: frozenset
+
+
+def _merge(ranges: list[Range], maps: list, now: int) -> list[Merged]:
+    """Driver side, step 2 for one partition: what each of its ranges' rewrites takes."""
     log = ranges[0].log
     numbers = {b: n for r in ranges for b, n in r.numbers.items()}
     headers = [b for h, _, _ in maps for b in h.to_batches() if b.num_rows]
@@ -180,25 +190,25 @@ def _merge(ranges: list[Range], maps: list, now: int) -> list[tuple]:
     jobs = []
     for r, own in zip(ranges, local):
         mine = pc.is_in(decided["segment"], pa.array(sorted(r.numbers.values()), pa.int32()))
-        jobs.append((decided.filter(mine).combine_chunks(), differing(own, merged), frozenset(kept_markers)))
+        jobs.append(Merged(decided.filter(mine).combine_chunks(), differing(own, merged), frozenset(kept_markers)))
     return jobs
 
 
-def _rewrite_range(fs, root: str, job: Range, decided, winners, kept_markers, now: int, *, write: bool, fault=None):
+def _rewrite_range(fs, root: str, job: Range, merged: Merged, *, now: int, write: bool, fault=None) -> Cleaned:
     """Executor side, step 3: the range's records decided with the partition's `winners` of keys held
     elsewhere, its output segments made, and with `write` written, from its bytes read a second time."""
     log = job.log
     cleaned = Cleaned(log.topic, log.partition)
     try:
         held = _held(fs, job)
-        fates = held_fates(held, log, job.units, job.numbers, discarded_positions(decided), now)
-        outcome: PartitionOutcome = partition_outcome(log, decided, fates, winners)
+        fates = held_fates(held, log, job.units, job.numbers, discarded_positions(merged.decided), now)
+        outcome: PartitionOutcome = partition_outcome(log, merged.decided, fates, merged.winners)
     except KafkaLogError as err:  # the map step read these bytes: the pass fails, as a failing rewrite does
         cleaned.error, cleaned.decided = worker_error(err), False
         return cleaned
     cleaned.segments = outcome.segments
     files = {f[0]: f for f in job.segments}
-    cleaned.outputs = partition_outputs(log, job.settings, set(kept_markers), outcome.changed, files, job.groups)
+    cleaned.outputs = partition_outputs(log, job.settings, set(merged.kept_markers), outcome.changed, files, job.groups)
     if write:
         write_cleaned(fs, root, log.path, held, cleaned, outcome, fault)
     return cleaned
