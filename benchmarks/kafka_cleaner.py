@@ -483,6 +483,14 @@ def main(argv=None) -> None:
         help="in-process compactions in one started session after the CLI's (0: none)",
     )
     parser.add_argument(
+        "--tuning",
+        action="append",
+        default=[],
+        metavar="NAME=INT",
+        help="a kafkalog.tuning knob for the in-session rounds (not the CLI's), e.g. ONE_TASK_BYTES=0 to take "
+        "a partition below 512 MiB by the path of larger ones; may be repeated",
+    )
+    parser.add_argument(
         "--window-rounds",
         type=int,
         default=0,
@@ -670,10 +678,15 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
     say(f"kafkalog compact (CLI): {cli_seconds:.1f} s")
 
     # kafkalog in a started session (Spark's start not counted), on fresh copies of the same input
+    from kafkalog import tuning
     from kafkalog.config import resolver_from
     from kafkalog.operations.compact import compact
     from kafkalog.spark import local_session
 
+    for knob in args.tuning:
+        name, _, value = knob.partition("=")
+        setattr(tuning, name, int(value))
+    result["tuning"] = args.tuning
     started = time.perf_counter()
     spark = local_session("kafkalog-bench", args.master)
     spark.range(4).count()

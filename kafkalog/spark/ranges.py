@@ -35,6 +35,7 @@ from ..rules.compaction import EXPIRE_TOMBSTONE, PartitionOutcome, decide_batche
 from ..rules.key_map import WINNERS, differing, key_winners
 from ..storage.fs import HeldFileSystem
 from .compaction import Cleaned, OutputSettings, output_groups, partition_outputs, segment_files
+from .context import default_parallelism
 from .errors import worker_error
 from .held import batch_headers, discarded_positions, held_fates, write_cleaned
 from .scan import pack_tasks
@@ -61,20 +62,22 @@ class Range:
         return sum(files[".log"].size for _, files, _ in self.segments)
 
 
-def partition_ranges(plan, log: LogToClean, settings: OutputSettings) -> list[Range]:
-    """The ranges of the chosen partition `log`: its output groups in order, cut where a range
-    would pass tuning.RANGE_BYTES (a group larger than that is a range of its own)."""
+def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int = 1) -> list[Range]:
+    """The ranges of the chosen partition `log`: its output groups in order, cut into about as many
+    ranges of equal bytes as tuning.RANGE_BYTES makes, rounded up to a multiple of `cores` (the
+    executors' task slots: no wave of tasks leaves a core idle); a group is never cut."""
     scanned = {s.base_offset: s for s in plan.scanned(log)}
     numbers = {base: i for i, base in enumerate(scanned)}
+    groups = output_groups(log, settings)
+    total = sum(s.size for g in groups for s in g)
+    count = -(-max(-(-total // max(tuning.RANGE_BYTES, 1)), 1) // cores) * cores
     cut: list[list] = [[]]
-    size = 0
-    for group in output_groups(log, settings):
-        nbytes = sum(s.size for s in group)
-        if cut[-1] and size + nbytes > tuning.RANGE_BYTES:
+    before = 0  # the bytes of the groups before this one
+    for group in groups:
+        if cut[-1] and before >= total * len(cut) / count:
             cut.append([])
-            size = 0
         cut[-1].append(group)
-        size += nbytes
+        before += sum(s.size for s in group)
     ranges = []
     for groups in cut:
         segments = [scanned[s.base_offset] for g in groups for s in g if s.base_offset in scanned]
@@ -96,7 +99,8 @@ def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, writ
     """Steps 2 to 5 of the partitions `logs` by the range path (`settings` by topic): per partition,
     a Cleaned whose `error`, if any, makes it uncleanable (found in the map step, `decided`) or fails
     the pass (found in the rewrite)."""
-    ranges = {(s.topic, s.partition): partition_ranges(plan, s, settings[s.topic]) for s in logs}
+    cores = default_parallelism(spark)
+    ranges = {(s.topic, s.partition): partition_ranges(plan, s, settings[s.topic], cores) for s in logs}
     every = [r for rs in ranges.values() for r in rs]
     root, now = plan.root, plan.now
     mapped = run_tasks(spark, [[r] for r in every], lambda r: _map_range(filesystem(root), r, now))
