@@ -153,7 +153,20 @@ def _map_range(fs, job: Range, now: int):
         doubtful = pa.array([False] * fates.num_rows)
     sure = fates.filter(pc.and_(keyed, pc.invert(doubtful)))
     held_back = fates.filter(pc.and_(keyed, doubtful)).select(["segment", "position", *WINNERS.names])
-    return headers, key_winners(sure), held_back
+    return _packed(headers), _packed(key_winners(sure)), _packed(held_back)
+
+
+def _packed(table: pa.Table) -> bytes:
+    """`table` as zstd-compressed Arrow IPC: what crosses the JVM between the steps (a map of a
+    million keys is tens of MB before; the JVM's heap holds every task's result at once)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _unpacked(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
 
 
 def _held(fs, job: Range) -> HeldFileSystem:
@@ -168,12 +181,12 @@ def _batch_key(segment, position):
 
 
 class Merged(NamedTuple):
-    """What the driver hands a range's rewrite (step 2): its DECIDED rows, the partition's winners of its
-    keys held elsewhere (rules/key_map.WINNERS), the last offsets of the ABORT markers whose `.txnindex`
-    entry stays."""
+    """What the driver hands a range's rewrite (step 2), `_packed`: its DECIDED rows, the partition's
+    winners of its keys held elsewhere (rules/key_map.WINNERS); the last offsets of the ABORT markers
+    whose `.txnindex` entry stays."""
 
-    decided: pa.Table
-    winners: pa.Table
+    decided: bytes
+    winners: bytes
     kept_markers: frozenset
 
 
@@ -181,6 +194,7 @@ def _merge(ranges: list[Range], maps: list, now: int) -> list[Merged]:
     """Driver side, step 2 for one partition: what each of its ranges' rewrites takes."""
     log = ranges[0].log
     numbers = {b: n for r in ranges for b, n in r.numbers.items()}
+    maps = [tuple(map(_unpacked, m)) for m in maps]
     headers = [b for h, _, _ in maps for b in h.to_batches() if b.num_rows]
     decided = pa.Table.from_batches([decide_batches(headers, log, numbers, now)])
     gone = [(s, p) for s, ps in discarded_positions(decided).items() for p in ps]
@@ -194,7 +208,7 @@ def _merge(ranges: list[Range], maps: list, now: int) -> list[Merged]:
     jobs = []
     for r, own in zip(ranges, local):
         mine = pc.is_in(decided["segment"], pa.array(sorted(r.numbers.values()), pa.int32()))
-        jobs.append(Merged(decided.filter(mine).combine_chunks(), differing(own, merged), frozenset(kept_markers)))
+        jobs.append(Merged(_packed(decided.filter(mine)), _packed(differing(own, merged)), frozenset(kept_markers)))
     return jobs
 
 
@@ -205,8 +219,9 @@ def _rewrite_range(fs, root: str, job: Range, merged: Merged, *, now: int, write
     cleaned = Cleaned(log.topic, log.partition)
     try:
         held = _held(fs, job)
-        fates = held_fates(held, log, job.units, job.numbers, discarded_positions(merged.decided), now)
-        outcome: PartitionOutcome = partition_outcome(log, merged.decided, fates, merged.winners)
+        decided = _unpacked(merged.decided)
+        fates = held_fates(held, log, job.units, job.numbers, discarded_positions(decided), now)
+        outcome: PartitionOutcome = partition_outcome(log, decided, fates, _unpacked(merged.winners))
     except KafkaLogError as err:  # the map step read these bytes: the pass fails, as a failing rewrite does
         cleaned.error, cleaned.decided = worker_error(err), False
         return cleaned
