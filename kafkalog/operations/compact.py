@@ -30,7 +30,6 @@ from ..rules.cleaner import LogToClean, log_to_clean
 from ..rules.compaction import REASONS, CompactionPlan
 from ..rules.partition_state import partition_state
 from ..spark.compaction import (
-    Cleaned,
     OutputSettings,
     batch_plans,
     clean_in_one_task,
@@ -41,6 +40,7 @@ from ..spark.compaction import (
     segment_summaries,
 )
 from ..spark.errors import from_spark_error, raises_kafkalog_errors, returned_error, worker_error
+from ..spark.held import Cleaned
 from ..spark.progress import task_feed
 from ..spark.ranges import clean_in_ranges
 from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, remove_outputs, swap_in, write_outputs

@@ -23,7 +23,7 @@ The rules themselves (fates, the offset map, batch retention) are rules/compacti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,7 +51,7 @@ from ..rules.compaction import (
 from ..rules.compaction_strategy import OFFSET
 from ..storage.fs import HeldFileSystem
 from .errors import worker_error
-from .held import batch_headers, discarded_positions, held_fates, write_cleaned
+from .held import Cleaned, batch_headers, discarded_positions, held_fates, write_cleaned
 from .rewrite import (
     OutputSegment,
 )
@@ -452,23 +452,6 @@ class OneTask:
     @property
     def nbytes(self) -> int:
         return sum(size for _, files, _ in self.segments for size in [files[".log"].size])
-
-
-@dataclass
-class Cleaned:
-    """What the task of one partition returns: the report's rows per source segment
-    (PartitionOutcome.segments), its output segments and what writing them wrote; or its error as
-    `worker_error` text, found while reading and deciding (`decided`: the partition is
-    uncleanable, the others go on) or while writing (the pass fails)."""
-
-    topic: str
-    partition: int
-    segments: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-    written: list = field(default_factory=list)
-    error: str | None = None
-    decided: bool = True
-    spread: bool = False  # more records than tuning.ONE_TASK_RECORDS: the window path cleans it
 
 
 def one_task_jobs(plan, settings: dict[str, OutputSettings]) -> list[OneTask]:

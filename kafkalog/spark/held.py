@@ -5,7 +5,7 @@ output segments written from the same bytes, so that a task reads each `.log` by
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 
@@ -19,8 +19,22 @@ from .rewrite import REWRITE_STEP, rewrite_error, source_segments, write_output
 from .scan_plan import ScanFilter
 from .views import read_unit
 
-if TYPE_CHECKING:
-    from .compaction import Cleaned
+
+@dataclass
+class Cleaned:
+    """What the task of one partition returns: the report's rows per source segment
+    (PartitionOutcome.segments), its output segments and what writing them wrote; or its error as
+    `worker_error` text, found while reading and deciding (`decided`: the partition is
+    uncleanable, the others go on) or while writing (the pass fails)."""
+
+    topic: str
+    partition: int
+    segments: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    written: list = field(default_factory=list)
+    error: str | None = None
+    decided: bool = True
+    spread: bool = False  # more records than tuning.ONE_TASK_RECORDS: the window path cleans it
 
 
 def batch_headers(held, log: LogToClean, units) -> Iterator[pa.RecordBatch]:

@@ -34,10 +34,10 @@ from ..rules.cleaner import LogToClean
 from ..rules.compaction import EXPIRE_TOMBSTONE, PartitionOutcome, decide_batches, partition_outcome
 from ..rules.key_map import WINNERS, differing, key_winners
 from ..storage.fs import HeldFileSystem
-from .compaction import Cleaned, OutputSettings, output_groups, partition_outputs, segment_files
+from .compaction import OutputSettings, output_groups, partition_outputs, segment_files
 from .context import default_parallelism
 from .errors import worker_error
-from .held import batch_headers, discarded_positions, held_fates, write_cleaned
+from .held import Cleaned, batch_headers, discarded_positions, held_fates, write_cleaned
 from .scan import pack_tasks
 from .scan_plan import ScanFilter, plan_units
 from .tasks import run_tasks
