@@ -74,9 +74,12 @@ def key_winners(rows: pa.Table) -> pa.Table:
 
 def differing(local: pa.Table, merged: pa.Table) -> pa.Table:
     """The rows of `merged` (a partition's WINNERS) for the keys of `local` (a range's) whose
-    winner or latest map offset is not the range's own: what the range's rewrite must be told."""
+    winner or latest map offset is not the range's own: what the range's rewrite must be told.
+    `local` may hold several ranges' WINNERS, told apart by a column `range`: the rows then carry it
+    (one join for all of a partition's ranges)."""
+    tag = ["range"] if "range" in local.column_names else []
     if not local.num_rows:
-        return WINNERS.empty_table()
+        return _tagged(tag).empty_table()
     joined = local.join(merged, "key", right_suffix="_merged")
     same = None
     for c in ("rank", "version", "offset", "map_offset"):
@@ -86,7 +89,12 @@ def differing(local: pa.Table, merged: pa.Table) -> pa.Table:
         )
         same = equal if same is None else pc.and_(same, equal)
     kept = joined.filter(pc.invert(same))
-    return pa.table([kept["key"], *[kept[c + "_merged"] for c in WINNERS.names[1:]]], schema=WINNERS)
+    columns = [kept["key"], *[kept[c + "_merged"] for c in WINNERS.names[1:]], *[kept[c] for c in tag]]
+    return pa.table(columns, schema=_tagged(tag))
+
+
+def _tagged(tag: list[str]) -> pa.Schema:
+    return WINNERS.append(pa.field("range", pa.int32())) if tag else WINNERS
 
 
 def winner_rows(winners: pa.Table) -> pa.Table:

@@ -204,11 +204,16 @@ def _merge(ranges: list[Range], maps: list, now: int) -> list[Merged]:
         kept = held_back.filter(pc.invert(pc.is_in(_batch_key(held_back["segment"], held_back["position"]), gone_keys)))
         local.append(key_winners(pa.concat_tables([sure, kept.select(WINNERS.names)])) if kept.num_rows else sure)
     merged = key_winners(pa.concat_tables(local))
-    kept_markers = set(decided.filter(decided["keeps_txn_index_entry"])["lastOffset"].to_pylist())
+    tagged = pa.concat_tables(
+        [own.append_column("range", pa.array([i] * own.num_rows, pa.int32())) for i, own in enumerate(local)]
+    )
+    told = differing(tagged, merged)  # one join for all the ranges
+    kept_markers = frozenset(decided.filter(decided["keeps_txn_index_entry"])["lastOffset"].to_pylist())
     jobs = []
-    for r, own in zip(ranges, local):
+    for i, r in enumerate(ranges):
         mine = pc.is_in(decided["segment"], pa.array(sorted(r.numbers.values()), pa.int32()))
-        jobs.append(Merged(_packed(decided.filter(mine)), _packed(differing(own, merged)), frozenset(kept_markers)))
+        winners = told.filter(pc.equal(told["range"], i)).drop_columns(["range"])
+        jobs.append(Merged(_packed(decided.filter(mine)), _packed(winners), kept_markers))
     return jobs
 
 
