@@ -14,7 +14,8 @@
 
 A partition small enough (`tuning.ONE_TASK_BYTES`) skips all of that: one task reads its segments once,
 decides, and writes its `.cleaned` segments (`clean_partition`); Spark only spreads such
-partitions over the executors.
+partitions over the executors. A larger one takes the range path (spark/ranges.py), or, with
+`tuning.LARGE_PARTITIONS = "window"`, the steps above.
 
 `plan` is a rules.compaction.CompactionPlan: what these functions read of it is its root (the log
 directory as executors reach it), `now`, the chosen `LogToClean`s and their segments (`scanned()`).
