@@ -482,6 +482,21 @@ def main(argv=None) -> None:
         default=2,
         help="in-process compactions in one started session after the CLI's (0: none)",
     )
+    parser.add_argument(
+        "--tuning",
+        action="append",
+        default=[],
+        metavar="NAME=INT",
+        help="a kafkalog.tuning knob for the in-session rounds (not the CLI's), e.g. ONE_TASK_BYTES=0 to take "
+        "a partition below 512 MiB by the path of larger ones; may be repeated",
+    )
+    parser.add_argument(
+        "--window-rounds",
+        type=int,
+        default=0,
+        help="then as many in the same session by the window path (tuning.LARGE_PARTITIONS=window), "
+        "for partitions too large for one task (default 0: none)",
+    )
     parser.add_argument("--dir", type=Path, help="working directory (default: a temporary one, removed)")
     parser.add_argument("--keep", action="store_true", help="keep the working directory")
     parser.add_argument("--json", type=Path, help="also write the JSON result there")
@@ -663,10 +678,15 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
     say(f"kafkalog compact (CLI): {cli_seconds:.1f} s")
 
     # kafkalog in a started session (Spark's start not counted), on fresh copies of the same input
+    from kafkalog import tuning
     from kafkalog.config import resolver_from
     from kafkalog.operations.compact import compact
     from kafkalog.spark import local_session
 
+    for knob in args.tuning:
+        name, _, value = knob.partition("=")
+        setattr(tuning, name, int(value))
+    result["tuning"] = args.tuning
     started = time.perf_counter()
     spark = local_session("kafkalog-bench", args.master)
     spark.range(4).count()
@@ -689,10 +709,41 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
             say(f"kafkalog compact (session round {i + 1}): {rounds[-1]:.1f} s")
         result["kafkalog"]["session_rounds"] = rounds
         result["kafkalog"]["session_cpu"] = cpus
+        if args.window_rounds:
+            result["kafkalog"].update(window_rounds(args, spark, pristine, base, config, now_ms, topic, result))
         result["comparison"] = compare(spark, broker.log_dir, copy, topic)
     finally:
         spark.stop()
     return result
+
+
+def window_rounds(args, spark, pristine: Path, base: Path, config, now_ms: int, topic: str, result: dict) -> dict:
+    """`--window-rounds`: compactions of fresh copies by the window path in the started session, their
+    times and CPU, and whether they wrote the same files as the session's rounds (the last one's copy)."""
+    from kafkalog import tuning
+    from kafkalog.operations.compact import compact
+
+    rounds, cpus = [], []
+    work = base / "kafkalog-window"
+    default, tuning.LARGE_PARTITIONS = tuning.LARGE_PARTITIONS, "window"
+    try:
+        for i in range(args.window_rounds):
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(pristine, work)
+            time.sleep(2)
+            load = loadavg()
+            with CpuSampler(os.getpid()) as cpu:
+                started = time.perf_counter()
+                compact(spark, str(work), config, now_ms, force=True, topics=[topic])
+                rounds.append(time.perf_counter() - started)
+            cpus.append(cpu.by_kind())
+            result["load"][f"kafkalog_window_{i + 1}"] = [load, loadavg()]
+            print(f"kafkalog compact (window path, round {i + 1}): {rounds[-1]:.1f} s", file=sys.stderr, flush=True)
+    finally:
+        tuning.LARGE_PARTITIONS = default
+    session = base / "kafkalog-session"
+    files = lambda root: {p.relative_to(root): _sha(p) for p in sorted(root.rglob("*")) if p.is_file()}  # noqa: E731
+    return {"window_rounds": rounds, "window_cpu": cpus, "window_same_files": files(work) == files(session)}
 
 
 def passes_per_partition(stats: list[dict]) -> dict[str, int]:
@@ -739,6 +790,8 @@ def render(args, r: dict) -> list[str]:
                 total(cpu),
             )
         )
+    for i, (s, cpu) in enumerate(zip(r["kafkalog"].get("window_rounds", []), r["kafkalog"].get("window_cpu", []))):
+        rows.append((f"the same by the window path (every record through Spark), round {i + 1}", s, total(cpu)))
     produced = r["produced"]
     cmp_ = r["comparison"]
     b = cmp_["batches"]
@@ -774,7 +827,12 @@ def render(args, r: dict) -> list[str]:
         + f" (its map holds {r['map_keys_per_pass']:,} keys a pass: a {r['dedupe_buffer_bytes'] / MIB:g} MiB dedupe "
         "buffer, one cleaner thread); kafkalog cleans the whole range in one pass."
         + (" Both topics had min.cleanable.dirty.ratio=0 (--beyond-one-pass)." if r["beyond_one_pass"] else ""),
-        f"kafkalog session start {r['kafkalog']['session_start_seconds']:.1f} s (not counted).",
+        f"kafkalog session start {r['kafkalog']['session_start_seconds']:.1f} s (not counted)."
+        + (
+            f" The window path's files the same as the session's: {r['kafkalog']['window_same_files']}."
+            if "window_same_files" in r["kafkalog"]
+            else ""
+        ),
         "",
         f"Outputs: {kept_kafka:,} records kept by Kafka, {kept_ours:,} by kafkalog "
         f"({1 - kept_kafka / produced['records']:.0%} removed); records in one output but not the other: "

@@ -23,12 +23,26 @@ COMPACTION_TASK_BYTES = 2 * MAX_BYTES_PER_TASK
 ONE_TASK_BYTES = 512 << 20
 
 # A partition of more records than this is handed back by its one task, once it has read the batch
-# headers, to the window path: the task holds a narrow row per record (its key and some numbers) to
-# find each key's latest offset, so its memory grows with the records, while the window path's
-# combine takes them in chunks (COMBINE_ROWS) and Spark's sort spills. Measured (docs/benchmarks.md,
-# `--keys-case`): one task's workers grew from 875 to 2,773 MiB from 1 to 10 million distinct keys.
-# The 1 GiB benchmark's partitions (1.7 million records each) stay under it.
+# headers, to the path of larger partitions (LARGE_PARTITIONS): the task holds a narrow row per record
+# (its key and some numbers) to find each key's latest offset, so its memory grows with the records,
+# while a range holds a range's, and the window path's combine takes them in chunks (COMBINE_ROWS).
+# Measured (docs/benchmarks.md, `--keys-case`): one task's workers grew from 875 to 2,773 MiB from 1
+# to 10 million distinct keys. The 1 GiB benchmark's partitions (1.7 million records each) stay under it.
 ONE_TASK_RECORDS = 1 << 21
+
+# A chosen partition too large for one task (ONE_TASK_BYTES, or handed back past ONE_TASK_RECORDS) is
+# cleaned by the range path (spark/ranges.py): its output segments, in order, cut into ranges of about
+# this many bytes (whole output segments: a larger one is a range of its own), each read by one task
+# to map its keys and by one to rewrite it. A task holds its range's bytes and a narrow row per record,
+# as the one-task path holds its partition's: a quarter of ONE_TASK_BYTES keeps that well inside a
+# worker, and cuts a 1 GiB partition into eight tasks for the executors' cores.
+RANGE_BYTES = 128 << 20
+
+# Which path cleans the partitions too large for one task: "ranges" (spark/ranges.py: no record passes
+# through the JVM, each `.log` byte read twice) or "window" (spark/compaction.decide: every record
+# crosses into Spark, which sorts them by key). Both write the same bytes; the window path is kept to
+# compare against (tests, `benchmarks/kafka_cleaner.py --large-path window`).
+LARGE_PARTITIONS = "ranges"
 
 # About this many records of a scan task are combined at once on the window path: what bounds a
 # Python worker's memory when a task holds millions of small records with distinct keys. Measured:

@@ -5,7 +5,9 @@
    active producers, aborted transactions; the partitions Kafka's rules choose, and the work units
    to read of them.
 2-5. A partition of at most `tuning.ONE_TASK_BYTES`: scanned, decided, grouped and rewritten in one task
-   that reads each of its segments once (spark/compaction.clean_partition). The larger ones:
+   that reads each of its segments once (spark/compaction.clean_partition). A larger one, in ranges of
+   its segments, a task each, its keys merged on the driver (spark/ranges.py). Or, with
+   `tuning.LARGE_PARTITIONS = "window"`, the larger ones:
 2-3. Scan and decide (Spark, kafkalog/spark/compaction.py).
 4. Group (driver): source segments into output segments, as Kafka's cleaner groups them.
 5. Rewrite (executors): output segments packed into tasks write `.cleaned` files; untouched batches
@@ -29,7 +31,6 @@ from ..rules.compaction import REASONS, CompactionPlan
 from ..rules.partition_state import partition_state
 from ..scan.views import filesystem
 from ..spark.compaction import (
-    Cleaned,
     OutputSettings,
     batch_plans,
     clean_in_one_task,
@@ -40,7 +41,9 @@ from ..spark.compaction import (
     segment_summaries,
 )
 from ..spark.errors import from_spark_error, raises_kafkalog_errors, returned_error, worker_error
+from ..spark.held import Cleaned
 from ..spark.progress import task_feed
+from ..spark.ranges import clean_in_ranges
 from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, remove_outputs, swap_in, write_outputs
 from ..spark.scan import pack_tasks
 from ..spark.session import started
@@ -303,6 +306,11 @@ def _compact(
     spread_back = {(c.topic, c.partition) for c in cleaned if c.spread}  # too many records for one task
     whole = {(job.log.topic, job.log.partition) for job in jobs} - spread_back
     try:
+        if tuning.LARGE_PARTITIONS == "ranges":
+            large = [s for s in plan.chosen if (s.topic, s.partition) not in whole]
+            ranged = _clean_in_ranges(spark, plan, large, opened, target, settings, dry_run, fault)
+            cleaned += ranged
+            whole |= {(s.topic, s.partition) for s in large}
         spread = replace(plan, logs=[s for s in plan.logs if (s.topic, s.partition) not in whole])
         summaries, outputs, written = _clean_spread(spark, spread, opened, target, settings, dry_run, fault)
     except BaseException:
@@ -388,12 +396,41 @@ def _clean_in_one_task(spark, plan: CompactionPlan, jobs, target: Destination, d
     except BaseException:  # a task that died rather than returned its error: whatever it staged goes
         remove_outputs(plan.root, _possible_outputs(jobs))
         raise
+    return _settled(plan, results, target)
+
+
+def _clean_in_ranges(
+    spark, plan: CompactionPlan, logs, opened: LogDir, target: Destination, settings, dry_run: bool, fault
+) -> list[Cleaned]:
+    """Steps 2 to 5 of the partitions `logs`, too large for one task, by the range path
+    (spark/ranges.py); with `dry_run`, nothing written. Errors as `_clean_in_one_task`'s."""
+    if not logs:
+        return []
+    log.info("compact: %d partitions cleaned in segment ranges", len(logs))
+    scanned = [seg for s in logs for seg in plan.scanned(s)]
+    possible = [OutputSegment(seg.topic, seg.partition, (seg.base_offset,), 0, 0) for seg in scanned]
+    if not dry_run:  # on the driver, before anything is staged
+        ensure_replaceable(opened, possible)
+    try:
+        with progress.phase("compact", "clean", **progress.totals(scanned, lambda s: s.size), feed=task_feed(spark)):
+            results = clean_in_ranges(spark, plan, logs, settings, write=not dry_run, fault=fault)
+    except BaseException:  # a task that died rather than returned its error: whatever it staged goes
+        remove_outputs(plan.root, possible)
+        raise
+    return _settled(plan, results, target)
+
+
+def _settled(plan: CompactionPlan, results: list[Cleaned], target: Destination) -> list[Cleaned]:
+    """The partitions of `results` cleaned: one whose batches cannot be read whole becomes uncleanable
+    (what other tasks staged of it removed); a rewrite that failed fails the pass, every staged file
+    removed first."""
     errors = {(c.topic, c.partition): (c, returned_error(c.error)) for c in results if c.error is not None}
     failed = next((err for c, err in errors.values() if not c.decided), None)
     if failed is not None:  # a rewrite failed: the pass stops, nothing staged left
         remove_outputs(plan.root, [o for c in results for o in c.outputs])
         raise target.relocate(failed)
-    for tp, (_, err) in errors.items():
+    for tp, (c, err) in errors.items():
+        remove_outputs(plan.root, c.outputs)
         _uncleanable(plan, tp, target.relocate(err))
     return [c for c in results if c.error is None]
 

@@ -24,6 +24,7 @@ from ..codec.filter import BatchRetention
 from ..errors import KafkaLogError
 from .cleaner import BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch
 from .compaction_strategy import OFFSET, CompactionStrategy, superseded, versions
+from .key_map import WINNERS, winner_rows
 
 # -- the vocabulary -------------------------------------------------------------------------------------
 
@@ -301,17 +302,23 @@ def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence
 # -- the offset map ----------------------------------------------------------------------------------------
 
 
-def supersede(fates: pa.Table) -> np.ndarray:
+def supersede(fates: pa.Table, winners: pa.Table | None = None) -> np.ndarray:
     """The final fates of one whole partition's records (`record_fates` rows): a keyed record
     older than the latest `map_offset` of its key (under a KIP-280 strategy: of lower precedence
     than its key's winner) goes as SUPERSEDED. The keys are hashed once by Arrow (dictionary
     encoding) and the winners found in numpy over their codes (an Arrow group-by costs
-    milliseconds a call before it reads a row: many small partitions)."""
+    milliseconds a call before it reads a row: many small partitions). `winners`: of a range of
+    the partition, the partition's winners of keys won elsewhere (rules/key_map.py)."""
     fate = fates["fate"].to_numpy()
+    n = len(fate)
+    if winners is not None and winners.num_rows:
+        rows = winner_rows(winners)
+        fates = pa.concat_tables([fates.select(WINNERS.names).cast(WINNERS), rows])
+        fate = np.concatenate([fate, np.full(rows.num_rows, KEEP, np.int8)])
     if not len(fate):
         return fate.astype(np.int8)
     gone, _ = _superseded(fates, fate, np.zeros(len(fate), np.int64))
-    return np.where(gone, np.int8(SUPERSEDED), fate).astype(np.int8)
+    return np.where(gone, np.int8(SUPERSEDED), fate).astype(np.int8)[:n]
 
 
 def _superseded(fates: pa.Table, fate: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -517,12 +524,15 @@ class PartitionOutcome:
         return {o for s in self.segments for o in s["kept_txn_markers"]}
 
 
-def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table) -> PartitionOutcome:
+def partition_outcome(
+    log: LogToClean, decided: pa.RecordBatch, fates: pa.Table, winners: pa.Table | None = None
+) -> PartitionOutcome:
     """The outcome of a partition whose batches (`decide_batches`) and records (`record_fates`,
-    in file order) were all read by one task: the records superseded there (`supersede`), then
-    aggregated per batch in numpy, as the Spark path aggregates them per batch after its window.
-    A batch changes when it goes, records of it go, or it is to gain a delete horizon."""
-    fate = supersede(fates)
+    in file order) were all read by one task (or of a range of it, with the `winners` of its keys
+    won elsewhere): the records superseded there (`supersede`), then aggregated per batch in
+    numpy, as the Spark path aggregates them per batch after its window. A batch changes when it
+    goes, records of it go, or it is to gain a delete horizon."""
+    fate = supersede(fates, winners)
     gone = np.isin(fate, GONE)
     # each batch's records are one run of rows (the rows come in file order), keyed by segment and position
     run_key = (fates["segment"].to_numpy().astype(np.int64) << 40) | fates["position"].to_numpy()

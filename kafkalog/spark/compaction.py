@@ -14,7 +14,8 @@
 
 A partition small enough (`tuning.ONE_TASK_BYTES`) skips all of that: one task reads its segments once,
 decides, and writes its `.cleaned` segments (`clean_partition`); Spark only spreads such
-partitions over the executors.
+partitions over the executors. A larger one takes the range path (spark/ranges.py), or, with
+`tuning.LARGE_PARTITIONS = "window"`, the steps above.
 
 `plan` is a rules.compaction.CompactionPlan: what these functions read of it is its root (the log
 directory as executors reach it), `now`, the chosen `LogToClean`s and their segments (`scanned()`).
@@ -23,7 +24,7 @@ The rules themselves (fates, the offset map, batch retention) are rules/compacti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,7 +37,6 @@ from ..rules.compaction import (
     COMBINED,
     DECIDED,
     EXPIRE_TOMBSTONE,
-    FATES,
     FATES_OF,
     KEEP_TOMBSTONE,
     REASONS,
@@ -50,19 +50,14 @@ from ..rules.compaction import (
     record_fates,
 )
 from ..rules.compaction_strategy import OFFSET
-from ..scan.reader import read_task, read_unit
+from ..scan.reader import read_task
 from ..scan.scan_plan import ScanFilter, ScanPlan, plan_segments, plan_units
 from ..scan.views import filesystem
 from ..storage.fs import HeldFileSystem
-from ..storage.naming import segment_file_name
-from ..storage.rewrite import CLEANED, BatchPlan, remove_staged
 from .errors import worker_error
+from .held import Cleaned, batch_headers, discarded_positions, held_fates, write_cleaned
 from .rewrite import (
-    REWRITE_STEP,
     OutputSegment,
-    rewrite_error,
-    source_segments,
-    write_output,
 )
 from .scan import default_min_tasks, pack_tasks, spark_schema
 from .tasks import run_tasks, task_frame
@@ -408,19 +403,18 @@ class OutputSettings:
 
 
 def partition_outputs(
-    log: LogToClean, settings: OutputSettings, kept_markers: set[int], changed: set[int], files=None
+    log: LogToClean, settings: OutputSettings, kept_markers: set[int], changed: set[int], files=None, groups=None
 ) -> list[OutputSegment]:
     """Step 4 for one partition: its source segments grouped into output segments as Kafka's
     cleaner groups them. A lone segment none of whose batches changes (not in `changed`) is left
     alone: rewriting it would give the same bytes (unless its legacy batches are to become v2: then
     every cleanable segment is rewritten, as Kafka's are). `kept_markers`: the last offsets of the
     ABORT markers whose `.txnindex` entry stays. `files`: the plan's (base offset, files, next base
-    offset) of each segment by base offset, handed to the rewrite tasks (they do not list the partition)."""
+    offset) of each segment by base offset, handed to the rewrite tasks (they do not list the partition).
+    `groups`: those of `output_groups` to make (default: all)."""
     aborted = tuple(tuple(t) for t in log.aborted_txns if t.last_offset in kept_markers)
     outputs = []
-    for group in group_segments_by_size(
-        log.cleanable_segments(), settings.segment_bytes, settings.segment_index_bytes, log.upper_bound
-    ):
+    for group in output_groups(log, settings) if groups is None else groups:
         if len(group) == 1 and group[0].base_offset not in changed and not settings.legacy_as_v2:
             continue
         outputs.append(
@@ -439,6 +433,13 @@ def partition_outputs(
     return outputs
 
 
+def output_groups(log: LogToClean, settings: OutputSettings) -> list[list]:
+    """The cleanable segments of `log` grouped into output segments, as Kafka's cleaner groups them."""
+    return group_segments_by_size(
+        log.cleanable_segments(), settings.segment_bytes, settings.segment_index_bytes, log.upper_bound
+    )
+
+
 @dataclass(frozen=True)
 class OneTask:
     """What the task of a partition cleaned in one task takes from the plan: its LogToClean, its
@@ -453,23 +454,6 @@ class OneTask:
     @property
     def nbytes(self) -> int:
         return sum(size for _, files, _ in self.segments for size in [files[".log"].size])
-
-
-@dataclass
-class Cleaned:
-    """What the task of one partition returns: the report's rows per source segment
-    (PartitionOutcome.segments), its output segments and what writing them wrote; or its error as
-    `worker_error` text, found while reading and deciding (`decided`: the partition is
-    uncleanable, the others go on) or while writing (the pass fails)."""
-
-    topic: str
-    partition: int
-    segments: list = field(default_factory=list)
-    outputs: list = field(default_factory=list)
-    written: list = field(default_factory=list)
-    error: str | None = None
-    decided: bool = True
-    spread: bool = False  # more records than tuning.ONE_TASK_RECORDS: the window path cleans it
 
 
 def one_task_jobs(plan, settings: dict[str, OutputSettings]) -> list[OneTask]:
@@ -509,7 +493,6 @@ def clean_partition(fs, root: str, job: OneTask, now: int, records_at_most: int,
     segments are written from the same bytes as `.cleaned` files (untouched batches copied as they
     are). `root` is the log directory as `fs` reaches it (for the errors' file names). A partition
     of more than `records_at_most` records is handed back (`spread`) once its batch headers are read."""
-    from ..scan.views import filesystem_and_path
 
     log = job.log
     cleaned = Cleaned(log.topic, log.partition)
@@ -528,23 +511,7 @@ def clean_partition(fs, root: str, job: OneTask, now: int, records_at_most: int,
     cleaned.outputs = partition_outputs(log, job.settings, outcome.kept_txn_markers, outcome.changed, files)
     if not write:
         return cleaned
-    plans = {at: BatchPlan(*change) for at, change in outcome.changes.items()}
-    output = None
-    try:
-        for output in cleaned.outputs:
-            if fault is not None:
-                fault(REWRITE_STEP, fs.join(log.path, segment_file_name(output.base_offset, ".log" + CLEANED)))
-            sources = source_segments(held, log.path, output)
-            cleaned.written.append(write_output(held, log.path, sources, output, plans))
-    except Exception as err:  # what is staged goes; the pass fails (as a failing rewrite task fails it)
-        for staged in cleaned.outputs:
-            try:
-                remove_staged(fs, log.path, staged.base_offset)
-            except (OSError, KafkaLogError):
-                pass
-        assert output is not None
-        cleaned.error, cleaned.decided = worker_error(rewrite_error(err, filesystem_and_path(root)[1], output)), False
-        cleaned.written = []
+    write_cleaned(fs, root, log.path, held, cleaned, outcome, fault)
     return cleaned
 
 
@@ -553,32 +520,8 @@ def _decide_whole(held, job: OneTask, now: int, records_at_most: int) -> Partiti
     None when its batches hold more than `records_at_most` records."""
     log = job.log
     numbers = {base: i for i, (base, _, _) in enumerate(job.segments)}
-    flt = ScanFilter.of(end_offset=log.upper_bound)
-    headers = (b for u in job.units for b in read_unit(u, held, "batches", flt, verify_crc=False) if b.num_rows)
-    decided = decide_batches(headers, log, numbers, now)
+    decided = decide_batches(batch_headers(held, log, job.units), log, numbers, now)
     if (pc.sum(decided["count"]).as_py() or 0) > records_at_most:
         return None
-    discarded: dict[int, list[int]] = {}
-    for segment, position, discard in zip(
-        decided["segment"].to_pylist(), decided["position"].to_pylist(), decided["discard_records"].to_pylist()
-    ):
-        if discard:
-            discarded.setdefault(segment, []).append(position)
-    mtimes = {s.base_offset: s.mtime_ms for s in log.segments}
-    fates = []
-    for unit in job.units:
-        number = numbers[unit.segment_base_offset]
-        facts = SegmentFacts(
-            0,
-            number,
-            mtimes[unit.segment_base_offset],
-            log.range.first_dirty,
-            log.upper_bound,
-            log.legacy_delete_horizon_ms,
-            True,
-            log.strategy,
-        )
-        for batch in read_unit(unit, held, "narrow", flt, header=log.strategy.header_key):
-            if batch.num_rows:
-                fates.append(record_fates(batch, facts, discarded.get(number, ()), now))
-    return partition_outcome(log, decided, pa.Table.from_batches(fates, schema=FATES))
+    fates = held_fates(held, log, job.units, numbers, discarded_positions(decided), now)
+    return partition_outcome(log, decided, fates)

@@ -319,6 +319,29 @@ def test_a_failing_rewrite_task_leaves_the_input_as_it_was(
     assert not (tmp_path / "ledger").exists()
 
 
+def test_a_failing_range_rewrite_leaves_the_input_as_it_was(spark, clean_log, tmp_path, capsys, monkeypatch):
+    """The same on the range path (a range per output segment): the ranges that wrote theirs, of the
+    failing partition and of the others, have their staged files removed too."""
+    import functools
+    import shutil
+
+    import kafkalog.operations.compact as module
+    from kafkalog import tuning
+
+    for name, value in {"ONE_TASK_BYTES": 0, "LARGE_PARTITIONS": "ranges", "RANGE_BYTES": 1}.items():
+        monkeypatch.setattr(tuning, name, value)
+    monkeypatch.setattr(
+        module, "compact", functools.partial(module.compact, fault=_failing_rewrite("ENOSPC", "packed-0"))
+    )
+    root = tmp_path / "in"
+    shutil.copytree(clean_log, root)
+    before = _snapshot(root)
+    code = main(["compact", str(root), "--config", "cleanup.policy=compact", "--force", "--now", str(T0)])
+    line = _error_line(capsys, "compact")
+    assert code == 2 and line.startswith(f"kafkalog compact: {root}/packed-0/"), line
+    assert _snapshot(root) == before
+
+
 def test_a_failing_ledger_write_leaves_the_input_as_it_was(spark, clean_log, tmp_path, capsys, monkeypatch):
     """The ledger is written between the rewrite and the swap: when it cannot be, the staged
     segments go too."""

@@ -123,16 +123,23 @@ def test_the_random_partitions_exercise_the_rules():
     assert all(totals[r] > 0 for r in ("superseded", "aborted_transaction", "tombstone_expired", "empty_batches"))
 
 
-@pytest.mark.parametrize("seed,spread", [(seed, False) for seed in SEEDS] + [(1, True), (2, True), (3, "chunked")])
+@pytest.mark.parametrize(
+    "seed,spread", [(seed, False) for seed in SEEDS] + [(1, True), (2, True), (3, "chunked"), (4, "ranges")]
+)
 def test_spark_compaction_equals_the_reference_model(spark, tmp_path, monkeypatch, request, seed, spread):
     """`spread`: scan tasks of 1 KiB, so that the partition's records are read by several tasks and
     its keys decided by the window across them, not by one task alone (the small logs here are
     otherwise read whole by one task). "chunked": one task reads the partition whole, but combines
     its records in chunks of a few rows (Arrow batches of 7 rows), as a task of millions of records
-    does: the window decides across the chunks."""
+    does: the window decides across the chunks. "ranges": the range path, a range per output segment
+    (spark/ranges.py). The others take the path of their partition's size: one task."""
     from kafkalog.operations.compact import plan_compaction
     from kafkalog.spark import compaction
 
+    if spread == "ranges":
+        monkeypatch.setattr(tuning, "ONE_TASK_BYTES", 0)
+        monkeypatch.setattr(tuning, "LARGE_PARTITIONS", "ranges")
+        monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
     if spread is True:
         monkeypatch.setattr(tuning, "COMPACTION_TASK_BYTES", 1024)
     if spread == "chunked":

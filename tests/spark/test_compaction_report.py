@@ -34,12 +34,15 @@ def test_bytes_removed_is_what_the_files_lose_and_a_dry_run_estimates_it(spark, 
     generate(str(root), preset("small", seed=11))
     before = log_bytes(root)
     estimates = []
-    for task_bytes in (1 << 40, 0):  # every partition in one task, then by the window path
+    # every partition in one task, then by the window path, then in ranges of one output segment
+    for task_bytes, large in ((1 << 40, "window"), (0, "window"), (0, "ranges")):
         monkeypatch.setattr(tuning, "ONE_TASK_BYTES", task_bytes)
+        monkeypatch.setattr(tuning, "LARGE_PARTITIONS", large)
+        monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
         dry = compact(spark, str(root), RESOLVER, NOW, force=True, topics=TOPICS, dry_run=True)
         estimates.append(removed(dry))
     assert log_bytes(root) == before
-    assert estimates[0] == estimates[1]
+    assert estimates[0] == estimates[1] == estimates[2]
     read = {(s.topic, s.partition): sum(seg.size for seg in dry.plan.scanned(s)) for s in dry.plan.chosen}
     assert {tp[0] for tp in estimates[0]} == set(TOPICS)
     assert all(0 < estimates[0][tp] <= read[tp] for tp in estimates[0]), (estimates[0], read)

@@ -107,8 +107,14 @@ def read_back(root, topic: str) -> tuple[list[int], bytes]:
 
 PATHS = {
     "one task": {"ONE_TASK_BYTES": 1 << 40},
-    "window, read whole": {"ONE_TASK_BYTES": 0},
-    "window, spread": {"ONE_TASK_BYTES": 0, "COMPACTION_TASK_BYTES": 2048, "COMBINE_ROWS": 10},
+    "window, read whole": {"ONE_TASK_BYTES": 0, "LARGE_PARTITIONS": "window"},
+    "window, spread": {
+        "ONE_TASK_BYTES": 0,
+        "LARGE_PARTITIONS": "window",
+        "COMPACTION_TASK_BYTES": 2048,
+        "COMBINE_ROWS": 10,
+    },
+    "ranges": {"ONE_TASK_BYTES": 0, "LARGE_PARTITIONS": "ranges", "RANGE_BYTES": 1},
 }
 
 

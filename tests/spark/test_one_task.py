@@ -72,12 +72,24 @@ def files(root) -> dict:
 
 
 def passes(
-    spark, root, monkeypatch, *, one_task: bool, task_bytes: int | None, legacy_as_v2: bool, records: int = 1 << 30
+    spark,
+    root,
+    monkeypatch,
+    *,
+    one_task: bool,
+    task_bytes: int | None,
+    legacy_as_v2: bool,
+    records: int = 1 << 30,
+    large: str = "window",
 ) -> list:
-    """Two passes (now, then past the horizon), every partition by the path asked for; returns
-    the reports (records per partition and per output segment) and how many partitions one task cleaned."""
+    """Two passes (now, then past the horizon), every partition by the path asked for (`large`: the
+    path of partitions too large for one task; "ranges" in ranges of one output segment each);
+    returns the reports (records per partition and per output segment) and how many partitions one
+    task cleaned."""
     monkeypatch.setattr(tuning, "ONE_TASK_BYTES", 1 << 40 if one_task else 0)
     monkeypatch.setattr(tuning, "ONE_TASK_RECORDS", records)
+    monkeypatch.setattr(tuning, "LARGE_PARTITIONS", large)
+    monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
     if task_bytes is not None:
         monkeypatch.setattr(tuning, "COMPACTION_TASK_BYTES", task_bytes)
     jobs = []
@@ -99,8 +111,14 @@ def test_one_task_and_the_window_path_write_the_same_bytes(spark, tmp_path, monk
     source.mkdir()
     write_log_dir(source)
     results = {}
-    cases = (("one task", True, None, 1 << 30), ("window", False, None, 1 << 30), ("spread", False, 1024, 1 << 30))
-    for name, one_task, task_bytes, records in cases + (("handed back", True, None, 1),):
+    cases = (
+        ("one task", True, None, 1 << 30, "window"),
+        ("window", False, None, 1 << 30, "window"),
+        ("spread", False, 1024, 1 << 30, "window"),
+        ("ranges", False, None, 1 << 30, "ranges"),
+        ("handed back", True, None, 1, "ranges"),
+    )
+    for name, one_task, task_bytes, records, large in cases:
         root = tmp_path / name.replace(" ", "-")
         shutil.copytree(source, root)
         with monkeypatch.context() as patched:
@@ -112,6 +130,7 @@ def test_one_task_and_the_window_path_write_the_same_bytes(spark, tmp_path, monk
                 task_bytes=task_bytes,
                 legacy_as_v2=legacy_as_v2,
                 records=records,
+                large=large,
             )
         results[name] = (files(root), [r[:2] for r in reports], [r[2] for r in reports])
     assert results["one task"][2] == [5, 5] and results["window"][2] == results["spread"][2] == [0, 0]
@@ -119,7 +138,7 @@ def test_one_task_and_the_window_path_write_the_same_bytes(spark, tmp_path, monk
     report = results["one task"][1]
     assert any(row["superseded"] and row["aborted_transaction"] for row in report[0][0])
     assert any(row["tombstone_expired"] for row in report[1][0])
-    for name in ("window", "spread", "handed back"):
+    for name in ("window", "spread", "ranges", "handed back"):
         assert results[name][0] == results["one task"][0], name
         assert results[name][1] == report, name
 
