@@ -38,28 +38,27 @@ def _add_compact(commands, name: str, help_text: str) -> None:
 
 def _run_compact(args) -> int:
     from ..operations.clock import stamp
-    from ..operations.compact import compact, compacted_topics
+    from ..operations.compact import plan_compact, run_compact
 
     dry_run = args.command == "plan" or args.dry_run
     resolver = config_resolver(args)
-    output = None if dry_run else getattr(args, "output", None)
-    opened = check_before_spark(args, resolver)
-    now = now_of(args)
-    # the copy for --output is made while Spark starts; a pass without a compacted topic plans
-    # nothing and needs no Spark (compact says why)
-    spark = spark_session(args, background=True) if compacted_topics(opened, resolver, args.topics) else None
-    result = compact(
-        spark,
-        args.log_dir,
+    opened = check_before_spark(args, resolver)  # a mistake costs no Spark start
+    plan = plan_compact(
+        opened,
         resolver,
-        now,
+        now_of(args),
         force=args.force,
         topics=args.topics,
         dry_run=dry_run,
-        output=output,
+        output=getattr(args, "output", None),
         legacy_as_v2=args.legacy_as_v2,
         follow_symlinks=getattr(args, "follow_symlinks", False),
     )
+    now = plan.now
+    # the copy for --output is made while Spark starts; a pass without a compacted topic plans
+    # nothing and needs no Spark (compact says why)
+    spark = spark_session(args, background=True) if plan.compacted else None
+    result = run_compact(spark, plan)
     partitions = result.plan.partitions()
     chosen = [p for p in partitions if p["chosen"]]
     print(f"{len(chosen)} of {len(partitions)} compacted partitions chosen at now={stamp(now)}")

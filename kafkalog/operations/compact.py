@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass, field, replace
 
@@ -29,7 +28,6 @@ from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean, log_to_clean
 from ..rules.compaction import REASONS, CompactionPlan
 from ..rules.partition_state import partition_state
-from ..scan.views import filesystem
 from ..spark.compaction import (
     OutputSettings,
     batch_plans,
@@ -40,15 +38,14 @@ from ..spark.compaction import (
     segment_files,
     segment_summaries,
 )
-from ..spark.errors import from_spark_error, raises_kafkalog_errors, returned_error, worker_error
+from ..spark.errors import from_spark_error, raises_kafkalog_errors, returned_error
 from ..spark.held import Cleaned
 from ..spark.progress import task_feed
 from ..spark.ranges import clean_in_ranges
-from ..spark.rewrite import OutputSegment, OutputStats, ensure_replaceable, remove_outputs, swap_in, write_outputs
-from ..spark.scan import pack_tasks
+from ..spark.replay import replays
+from ..spark.rewrite import write_outputs
 from ..spark.session import started
-from ..spark.tasks import run_tasks
-from ..storage.destination import Destination, destination
+from ..storage.destination import Destination, destination, preflight
 from ..storage.logdir import LogDir
 from ..storage.naming import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -59,8 +56,8 @@ from ..storage.naming import (
     is_kraft_metadata,
     partition_of_file,
 )
+from ..storage.outputs import OutputSegment, OutputStats, ensure_replaceable, remove_outputs, swap_in
 from ..storage.partition import Partition
-from ..storage.producer_state import replay_bytes, replay_partition
 from ..storage.swap import FaultHook, needs_recovery, recover_partition
 from . import progress
 from .files import camel_keys
@@ -90,7 +87,7 @@ def plan_compaction(
     plan = CompactionPlan(opened.path, now, str(log_dir), opened.fs.is_local)
     with progress.phase("compact", "plan", total=len(opened.topic_partitions), unit="partition") as counted:
         compacted = _compacted_partitions(plan, opened, resolver, topics, listed or {})
-        replay = _replays(spark, plan, [p for p, _ in compacted])
+        replay = replays(spark, plan.root, plan.is_local, [p for p, _ in compacted])
         for part, config in compacted:
             try:
                 plan.logs.append(_log_to_clean(part, checkpoints, config, now, force, replay))
@@ -180,39 +177,6 @@ def _compacted_partitions(
     return compacted
 
 
-def _replays(spark, plan: CompactionPlan, parts: list[Partition]):
-    """The `replay` that `_log_to_clean` takes for `parts`: `replay_partition` on the driver, or,
-    with a session and at least tuning.REPLAY_ON_EXECUTORS_BYTES to read (or an object store to read them
-    from), the replays run on the executors in tasks packed by the bytes each reads: a partition's
-    replay as its task made it, or the error that stopped it, raised on the driver (a task returns
-    errors as data, so that one partition's fails none of the others)."""
-    if spark is None:
-        return replay_partition
-    sizes = {part.path: replay_bytes(part) for part in parts}
-    if plan.is_local and sum(sizes.values()) < tuning.REPLAY_ON_EXECUTORS_BYTES:
-        return replay_partition
-    tasks = pack_tasks(spark, list(sizes), sizes.__getitem__)
-    paths = [path for task in tasks for path in task]
-    replayed = dict(zip(paths, run_tasks(spark, tasks, functools.partial(_replay_task, plan.root))))
-
-    def replay(part: Partition):
-        result = replayed[part.path]
-        if isinstance(result, str):
-            raise returned_error(result)
-        return result
-
-    return replay
-
-
-def _replay_task(root: str, path: str):
-    """Executor side: the replay of the partition directory at `path` (in the filesystem of the log
-    directory `root`), or its error as `worker_error` text."""
-    try:
-        return replay_partition(Partition.open(filesystem(root), path))
-    except KafkaLogError as err:
-        return worker_error(err)
-
-
 @dataclass
 class CompactionResult:
     plan: CompactionPlan
@@ -237,9 +201,91 @@ class CompactionResult:
         )
 
 
+@dataclass(frozen=True)
+class CompactPlan:
+    """A compaction pass as asked for, checked on the driver without Spark (`plan_compact`: also the
+    command line's check before Spark starts): the log directory opened once, the topics that exist,
+    and the compacted ones among them (none: the pass needs no Spark and says why). Which partitions
+    are chosen, and their offsets, are planned by `run_compact` under the directory's lock
+    (`plan_compaction`), since a plan made before it could be stale by the time it is applied."""
+
+    opened: LogDir
+    uri: str  # the log directory as given: a path or URI (executors open it by this name)
+    resolver: ConfigResolver
+    now: int
+    compacted: tuple[str, ...]
+    force: bool = False
+    topics: tuple[str, ...] | None = None
+    dry_run: bool = False
+    output: str | None = None
+    legacy_as_v2: bool = False
+    follow_symlinks: bool = False
+
+
+def plan_compact(
+    log_dir: str | LogDir,
+    resolver: ConfigResolver,
+    now: int,
+    *,
+    force: bool = False,
+    topics=None,
+    dry_run: bool = False,
+    output: str | None = None,
+    legacy_as_v2: bool = False,
+    follow_symlinks: bool = False,
+) -> CompactPlan:
+    """Step 0 of a pass over `log_dir` (a path, a URI, or a LogDir opened already: then not listed
+    again): what a rewrite checks before it starts (storage/destination.preflight), and that the
+    `topics` asked for are there. Raises the first KafkaLogError found; reads no segment."""
+    opened = preflight(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
+    opened.check_topics(topics)
+    uri = log_dir if isinstance(log_dir, str) else opened.uri
+    return CompactPlan(
+        opened,
+        uri,
+        resolver,
+        now,
+        tuple(compacted_topics(opened, resolver, topics)),
+        force=force,
+        topics=tuple(topics) if topics else None,
+        dry_run=dry_run,
+        output=output,
+        legacy_as_v2=legacy_as_v2,
+        follow_symlinks=follow_symlinks,
+    )
+
+
+def run_compact(spark, plan: CompactPlan, *, fault: FaultHook | None = None) -> CompactionResult:
+    """One Kafka cleaning pass as `plan` asks, in place with the swap protocol, or into `plan.output`,
+    a complete copy of the log directory that leaves it untouched. A partition that cannot be read
+    whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its error,
+    and the others are cleaned. `legacy_as_v2` writes every legacy (v0/v1) batch of the cleaned
+    segments as v2, as Kafka 4.x's cleaner does. In place, a partition directory that is a symbolic link
+    is refused unless `follow_symlinks` (then the directory it leads to is rewritten). `fault` is a
+    test hook called at each commit step (see kafkalog/storage/swap.py). `spark` may be a Future of
+    the session (`spark.session.start_session`): the copy for `output` is made while Spark starts.
+    In place the log directory is listed once more under its lock (destination), which the pass
+    then reads: a broker may have written it since the plan."""
+    output = None if plan.dry_run else plan.output
+    with destination(plan.uri, output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks) as target:
+        result = _compact(
+            spark,
+            target,
+            plan.resolver,
+            plan.now,
+            force=plan.force,
+            topics=list(plan.topics) if plan.topics else None,
+            dry_run=plan.dry_run,
+            fault=fault,
+            legacy_as_v2=plan.legacy_as_v2,
+        )
+    result.log_dir, result.dry_run = (plan.uri if plan.dry_run else output or plan.uri), plan.dry_run
+    return result
+
+
 def compact(
     spark,
-    log_dir: str,
+    log_dir: str | LogDir,
     resolver: ConfigResolver,
     now: int,
     *,
@@ -251,28 +297,19 @@ def compact(
     legacy_as_v2: bool = False,
     follow_symlinks: bool = False,
 ) -> CompactionResult:
-    """One Kafka cleaning pass over every chosen partition of `log_dir`, in place with the swap protocol,
-    or into `output`, a complete copy of `log_dir` that leaves it untouched. A partition that cannot
-    be read whole is uncleanable (KIP-346): it is left as it is, named in `plan.uncleanable` with its
-    error, and the others are cleaned. `legacy_as_v2` writes every legacy (v0/v1) batch of the cleaned
-    segments as v2, as Kafka 4.x's cleaner does. In place, a partition directory that is a symbolic link
-    is refused unless `follow_symlinks` (then the directory it leads to is rewritten). `fault` is a
-    test hook called at each commit step (see kafkalog/storage/swap.py). `spark` may be a Future of
-    the session (`spark.session.start_session`): the copy for `output` is made while Spark starts."""
-    with destination(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks) as target:
-        result = _compact(
-            spark,
-            target,
-            resolver,
-            now,
-            force=force,
-            topics=topics,
-            dry_run=dry_run,
-            fault=fault,
-            legacy_as_v2=legacy_as_v2,
-        )
-    result.log_dir, result.dry_run = (log_dir if dry_run else output or log_dir), dry_run
-    return result
+    """`run_compact` of `plan_compact` (which say what the arguments do), in one call."""
+    plan = plan_compact(
+        log_dir,
+        resolver,
+        now,
+        force=force,
+        topics=topics,
+        dry_run=dry_run,
+        output=output,
+        legacy_as_v2=legacy_as_v2,
+        follow_symlinks=follow_symlinks,
+    )
+    return run_compact(spark, plan, fault=fault)
 
 
 @raises_kafkalog_errors  # inside the destination's block, so that it can name the input's files

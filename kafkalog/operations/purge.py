@@ -81,12 +81,13 @@ from ..spark.evidence import record_segments
 from ..spark.ledger import write_ledger_records, write_ledger_run
 from ..spark.progress import task_feed
 from ..spark.purge import Decider, PurgeScope, batch_plans, keys_frame, partition_report, where_filter
-from ..spark.rewrite import OutputSegment, ensure_replaceable, remove_outputs, swap_in, write_outputs
+from ..spark.rewrite import write_outputs
 from ..spark.scan import spark_schema
 from ..storage.destination import destination
 from ..storage.keylist import DEFAULT_REASON, KEY_FORMATS
 from ..storage.ledger import check_ledger, load_secret, log_dir_identity, unfinished_runs
 from ..storage.logdir import LogDir
+from ..storage.outputs import OutputSegment, ensure_replaceable, remove_outputs, swap_in
 from ..storage.swap import FaultHook
 from . import progress
 from .files import camel_keys

@@ -54,11 +54,9 @@ from ..scan.reader import read_task
 from ..scan.scan_plan import ScanFilter, ScanPlan, plan_segments, plan_units
 from ..scan.views import filesystem
 from ..storage.fs import HeldFileSystem
+from ..storage.outputs import OutputSegment
 from .errors import worker_error
 from .held import Cleaned, batch_headers, discarded_positions, held_fates, write_cleaned
-from .rewrite import (
-    OutputSegment,
-)
 from .scan import default_min_tasks, pack_tasks, spark_schema
 from .tasks import run_tasks, task_frame
 

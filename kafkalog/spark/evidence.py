@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from ..storage.ledger import copy_identity, file_sha256, fingerprint, log_dir_identity, segments_table
 from ..storage.naming import segment_file_name
+from ..storage.outputs import OutputSegment, OutputStats
 from ..storage.rewrite import CLEANED
-from .rewrite import OutputSegment, OutputStats
 from .scan import narrow_scan, pack_tasks
 from .tasks import run_tasks
 
