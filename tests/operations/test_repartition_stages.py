@@ -53,7 +53,8 @@ _sources = st.lists(st.lists(_batch, max_size=5), min_size=1, max_size=3)
 
 def write_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
     """The source topic "t"; each key in the one partition Kafka would have given it (a null key
-    anywhere). (partition, offset) -> (key, value, timestamp, delete horizon) of every record."""
+    anywhere). A record whose step is not negative has a version header "v" (8 bytes). (partition,
+    offset) -> (key, value, timestamp, delete horizon, (rank, version) by that header) of every record."""
     fs = LogFileSystem.for_path(str(log_dir))[0]
     written = {}
     for p, batches in enumerate(sources):
@@ -67,8 +68,10 @@ def write_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
             for key, value, step in mine:
                 ts += step
                 offset = writer.log_end_offset + len(batch)
-                batch.append(Record(offset, ts, KEYS[key], value))
-                written[p, offset] = (KEYS[key], value, ts, horizon)
+                version = (step * 7) % 5
+                headers = (("v", version.to_bytes(8, "big")),) if step >= 0 else ()
+                batch.append(Record(offset, ts, KEYS[key], value, headers))
+                written[p, offset] = (KEYS[key], value, ts, horizon, (int(step >= 0), version if step >= 0 else 0))
             writer.append(build_batch(batch, delete_horizon_ms=horizon, partition_leader_epoch=0))
         writer.close()
     return written
@@ -76,10 +79,12 @@ def write_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
 
 def model_survivors(records: dict, n: int, strategy: str) -> set[tuple[int, int]]:
     best: dict[bytes, tuple] = {}
-    for (p, offset), (key, value, ts, horizon) in records.items():
+    for (p, offset), (key, value, ts, horizon, versioned) in records.items():
         if key is None:
             continue
-        precedence = (ts, offset) if strategy == "timestamp" else (offset,)
+        precedence = (
+            (ts, offset) if strategy == "timestamp" else (*versioned, offset) if strategy == "header" else (offset,)
+        )
         if key not in best or precedence > best[key][0]:
             best[key] = (precedence, (p, offset), value is None and horizon is not None and horizon <= NOW)
     return {where for _, where, expired in best.values() if not expired}
@@ -91,13 +96,15 @@ def output_records(out, n: int) -> dict[int, list]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(_sources, st.integers(1, 4), st.sampled_from(["offset", "timestamp"]))
+@given(_sources, st.integers(1, 4), st.sampled_from(["offset", "timestamp", "header"]))
 def test_compact_keeps_what_kafkas_compaction_keeps(in_process, tmp_path_factory, sources, n, strategy):
     base = tmp_path_factory.mktemp("compact")
     records = write_source(base / "log", sources)
     if not records:
         return
     config = {"compaction.strategy": strategy, "delete.retention.ms": str(RETENTION), "cleanup.policy": "compact"}
+    if strategy == "header":
+        config["compaction.strategy.header"] = "v"
     plan = plan_repartition(
         str(base / "log"),
         "t",
@@ -121,7 +128,7 @@ def test_compact_keeps_what_kafkas_compaction_keeps(in_process, tmp_path_factory
     for q, rows in output_records(base / "out", n).items():
         for batch, record in rows:
             p, offset = where[q, record.offset]
-            key, value, ts, _ = records[p, offset]
+            key, value, ts, _, _ = records[p, offset]
             assert (record.key, record.value, record.timestamp) == (key, value, ts)
             assert q == new_partition(key, p, n)
             if value is None:  # a kept tombstone: its batch has a horizon no earlier than the cleaner's
