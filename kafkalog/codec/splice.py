@@ -109,6 +109,17 @@ def record_bodies(spans: Spans) -> tuple[pa.Array, pa.Array]:
     return keys, binary_column(spans.section, data, spans.body_start, spans.E - spans.body_start)
 
 
+def read_batch_spans(batches: Sequence, sections: Sequence[bytes]) -> Spans | None:
+    """`read_spans` of v2 batches (`batch.RecordBatch`) and their records sections."""
+    return read_spans(
+        sections,
+        [b.records_count for b in batches],
+        [b.base_offset for b in batches],
+        [b.base_timestamp for b in batches],
+        [b.log_append_time for b in batches],
+    )
+
+
 def _kafka_fields(section, bounds, checked) -> Fields:
     """The fields of every record (deltas: bases 0), if every record is as Kafka writes it."""
     f = read_fields(section, bounds, 0, 0, None, checked)  # deltas; timestamps read checked

@@ -18,7 +18,7 @@ import pyarrow as pa
 from .. import tuning
 from ..codec.batch import RecordBatch
 from ..codec.records import encode_headers
-from ..codec.splice import encode_bodies, read_spans, record_bodies
+from ..codec.splice import encode_bodies, read_batch_spans, record_bodies
 from .scan_plan import WorkUnit
 from .views import DecodingBatch, ViewBuilder, _BatchColumns
 
@@ -111,16 +111,9 @@ class BodiesBuilder(ViewBuilder):
                 self._decoded(item[0], item[1], counted=True)
 
     def _spliced(self, window: list[tuple[int, RecordBatch, bytes]]) -> bool:
-        """The window's records with their bodies copied (`splice.read_spans`), if every one is as
+        """The window's records with their bodies copied (`splice.read_batch_spans`), if every one is as
         Kafka writes a record."""
-        batches = [b for _, b, _ in window]
-        spans = read_spans(
-            [s for _, _, s in window],
-            [b.records_count for b in batches],
-            [b.base_offset for b in batches],
-            [b.base_timestamp for b in batches],
-            [b.log_append_time for b in batches],
-        )
+        spans = read_batch_spans([b for _, b, _ in window], [s for _, _, s in window])
         if spans is None:
             return False
         keys, bodies = record_bodies(spans)
