@@ -6,6 +6,10 @@ against the new batch's base timestamp). A record already in that form is those 
 its length and timestamp delta: `splice` writes those two again and reuses everything after the
 delta. `read_spans` reads the records of several sections at once with numpy (see `columnar`) and
 vouches that every record is in that form.
+
+A repartition moves records into new batches the same way (`record_bodies`: each record's bytes after
+its offset delta, which no new batch changes; `join_records` writes the length and deltas before them).
+`encode_records` writes records from their fields, as bodies joined to those prefixes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from .columnar import (
     read_fields,
     read_joined,
 )
+from .decode import binary_column
 
 _VARLONG_BOUNDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 _SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
@@ -45,7 +50,20 @@ class Spans:
     """The records of several sections read as one: per record its batch (an index into the
     sections), where its bytes are in `section`, and what a splice must know of it."""
 
-    __slots__ = ("section", "starts", "batch", "S", "E", "ts_end", "offset", "timestamp", "null_value")
+    __slots__ = (
+        "section",
+        "starts",
+        "batch",
+        "S",
+        "E",
+        "ts_end",
+        "offset",
+        "timestamp",
+        "null_value",
+        "body_start",
+        "key_start",
+        "key_len",
+    )
     section: bytes
     starts: np.ndarray  # each section's first record
     batch: np.ndarray
@@ -55,6 +73,9 @@ class Spans:
     offset: np.ndarray
     timestamp: np.ndarray
     null_value: np.ndarray
+    body_start: np.ndarray  # where the bytes after the offset delta start: the key's length
+    key_start: np.ndarray
+    key_len: np.ndarray
 
 
 def read_spans(
@@ -76,7 +97,27 @@ def read_spans(
     s.section, f, _, s.batch, s.offset, s.timestamp = joined
     s.starts = np.cumsum([0, *counts[:-1]])
     s.S, s.E, s.ts_end, s.null_value = f.S, f.E, f.ts_end, f.value_len < 0
+    s.body_start, s.key_start, s.key_len = f.key_len_start, f.key_start, f.key_len
     return s
+
+
+def record_bodies(spans: Spans) -> tuple[pa.Array, pa.Array]:
+    """Each record's key (null for none) and body (its bytes after the offset delta: key, value and
+    headers with their lengths, as Kafka wrote them), as Arrow binary arrays."""
+    data = np.frombuffer(spans.section, np.uint8)
+    keys = binary_column(spans.section, data, spans.key_start, spans.key_len)
+    return keys, binary_column(spans.section, data, spans.body_start, spans.E - spans.body_start)
+
+
+def read_batch_spans(batches: Sequence, sections: Sequence[bytes]) -> Spans | None:
+    """`read_spans` of v2 batches (`batch.RecordBatch`) and their records sections."""
+    return read_spans(
+        sections,
+        [b.records_count for b in batches],
+        [b.base_offset for b in batches],
+        [b.base_timestamp for b in batches],
+        [b.log_append_time for b in batches],
+    )
 
 
 def _kafka_fields(section, bounds, checked) -> Fields:
@@ -132,36 +173,49 @@ def _varint_matrix(values, sizes, width: int):
 
 def encode_records(offset_deltas, timestamp_deltas, keys: pa.Array, values: pa.Array, headers: Sequence) -> bytes:
     """Records in the v2 layout (`records.encode_record`'s bytes), many at once and with no Python step
-    per record: the varints of each record's length, deltas and sizes are computed with numpy, and
-    each record's pieces (varints, key bytes, value bytes, headers) are joined end to end by Arrow.
-    `keys` and `values` are Arrow binary arrays; `headers` holds each record's headers already
-    encoded (`records.encode_headers`), or None for none."""
+    per record (`encode_bodies`, then `join_records`)."""
+    return join_records(offset_deltas, timestamp_deltas, encode_bodies(keys, values, headers))
+
+
+def encode_bodies(keys: pa.Array, values: pa.Array, headers: Sequence) -> pa.Array:
+    """Each record's body (what follows its offset delta: key and value with their lengths, then its
+    headers), by columns: the varints computed with numpy and each record's pieces joined end to end
+    by Arrow. `keys` and `values` are Arrow binary arrays; `headers` holds each record's headers
+    already encoded (`records.encode_headers`), or None for none."""
     n = len(keys)
     if not n:
-        return b""
+        return pa.array([], pa.large_binary())
     key_len = pc.fill_null(pc.binary_length(keys), -1).to_numpy().astype(np.int64)
     value_len = pc.fill_null(pc.binary_length(values), -1).to_numpy().astype(np.int64)
-    ts, off = np.asarray(timestamp_deltas, np.int64), np.asarray(offset_deltas, np.int64)
-    head = (np.zeros(n, np.int64), ts, off, key_len)  # attributes (written as a 1-byte 0), deltas, key size
-    head_sizes = (np.ones(n, np.int64), _sizes(ts), _sizes(off), _sizes(key_len))
-    value_size = _sizes(value_len)
     if any(h is not None for h in headers):
         tail = pa.array([b"\x00" if h is None else h for h in headers], pa.large_binary())
-        tail_len = pc.binary_length(tail).to_numpy().astype(np.int64)
     else:  # no headers: each record ends with a header count of 0
-        tail_len = np.ones(n, np.int64)
-        tail = _pieces(np.zeros(n, np.uint8), tail_len)
-    body = sum(head_sizes) + np.maximum(key_len, 0) + value_size + np.maximum(value_len, 0) + tail_len
-    length_size = _sizes(body)
-    prefix = _varints([body, *head], [length_size, *head_sizes])
+        tail = _pieces(np.zeros(n, np.uint8), np.ones(n, np.int64))
+    key_size, value_size = _sizes(key_len), _sizes(value_len)
     pieces = [
-        _pieces(prefix, length_size + sum(head_sizes)),
+        _pieces(_varints([key_len], [key_size]), key_size),
         pc.fill_null(keys.cast(pa.large_binary()), b""),
         _pieces(_varints([value_len], [value_size]), value_size),
         pc.fill_null(values.cast(pa.large_binary()), b""),
         tail,
     ]
-    joined = pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.large_binary()))  # one pass in C++
+    return pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.large_binary()))  # one pass in C++
+
+
+def join_records(offset_deltas, timestamp_deltas, bodies: pa.Array) -> bytes:
+    """Records in the v2 layout from their bodies (`encode_bodies`, `record_bodies`): each gets its
+    length, attributes 0 and deltas written before its body, all at once."""
+    n = len(bodies)
+    if not n:
+        return b""
+    ts, off = np.asarray(timestamp_deltas, np.int64), np.asarray(offset_deltas, np.int64)
+    body_len = pc.binary_length(bodies).to_numpy().astype(np.int64)
+    head = (np.zeros(n, np.int64), ts, off)  # attributes (written as a 1-byte 0), deltas
+    head_sizes = (np.ones(n, np.int64), _sizes(ts), _sizes(off))
+    length = sum(head_sizes) + body_len
+    length_size = _sizes(length)
+    prefix = _pieces(_varints([length, *head], [length_size, *head_sizes]), length_size + sum(head_sizes))
+    joined = pc.binary_join_element_wise(prefix, bodies.cast(pa.large_binary()), pa.scalar(b"", pa.large_binary()))
     offsets = np.frombuffer(joined.buffers()[1], np.int64)[joined.offset : joined.offset + n + 1]
     return joined.buffers()[2].to_pybytes()[offsets[0] : offsets[-1]]
 

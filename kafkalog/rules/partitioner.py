@@ -186,7 +186,8 @@ class Compaction:
         self.unkeyed = 0
 
     def feed(self, rows: pa.RecordBatch) -> None:
-        """The next records in new-offset order (key, value, timestamp (ms), headers, deleteHorizonMs)."""
+        """The next records in new-offset order (key, valueIsNull, timestamp (ms), deleteHorizonMs, and
+        headers for a strategy by header)."""
         positions = np.arange(self.total, self.total + rows.num_rows, dtype=np.int64)
         self.total += rows.num_rows
         keyed = pc.is_valid(rows["key"]).to_numpy(zero_copy_only=False)
@@ -195,7 +196,7 @@ class Compaction:
         table = pa.Table.from_batches([rows])
         rank, version = record_versions(table, self.strategy)
         horizon = rows["deleteHorizonMs"]
-        expired = pc.is_null(rows["value"]).to_numpy(zero_copy_only=False) & (
+        expired = rows["valueIsNull"].to_numpy(zero_copy_only=False) & (
             horizon.fill_null(np.iinfo(np.int64).max).to_numpy() <= self.now
         )
         self.chunk.append(_winners_table(rows["key"], rank, version, positions[keyed], expired))

@@ -45,15 +45,18 @@ def read_unit(
     verify_crc: bool = True,
     batch_rows: int | None = None,
     header: bytes | None = None,
+    builder: ViewBuilder | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects;
     with `header` (the narrow view only), each record's last header of that key too
     (`NARROW_HEADER_FIELDS`); `batch_rows` rows an Arrow batch at most (None: tuning.BATCH_ROWS).
+    `builder`: another view's builder for the unit (rows with an `offset` column, as `view`'s).
 
     Errors name the `.log` file and the byte position: any failure while decoding a batch is a
     `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
     """
-    builder = NarrowBuilder(unit, header) if header is not None else BUILDERS[view](unit)
+    if builder is None:
+        builder = NarrowBuilder(unit, header) if header is not None else BUILDERS[view](unit)
     flt = flt.for_partition(unit.topic, unit.partition)
     try:
         rows = tuning.BATCH_ROWS if batch_rows is None else batch_rows

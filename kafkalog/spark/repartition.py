@@ -2,7 +2,9 @@
 
 1. **Place** (`stage_records`): one task per scan task (work units packed by bytes, as every scan)
    reads the committed data records of the source (`topic_table.committed_rows`: aborted records and
-   control batches dropped, each partition's range [log start, last stable offset)), gives each its
+   control batches dropped, each partition's range [log start, last stable offset)) as the bodies view
+   (`scan.bodies`: each record's timestamp, key, and its bytes after its offset delta, copied verbatim
+   where the record is written as Kafka writes one, else decoded and encoded again), gives each its
    new partition (`rules.partitioner.new_partitions`, murmur2 in numpy) and its merge key (the running
    maximum timestamp of its source partition, `running_max`), and appends it to the Arrow IPC file of
    (task, source partition, new partition) under `<staging>/.placed/<new partition>/`. A task reading
@@ -14,7 +16,8 @@
    merge by (merge key, source partition, source offset), a chunk of each file at a time, so that a
    task's memory grows with neither the partition nor its keys), and writes the partition with
    `PartitionWriter` (the broker's append path: segments rolled at segment.bytes, indexes,
-   leader-epoch checkpoint, partition.metadata), in batches of at most `BATCH_BYTES` (and
+   leader-epoch checkpoint, partition.metadata), each record its staged body after a new length and
+   deltas (`splice.join_records`: nothing decoded, nothing encoded), in batches of at most `BATCH_BYTES` (and
    max.message.bytes) of one codec and timestamp type, its part of the offset map as Parquet, and
    where each consumer group resumes (`GroupResume`). With `--compact` it reads the files twice: the
    first merge decides each key's survivor (`rules.partitioner.Compaction`), the second writes.
@@ -35,12 +38,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, build_batch_of_section
-from ..codec.records import encode_headers
-from ..codec.splice import encode_records
+from ..codec.records import decode_record
+from ..codec.splice import join_records
 from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partitioner import Compaction, GroupResume, new_partitions, running_max
+from ..scan.bodies import BodiesBuilder
 from ..scan.reader import read_unit
 from ..scan.scan_plan import ScanFilter, plan_scan
 from ..scan.views import HEADERS_TYPE, filesystem
@@ -53,7 +57,7 @@ from .topic_table import PartitionRange, committed_rows
 # Uncompressed bytes of records gathered into one batch: a producer's batches are 16 KiB by default;
 # larger batches compress better and cost a consumer nothing (a fetch returns whole batches).
 BATCH_BYTES = 256 * 1024
-_RECORD_OVERHEAD = 24  # a record's varints and attributes, roughly: enough to cut batches by size
+_RECORD_OVERHEAD = 8  # a record's length, attributes and deltas, roughly: enough to cut batches by size
 # Rows of each staged file a merging task holds at once: its memory is this times the files it merges
 MERGE_ROWS = 16_384
 PLACED = ".placed"  # the staged records' directory in the staging directory
@@ -64,10 +68,10 @@ PLACED_SCHEMA = pa.schema(
         ("source", pa.int32()),
         ("sourceOffset", pa.int64()),
         ("key", pa.binary()),
-        ("value", pa.binary()),
+        ("body", pa.binary()),  # the record's bytes after its offset delta (scan.bodies)
+        ("valueIsNull", pa.bool_()),
         ("timestamp", pa.int64()),  # epoch ms
         ("timestampType", pa.int32()),
-        ("headers", HEADERS_TYPE),
         ("codec", pa.int8()),
         ("deleteHorizonMs", pa.int64()),  # the source batch's, read for --compact only
     ]
@@ -164,7 +168,7 @@ def _stage_task(i: int, units, fs, flt: ScanFilter, wanted, carried, spec: Write
             files.start_source(unit.partition)
             carry = carried[unit.partition, unit.segment_base_offset, unit.start]
             horizons = _delete_horizons(unit, fs, flt) if spec.compaction is not None else None
-            for batch in read_unit(unit, fs, "records", flt):
+            for batch in read_unit(unit, fs, "records", flt, builder=BodiesBuilder(unit)):
                 kept = committed_rows(batch, wanted[unit.partition], trackers.setdefault(unit.partition, {}))
                 if not kept.num_rows:
                     continue
@@ -229,10 +233,10 @@ def _delete_horizons(unit, fs, flt: ScanFilter) -> dict[int, int]:
 def place(
     batch: pa.RecordBatch, partitions: int, carry: int, horizons: Mapping[int, int] | None = None
 ) -> tuple[np.ndarray, pa.RecordBatch]:
-    """Rows of the records view (one source partition's, in offset order): their new partitions, and
+    """Rows of the bodies view (one source partition's, in offset order): their new partitions, and
     the rows as PLACED_SCHEMA rows (`horizons`: the delete horizon of each batch that has one)."""
     source = batch["partition"].to_numpy()
-    timestamps = pc.divide(batch["timestamp"].cast(pa.int64()), 1000).to_numpy()
+    timestamps = batch["timestamp"].to_numpy()
     if horizons:
         base = batch["baseOffset"].to_numpy()
         found = np.array([horizons.get(b, -1) for b in np.unique(base).tolist()], np.int64)
@@ -245,10 +249,10 @@ def place(
         "source": batch["partition"],
         "sourceOffset": batch["offset"],
         "key": batch["key"],
-        "value": batch["value"],
-        "timestamp": pa.array(timestamps, pa.int64()),
+        "body": batch["body"],
+        "valueIsNull": batch["valueIsNull"],
+        "timestamp": batch["timestamp"],
         "timestampType": batch["timestampType"],
-        "headers": batch["headers"],
         "codec": batch["compresscodec"],
         "deleteHorizonMs": horizon_column,
     }
@@ -353,11 +357,7 @@ class _Batcher:
         stamp = np.where(ts_type, rows["timestamp"].to_numpy(), np.iinfo(np.int64).min)
         changed = (codec[1:] != codec[:-1]) | (ts_type[1:] != ts_type[:-1]) | (stamp[1:] != stamp[:-1])
         kinds = [0, *(np.flatnonzero(changed) + 1).tolist(), n]
-        size = _RECORD_OVERHEAD + _lengths(rows["key"]) + _lengths(rows["value"])
-        entries = pc.list_flatten(rows["headers"])
-        if len(entries):
-            owners = pc.list_parent_indices(rows["headers"]).to_numpy()
-            size = size + np.bincount(owners, _lengths(entries.field("key")) + _lengths(entries.field("value")), n)
+        size = _RECORD_OVERHEAD + pc.binary_length(rows["body"]).to_numpy().astype(np.int64)
         total = np.concatenate(([0], np.cumsum(size)))
         cuts = [0]
         for start, end in zip(kinds, kinds[1:]):
@@ -372,22 +372,14 @@ class _Batcher:
     def _append(self, rows: pa.RecordBatch) -> None:
         n, base = rows.num_rows, self.writer.log_end_offset
         timestamps = rows["timestamp"].to_numpy()
-        headers = (
-            [None] * n
-            if rows["headers"].null_count == n
-            else [
-                None if not h else encode_headers([(x["key"], x["value"]) for x in h])
-                for h in rows["headers"].to_pylist()
-            ]
-        )
         # as the cleaner writes a batch holding a tombstone it keeps: its base timestamp the delete horizon
         # (never before a source batch's own horizon: a tombstone is kept no shorter than there)
-        horizon = self.horizon is not None and rows["value"].null_count > 0
+        horizon = self.horizon is not None and bool(pc.any(rows["valueIsNull"]).as_py())
         base_timestamp = int(timestamps[0])
         if self.horizon is not None and horizon:
             source_horizon = pc.max(rows["deleteHorizonMs"]).as_py()
             base_timestamp = max(self.horizon, self.horizon if source_horizon is None else int(source_horizon))
-        section = encode_records(np.arange(n), timestamps - base_timestamp, rows["key"], rows["value"], headers)
+        section = join_records(np.arange(n), timestamps - base_timestamp, rows["body"])
         log_append = int(rows["timestampType"][0].as_py()) == TimestampType.LOG_APPEND_TIME
         self.writer.append(
             build_batch_of_section(
@@ -410,10 +402,6 @@ class _Batcher:
         )
 
 
-def _lengths(column: pa.Array) -> np.ndarray:
-    return pc.fill_null(pc.binary_length(column), 0).to_numpy().astype(np.int64)
-
-
 def write_partition(q: int, spec: WriteSpec) -> dict:
     """The writing task of new partition `q`: its staged files merged, written, summarised."""
     import pyarrow.parquet as pq
@@ -427,7 +415,7 @@ def write_partition(q: int, spec: WriteSpec) -> dict:
     if spec.compaction is not None:
         compaction = Compaction(spec.compaction, spec.now)
         for rows in merged(paths):
-            compaction.feed(rows)
+            compaction.feed(with_headers(rows) if spec.compaction.name == "header" else rows)
         survivors = compaction.survivors()
         removed = {"records": int(len(survivors) - np.count_nonzero(survivors)), "unkeyed": compaction.unkeyed}
     writer = PartitionWriter(
@@ -487,6 +475,17 @@ def write_partition(q: int, spec: WriteSpec) -> dict:
         summary["removed"] = removed
     summary["peakRssMiB"] = peak_rss_mib()
     return summary
+
+
+def with_headers(rows: pa.RecordBatch) -> pa.RecordBatch:
+    """Staged rows with each record's headers decoded from its body (`--compact` by a header's version:
+    the only use of a record's headers, so decoded only then)."""
+    n = rows.num_rows
+    section, pos, headers = join_records(np.zeros(n), np.zeros(n), rows["body"]), 0, []
+    for _ in range(n):
+        record, pos = decode_record(section, pos, 0, 0, None)
+        headers.append(list(record.headers) or None)
+    return rows.append_column("headers", pa.array(headers, HEADERS_TYPE))
 
 
 OFFSET_MAP_SCHEMA = pa.schema(

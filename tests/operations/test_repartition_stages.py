@@ -53,7 +53,8 @@ _sources = st.lists(st.lists(_batch, max_size=5), min_size=1, max_size=3)
 
 def write_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
     """The source topic "t"; each key in the one partition Kafka would have given it (a null key
-    anywhere). (partition, offset) -> (key, value, timestamp, delete horizon) of every record."""
+    anywhere). A record whose step is not negative has a version header "v" (8 bytes). (partition,
+    offset) -> (key, value, timestamp, delete horizon, (rank, version) by that header) of every record."""
     fs = LogFileSystem.for_path(str(log_dir))[0]
     written = {}
     for p, batches in enumerate(sources):
@@ -67,8 +68,10 @@ def write_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
             for key, value, step in mine:
                 ts += step
                 offset = writer.log_end_offset + len(batch)
-                batch.append(Record(offset, ts, KEYS[key], value))
-                written[p, offset] = (KEYS[key], value, ts, horizon)
+                version = (step * 7) % 5
+                headers = (("v", version.to_bytes(8, "big")),) if step >= 0 else ()
+                batch.append(Record(offset, ts, KEYS[key], value, headers))
+                written[p, offset] = (KEYS[key], value, ts, horizon, (int(step >= 0), version if step >= 0 else 0))
             writer.append(build_batch(batch, delete_horizon_ms=horizon, partition_leader_epoch=0))
         writer.close()
     return written
@@ -76,10 +79,12 @@ def write_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
 
 def model_survivors(records: dict, n: int, strategy: str) -> set[tuple[int, int]]:
     best: dict[bytes, tuple] = {}
-    for (p, offset), (key, value, ts, horizon) in records.items():
+    for (p, offset), (key, value, ts, horizon, versioned) in records.items():
         if key is None:
             continue
-        precedence = (ts, offset) if strategy == "timestamp" else (offset,)
+        precedence = (
+            (ts, offset) if strategy == "timestamp" else (*versioned, offset) if strategy == "header" else (offset,)
+        )
         if key not in best or precedence > best[key][0]:
             best[key] = (precedence, (p, offset), value is None and horizon is not None and horizon <= NOW)
     return {where for _, where, expired in best.values() if not expired}
@@ -91,13 +96,15 @@ def output_records(out, n: int) -> dict[int, list]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(_sources, st.integers(1, 4), st.sampled_from(["offset", "timestamp"]))
+@given(_sources, st.integers(1, 4), st.sampled_from(["offset", "timestamp", "header"]))
 def test_compact_keeps_what_kafkas_compaction_keeps(in_process, tmp_path_factory, sources, n, strategy):
     base = tmp_path_factory.mktemp("compact")
     records = write_source(base / "log", sources)
     if not records:
         return
     config = {"compaction.strategy": strategy, "delete.retention.ms": str(RETENTION), "cleanup.policy": "compact"}
+    if strategy == "header":
+        config["compaction.strategy.header"] = "v"
     plan = plan_repartition(
         str(base / "log"),
         "t",
@@ -121,7 +128,7 @@ def test_compact_keeps_what_kafkas_compaction_keeps(in_process, tmp_path_factory
     for q, rows in output_records(base / "out", n).items():
         for batch, record in rows:
             p, offset = where[q, record.offset]
-            key, value, ts, _ = records[p, offset]
+            key, value, ts, _, _ = records[p, offset]
             assert (record.key, record.value, record.timestamp) == (key, value, ts)
             assert q == new_partition(key, p, n)
             if value is None:  # a kept tombstone: its batch has a horizon no earlier than the cleaner's
@@ -187,3 +194,96 @@ def test_a_failed_write_leaves_no_output_and_no_staged_records(in_process, tmp_p
     with pytest.raises(OSError, match="disk full"):
         run_repartition(None, plan)
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+# a batch of mixed formats: (kind, records of (key index, value or None, headers)); legacy batches
+# carry no headers, v0 no timestamps
+_KINDS = ["v0", "v1", "v1-gzip", "v2", "v2-lz4", "v2-zstd", "v2-snappy", "v2-gzip", "v2-append-time"]
+_header = st.tuples(st.sampled_from(["h", "trace", "é"]), st.one_of(st.none(), st.binary(max_size=3)))
+_mixed_batch = st.tuples(
+    st.sampled_from(_KINDS),
+    st.lists(
+        st.tuples(
+            st.integers(0, len(KEYS) - 1), st.one_of(st.none(), st.binary(max_size=300)), st.lists(_header, max_size=2)
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+
+
+def write_mixed_source(log_dir, sources) -> dict[tuple[int, int], tuple]:
+    """Each partition's legacy batches first (as a topic upgraded from them), then v2 ones.
+    (partition, offset) -> (key, value, headers, timestamp, timestamp type) as a consumer reads them."""
+    from kafkalog.codec.batch import TimestampType
+    from kafkalog.codec.compression import Codec
+    from kafkalog.codec.legacy import build_legacy_batch
+
+    codecs = {"gzip": Codec.GZIP, "lz4": Codec.LZ4, "zstd": Codec.ZSTD, "snappy": Codec.SNAPPY}
+    fs = LogFileSystem.for_path(str(log_dir))[0]
+    expected = {}
+    for p, batches in enumerate(sources):
+        writer = PartitionWriter(fs, str(log_dir), "t", p)
+        ts = 5_000
+        for kind, rows in sorted(batches, key=lambda b: not b[0].startswith("v0")):
+            magic = int(kind[1])
+            codec = next((c for name, c in codecs.items() if kind.endswith(name)), Codec.NONE)
+            records = []
+            for key, value, headers in rows:
+                ts += 7
+                headers = tuple(headers) if magic == 2 else ()
+                records.append(Record(writer.log_end_offset + len(records), ts, KEYS[key], value, headers))
+            if magic < 2:
+                data = build_legacy_batch(records, magic=magic, codec=codec)
+                ts_type = TimestampType.CREATE_TIME if magic == 1 else TimestampType.NO_TIMESTAMP_TYPE
+            elif kind.endswith("append-time"):
+                data = build_batch(
+                    records,
+                    timestamp_type=TimestampType.LOG_APPEND_TIME,
+                    log_append_time=ts + 1,
+                    partition_leader_epoch=0,
+                )
+                ts_type = TimestampType.LOG_APPEND_TIME
+            else:
+                data = build_batch(records, codec=codec, partition_leader_epoch=0)
+                ts_type = TimestampType.CREATE_TIME
+            writer.append(data)
+            for r in records:
+                stamp = -1 if magic == 0 else ts + 1 if ts_type == TimestampType.LOG_APPEND_TIME else r.timestamp
+                expected[p, r.offset] = (r.key, r.value, r.headers, stamp, ts_type)
+        writer.close()
+    return expected
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(_mixed_batch, min_size=1, max_size=5), min_size=1, max_size=3), st.integers(1, 4))
+def test_the_written_log_reads_as_the_source_records(in_process, tmp_path_factory, sources, n):
+    """Mixed codecs, legacy formats, headers, null keys and tombstones: each record's bytes copied after
+    its offset delta (v2 as Kafka writes them) or decoded and encoded again (legacy) read back, as a
+    consumer decodes them, as the source's record: key, value, headers, timestamp and its type."""
+    from kafkalog.codec.batch import TimestampType
+
+    base = tmp_path_factory.mktemp("mixed")
+    expected = write_mixed_source(base / "log", sources)
+    plan = plan_repartition(
+        str(base / "log"), "t", n, str(base / "out"), to_topic="t2", topic_id=TOPIC_ID, offset_map=str(base / "map")
+    )
+    run_repartition(None, plan)
+    where = {
+        (m["partition"], m["offset"]): (m["sourcePartition"], m["sourceOffset"])
+        for m in pq.read_table(str(base / "map")).to_pylist()
+    }
+    seen, last = set(), {}
+    for q, rows in output_records(base / "out", n).items():
+        for batch, record in rows:
+            p, offset = where[q, record.offset]
+            key, value, headers, stamp, ts_type = expected[p, offset]
+            written_type = (
+                TimestampType.LOG_APPEND_TIME if ts_type == TimestampType.LOG_APPEND_TIME else TimestampType.CREATE_TIME
+            )
+            assert (record.key, record.value, tuple(record.headers), record.timestamp) == (key, value, headers, stamp)
+            assert batch.timestamp_type == written_type and q == new_partition(key, p, n)
+            assert offset > last.get((q, p), -1)  # a source's order kept
+            last[q, p] = offset
+            seen.add((p, offset))
+    assert seen == set(expected)
