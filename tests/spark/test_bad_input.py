@@ -300,9 +300,8 @@ def test_a_failing_rewrite_task_leaves_the_input_as_it_was(
     import kafkalog.operations.purge
 
     module = kafkalog.operations.purge if command == "purge" else kafkalog.operations.compact
-    monkeypatch.setattr(
-        module, command, functools.partial(getattr(module, command), fault=_failing_rewrite(kind, "packed-0"))
-    )
+    run = f"run_{command}"  # what the command line calls with the plan it made
+    monkeypatch.setattr(module, run, functools.partial(getattr(module, run), fault=_failing_rewrite(kind, "packed-0")))
     root = tmp_path / "in"
     shutil.copytree(clean_log, root)
     before = _snapshot(root)
@@ -331,7 +330,7 @@ def test_a_failing_range_rewrite_leaves_the_input_as_it_was(spark, clean_log, tm
     for name, value in {"ONE_TASK_BYTES": 0, "LARGE_PARTITIONS": "ranges", "RANGE_BYTES": 1}.items():
         monkeypatch.setattr(tuning, name, value)
     monkeypatch.setattr(
-        module, "compact", functools.partial(module.compact, fault=_failing_rewrite("ENOSPC", "packed-0"))
+        module, "run_compact", functools.partial(module.run_compact, fault=_failing_rewrite("ENOSPC", "packed-0"))
     )
     root = tmp_path / "in"
     shutil.copytree(clean_log, root)
