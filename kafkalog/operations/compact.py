@@ -264,10 +264,10 @@ def run_compact(spark, plan: CompactPlan, *, fault: FaultHook | None = None) -> 
     is refused unless `follow_symlinks` (then the directory it leads to is rewritten). `fault` is a
     test hook called at each commit step (see kafkalog/storage/swap.py). `spark` may be a Future of
     the session (`spark.session.start_session`): the copy for `output` is made while Spark starts.
-    In place the log directory is listed once more under its lock (destination), which the pass
-    then reads: a broker may have written it since the plan."""
+    The root's listing is the plan's; each compacted partition is listed again under the lock (its
+    recovery and plan), so that segments written since the plan are the ones cleaned."""
     output = None if plan.dry_run else plan.output
-    with destination(plan.uri, output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks) as target:
+    with destination(plan.opened, output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks) as target:
         result = _compact(
             spark,
             target,
