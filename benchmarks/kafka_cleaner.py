@@ -680,7 +680,6 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
     # kafkalog in a started session (Spark's start not counted), on fresh copies of the same input
     from kafkalog import tuning
     from kafkalog.config import resolver_from
-    from kafkalog.operations.compact import compact
     from kafkalog.spark import local_session
 
     for knob in args.tuning:
@@ -695,17 +694,10 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
     try:
         config = resolver_from(topic_settings=[f"{topic}:{k}={v}" for k, v in settings.items()])
         for i in range(args.session_rounds):
-            work = base / "kafkalog-session"
-            shutil.rmtree(work, ignore_errors=True)
-            shutil.copytree(pristine, work)
-            time.sleep(2)
-            load = loadavg()
-            with CpuSampler(os.getpid()) as cpu:
-                started = time.perf_counter()
-                compact(spark, str(work), config, now_ms, force=True, topics=[topic])
-                rounds.append(time.perf_counter() - started)
-            cpus.append(cpu.by_kind())
-            result["load"][f"kafkalog_session_{i + 1}"] = [load, loadavg()]
+            seconds, cpu, loads = timed_compaction(spark, pristine, base / "kafkalog-session", config, now_ms, topic)
+            rounds.append(seconds)
+            cpus.append(cpu)
+            result["load"][f"kafkalog_session_{i + 1}"] = loads
             say(f"kafkalog compact (session round {i + 1}): {rounds[-1]:.1f} s")
         result["kafkalog"]["session_rounds"] = rounds
         result["kafkalog"]["session_cpu"] = cpus
@@ -717,27 +709,36 @@ def run(args, base: Path, tools: KafkaTools, broker: Broker) -> dict:
     return result
 
 
+def timed_compaction(spark, pristine: Path, work: Path, config, now_ms: int, topic: str) -> tuple:
+    """One compaction in the started session of a fresh copy of `pristine` at `work`: (seconds, CPU by
+    kind, the load average before and after)."""
+    from kafkalog.operations.compact import compact
+
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(pristine, work)
+    time.sleep(2)
+    load = loadavg()
+    with CpuSampler(os.getpid()) as cpu:
+        started = time.perf_counter()
+        compact(spark, str(work), config, now_ms, force=True, topics=[topic])
+        seconds = time.perf_counter() - started
+    return seconds, cpu.by_kind(), [load, loadavg()]
+
+
 def window_rounds(args, spark, pristine: Path, base: Path, config, now_ms: int, topic: str, result: dict) -> dict:
     """`--window-rounds`: compactions of fresh copies by the window path in the started session, their
     times and CPU, and whether they wrote the same files as the session's rounds (the last one's copy)."""
     from kafkalog import tuning
-    from kafkalog.operations.compact import compact
 
     rounds, cpus = [], []
     work = base / "kafkalog-window"
     default, tuning.LARGE_PARTITIONS = tuning.LARGE_PARTITIONS, "window"
     try:
         for i in range(args.window_rounds):
-            shutil.rmtree(work, ignore_errors=True)
-            shutil.copytree(pristine, work)
-            time.sleep(2)
-            load = loadavg()
-            with CpuSampler(os.getpid()) as cpu:
-                started = time.perf_counter()
-                compact(spark, str(work), config, now_ms, force=True, topics=[topic])
-                rounds.append(time.perf_counter() - started)
-            cpus.append(cpu.by_kind())
-            result["load"][f"kafkalog_window_{i + 1}"] = [load, loadavg()]
+            seconds, cpu, loads = timed_compaction(spark, pristine, work, config, now_ms, topic)
+            rounds.append(seconds)
+            cpus.append(cpu)
+            result["load"][f"kafkalog_window_{i + 1}"] = loads
             print(f"kafkalog compact (window path, round {i + 1}): {rounds[-1]:.1f} s", file=sys.stderr, flush=True)
     finally:
         tuning.LARGE_PARTITIONS = default
