@@ -31,9 +31,12 @@ ABOUT = """Compact, retain, purge and verify Kafka log directories outside a run
 with Kafka's own semantics, on Spark (local mode by default)."""
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, args: argparse.Namespace | None = None) -> int:
+    """Run the command `argv` names (default: this process's arguments), or `args`, parsed and checked
+    by `preflight` already (a job's: its plan made before Spark started is not made again)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if args is None:
+        args = parser.parse_args(argv)
     # progress of long runs goes to stderr, so that stdout stays the result
     logging.basicConfig(format="%(name)s: %(message)s", stream=sys.stderr)
     quiet = getattr(args, "quiet", False)

@@ -48,18 +48,18 @@ def _add_dump(commands) -> None:
     p.add_argument("--snapshot", action="store_true", help="also dump producer-state snapshots")
     p.add_argument("--skip-record-metadata", action="store_true", help="records without timestamp, sizes and headers")
     p.add_argument("--max-bytes", type=int, metavar="N", help="only the batches within each file's first N bytes")
-    p.set_defaults(run=_run_dump)
+    p.set_defaults(plan=_plan_dump, run=_run_dump)
 
 
-def _run_dump(args) -> int:
-    from ..operations.dump import write_dump
+def _plan_dump(args):
+    from ..operations.dump import plan_dump
 
     paths = args.paths + [path for listed in args.files for path in listed.split(",") if path]
     if not paths:
         raise ConfigError("dump needs a PATH or --files PATH[,PATH...]")
-    write_dump(
+    return plan_dump(
         paths,
-        sys.stdout,
+        lazy=True,  # large keys and values streamed to stdout (write_json_lines)
         records=args.records,
         decoders=args.decoders,
         txn_index=args.txn_index,
@@ -69,4 +69,11 @@ def _run_dump(args) -> int:
         key_decoder=args.key_decoder,
         value_decoder=args.value_decoder,
     )
+
+
+def _run_dump(args) -> int:
+    from ..operations.dump import run_dump
+    from ..operations.dump_json import write_json_lines
+
+    write_json_lines(run_dump(args.planned), sys.stdout)
     return EXIT_OK

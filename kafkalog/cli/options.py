@@ -29,7 +29,9 @@ NEEDS_EXTRA = (
 
 def preflight(args) -> None:
     """Refuse, in one line, a command whose input files are not there or whose options need a package
-    that is not installed: before it reads anything or starts Spark (which `spark_session` checks it can)."""
+    that is not installed: before it reads anything or starts Spark (which `spark_session` checks it can).
+    Then a command with a `plan` (validate, dump) builds it, once, as `args.planned`: the check of
+    what it was given, on the driver without Spark, that its `run` takes."""
     from ..extras import require
 
     for dest, label, kind in getattr(args, "inputs", ()):
@@ -40,6 +42,8 @@ def preflight(args) -> None:
         given = getattr(args, dest, None)
         if given is not None and value in (None, given):
             require(module, f"{_option(dest)} {given}" if value else _option(dest))
+    if getattr(args, "plan", None) is not None and getattr(args, "planned", None) is None:
+        args.planned = args.plan(args)
 
 
 def _option(dest: str) -> str:

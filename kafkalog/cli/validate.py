@@ -29,19 +29,24 @@ def _add_validate(commands) -> None:
     )
     add_config_options(p)
     add_quiet(p)
-    p.set_defaults(run=_run_validate)
+    p.set_defaults(plan=_plan_validate, run=_run_validate)
 
 
-def _run_validate(args) -> int:
-    from ..operations.validate import validate_paths, write_findings
+def _plan_validate(args):
+    from ..operations.validate import plan_validate
 
-    report = validate_paths(
+    return plan_validate(
         args.paths,
         index_interval_bytes=config_resolver(args).values_of("index.interval.bytes"),
         deep=not args.shallow,
         fail_on=args.fail_on,
-        spark=running_session(),
     )
+
+
+def _run_validate(args) -> int:
+    from ..operations.validate import run_validate, write_findings
+
+    report = run_validate(running_session(), args.planned)
     print(report.to_json() if args.json else report.summary())
     if args.findings:
         write_findings(report, args.findings, args.findings_format)

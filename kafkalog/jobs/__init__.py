@@ -53,7 +53,8 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     spark = None
     try:
-        cli.preflight(cli.build_parser().parse_args([command, *argv]))  # input files and extras, before Spark
+        args = cli.build_parser().parse_args([command, *argv])
+        cli.preflight(args)  # input files and extras, and the command's plan where it has one: before Spark
         spark = local_session(app_name=f"kafkalog-{command}", conf=settings)
         log.info("kafkalog %s %s", command, " ".join(argv))
         log.info(
@@ -62,7 +63,7 @@ def main(command: str, argv: Sequence[str] | None = None) -> int:
             spark.conf.get("spark.master", "?"),
             spark.conf.get("spark.app.id", "?"),
         )
-        code = cli.main([command, *argv])
+        code = cli.main(args=args)  # the plan made above, handed on
     except KafkaLogError as err:  # bad input, or no Java: one line, as the command line says it
         log.error("kafkalog %s: %s", command, err)
         code = cli.EXIT_FAILED

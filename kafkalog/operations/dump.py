@@ -11,23 +11,20 @@ its "payload"; in a log or partition directory each applies to its own topic, on
 every record. Control records always show their payload (a marker's version and coordinator epoch,
 KRaft's control records' fields).
 
-`dump_paths` yields the objects; `write_dump` writes them as JSON lines (what `kafkalog dump`
-prints) without ever holding the whole base64 text of a large key or value: a record of N bytes
-costs about 2N of memory (the batch as read, the record's value), not the 6N that building and
-serialising its base64 string would.
+`plan_dump(paths, **options)` finds the paths on the driver before anything is printed (every path
+there, the options known, a log directory listed once), `run_dump(plan)` yields the objects,
+`dump_paths` is the two in one call; `write_dump` writes them as JSON lines (what `kafkalog dump`
+prints), large keys and values streamed (`dump_json`, where the objects' JSON is made).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-from collections.abc import Collection, Iterable, Iterator
-from typing import NamedTuple, TextIO, overload
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from typing import NamedTuple, TextIO
 
 from ..codec.batch import RecordBatch
-from ..codec.compression import Codec
-from ..codec.control import ControlType, control_record
+from ..codec.control import control_record
 from ..codec.coordinator_records import (
     GROUP_RECORDS,
     SHARE_RECORDS,
@@ -35,11 +32,11 @@ from ..codec.coordinator_records import (
     RecordFamily,
     decode_coordinator_record,
 )
-from ..codec.metadata_records import decode_kraft_control, decode_metadata_record
+from ..codec.metadata_records import decode_metadata_record
 from ..codec.remote_log_metadata import decode_remote_log_metadata
 from ..errors import KafkaLogError, LogDirError
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
-from ..storage.fs import LogFileSystem
+from ..storage.fs import FileEntry, LogFileSystem
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.kraft import read_quorum_state
 from ..storage.logdir import DirListing
@@ -60,6 +57,7 @@ from ..storage.segment import SegmentReader, locate
 from ..storage.snapshot import ProducerSnapshot
 from ..storage.txnindex import TransactionIndex
 from ..topics import CONSUMER_OFFSETS_TOPIC, KRAFT_METADATA_TOPIC, REMOTE_LOG_METADATA_TOPIC
+from .dump_json import BYTES_DECODERS, b64, batch_json, control_json, lazy_b64, record_json, write_json_lines
 from .files import camel_keys
 
 
@@ -88,168 +86,6 @@ DECODERS = {
 }
 
 
-@overload
-def b64(data: bytes) -> str: ...
-@overload
-def b64(data: None) -> None: ...
-@overload
-def b64(data: bytes | None) -> str | None: ...
-def b64(data: bytes | None) -> str | None:
-    return None if data is None else base64.b64encode(data).decode("ascii")
-
-
-# Keys, values and header values of at least this many bytes become Base64Bytes when the objects are
-# made for write_dump; they are written this many input bytes (a multiple of 3) at a time.
-_LAZY_AT = 64 * 1024
-_B64_PIECE = 3 << 18  # 768 KiB in, 1 MiB of base64 out
-
-
-class Base64Bytes:
-    """A bytes field that `write_dump` writes as a base64 JSON string piece by piece."""
-
-    __slots__ = ("data",)
-
-    def __init__(self, data: bytes):
-        self.data = data
-
-    def __str__(self) -> str:
-        return b64(self.data)
-
-    def __repr__(self) -> str:
-        return f"Base64Bytes(<{len(self.data)} bytes>)"
-
-
-def _lazy_b64(data: bytes | None):
-    if data is not None and len(data) >= _LAZY_AT:
-        return Base64Bytes(data)
-    return b64(data)
-
-
-def _string(data: bytes | None) -> str | None:
-    # Kafka's StringDecoder: `new String(bytes, UTF_8)`, which replaces malformed input with U+FFFD
-    return None if data is None else data.decode("utf-8", "replace")
-
-
-def _hex(data: bytes | None) -> str | None:
-    return None if data is None else data.hex()
-
-
-class _NotJson(ValueError):
-    pass
-
-
-def _json(data: bytes | None):
-    if data is None:
-        return None
-    try:
-        return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise _NotJson(f"not JSON: {err}") from None
-
-
-# The decoders of --key-decoder and --value-decoder: how a key's or value's bytes become its JSON
-# value. "base64" is dump's default (any bytes, losslessly); "string" is kafka-dump-log's default.
-BYTES_DECODERS = {"base64": b64, "string": _string, "hex": _hex, "json": _json}
-
-
-def batch_json(batch, position: int) -> dict:
-    """A batch's header as kafka-dump-log names its fields."""
-    out = {
-        "baseOffset": batch.base_offset,
-        "lastOffset": batch.last_offset,
-        "count": batch.records_count,
-        "baseSequence": batch.base_sequence,
-        "lastSequence": batch.last_sequence,
-        "producerId": batch.producer_id,
-        "producerEpoch": batch.producer_epoch,
-        "partitionLeaderEpoch": batch.partition_leader_epoch,
-        "isTransactional": batch.is_transactional,
-        "isControl": batch.is_control,
-        "deleteHorizonMs": batch.delete_horizon_ms,
-        "position": position,
-        "maxTimestamp": batch.max_timestamp,
-        "timestampType": _timestamp_type_name(batch.timestamp_type),
-        "size": batch.size,
-        "magic": batch.magic,
-        "compresscodec": Codec(batch.codec).name.lower()
-        if batch.codec in Codec._value2member_map_
-        else f"unknown({batch.codec})",
-        "crc": batch.crc,
-        "isvalid": batch.is_valid(),
-    }
-    return out
-
-
-def _timestamp_type_name(ts_type: int) -> str:
-    return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[ts_type]
-
-
-def record_json(
-    record, batch, decoder=None, encode=b64, skip_metadata: bool = False, key_encode=None, value_encode=None
-) -> dict:
-    """A record's fields; `encode` turns bytes into their JSON value (base64 text by default), and
-    `key_encode` and `value_encode` (BYTES_DECODERS) the key and the value when given; a key or value
-    they cannot decode stays base64, with the reason in "keyError" or "valueError". `decoder` (one
-    of DECODERS) adds the decoded "payload"; `skip_metadata` (--skip-record-metadata) leaves out the
-    timestamp, sizes and headers."""
-    out: dict = {"offset": record.offset}
-    if not skip_metadata:
-        out["timestamp"] = record.timestamp
-        out["keySize"] = -1 if record.key is None else len(record.key)
-        out["valueSize"] = -1 if record.value is None else len(record.value)
-    _put_bytes(out, "key", record.key, key_encode or encode)
-    _put_bytes(out, "value", record.value, value_encode or encode)
-    if not skip_metadata:
-        out["headers"] = [{"key": k, "value": encode(v)} for k, v in record.headers]
-    if decoder is not None and not batch.is_control:
-        try:
-            payload = decoder(record)
-        except KafkaLogError as err:  # shown, as kafka-dump-log shows what it cannot parse
-            payload = {"error": err.message}
-        if payload is not None:
-            out["payload"] = _plain(payload)
-    return out
-
-
-def _put_bytes(out: dict, field: str, data: bytes | None, encode) -> None:
-    try:
-        out[field] = encode(data)
-    except _NotJson as err:  # shown, not fatal: one bad value must not end a dump
-        out[field] = b64(data)
-        out[field + "Error"] = str(err)
-
-
-def control_json(ctl, skip_metadata: bool = False) -> dict:
-    """A control record: its type, and its payload (a marker's version and coordinator epoch, a
-    KRaft control record's fields)."""
-    out: dict = {"offset": ctl.offset}
-    if not skip_metadata:
-        out["timestamp"] = ctl.timestamp
-    out["controlType"] = ctl.type.name
-    out["coordinatorEpoch"] = ctl.coordinator_epoch
-    try:
-        if ctl.type in (ControlType.ABORT, ControlType.COMMIT):
-            out["payload"] = {"version": int.from_bytes(ctl.value[:2], "big", signed=True)}
-        else:
-            payload = decode_kraft_control(ctl.type, ctl.value)
-            if payload is not None:
-                out["payload"] = _plain(payload)
-    except KafkaLogError as err:
-        out["payload"] = {"error": err.message}
-    return out
-
-
-def _plain(value):
-    """A decoded message JSON-ready: its bytes as base64 text."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (bytes, bytearray)):
-        return b64(bytes(value))
-    return value
-
-
 def dump_batches(
     reader: SegmentReader,
     path: str,
@@ -266,7 +102,7 @@ def dump_batches(
     file of batches), then one for a truncated tail. With `lazy`, large keys and values are
     Base64Bytes (for write_dump) instead of base64 text. `key_decoder` and `value_decoder` name
     BYTES_DECODERS."""
-    encode = _lazy_b64 if lazy else b64
+    encode = lazy_b64 if lazy else b64
     key_encode, value_encode = (None if n == "base64" else BYTES_DECODERS[n] for n in (key_decoder, value_decoder))
     base = {"file": path, **(context or {})}
     for position, batch in reader:
@@ -359,7 +195,32 @@ TEXT_FILES = {
 }
 
 
-def dump_paths(
+# What a path given to dump is, as the plan finds it
+FILE, PARTITIONS, REMOTE_STORAGE, REMOTE_PARTITION = "file", "partitions", "remote storage", "remote partition"
+
+
+@dataclass(frozen=True)
+class DumpTarget:
+    """One path given to dump: a file, partition directories (a log directory's, listed once by the
+    plan, or the one given), tiered storage's directory or one of its remote partitions."""
+
+    fs: LogFileSystem
+    path: str  # as given (its objects name the files under it so)
+    info: FileEntry
+    kind: str
+    partition_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DumpPlan:
+    """A dump as asked for, found before anything is printed (`plan_dump`): every path there, each
+    one's kind, the options known. Dump runs on the driver alone: it never starts Spark."""
+
+    targets: tuple[DumpTarget, ...]
+    options: DumpOptions
+
+
+def plan_dump(
     paths: list[str],
     *,
     records: bool = False,
@@ -372,12 +233,13 @@ def dump_paths(
     max_bytes: int | None = None,
     key_decoder: str | None = None,
     value_decoder: str | None = None,
-) -> Iterator[dict]:
-    """Dump log directories, partition directories or files, in order. `decoders`: names of DECODERS
-    (`offsets_decoder` is "offsets"; any implies `records`); `lazy`: see dump_batches;
-    `skip_record_metadata` and `max_bytes`: kafka-dump-log's options of those names; `key_decoder`
-    and `value_decoder`: names of BYTES_DECODERS (either, given, implies `records`, as in kafka-dump-log;
-    base64 when not given)."""
+) -> DumpPlan:
+    """What `run_dump` dumps of log directories, partition directories or files, in order.
+    `decoders`: names of DECODERS (`offsets_decoder` is "offsets"; any implies `records`); `lazy`: see
+    dump_batches; `skip_record_metadata` and `max_bytes`: kafka-dump-log's options of those names;
+    `key_decoder` and `value_decoder`: names of BYTES_DECODERS (either, given, implies `records`, as in
+    kafka-dump-log; base64 when not given). Raises ValueError for an unknown decoder and LogDirError
+    for a path that is not there, before anything is dumped; reads no segment."""
     unknown = sorted(set(decoders) - DECODERS.keys())
     if unknown:
         raise ValueError(f"unknown decoder(s) {unknown}; expected some of {sorted(DECODERS)}")
@@ -386,7 +248,7 @@ def dump_paths(
             raise ValueError(f"unknown key or value decoder {name!r}; expected one of {sorted(BYTES_DECODERS)}")
     decoded = key_decoder is not None or value_decoder is not None
     chosen = frozenset(decoders) | ({"offsets"} if offsets_decoder else set())
-    options = _Options(
+    options = DumpOptions(
         records or bool(chosen) or decoded,  # as in kafka-dump-log, a decoder prints the records
         chosen,
         txn_index,
@@ -397,18 +259,48 @@ def dump_paths(
         key_decoder or "base64",
         value_decoder or "base64",
     )
-    for path_or_uri in paths:
-        fs, path = LogFileSystem.for_path(path_or_uri)
-        info = fs.info(path)
-        if info is None:
-            raise LogDirError("no such file or directory", file=path)
-        if info.is_dir:
-            yield from _dump_dir(fs, path, options)
+    return DumpPlan(tuple(_target(path) for path in paths), options)
+
+
+def _target(path_or_uri: str) -> DumpTarget:
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    info = fs.info(path)
+    if info is None:
+        raise LogDirError("no such file or directory", file=path)
+    if not info.is_dir:
+        return DumpTarget(fs, path, info, FILE)
+    if RemoteStorage.is_remote_storage(fs, path):
+        return DumpTarget(fs, path, info, REMOTE_STORAGE)
+    if RemotePartition.is_remote_partition(fs, path):
+        return DumpTarget(fs, path, info, REMOTE_PARTITION)
+    if parse_partition_dir_name(fs.name(path)) is not None:
+        return DumpTarget(fs, path, info, PARTITIONS, (path,))
+    return DumpTarget(fs, path, info, PARTITIONS, tuple(e.path for e, _ in DirListing.of(fs, path).partition_dirs))
+
+
+def run_dump(plan: DumpPlan) -> Iterator[dict]:
+    """The objects of the plan's paths, in order."""
+    for target in plan.targets:
+        fs, path = target.fs, target.path
+        if target.kind == FILE:
+            yield from _dump_file(fs, target.info, plan.options)
+        elif target.kind == REMOTE_STORAGE:
+            for remote in RemoteStorage.at(fs, path).partitions():
+                yield from _dump_remote_partition(remote, plan.options)
+        elif target.kind == REMOTE_PARTITION:
+            yield from _dump_remote_partition(RemotePartition.open(fs, path), plan.options)
         else:
-            yield from _dump_file(fs, info, options)
+            for partition_path in target.partition_paths:
+                yield from _dump_partition(fs, partition_path, plan.options)
 
 
-class _Options(NamedTuple):
+def dump_paths(paths: list[str], **options) -> Iterator[dict]:
+    """`run_dump(plan_dump(paths, **options))`: the objects of `paths` (plan_dump says what `options`
+    do)."""
+    return run_dump(plan_dump(paths, **options))
+
+
+class DumpOptions(NamedTuple):
     records: bool
     decoders: frozenset
     txn_index: bool
@@ -455,87 +347,25 @@ def write_dump(paths: list[str], out: TextIO, **options) -> None:
     write_json_lines(dump_paths(paths, **options, lazy=True), out)
 
 
-def write_json_lines(objs: Iterable[dict], out: TextIO) -> None:
-    """Each object as one line of compact JSON (`json.dumps(obj, separators=(",", ":"))`); a
-    Base64Bytes anywhere in it is written as its base64 string, 1 MiB of text at a time."""
-    for obj in objs:
-        try:  # the C encoder for every object without a Base64Bytes
-            line = json.dumps(obj, separators=_SEPARATORS, default=_no_lazy)
-        except _Lazy:
-            _write_json(out, obj)
-            out.write("\n")
-        else:
-            out.write(line + "\n")
+def _dump_partition(fs: LogFileSystem, path: str, options: DumpOptions) -> Iterator[dict]:
+    part = Partition.open(fs, path)
+    part.ensure_settled()
+    context = {"topic": part.topic, "partition": part.partition}
+    decoder = options.decoder_for(part.topic)
+    for segment in part.segments:
+        yield from options.batches(options.reader(fs, segment.log), segment.log_path, decoder, context)
+        if options.txn_index and ".txnindex" in segment.files:
+            yield from dump_index_file(fs, segment.files[".txnindex"].path, ".txnindex", segment.base_offset)
+    if options.snapshots:
+        for offset, entry in sorted(part.snapshots.items()):
+            yield from dump_index_file(fs, entry.path, ".snapshot", offset)
+    for (offset, epoch), entry in sorted(part.kraft_snapshots.items()):
+        yield from _dump_kraft_snapshot(fs, entry, offset, epoch, options, decoder, context)
+    if QUORUM_STATE in part.files:
+        yield from _dump_quorum_state(fs, part.files[QUORUM_STATE].path)
 
 
-_SEPARATORS = (",", ":")
-
-
-class _Lazy(Exception):
-    pass
-
-
-def _no_lazy(value):
-    if isinstance(value, Base64Bytes):
-        raise _Lazy
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _write_json(out: TextIO, value) -> None:
-    if isinstance(value, Base64Bytes):
-        out.write('"')
-        view = memoryview(value.data)
-        for i in range(0, len(view), _B64_PIECE):
-            out.write(binascii.b2a_base64(view[i : i + _B64_PIECE], newline=False).decode("ascii"))
-        out.write('"')
-    elif isinstance(value, dict):
-        out.write("{")
-        for i, (k, v) in enumerate(value.items()):
-            out.write(("," if i else "") + json.dumps(str(k)) + ":")
-            _write_json(out, v)
-        out.write("}")
-    elif isinstance(value, (list, tuple)):
-        out.write("[")
-        for i, v in enumerate(value):
-            if i:
-                out.write(",")
-            _write_json(out, v)
-        out.write("]")
-    else:
-        out.write(json.dumps(value, separators=_SEPARATORS))
-
-
-def _dump_dir(fs, path, options: _Options):
-    if RemoteStorage.is_remote_storage(fs, path):
-        for remote in RemoteStorage.at(fs, path).partitions():
-            yield from _dump_remote_partition(remote, options)
-        return
-    if RemotePartition.is_remote_partition(fs, path):
-        yield from _dump_remote_partition(RemotePartition.open(fs, path), options)
-        return
-    if parse_partition_dir_name(fs.name(path)) is not None:
-        partition_paths = [path]
-    else:
-        partition_paths = [e.path for e, _ in DirListing.of(fs, path).partition_dirs]
-    for ppath in partition_paths:
-        part = Partition.open(fs, ppath)
-        part.ensure_settled()
-        context = {"topic": part.topic, "partition": part.partition}
-        decoder = options.decoder_for(part.topic)
-        for segment in part.segments:
-            yield from options.batches(options.reader(fs, segment.log), segment.log_path, decoder, context)
-            if options.txn_index and ".txnindex" in segment.files:
-                yield from dump_index_file(fs, segment.files[".txnindex"].path, ".txnindex", segment.base_offset)
-        if options.snapshots:
-            for offset, entry in sorted(part.snapshots.items()):
-                yield from dump_index_file(fs, entry.path, ".snapshot", offset)
-        for (offset, epoch), entry in sorted(part.kraft_snapshots.items()):
-            yield from _dump_kraft_snapshot(fs, entry, offset, epoch, options, decoder, context)
-        if QUORUM_STATE in part.files:
-            yield from _dump_quorum_state(fs, part.files[QUORUM_STATE].path)
-
-
-def _dump_remote_partition(remote: RemotePartition, options: _Options):
+def _dump_remote_partition(remote: RemotePartition, options: DumpOptions):
     """A remote partition of tiered storage (Kafka's LocalTieredStorage layout): its complete
     segments in offset order, each object naming the topic id and the remote segment id."""
     decoder = options.decoder_for(remote.topic)
@@ -551,7 +381,7 @@ def _dump_remote_partition(remote: RemotePartition, options: _Options):
             yield from dump_index_file(remote.fs, segment.files[".txnindex"].path, ".txnindex", segment.base_offset)
 
 
-def _dump_kraft_snapshot(fs, info, offset: int, epoch: int, options: _Options, decoder, context=None):
+def _dump_kraft_snapshot(fs, info, offset: int, epoch: int, options: DumpOptions, decoder, context=None):
     """A KRaft snapshot: an object naming its id (as kafka-dump-log's "Snapshot end offset: N,
     epoch: E"), then its batches."""
     yield {"type": "snapshot", "file": info.path, **(context or {}), "endOffset": offset, "epoch": epoch}
@@ -562,7 +392,7 @@ def _dump_quorum_state(fs, path: str):
     yield {"type": "quorumState", "file": path, **read_quorum_state(fs.read_bytes(path), path)}
 
 
-def _dump_file(fs, info, options: _Options):
+def _dump_file(fs, info, options: DumpOptions):
     decoder = options.decoder_for(None)
     snapshot_id = parse_kraft_snapshot_name(info.name)
     if snapshot_id is not None:

@@ -1,20 +1,23 @@
 """`kafkalog validate`: check log directories, partition directories and segment files offline.
 
-`validate_paths(paths)` walks what it is given, one partition at a time, and streams every segment
-through `LogSegment.reader()` (fixed-size chunks), so a 1 GiB log costs one chunk of memory plus
-the index files of the segment being read. It returns a `ValidationReport`: a list of findings
+`plan_validate(paths)` finds what it is given (on the driver, without Spark: every path there, each
+directory listed once) and `run_validate(spark_or_None, plan)` walks it, one partition at a time;
+`validate_paths(paths)` is the two in one call. Every segment is streamed through
+`LogSegment.reader()` (fixed-size chunks), so a 1 GiB log costs one chunk of memory plus the index
+files of the segment being read. It returns a `ValidationReport`: a list of findings
 (`Problem(check, severity, message, file, position, offset)`), counts of what was checked,
 `to_json()`, `findings_table()`, a one-screen `summary()` and `exit_code`. Errors that stop it from
 running at all (a path that does not exist) raise `KafkaLogError`; the CLI turns those into exit code
 2. `validate_frame` gives the findings as a Spark DataFrame, `write_findings` as a Parquet file or
 Delta table.
 
-This module dispatches the paths (a log directory, as storage/logdir.py's `DirListing` lists it, a
-partition directory, a file given alone). What belongs to a log directory (meta.properties, the
-offset checkpoints against each partition's offsets) is `validate_logdir`. The report model is
-`validate_report`; a partition directory's checks are `validate_partition`, one segment's walk
-`validate_segment`, the index files' checks `validate_index`, and the producer-state replay with the
-snapshot and leader epoch comparisons `validate_replay`.
+This module dispatches the paths (a log directory, as storage/logdir.py's `DirListing` lists it or
+as a `LogDir` opened already holds it, a partition directory, a file given alone). What belongs to a
+log directory (meta.properties, the offset checkpoints against each partition's offsets) is
+`validate_logdir`. The report model is `validate_report`; a partition directory's checks are
+`validate_partition`, one segment's walk `validate_segment`, the index files' checks
+`validate_index`, and the producer-state replay with the snapshot and leader epoch comparisons
+`validate_replay`.
 
 Severities
 ----------
@@ -164,7 +167,7 @@ from ..errors import KafkaLogError, LogDirError, UnreadableFileError
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
 from ..storage.fs import FileEntry, LogFileSystem
 from ..storage.index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, TimeIndex
-from ..storage.logdir import DirListing, is_partition_dir
+from ..storage.logdir import DirListing, LogDir
 from ..storage.meta_properties import META_PROPERTIES
 from ..storage.naming import (
     LEADER_EPOCH_CHECKPOINT,
@@ -193,9 +196,37 @@ from .validate_replay import ReplayState
 from .validate_report import ERROR, FINDINGS_SCHEMA, WARNING, Findings, ValidationReport
 from .validate_segment import SegmentChecks, SegmentPlan
 
+# What a path given to validate is, as the plan finds it
+LOG_DIR, PARTITION_DIR, REMOTE_STORAGE, FILE = "log dir", "partition dir", "remote storage", "file"
 
-def validate_paths(
-    paths: Iterable[str],
+
+@dataclass(frozen=True)
+class ValidateTarget:
+    """One path given to validate, found by the plan: what it is, and a directory's listing (listed
+    once, here; `listing_error`: why it could not be, which the run reports as an `io.read` finding)."""
+
+    fs: LogFileSystem
+    path: str
+    info: FileEntry
+    kind: str
+    listing: DirListing | None = None
+    listing_error: OSError | None = None
+
+
+@dataclass(frozen=True)
+class ValidatePlan:
+    """A validation as asked for, resolved on the driver without Spark (`plan_validate`: also the
+    command line's check before anything runs): every path there, each one's kind, each directory
+    listed once; what `run_validate` checks and how."""
+
+    paths: tuple[str, ...]
+    targets: tuple[ValidateTarget, ...]
+    settings: _Settings
+    fail_on: str = WARNING
+
+
+def plan_validate(
+    paths: str | LogDir | Iterable[str | LogDir],
     *,
     index_interval_bytes: int | Mapping[str, int] = DEFAULT_INDEX_INTERVAL_BYTES,
     deep: bool = True,
@@ -203,10 +234,11 @@ def validate_paths(
     compacted: bool | None = None,
     max_findings_per_check: int = 100,
     chunk_size: int | None = None,
-    spark=None,
-) -> ValidationReport:
-    """Validate log directories, partition directories and segment (or index, snapshot,
-    checkpoint) files.
+) -> ValidatePlan:
+    """What `run_validate` checks: `paths` (log directories, partition directories and segment, index,
+    snapshot or checkpoint files, as paths or URIs, or log directories opened already, which are not
+    listed again), each found and each directory listed. Raises LogDirError when a path does not exist
+    (every path must exist before anything is reported); reads no file.
 
     `deep` decodes every record (decompressing) and compares producer snapshots with a replay;
     without it batches are checked by header and CRC only. `index_interval_bytes` is the topics'
@@ -214,36 +246,74 @@ def validate_paths(
     only for the informational comparison with rebuilt indexes.
     `compacted` forces (True/False) instead of reading `cleaner-offset-checkpoint`. At most
     `max_findings_per_check` findings are kept per (check, file); the others are counted in
-    `report.suppressed`. With `spark`, the partitions of a log directory are checked on its
-    executors, packed into tasks by bytes; the report is the same. Raises LogDirError when a path
-    does not exist.
-    """
+    `report.suppressed`."""
     if fail_on not in (ERROR, WARNING):
         raise ValueError(f"fail_on must be 'error' or 'warning', not {fail_on!r}")
-    paths = [str(p) for p in paths]
-    report = ValidationReport(paths, fail_on=fail_on, deep=deep)
+    given = [paths] if isinstance(paths, (str, LogDir)) else list(paths)
+    targets = tuple(_target(p) for p in given)
     settings = _Settings(deep, chunk_size, compacted, index_interval_bytes, max_findings_per_check)
-    partitions = settings.checks(report)
-    checks = _PathChecks(partitions.findings, partitions, settings, spark)
-    resolved = []
-    for path_or_uri in paths:  # every path must exist before anything is reported
-        fs, path = LogFileSystem.for_path(path_or_uri)
-        info = fs.info(path)
-        if info is None:
-            raise LogDirError("no such file or directory", file=path)
-        resolved.append((fs, path, info))
-    for fs, path, info in resolved:
+    return ValidatePlan(tuple(_given_name(p) for p in given), targets, settings, fail_on)
+
+
+def _given_name(path: str | LogDir) -> str:
+    return (path.given or path.path) if isinstance(path, LogDir) else str(path)
+
+
+def _target(path_or_uri: str | LogDir) -> ValidateTarget:
+    """What a path is: remote storage, a partition directory (a directory named `<topic>-<partition>`
+    that holds no log-dir files: log dirs are often named like `kafka-logs-1`), a log directory, or a
+    file given alone."""
+    if isinstance(path_or_uri, LogDir):
+        opened = path_or_uri
+        info = opened.fs.info(opened.path)
+        assert info is not None  # LogDir.open found it
+        return ValidateTarget(
+            opened.fs, opened.path, info, LOG_DIR, opened.listing or DirListing.of(opened.fs, opened.path)
+        )
+    fs, path = LogFileSystem.for_path(path_or_uri)
+    info = fs.info(path)
+    if info is None:
+        raise LogDirError("no such file or directory", file=path)
+    if not info.is_dir:
+        return ValidateTarget(fs, path, info, FILE)
+    if RemoteStorage.is_remote_storage(fs, path):
+        return ValidateTarget(fs, path, info, REMOTE_STORAGE)
+    try:
+        listing, error = DirListing.of(fs, path), None
+    except OSError as err:
+        listing, error = None, err
+    named_as_partition = parse_partition_dir_name(fs.name(path)) is not None
+    if named_as_partition and (listing is None or not listing.holds_log_dir_files()):
+        return ValidateTarget(fs, path, info, PARTITION_DIR, listing)  # unlisted: its check says why
+    return ValidateTarget(fs, path, info, LOG_DIR, listing, error)
+
+
+def run_validate(spark, plan: ValidatePlan) -> ValidationReport:
+    """The report of `plan`'s checks. With `spark` (None: on the driver), the partitions of a log
+    directory are checked on its executors, packed into tasks by bytes; the report is the same."""
+    report = ValidationReport(list(plan.paths), fail_on=plan.fail_on, deep=plan.settings.deep)
+    partitions = plan.settings.checks(report)
+    checks = _PathChecks(partitions.findings, partitions, plan.settings, spark)
+    for target in plan.targets:
         report.counts["paths"] += 1
-        if info.is_dir:
-            if RemoteStorage.is_remote_storage(fs, path):
-                checks.remote_storage(fs, path)
-            elif is_partition_dir(fs, path):
-                partitions.check(fs, path, DirContext.of_parent(fs, path))
-            else:
-                checks.log_dir(fs, path)
+        fs, path = target.fs, target.path
+        if target.kind == REMOTE_STORAGE:
+            checks.remote_storage(fs, path)
+        elif target.kind == PARTITION_DIR:
+            entries = target.listing.entries if target.listing is not None else None
+            partitions.check(fs, path, DirContext.of_parent(fs, path), entries)
+        elif target.kind == LOG_DIR:
+            checks.log_dir(fs, path, target.listing, target.listing_error)
         else:
-            checks.single_file(fs, info)
+            checks.single_file(fs, target.info)
     return report
+
+
+def validate_paths(paths: Iterable[str | LogDir], *, spark=None, **options) -> ValidationReport:
+    """Validate log directories, partition directories and segment (or index, snapshot,
+    checkpoint) files: `run_validate(spark, plan_validate(paths, **options))`, which say what the
+    arguments do. Raises LogDirError when a path does not exist."""
+    return run_validate(spark, plan_validate(paths, **options))
 
 
 def validate_frame(spark, paths: Iterable[str], **options):
@@ -305,11 +375,10 @@ class _PathChecks:
         self.spark = spark
 
     # -- log directories ----------------------------------------------------------------------------------
-    def log_dir(self, fs: LogFileSystem, path: str) -> None:
-        try:
-            listing = DirListing.of(fs, path)
-        except OSError as err:
-            self.findings.add("io.read", ERROR, f"cannot list the directory: {err}", path)
+    def log_dir(self, fs: LogFileSystem, path: str, listing: DirListing | None, error: OSError | None) -> None:
+        """A log directory, from the plan's listing (None: it could not be listed, for `error`)."""
+        if listing is None:
+            self.findings.add("io.read", ERROR, f"cannot list the directory: {error}", path)
             return
         names = {e.name: e for e in listing.entries}
         partition_dirs = listing.partition_dirs

@@ -59,17 +59,6 @@ class DirListing:
         return bool(self.partition_dirs) or any(e.name in LOG_DIR_FILES for e in self.entries)
 
 
-def is_partition_dir(fs: LogFileSystem, path: str) -> bool:
-    """A directory named `<topic>-<partition>` is a partition directory unless it holds what a log
-    directory holds (`DirListing.holds_log_dir_files`): log dirs are often named like `kafka-logs-1`."""
-    if parse_partition_dir_name(fs.name(path)) is None:
-        return False
-    try:
-        return not DirListing.of(fs, path).holds_log_dir_files()
-    except OSError:
-        return True  # reported when the partition is opened
-
-
 class CheckpointedOffsets(TypedDict):
     """One partition's checkpointed offsets (None: the checkpoint names none), as keywords of
     rules.partition_state."""
@@ -127,14 +116,15 @@ class LogDir:
     illegal_dirs: dict[str, str] = field(default_factory=dict)
     linked_dirs: dict[str, str] = field(default_factory=dict)
     given: str | None = None  # the path or URI it was opened by (None: `path`, a local path)
+    listing: DirListing | None = field(default=None, repr=False, compare=False)  # its root's, from `open`
 
     @classmethod
     def open(cls, path_or_uri: str) -> LogDir:
         fs, path = LogFileSystem.for_path(path_or_uri)
         if not fs.is_dir(path):
             raise LogDirError("log directory does not exist or is not a directory", file=path)
-        log_dir = cls(fs, path, given=str(path_or_uri))
         listing = DirListing.of(fs, path)
+        log_dir = cls(fs, path, given=str(path_or_uri), listing=listing)
         for entry, parsed in listing.partition_dirs:
             reason = illegal_partition_dir_reason(entry.name)
             if reason is not None:

@@ -15,7 +15,8 @@ from kafka.record.memory_records import MemoryRecords
 from kafkalog.cli import main
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.records import Record
-from kafkalog.operations.dump import Base64Bytes, dump_paths, write_dump, write_json_lines
+from kafkalog.operations.dump import dump_paths, write_dump
+from kafkalog.operations.dump_json import Base64Bytes, write_json_lines
 
 from ..conftest import REAL_FIXTURES
 
