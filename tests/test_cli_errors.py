@@ -110,9 +110,21 @@ def test_a_spark_command_without_java_17_says_so_before_spark_starts(tmp_path, l
         "verify-purge": [str(log_dir), "--ledger", files["ledger"], "--secret-file", files["secret"]],
     }[command]
     now = ["--now", NOW] if command in ("compact", "purge") else []
+    if command == "verify-purge":  # its plan reads the ledger before Spark starts: one listing a purged key
+        _ledger_of_one_key(files["ledger"])
     done, seconds = run(command, *args, *now, env=_java_env(tmp_path, case))
     one_line(done, seconds, command, *JAVA_CASES[case], "install Java 17")
     assert not out.exists()
+
+
+def _ledger_of_one_key(path: str) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from kafkalog.storage.ledger import RECORDS_SCHEMA
+
+    row = {"run_id": "r", "topic": "customers", "matched_by": "key", "action": "removed", "key_fingerprint": "ab"}
+    write_deltalake(path, pa.Table.from_pylist([row], RECORDS_SCHEMA), mode="overwrite")
 
 
 @pytest.mark.parametrize("case", list(JAVA_CASES))

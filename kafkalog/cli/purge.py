@@ -207,16 +207,12 @@ def _run_verify_purge(args) -> int:
 
 
 def _verify(args, log_dirs):
-    """verify_purge over `log_dirs`, the secret read and the directories opened before Spark starts."""
+    """verify_purge over `log_dirs`: its plan (the secret read, the directories opened, the ledger
+    read) made before Spark starts, so that a typo costs no JVM start."""
     from ..operations.purge import load_secret
-    from ..operations.purge_verify import verify_purge
-    from ..storage.logdir import LogDir
-    from ..storage.tables.erase import table_dir
+    from ..operations.purge_verify import plan_verify_purge, run_verify_purge
 
     secret = load_secret(args.secret_file)
-    for path in log_dirs:  # a typo costs no JVM start
-        LogDir.open(path)
     tables = getattr(args, "tables", [])
-    for path in tables:
-        table_dir(path)
-    return verify_purge(spark_session(args), log_dirs, args.ledger, secret, run_id=args.run_id, tables=tables)
+    plan = plan_verify_purge(log_dirs, args.ledger, secret, run_id=args.run_id, tables=tables)
+    return run_verify_purge(spark_session(args), plan)

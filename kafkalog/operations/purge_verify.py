@@ -46,6 +46,7 @@ from ..storage.ledger import (
     segments_path,
 )
 from ..storage.logdir import LogDir
+from ..storage.tables.erase import table_dir
 from .files import camel_keys
 from .purge_tables import verify_tables
 
@@ -115,7 +116,72 @@ class PurgeCheck:
         )
 
 
+@dataclass(frozen=True)
+class VerifyPlan:
+    """A purge's check as asked for, read on the driver without Spark (`plan_verify_purge`: also the
+    command line's check before Spark starts): the ledger's purged keys and the secret checked
+    against it, and each copy opened once with the topics to look in."""
+
+    ledger: str
+    secret: bytes
+    secret_checked: bool  # False: the ledger has no segments table to check the secret against
+    scopes: dict  # fingerprint -> (every topic but internal ones?, the topics named)
+    tombstoned: set  # the fingerprints whose tombstones may stay
+    runs: list[str]
+    copies: dict  # log dir's identity -> (path, topics to look in, (broker id, directory id))
+    tables: tuple[str, ...] = ()
+
+
+def plan_verify_purge(
+    log_dirs: Sequence[str | LogDir] | str | LogDir,
+    ledger: str,
+    secret: bytes,
+    *,
+    run_id: str | None = None,
+    tables: Sequence[str] = (),
+) -> VerifyPlan:
+    """What `run_verify_purge` looks for, and where: the keys `ledger` lists as purged (only those of
+    `run_id`, if given), checked to be fingerprinted under `secret`, in `log_dirs` (every copy: the log
+    dirs of every broker, JBOD dirs included; paths, URIs or LogDirs opened already); and every file
+    under each of `tables`. Raises a KafkaLogError (LedgerError, LogDirError) before any scan."""
+    given = [log_dirs] if isinstance(log_dirs, (str, LogDir)) else list(log_dirs)
+    if not given:
+        raise KafkaLogError("give the log directories to verify")
+    # the copies and tables first (a typo in a path), then the ledger
+    opened = [(d, LogDir.open(d)) if isinstance(d, str) else (d.uri, d) for d in given]
+    for path in tables:
+        table_dir(path)
+    secret_checked = _check_secret(ledger, secret)
+    scopes, tombstoned, runs = _scopes(ledger, run_id)
+    every = any(all_ for all_, _ in scopes.values())
+    named: set = set().union(*(listed for _, listed in scopes.values()))
+    copies = {}
+    for path, log_dir in opened:
+        topics = {t for t, _ in log_dir.topic_partitions}
+        wanted = {t for t in topics if t in named or (every and not t.startswith("__"))}
+        copies[log_dir_identity(path)] = (path, wanted, copy_identity(log_dir.meta_properties()))
+    return VerifyPlan(ledger, secret, secret_checked, scopes, tombstoned, runs, copies, tuple(tables))
+
+
 @raises_kafkalog_errors
+def run_verify_purge(spark, plan: VerifyPlan) -> PurgeCheck:
+    """One Spark job reads the keys of every copy of `plan` (the narrow view, no values), fingerprints
+    each on the executors and joins them with the ledger's; then the tables' files
+    (operations/purge_tables.py's `verify_tables`)."""
+    scopes = plan.scopes
+    scope = spark.createDataFrame([(fp, all_, sorted(listed)) for fp, (all_, listed) in scopes.items()], SCOPE_SCHEMA)
+    partitions, hits = find_fingerprints(
+        spark,
+        {n: (p, t) for n, (p, t, _) in plan.copies.items()},
+        scope,
+        plan.secret,
+        broadcast=len(scopes) <= tuning.BROADCAST_KEYS,
+    )
+    check = _report(plan.ledger, scopes, plan.runs, plan.secret_checked, plan.copies, partitions, hits, plan.tombstoned)
+    check.tables = verify_tables(plan.tables, scopes, plan.secret)
+    return check
+
+
 def verify_purge(
     spark,
     log_dirs: Sequence[str] | str,
@@ -125,33 +191,9 @@ def verify_purge(
     run_id: str | None = None,
     tables: Sequence[str] = (),
 ) -> PurgeCheck:
-    """Scan `log_dirs` (every copy: the log dirs of every broker, JBOD dirs included) for the keys
-    `ledger` lists as purged (only those of `run_id`, if given), by their fingerprints under `secret`;
-    and every file under each of `tables` (operations/purge_tables.py's `verify_tables`)."""
-    log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
-    if not log_dirs:
-        raise KafkaLogError("give the log directories to verify")
-    secret_checked = _check_secret(ledger, secret)
-    scopes, tombstoned, runs = _scopes(ledger, run_id)
-    every = any(all_ for all_, _ in scopes.values())
-    named: set = set().union(*(listed for _, listed in scopes.values()))
-    copies = {}
-    for path in log_dirs:
-        opened = LogDir.open(path)
-        topics = {t for t, _ in opened.topic_partitions}
-        wanted = {t for t in topics if t in named or (every and not t.startswith("__"))}
-        copies[log_dir_identity(path)] = (path, wanted, copy_identity(opened.meta_properties()))
-    scope = spark.createDataFrame([(fp, all_, sorted(listed)) for fp, (all_, listed) in scopes.items()], SCOPE_SCHEMA)
-    partitions, hits = find_fingerprints(
-        spark,
-        {n: (p, t) for n, (p, t, _) in copies.items()},
-        scope,
-        secret,
-        broadcast=len(scopes) <= tuning.BROADCAST_KEYS,
-    )
-    check = _report(ledger, scopes, runs, secret_checked, copies, partitions, hits, tombstoned)
-    check.tables = verify_tables(tables, scopes, secret)
-    return check
+    """Scan `log_dirs` for the keys `ledger` lists as purged: `run_verify_purge` of
+    `plan_verify_purge` (which say what the arguments do), in one call."""
+    return run_verify_purge(spark, plan_verify_purge(log_dirs, ledger, secret, run_id=run_id, tables=tables))
 
 
 def _check_secret(ledger: str, secret: bytes) -> bool:

@@ -250,7 +250,7 @@ def plan_validate(
     if fail_on not in (ERROR, WARNING):
         raise ValueError(f"fail_on must be 'error' or 'warning', not {fail_on!r}")
     given = [paths] if isinstance(paths, (str, LogDir)) else list(paths)
-    targets = tuple(_target(p) for p in given)
+    targets = tuple(_target(p if isinstance(p, LogDir) else str(p)) for p in given)
     settings = _Settings(deep, chunk_size, compacted, index_interval_bytes, max_findings_per_check)
     return ValidatePlan(tuple(_given_name(p) for p in given), targets, settings, fail_on)
 
