@@ -89,6 +89,13 @@ def test_dump_missing_path_fails_with_exit_2(capsys, tmp_path):
     assert code == 2 and "no such file" in err
 
 
+def test_a_missing_path_after_others_fails_before_anything_is_printed(capsys, tmp_path):
+    """plan_dump finds every path first: no partial output (before the plan, the first path's
+    batches were printed before the second was found missing)."""
+    code, out, err = _run(capsys, str(BROKERS / "kafka-gzip-idempotent"), str(tmp_path / "nope"))
+    assert code == 2 and "no such file" in err and out == []
+
+
 # -- write_dump: what `kafkalog dump` prints, large keys and values written in pieces --------------
 
 

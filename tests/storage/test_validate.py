@@ -854,3 +854,32 @@ def test_a_path_that_does_not_exist_cannot_be_validated(tmp_path):
     with pytest.raises(LogDirError):
         (tmp_path / "notes.txt").write_text("hello")
         validate_paths([str(tmp_path / "notes.txt")])
+
+
+def test_each_directory_is_listed_once_and_every_path_found_before_anything_is_checked(tmp_path, monkeypatch):
+    """plan_validate finds every path and lists each directory once, here a log dir named like a
+    partition (`kafka-logs-1`: listed once to tell which it is, and that listing is the log dir's); the
+    run lists each partition directory once. A missing path is refused before any file is read."""
+    from collections import Counter
+
+    from kafkalog.operations.validate import LOG_DIR, plan_validate, run_validate
+    from kafkalog.storage.fs import LogFileSystem
+
+    shutil.copytree(BROKER_DIRS / "kafka-gzip-idempotent", tmp_path / "kafka-logs-1")
+    listed: Counter = Counter()
+    list_dir = LogFileSystem.list_dir
+
+    def counted(self, path):
+        listed[path] += 1
+        return list_dir(self, path)
+
+    monkeypatch.setattr(LogFileSystem, "list_dir", counted)
+    plan = plan_validate([str(tmp_path / "kafka-logs-1")])
+    assert [t.kind for t in plan.targets] == [LOG_DIR] and list(listed.values()) == [1]
+    report = run_validate(None, plan)
+    assert report.counts["partitions"] > 0 and set(listed.values()) == {1}, listed
+    read: list = []
+    monkeypatch.setattr(LogFileSystem, "read_bytes", lambda self, path: read.append(path))
+    with pytest.raises(LogDirError, match="no such file"):
+        plan_validate([str(tmp_path / "kafka-logs-1"), str(tmp_path / "missing")])
+    assert read == []
