@@ -184,6 +184,25 @@ def test_validate_and_dump_still_take_a_partition_directory(capsys):
     assert '"baseOffset"' in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command, plan", [("validate", "plan_validate"), ("dump", "plan_dump")])
+def test_validate_and_dump_plan_once_in_preflight_and_the_run_takes_that_plan(capsys, monkeypatch, command, plan):
+    """What a spark-submit job does (kafkalog/jobs): preflight builds the plan before Spark starts, and
+    the command run with those arguments takes it rather than planning again."""
+    from kafkalog.cli import build_parser, preflight
+
+    args = build_parser().parse_args([command, str(REAL_FIXTURES / "broker-dirs" / "kafka-3.1.0")])
+    preflight(args)
+    planned = args.planned
+    assert type(planned).__name__ == {"validate": "ValidatePlan", "dump": "DumpPlan"}[command]
+
+    def again(*_args, **_kwargs):
+        raise AssertionError("planned twice")
+
+    monkeypatch.setattr(f"kafkalog.operations.{command}.{plan}", again)
+    assert main(args=args) == 0 and args.planned is planned
+    assert capsys.readouterr().out
+
+
 def test_a_log_dir_named_like_a_partition_is_still_a_log_dir(tmp_path, capsys):
     """`kafka-logs-1` is a common log.dirs name: it holds partition directories, so it is one."""
     log = _log_dir(tmp_path / "kafka-logs-1", "orders-0")
