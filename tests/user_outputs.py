@@ -8,12 +8,14 @@ What is digested (SHA-256):
   part of stdout that changes from run to run); stderr is not compared: it holds progress and
   timings only (--quiet where a command has it);
 - every file of the log directory after generate, compact and retain, byte for byte, by relative path
-  (not their times: compaction keeps a source segment's mtime, which generate sets from the wall clock);
-- the export's rows: every column but the table's own bookkeeping, sorted, as JSON.
+  (not their times, which are the run's);
+- the export's rows (a Parquet table: its files' bytes hold the writer's metadata): every column of
+  every row, sorted, as JSON.
 
     PYTHONPATH=REPO python tests/user_outputs.py OUT.json [TEXTS_DIR]
 
-writes the digests of the kafkalog on PYTHONPATH to OUT.json (and each step's stdout into TEXTS_DIR).
+writes the digests of the kafkalog on PYTHONPATH to OUT.json (and each step's stdout into TEXTS_DIR;
+each step's seconds go to stderr).
 tests/fixtures/user_outputs.json holds those of commit 024968a, the code before issue 36's plan/run
 refactor:
 
