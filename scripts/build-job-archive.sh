@@ -36,7 +36,9 @@ EOF
 if ! "$PYTHON" -m pip show -q venv-pack >/dev/null 2>&1; then
   "$PYTHON" -m pip install -q venv-pack 2>&1 | grep -v '^WARNING: Location' || true
 fi
-if ! [ -x .venv/bin/venv-pack ]; then
+# run as a module: the console script's #! names the python it was installed with, which need not be
+# .venv/bin/python (a copy of the tree with .venv linked in, as tests/cluster builds from, installs it)
+if ! "$PYTHON" -c 'import venv_pack' 2>/dev/null; then
   echo "build-job-archive: venv-pack is not available; dist/kafkalog-env.tar.gz not built" >&2
   exit 1
 fi
@@ -46,6 +48,6 @@ rm -rf "$ENV_DIR"
 "$ENV_DIR/bin/python" -m pip install -q "$WHEEL" $EXTRAS 2>&1 | grep -v '^WARNING: Location' || true
 "$ENV_DIR/bin/python" -c 'import kafkalog.codec.compression, crc32c, lz4, zstandard, snappy, pyarrow, pandas' \
   || { echo "build-job-archive: the packed environment is incomplete" >&2; exit 1; }
-.venv/bin/venv-pack -q -p "$ENV_DIR" -o dist/kafkalog-env.tar.gz
+"$PYTHON" -m venv_pack -q -p "$ENV_DIR" -o dist/kafkalog-env.tar.gz
 
 ls -l "$WHEEL" dist/kafkalog-env.tar.gz dist/kafkalog-jobs.zip

@@ -1,6 +1,8 @@
 """Shared test set-up: where the real broker fixtures live, one local SparkSession per run (the
 `spark` fixture, shared by tests/spark and tests/kafka; lazy: a test that takes no `spark` starts no
-Spark), and an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only when a test asks)."""
+Spark), an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only when a test asks), and
+tests/cluster's Spark standalone cluster and job archive, started in the background at the first test of
+a run that holds tests/cluster's tests, which run last."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from tests.s3_server import S3Server
 from tests.s3_server import environment as s3_environment
 
 REPO = Path(__file__).resolve().parents[1]
+CLUSTER_TESTS = REPO / "tests" / "cluster"
 REAL_FIXTURES = (REPO.parent / "shared" / "fixtures" / "real").resolve()
 
 if not REAL_FIXTURES.is_dir():
@@ -55,3 +58,30 @@ def spark():
     )  # delta-spark from Maven Central, for the purge ledger's Spark path (tests/spark/test_purge.py)
     yield session
     session.stop()
+
+
+def _in_cluster_tests(item: pytest.Item) -> bool:
+    return CLUSTER_TESTS in item.path.parents
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/cluster's tests last, the others in their order: what they need (`cluster_started_early`)
+    starts while the others run."""
+    items.sort(key=_in_cluster_tests)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cluster_started_early(request, tmp_path_factory):
+    """When the run holds tests/cluster's tests: their Spark standalone cluster and job archive
+    (tests/cluster/conftest.py `StartedEarly`), starting in background threads from the run's first
+    test on (some 45 s: three JVMs, a venv installed and packed), stopped at the end of the run."""
+    if not any(_in_cluster_tests(item) for item in request.session.items):
+        yield None
+        return
+    from tests.cluster.conftest import StartedEarly
+
+    early = StartedEarly(tmp_path_factory)
+    try:
+        yield early
+    finally:
+        early.close()

@@ -2,6 +2,10 @@
 127.0.0.1, started from the installed pyspark's `spark-class` once per test session, and the job archive
 (`scripts/build-job-archive.sh`) built once per session.
 
+Both start early, in background threads (`StartedEarly`): tests/conftest.py runs tests/cluster last and
+starts them at the run's first test, so that the other tests run while the JVMs start and pip installs;
+neither needs the other. The fixtures here wait for them.
+
 Nothing here is skipped: when something the cluster needs is missing (Java, `spark-class`, venv-pack), the
 tests fail saying what. The cluster runs in its own process groups, with its logs, work and local
 directories in a temp directory; it is stopped whatever happens (the finalizer kills the process groups,
@@ -19,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -215,38 +220,28 @@ def _tail(path: Path, lines: int = 30) -> str:
         return f"({err})"
 
 
-@pytest.fixture(scope="session")
-def standalone_cluster(tmp_path_factory):
+def start_cluster(cluster: Cluster) -> None:
+    """Start `cluster`; RuntimeError saying what is missing or what failed."""
     missing = [str(p) for p in (SPARK_CLASS, SPARK_SUBMIT) if not os.access(p, os.X_OK)]
     if missing:
-        pytest.fail(
-            f"the installed pyspark has no {', '.join(missing)}: the standalone cluster cannot start", pytrace=False
-        )
+        raise RuntimeError(f"the installed pyspark has no {', '.join(missing)}: the standalone cluster cannot start")
     if not shutil.which("java") and not os.environ.get("JAVA_HOME"):
-        pytest.fail(
-            "no java on PATH and no JAVA_HOME: Spark's standalone cluster needs Java 17+ "
-            "(scripts/setup.sh installs it)",
-            pytrace=False,
+        raise RuntimeError(
+            "no java on PATH and no JAVA_HOME: Spark's standalone cluster needs Java 17+ (scripts/setup.sh installs it)"
         )
-    cluster = Cluster(tmp_path_factory.mktemp("standalone"), free_port(), free_port())
     try:
-        try:
-            cluster.start()
-        except RuntimeError as err:
-            pytest.fail(f"the Spark standalone cluster did not start: {err}", pytrace=False)
-        yield cluster
-    finally:
-        cluster.stop()
-        cluster.remove_environments(timeout=0)
+        cluster.start()
+    except RuntimeError as err:
+        raise RuntimeError(f"the Spark standalone cluster did not start: {err}") from None
 
 
-@pytest.fixture(scope="session")
-def job_archive(tmp_path_factory):
+def build_job_archive(work: Path) -> Path:
     """dist/kafkalog-env.tar.gz as scripts/build-job-archive.sh builds it (some 30 s: a wheel, a venv
-    installed from pip's cache, venv-pack compressing 530 MB), from a copy of this work tree (its
-    files known to git, with their changes), so that a test run leaves the checkout's dist/ and
-    build/ alone and never races another run's build. The copy uses the checkout's .venv."""
-    copy = tmp_path_factory.mktemp("job-archive") / "repo"
+    installed from pip's cache, venv-pack compressing 530 MB), from a copy of this work tree in `work`
+    (its files known to git, with their changes), so that a test run leaves the checkout's dist/ and
+    build/ alone and never races another run's build. The copy uses the checkout's .venv.
+    RuntimeError when it cannot be built."""
+    copy = work / "repo"
     try:
         listed = subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -255,9 +250,9 @@ def job_archive(tmp_path_factory):
             check=True,
         ).stdout
     except (OSError, subprocess.CalledProcessError) as err:
-        pytest.fail(
-            f"cannot list the work tree's files with git ({err}): the job archive is built from them", pytrace=False
-        )
+        raise RuntimeError(
+            f"cannot list the work tree's files with git ({err}): the job archive is built from them"
+        ) from None
     for name in filter(None, listed.decode().split("\0")):
         source = REPO / name
         if source.is_file():
@@ -276,15 +271,86 @@ def job_archive(tmp_path_factory):
     )
     archive = copy / "dist" / "kafkalog-env.tar.gz"
     if build.returncode != 0 or not archive.is_file():
-        pytest.fail(
+        raise RuntimeError(
             f"scripts/build-job-archive.sh failed (exit {build.returncode}), so the jobs cannot be "
-            f"shipped to the cluster:\n{build.stdout}",
-            pytrace=False,
+            f"shipped to the cluster:\n{build.stdout}"
         )
     print(f"\nscripts/build-job-archive.sh: {time.monotonic() - started:.0f} s", file=sys.stderr)
     shutil.rmtree(copy / "build", ignore_errors=True)  # the unpacked environment the archive was packed from
-    yield archive
-    shutil.rmtree(copy, ignore_errors=True)
+    return archive
+
+
+class StartedEarly:
+    """The standalone cluster and the job archive, each started in a thread of its own when this is made,
+    stopped and removed by `close()`. `cluster()` and `archive()` wait for theirs (and raise what its
+    start raised). The cluster's thread lives until `close()`: the kernel kills the cluster's processes
+    when the thread that started them ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
+
+    def __init__(self, tmp_path_factory):
+        self._cluster = Cluster(tmp_path_factory.mktemp("standalone"), free_port(), free_port())
+        self._archive_dir = tmp_path_factory.mktemp("job-archive")
+        self._outcome: dict[str, object] = {}
+        self._done = {"cluster": threading.Event(), "archive": threading.Event()}
+        self._closing = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._keep_cluster, daemon=True),
+            threading.Thread(target=self._run, args=("archive", build_job_archive, self._archive_dir), daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def _keep_cluster(self) -> None:
+        self._run("cluster", start_cluster, self._cluster)
+        self._closing.wait()
+
+    def _run(self, name: str, call, argument) -> None:
+        try:
+            self._outcome[name] = call(argument)
+        except Exception as err:  # raised again where a fixture waits for it
+            self._outcome[name] = err
+        finally:
+            self._done[name].set()
+
+    def _wait(self, name: str):
+        self._done[name].wait()
+        if isinstance(self._outcome[name], Exception):
+            raise self._outcome[name]
+        return self._outcome[name]
+
+    def cluster(self) -> Cluster:
+        self._wait("cluster")
+        return self._cluster
+
+    def archive(self) -> Path:
+        return self._wait("archive")
+
+    def close(self) -> None:
+        for event in self._done.values():
+            event.wait()
+        self._cluster.stop()
+        self._cluster.remove_environments(timeout=0)
+        self._closing.set()
+        for thread in self._threads:
+            thread.join()
+        shutil.rmtree(self._archive_dir / "repo", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster(cluster_started_early) -> Cluster:
+    """The cluster tests/conftest.py's `cluster_started_early` started."""
+    try:
+        return cluster_started_early.cluster()
+    except RuntimeError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def job_archive(cluster_started_early) -> Path:
+    """dist/kafkalog-env.tar.gz (`build_job_archive`), built in the background since the run's first test."""
+    try:
+        return cluster_started_early.archive()
+    except RuntimeError as err:
+        pytest.fail(str(err), pytrace=False)
 
 
 @dataclass

@@ -149,8 +149,7 @@ def test_purge_every_replica(cluster: Cluster, kafka_tools: KafkaTools, spark, t
     final = same_copies(cluster.log_dirs, partitions, "after producing again")
     for tp, batches in final.items():
         assert batches[: len(after[tp])] == after[tp], f"{tp}: the batches kafkalog wrote changed"
-    for log_dir in cluster.log_dirs:
-        check_with_dump_log_segments(tools, log_dir, partition_files(log_dir, topics))
+    check_with_dump_log_segments(tools, *[(d, partition_files(d, topics)) for d in cluster.log_dirs])
     step("copies compared, DumpLogSegments")
 
 

@@ -112,4 +112,4 @@ def test_a_compaction_with_legacy_as_v2_passes_dump_log_segments(spark, kafka_to
     )
     written = [p for p in out.rglob("*.log") if p.parent.name.rsplit("-", 1)[0] in topics]
     assert any(b.magic == 2 for p in written for b in iter_batches(p.read_bytes()))
-    check_with_dump_log_segments(kafka_tools, out, [str(p.relative_to(out)) for p in written])
+    check_with_dump_log_segments(kafka_tools, (out, [str(p.relative_to(out)) for p in written]))

@@ -240,24 +240,28 @@ def segment_bases(partition_dir: Path) -> list[int]:
     return sorted(int(p.name.split(".")[0]) for p in partition_dir.glob("*.log"))
 
 
-def check_with_dump_log_segments(tools: KafkaTools, log_dir: Path, files: list[str]) -> None:
-    problems, kept_max = dump_log_segments_problems(tools, log_dir, files)
+def check_with_dump_log_segments(tools: KafkaTools, *written: tuple[Path, list[str]]) -> None:
+    """`dump_log_segments_problems` finds none in `written`, (log dir, files) pairs checked in the same
+    DumpLogSegments runs (a JVM each)."""
+    problems, kept_max = dump_log_segments_problems(tools, written)
     problems += kept_max
     assert not problems, "DumpLogSegments reports problems on files kafkalog wrote:\n" + "\n".join(problems[:40])
 
 
-def dump_log_segments_problems(tools: KafkaTools, log_dir: Path, files: list[str]) -> tuple[list[str], list[str]]:
+def dump_log_segments_problems(
+    tools: KafkaTools, written: tuple[tuple[Path, list[str]], ...]
+) -> tuple[list[str], list[str]]:
     """Kafka's DumpLogSegments on every segment, index, time index, transaction index and producer
-    snapshot kafkalog wrote, and the indexes of every segment it wrote: `--deep-iteration
-    --index-sanity-check` (every index passes Kafka's sanity check; every batch reads and its CRC is
-    valid; no bytes after the last batch) and
+    snapshot kafkalog wrote (`written`: log dirs, each with the paths of its files kafkalog wrote), and
+    the indexes of every segment it wrote: `--deep-iteration --index-sanity-check` (every index passes
+    Kafka's sanity check; every batch reads and its CRC is valid; no bytes after the last batch) and
     `--verify-index-only` (every offset index entry points at a batch whose last offset it names;
     every time index entry names a batch's last offset and the largest timestamp of its records,
     increasing). "Non-consecutive offsets" is not a problem in a compacted log: the records removed
     leave gaps. Returns the problems, and apart the time index mismatches that come from a batch
     whose header max timestamp is above its records' (see `classify_timestamp_mismatches`)."""
     kinds = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
-    paths = [log_dir / f for f in files if f.endswith(kinds) and "-" in f.split("/")[0]]
+    paths = [d / f for d, files in written for f in files if f.endswith(kinds) and "-" in f.split("/")[0]]
     # a rewritten segment's indexes are checked too, also when their bytes did not change
     for log in [p for p in paths if p.suffix == ".log"]:
         paths += [
@@ -549,7 +553,7 @@ def test_compact_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spa
         touched = {w.split("/")[0] for w in written if "/" in w}
         assert touched <= {f"{t}-{p}" for t, p in upper}, f"kafkalog changed files of other partitions: {touched}"
 
-        check_with_dump_log_segments(tools, log_dir, written)
+        check_with_dump_log_segments(tools, (log_dir, written))
         step("DumpLogSegments")
 
         broker.start()
@@ -821,7 +825,7 @@ def test_retain_round_trip(running_broker: Broker, kafka_tools: KafkaTools, tmp_
         written = written_files(before, file_digests(log_dir))
         touched = {w.split("/")[0] for w in written if "/" in w}
         assert touched <= {f"{t}-0" for t in topics}, f"kafkalog changed files of other partitions: {touched}"
-        check_with_dump_log_segments(tools, log_dir, written)
+        check_with_dump_log_segments(tools, (log_dir, written))
         step("DumpLogSegments")
 
         broker.start()
@@ -982,7 +986,7 @@ def test_purge_round_trip(running_broker: Broker, kafka_tools: KafkaTools, spark
         written = written_files(before, file_digests(log_dir))
         touched = {w.split("/")[0] for w in written if "/" in w}
         assert touched <= {f"{t}-{p}" for t in topics for p in (0, 1)}, f"kafkalog changed other partitions: {touched}"
-        check_with_dump_log_segments(tools, log_dir, written)
+        check_with_dump_log_segments(tools, (log_dir, written))
         step("DumpLogSegments")
 
         broker.start()
