@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import xxhash
 
 from .compaction import ABORTED, CONTROL, EXPIRE_TOMBSTONE, MARKER, SUPERSEDED, UNKEYED, supersede
 from .key_map import WINNERS, differing, key_winners
@@ -112,25 +113,15 @@ def map_range(fates: pa.Table, doubtful: np.ndarray, number: int) -> tuple[pa.Ta
 
 
 def key_parts(keys: pa.Array | pa.ChunkedArray, parts: int) -> np.ndarray:
-    """The part (0 to `parts` - 1) each key is merged in: a hash of its bytes, the same in every
-    process (Python's own is salted per process). Only a place: the merge compares whole keys."""
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    n = len(keys)
-    if parts <= 1 or not n:
-        return np.zeros(n, np.int64)
-    keys = keys.cast(pa.large_binary())
-    offsets = np.frombuffer(keys.buffers()[1], np.int64)[keys.offset : keys.offset + n + 1]
-    start = int(offsets[0])
-    data = np.frombuffer(keys.buffers()[2] or b"", np.uint8)[start : int(offsets[-1])].astype(np.uint64)
-    lengths = np.diff(offsets)
-    at = np.arange(len(data), dtype=np.int64) - np.repeat(offsets[:-1] - start, lengths)  # each byte's place in its key
-    terms = (data + np.uint64(1)) * ((at.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1))
-    sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
-    h = sums[offsets[1:] - start] - sums[offsets[:-1] - start] + lengths.astype(np.uint64)
-    h ^= h >> np.uint64(33)  # a finaliser (MurmurHash3's): every bit of the sum moves the low bits
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    return (h % np.uint64(parts)).astype(np.int64)
+    """The part (0 to `parts` - 1) each key is merged in: its bytes' XXH64, the same in every process
+    and version (Python's own hash is salted per process). Only a place: the merge compares whole keys."""
+    if parts <= 1 or not len(keys):
+        return np.zeros(len(keys), np.int64)
+    digest = xxhash.xxh64_intdigest
+    hashes = np.fromiter(
+        (digest(k) for k in pc.fill_null(keys, b"").to_numpy(zero_copy_only=False)), np.uint64, len(keys)
+    )
+    return (hashes % np.uint64(parts)).astype(np.int64)
 
 
 def merge_part(mapped: pa.Table, gone: pa.Array) -> pa.Table:
