@@ -41,7 +41,9 @@ def files_digest(root: Path) -> str:
 
 
 def cpu_by_kind() -> dict[str, float]:
-    """CPU seconds so far of this process and its descendants: the driver, the JVM, the Python workers."""
+    """CPU seconds so far of this process and its descendants: the driver, the JVM, the Python workers
+    (each process's own and its reaped children's: a Python worker that has ended counts in the daemon
+    that forked it)."""
     import psutil
 
     me = psutil.Process()
@@ -53,6 +55,8 @@ def cpu_by_kind() -> dict[str, float]:
             continue
         kind = "driver" if proc.pid == me.pid else "jvm" if name == "java" else "workers"
         out[kind] += times.user + times.system
+        if kind == "workers":  # the driver's and the JVM's children are counted live
+            out[kind] += times.children_user + times.children_system
     return out
 
 
