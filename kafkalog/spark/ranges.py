@@ -5,7 +5,8 @@ partition").
 Its cleanable segments, grouped into output segments as Kafka's cleaner groups them, are cut into
 **ranges** of whole groups of about `tuning.RANGE_BYTES`. Then, the steps' data handed on as Arrow
 IPC files in a staging directory of the partition's (`STAGING`, removed when the pass ends, and by
-the next pass over the partition after a crash; a dry run's in a temporary directory of the driver):
+the next compaction's recovery after a crash; a dry run's in a temporary directory of the driver, which
+its executors must share: local masters do):
 
 1. Map (one task per range): the range's `.log` bytes are read once and its records' keys decoded
    once; the task stages its records' fates within the range for its rewrite (rules/ranges.map_range:
