@@ -33,9 +33,10 @@ ONE_TASK_RECORDS = 1 << 21
 # A chosen partition too large for one task (ONE_TASK_BYTES, or handed back past ONE_TASK_RECORDS) is
 # cleaned by the range path (spark/ranges.py): its output segments, in order, cut into ranges of about
 # this many bytes (whole output segments: a larger one is a range of its own), each read by one task
-# to map its keys and by one to rewrite it. A task holds its range's bytes and a narrow row per record,
-# as the one-task path holds its partition's: a quarter of ONE_TASK_BYTES keeps that well inside a
-# worker, and cuts a 1 GiB partition into eight tasks for the executors' cores.
+# to map its keys and by one to rewrite it; the keys are merged by as many tasks, a part of them each.
+# A task holds its range's bytes and a narrow row per record, as the one-task path holds its
+# partition's: a quarter of ONE_TASK_BYTES keeps that well inside a worker, and cuts a 1 GiB partition
+# into eight tasks for the executors' cores.
 RANGE_BYTES = 128 << 20
 
 # Which path cleans the partitions too large for one task: "ranges" (spark/ranges.py: no record passes

@@ -6,7 +6,7 @@
    to read of them.
 2-5. A partition of at most `tuning.ONE_TASK_BYTES`: scanned, decided, grouped and rewritten in one task
    that reads each of its segments once (spark/compaction.clean_partition). A larger one, in ranges of
-   its segments, a task each, its keys merged on the driver (spark/ranges.py). Or, with
+   its segments, a task each, its keys merged in parts on the executors (spark/ranges.py). Or, with
    `tuning.LARGE_PARTITIONS = "window"`, the larger ones:
 2-3. Scan and decide (Spark, kafkalog/spark/compaction.py).
 4. Group (driver): source segments into output segments, as Kafka's cleaner groups them.
@@ -41,6 +41,7 @@ from ..spark.compaction import (
 from ..spark.errors import from_spark_error, raises_kafkalog_errors, returned_error
 from ..spark.held import Cleaned
 from ..spark.progress import task_feed
+from ..spark.ranges import STAGING as RANGES_STAGING
 from ..spark.ranges import clean_in_ranges
 from ..spark.replay import replays
 from ..spark.rewrite import write_outputs
@@ -386,6 +387,8 @@ def _recovered(opened: LogDir, resolver: ConfigResolver, target: Destination) ->
         if not resolver.for_topic(tp[0]).compact:
             continue
         listed[tp] = part = opened.partition(*tp)
+        if any(e.name == RANGES_STAGING and not e.is_file for e in part.listing):  # a crashed range-path pass's
+            opened.fs.delete_dir(opened.fs.join(part.path, RANGES_STAGING))
         # a partition with misnamed or irregular files is not recovered: the plan makes it uncleanable
         if part.misnamed or part.irregular or not needs_recovery(part.listing):
             continue

@@ -524,15 +524,13 @@ class PartitionOutcome:
         return {o for s in self.segments for o in s["kept_txn_markers"]}
 
 
-def partition_outcome(
-    log: LogToClean, decided: pa.RecordBatch, fates: pa.Table, winners: pa.Table | None = None
-) -> PartitionOutcome:
-    """The outcome of a partition whose batches (`decide_batches`) and records (`record_fates`,
-    in file order) were all read by one task (or of a range of it, with the `winners` of its keys
-    won elsewhere): the records superseded there (`supersede`), then aggregated per batch in
-    numpy, as the Spark path aggregates them per batch after its window. A batch changes when it
-    goes, records of it go, or it is to gain a delete horizon."""
-    fate = supersede(fates, winners)
+def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table, fate=None) -> PartitionOutcome:
+    """The outcome of a partition whose batches (`decide_batches`) and records (`record_fates`, in
+    file order) were all read by one task: the records superseded there (`supersede`; or of a
+    range of it, their final `fate` given: rules/ranges.py), then aggregated per batch in numpy, as
+    the Spark path aggregates them after its window. A batch changes when it goes, records of it
+    go, or it is to gain a delete horizon."""
+    fate = supersede(fates) if fate is None else fate
     gone = np.isin(fate, GONE)
     # each batch's records are one run of rows (the rows come in file order), keyed by segment and position
     run_key = (fates["segment"].to_numpy().astype(np.int64) << 40) | fates["position"].to_numpy()

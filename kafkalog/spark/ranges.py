@@ -1,45 +1,55 @@
 """The range path: a partition too large for one task (`tuning.ONE_TASK_BYTES`, `ONE_TASK_RECORDS`)
-cleaned by several, no record passing through the JVM (docs/architecture.md, "A large partition").
+cleaned by several, no record and no key passing through the JVM (docs/architecture.md, "A large
+partition").
 
 Its cleanable segments, grouped into output segments as Kafka's cleaner groups them, are cut into
-**ranges** of whole groups of about `tuning.RANGE_BYTES`. Then:
+**ranges** of whole groups of about `tuning.RANGE_BYTES`. Then, the steps' data handed on as Arrow
+IPC files in a staging directory of the partition's (`STAGING`, removed when the pass ends, and by
+the next compaction's recovery after a crash; a dry run's in a temporary directory of the driver, which
+its executors must share: local masters do):
 
-1. Map (one task per range): the range's `.log` bytes are read once; the task returns its batch
-   headers (the `batches` view) and its key map (rules/key_map.WINNERS: one row per distinct key). The
-   records of batches that an aborted transaction may discard (transactional data of a producer with
-   an aborted transaction in `.txnindex`) stay out of the map and come back one by one, with their batch.
-2. Merge (driver): Kafka's transaction tracker runs over the partition's headers in offset order, as
-   one cleaning pass runs it (`decide_batches`: its state crosses the ranges); the records of the batches
-   it discards are dropped, and the ranges' maps merged by key (`key_winners`). Each range is handed
-   its batch decisions and the winners of its keys that another range holds (`differing`).
-3. Rewrite (one task per range): the range's bytes are read again (the second and last time), its
-   records superseded with those winners (`partition_outcome`), and its output segments written as
-   `.cleaned` files, which the driver swaps in with the other paths' (storage/swap.py).
+1. Map (one task per range): the range's `.log` bytes are read once and its records' keys decoded
+   once; the task stages its records' fates within the range for its rewrite (rules/ranges.map_range:
+   those superseded there are decided), and its key map (rules/key_map.WINNERS: one row per distinct
+   key, with the records of batches an aborted transaction may discard held back) cut into parts by
+   a hash of the key (`key_parts`, one part a merge task); it returns its batch headers.
+2. Decide (driver): Kafka's transaction tracker runs over the partition's headers in offset order, as
+   one cleaning pass runs it (`decide_batches`: its state crosses the ranges): per batch, no key.
+3. Merge (one task per part of the keys, as many parts as ranges): the ranges' maps of the part's
+   keys merged (rules/ranges.merge_part, whole keys compared), the held-back records of discarded
+   batches dropped; each range's winners of its keys held elsewhere are staged for its rewrite.
+4. Rewrite (one task per range): the range's staged fates given their final value with those
+   winners (rules/ranges.range_fates: no key decoded again), its output segments made and written as
+   `.cleaned` files from its bytes read a second time (the last; a batch none of whose records goes
+   is copied, not decoded), which the driver swaps in with the other paths' (storage/swap.py).
 
-The rules are rules/compaction.py's and rules/key_map.py's; the reading and writing spark/held.py's, as
-on the one-task path, so that both paths write the same bytes.
+The rules are rules/compaction.py's, rules/key_map.py's and rules/ranges.py's; the reading and writing
+spark/held.py's, as on the one-task path, so that both paths write the same bytes.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import tuning
 from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean
-from ..rules.compaction import EXPIRE_TOMBSTONE, PartitionOutcome, decide_batches, partition_outcome
-from ..rules.key_map import WINNERS, differing, key_winners
+from ..rules.compaction import PartitionOutcome, decide_batches, partition_outcome
+from ..rules.ranges import batch_key, key_parts, map_range, merge_part, range_fates
 from ..scan.scan_plan import ScanFilter, plan_units
 from ..scan.views import SCHEMAS, filesystem
-from ..storage.fs import HeldFileSystem
+from ..storage.fs import HeldFileSystem, LogFileSystem
 from .compaction import OutputSettings, output_groups, partition_outputs, segment_files
 from .context import default_parallelism
 from .errors import worker_error
-from .held import Cleaned, batch_headers, discarded_positions, held_fates, write_cleaned
+from .held import Cleaned, batch_headers, held_fates, write_cleaned
 from .scan import pack_tasks
 from .tasks import run_tasks
 
@@ -95,31 +105,81 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
     return ranges
 
 
+# the staging directory's name in a partition directory (Kafka's log loader reads only its files)
+STAGING = ".kafkalog-ranges"
+
+
+class Staging(NamedTuple):
+    """A partition's staging directory: `path` in the filesystem of `where` (a log dir's root)."""
+
+    where: str
+    path: str
+
+
+class Step(NamedTuple):
+    """Where a task finds and leaves the steps' files: its partition's staging directory, its number
+    among the partition's ranges (or parts of the keys) and how many ranges (and parts) there are."""
+
+    staging: Staging
+    number: int
+    total: int
+
+    def file(self, name: str) -> tuple[LogFileSystem, str]:
+        """(filesystem, path) of the staged file `name`."""
+        fs = filesystem(self.staging.where)
+        return fs, fs.join(self.staging.path, name)
+
+
 def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, write: bool, fault=None) -> list[Cleaned]:
     """Steps 2 to 5 of the partitions `logs` by the range path (`settings` by topic): per partition,
     a Cleaned whose `error`, if any, makes it uncleanable (found in the map step, `decided`) or fails
-    the pass (found in the rewrite)."""
-    cores = default_parallelism(spark)
+    the pass (found in the rewrite). What is staged is removed however the pass ends."""
+    temporary = None if write else tempfile.mkdtemp(prefix="kafkalog-ranges-")  # a dry run writes no log dir
+    where = temporary or plan.root
+    fs = filesystem(where)
+    staged = {}
+    for s in logs:
+        place = fs.join(temporary, f"{s.topic}-{s.partition}") if temporary else fs.join(s.path, STAGING)
+        staged[s.topic, s.partition] = Staging(where, place)
+        remove_staging(fs, place)  # a crashed pass's
+        fs.make_dirs(place)
+    try:
+        return _clean(spark, plan, logs, settings, staged, write=write, fault=fault)
+    finally:
+        for staging in staged.values():
+            remove_staging(fs, staging.path)
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def remove_staging(fs, path: str) -> None:
+    if fs.exists(path):
+        fs.delete_dir(path)
+
+
+def _clean(spark, plan, logs, settings, staged, *, write, fault) -> list[Cleaned]:
+    root, now, cores = plan.root, plan.now, default_parallelism(spark)
     ranges = {(s.topic, s.partition): partition_ranges(plan, s, settings[s.topic], cores) for s in logs}
-    every = [r for rs in ranges.values() for r in rs]
-    root, now = plan.root, plan.now
-    mapped = run_tasks(spark, [[r] for r in every], lambda r: _map_range(filesystem(root), r, now))
-    by_range = dict(zip(map(id, every), mapped))
+    jobs = [(r, Step(staged[tp], i, len(rs))) for tp, rs in ranges.items() for i, r in enumerate(rs)]
+    mapped = run_tasks(spark, [[job] for job in jobs], lambda job: _map_range(filesystem(root), *job, now))
     results: dict = {}
-    rewrites = []
+    merges, decisions = [], {}
     for tp, rs in ranges.items():
-        maps = [by_range[id(r)] for r in rs]
+        maps = [m for (_, step), m in zip(jobs, mapped) if step.staging == staged[tp]]
         error = next((m for m in maps if isinstance(m, str)), None)
         if error is not None:
             results[tp] = Cleaned(*tp, error=error)
             continue
-        rewrites += list(zip(rs, _merge(rs, maps, now)))
+        decisions[tp] = _decide(rs, maps, now)
+        merges += [(Step(staged[tp], j, len(rs)), decisions[tp].gone) for j in range(len(rs))]
+    run_tasks(spark, [[m] for m in merges], lambda m: _merge_part(*m))
+    rewrites = [(r, step, decisions[tp]) for r, step in jobs if (tp := (r.log.topic, r.log.partition)) in decisions]
     written = run_tasks(
         spark,
         pack_tasks(spark, rewrites, lambda job: job[0].nbytes),
         lambda job: _rewrite_range(filesystem(root), root, *job, now=now, write=write, fault=fault),
     )
-    for (r, _), cleaned in zip(rewrites, written):
+    for (r, _, _), cleaned in zip(rewrites, written):
         tp = (r.log.topic, r.log.partition)
         whole = results.setdefault(tp, Cleaned(*tp))
         whole.segments += cleaned.segments
@@ -130,35 +190,52 @@ def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, writ
     return [results[s.topic, s.partition] for s in logs]
 
 
-def _map_range(fs, job: Range, now: int):
-    """Executor side, step 1: (batch headers, key map, the records out of the map) of one range, read
-    once; or its error as `worker_error` text."""
+def _map_range(fs, job: Range, step: Step, now: int):
+    """Executor side, step 1: the range's batch headers (`_packed`), its staged fates and its parts
+    of the key map written; or its error as `worker_error` text."""
     try:
         held = _held(fs, job)
         headers = pa.Table.from_batches(list(batch_headers(held, job.log, job.units)), SCHEMAS["batches"])
         fates = held_fates(held, job.log, job.units, job.numbers, {}, now)
     except KafkaLogError as err:
         return worker_error(err)
-    keyed = pc.less_equal(fates["fate"], EXPIRE_TOMBSTONE)
     aborting = {t.producer_id for t in job.log.aborted_txns}
-    if headers.num_rows and aborting:  # data an aborted transaction may discard: decided on the driver
+    doubtful = np.zeros(fates.num_rows, bool)
+    if headers.num_rows and aborting:  # data an aborted transaction may discard: decided after the tracker
         maybe = pc.and_(
             pc.and_(headers["isTransactional"], pc.invert(headers["isControl"])),
             pc.is_in(headers["producerId"], pa.array(sorted(aborting), pa.int64())),
         )
         at = headers.filter(maybe)
         numbers = pa.array([job.numbers[b] for b in at["segmentBaseOffset"].to_pylist()], pa.int32())
-        doubtful = pc.is_in(_batch_key(fates["segment"], fates["position"]), _batch_key(numbers, at["position"]))
-    else:
-        doubtful = pa.array([False] * fates.num_rows)
-    sure = fates.filter(pc.and_(keyed, pc.invert(doubtful)))
-    held_back = fates.filter(pc.and_(keyed, doubtful)).select(["segment", "position", *WINNERS.names])
-    return _packed(headers), _packed(key_winners(sure)), _packed(held_back)
+        doubtful = pc.is_in(batch_key(fates["segment"], fates["position"]), batch_key(numbers, at["position"]))
+        doubtful = doubtful.to_numpy(zero_copy_only=False)
+    fated, keys = map_range(fates, doubtful, step.number)
+    _write(*step.file(f"fates-{step.number}.arrow"), fated)
+    part = key_parts(keys["key"], step.total)
+    order = np.argsort(part, kind="stable")
+    cuts = np.searchsorted(part[order], np.arange(step.total + 1))
+    keys = keys.take(pa.array(order))
+    for j in range(step.total):
+        _write(*step.file(f"map-{j}-{step.number}.arrow"), keys.slice(cuts[j], cuts[j + 1] - cuts[j]))
+    return _packed(headers)
+
+
+def _write(fs, path: str, table: pa.Table) -> None:
+    """`table` as an lz4-compressed Arrow IPC file (staged: not synced; a crash discards it all)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(table)
+    with fs.open_output(path) as out:
+        out.write(sink.getvalue())
+
+
+def _read(fs, path: str) -> pa.Table:
+    return pa.ipc.open_file(pa.py_buffer(fs.read_bytes(path))).read_all()
 
 
 def _packed(table: pa.Table) -> bytes:
-    """`table` as zstd-compressed Arrow IPC: what crosses the JVM between the steps (a map of a
-    million keys is tens of MB before; the JVM's heap holds every task's result at once)."""
+    """`table` as zstd-compressed Arrow IPC: the batch headers a map task returns to the driver."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
         writer.write_table(table)
@@ -175,64 +252,61 @@ def _held(fs, job: Range) -> HeldFileSystem:
     return HeldFileSystem(fs, {e.path: fs.read_range(e.path, 0, e.size) for e in logs})
 
 
-def _batch_key(segment, position):
-    """A batch's (segment number, position) as one int64."""
-    return pc.add(pc.shift_left(pc.cast(segment, pa.int64()), 40), position)
-
-
-class Merged(NamedTuple):
-    """What the driver hands a range's rewrite (step 2), `_packed`: its DECIDED rows, the partition's
-    winners of its keys held elsewhere (rules/key_map.WINNERS); the last offsets of the ABORT markers
-    whose `.txnindex` entry stays."""
+class Decided(NamedTuple):
+    """What the driver decides of a partition's batches (step 2), for its merge and rewrite tasks:
+    its DECIDED rows (`_packed`), the `batch_key`s of the batches whose records all go, and the last
+    offsets of the ABORT markers whose `.txnindex` entry stays."""
 
     decided: bytes
-    winners: bytes
+    gone: pa.Array
     kept_markers: frozenset
 
 
-def _merge(ranges: list[Range], maps: list, now: int) -> list[Merged]:
-    """Driver side, step 2 for one partition: what each of its ranges' rewrites takes."""
-    log = ranges[0].log
+def _decide(ranges: list[Range], maps: list[bytes], now: int) -> Decided:
+    """Driver side, step 2 for one partition: the transaction tracker over its batch headers."""
     numbers = {b: n for r in ranges for b, n in r.numbers.items()}
-    maps = [tuple(map(_unpacked, m)) for m in maps]
-    headers = [b for h, _, _ in maps for b in h.to_batches() if b.num_rows]
-    decided = pa.Table.from_batches([decide_batches(headers, log, numbers, now)])
-    gone = [(s, p) for s, ps in discarded_positions(decided).items() for p in ps]
-    gone_keys = pa.array([(s << 40) + p for s, p in gone], pa.int64())
-    local = []
-    for _, sure, held_back in maps:
-        kept = held_back.filter(pc.invert(pc.is_in(_batch_key(held_back["segment"], held_back["position"]), gone_keys)))
-        local.append(key_winners(pa.concat_tables([sure, kept.select(WINNERS.names)])) if kept.num_rows else sure)
-    merged = key_winners(pa.concat_tables(local))
-    tagged = pa.concat_tables(
-        [own.append_column("range", pa.array([i] * own.num_rows, pa.int32())) for i, own in enumerate(local)]
-    )
-    told = differing(tagged, merged)  # one join for all the ranges
+    headers = [b for m in maps for b in _unpacked(m).to_batches() if b.num_rows]
+    decided = pa.Table.from_batches([decide_batches(headers, ranges[0].log, numbers, now)])
+    gone = decided.filter(decided["discard_records"])
     kept_markers = frozenset(decided.filter(decided["keeps_txn_index_entry"])["lastOffset"].to_pylist())
-    jobs = []
-    for i, r in enumerate(ranges):
-        mine = pc.is_in(decided["segment"], pa.array(sorted(r.numbers.values()), pa.int32()))
-        winners = told.filter(pc.equal(told["range"], i)).drop_columns(["range"])
-        jobs.append(Merged(_packed(decided.filter(mine)), _packed(winners), kept_markers))
-    return jobs
+    return Decided(_packed(decided), batch_key(gone["segment"], gone["position"]), kept_markers)
 
 
-def _rewrite_range(fs, root: str, job: Range, merged: Merged, *, now: int, write: bool, fault=None) -> Cleaned:
-    """Executor side, step 3: the range's records decided with the partition's `winners` of keys held
-    elsewhere, its output segments made, and with `write` written, from its bytes read a second time."""
+def _merge_part(step: Step, gone: pa.Array) -> None:
+    """Executor side, step 3: part `step.number` of a partition's keys merged across its ranges,
+    and each range's winners of those keys held elsewhere staged for its rewrite."""
+    maps = [_read(*step.file(f"map-{step.number}-{i}.arrow")) for i in range(step.total)]
+    told = merge_part(pa.concat_tables(maps), gone)
+    order = pc.sort_indices(told["range"]).to_numpy()
+    ranges = told["range"].to_numpy()[order]
+    cuts = np.searchsorted(ranges, np.arange(step.total + 1))
+    told = told.take(pa.array(order)).drop_columns(["range"])
+    for i in range(step.total):
+        _write(*step.file(f"told-{i}-{step.number}.arrow"), told.slice(cuts[i], cuts[i + 1] - cuts[i]))
+
+
+def _rewrite_range(
+    fs, root: str, job: Range, step: Step, decision: Decided, *, now: int, write: bool, fault=None
+) -> Cleaned:
+    """Executor side, step 4: the range's staged fates made final with the partition's winners of
+    its keys held elsewhere, its output segments made, and with `write` written, from its bytes read
+    a second time."""
     log = job.log
     cleaned = Cleaned(log.topic, log.partition)
     try:
         held = _held(fs, job)
-        decided = _unpacked(merged.decided)
-        fates = held_fates(held, log, job.units, job.numbers, discarded_positions(decided), now)
-        outcome: PartitionOutcome = partition_outcome(log, decided, fates, _unpacked(merged.winners))
     except KafkaLogError as err:  # the map step read these bytes: the pass fails, as a failing rewrite does
         cleaned.error, cleaned.decided = worker_error(err), False
         return cleaned
+    decided = _unpacked(decision.decided)
+    mine = pc.is_in(decided["segment"], pa.array(sorted(job.numbers.values()), pa.int32()))
+    told = pa.concat_tables([_read(*step.file(f"told-{step.number}-{j}.arrow")) for j in range(step.total)])
+    fates = range_fates(_read(*step.file(f"fates-{step.number}.arrow")), told, decision.gone)
+    outcome: PartitionOutcome = partition_outcome(log, decided.filter(mine), fates, fates["fate"].to_numpy())
     cleaned.segments = outcome.segments
     files = {f[0]: f for f in job.segments}
-    cleaned.outputs = partition_outputs(log, job.settings, set(merged.kept_markers), outcome.changed, files, job.groups)
+    kept = set(decision.kept_markers)
+    cleaned.outputs = partition_outputs(log, job.settings, kept, outcome.changed, files, job.groups)
     if write:
         write_cleaned(fs, root, log.path, held, cleaned, outcome, fault)
     return cleaned

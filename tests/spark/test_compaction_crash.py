@@ -131,3 +131,24 @@ def test_a_crash_recovers_to_old_or_new_and_a_rerun_completes(spark, source, com
         rerun = _snapshot(root)
         assert all(_records(rerun, p) == _records(compacted, p) for p in PARTITIONS)
         assert validate_paths([str(root)], index_interval_bytes=512).exit_code == 0
+
+
+def test_what_a_killed_range_pass_staged_goes_and_the_range_path_writes_the_same_bytes(
+    spark, source, compacted, tmp_path, monkeypatch
+):
+    """A pass killed on the range path leaves its staging directory in the partition directory (Kafka's
+    loader reads only files): the next compaction removes it, and the range path (a range per output
+    segment) then writes what an uninterrupted run on the one-task path writes."""
+    from kafkalog import tuning
+    from kafkalog.spark.ranges import STAGING
+
+    root = tmp_path / "log"
+    shutil.copytree(source, root)
+    leftover = root / PARTITIONS[0] / STAGING
+    leftover.mkdir()
+    (leftover / "fates-0.arrow").write_bytes(b"half a file")
+    for name, value in {"ONE_TASK_BYTES": 0, "LARGE_PARTITIONS": "ranges", "RANGE_BYTES": 1}.items():
+        monkeypatch.setattr(tuning, name, value)
+    compact(spark, str(root), RESOLVER, NOW)
+    assert _snapshot(root) == compacted
+    assert not leftover.exists()

@@ -39,15 +39,19 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     monkeypatch.setattr(LogFileSystem, "list_dir", lambda *a: pytest.fail("a task listed a directory"))
     stats = IOStats()
     fs = CountingFileSystem(LogFileSystem.for_path(str(cut))[0], stats)
-    by_ranges = []
-    for log in plan.chosen:
-        cuts = ranges.partition_ranges(plan, log, settings[log.topic])
-        maps = [ranges._map_range(fs, r, NOW) for r in cuts]
-        merged = ranges._merge(cuts, maps, NOW)
-        by_ranges.append([ranges._rewrite_range(fs, str(cut), r, m, now=NOW, write=True) for r, m in zip(cuts, merged)])
-    assert max(len(rs) for rs in by_ranges) > 2  # partitions were cut
+    # the steps' Spark jobs run here, one task after the other, on a counting file system
+    monkeypatch.setattr(ranges, "run_tasks", lambda spark, groups, work: [work(item) for g in groups for item in g])
+    monkeypatch.setattr(ranges, "pack_tasks", lambda spark, items, nbytes: [[item] for item in items])
+    monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
+    monkeypatch.setattr(ranges, "filesystem", lambda root: fs)
+    counts = [len(ranges.partition_ranges(plan, log, settings[log.topic])) for log in plan.chosen]
+    by_ranges = ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=True)
+    assert max(counts) > 2  # partitions were cut, their keys merged in as many parts
     scanned = {seg.log_path: seg.size for s in plan.chosen for seg in plan.scanned(s)}
-    assert stats.as_dict() == {path: (2, 2 * size) for path, size in scanned.items()}
-    assert all(c.error is None for rs in by_ranges for c in rs)
-    assert [[row for c in rs for row in c.segments] for rs in by_ranges] == [c.segments for c in by_one]
+    assert {p: n for p, n in stats.as_dict().items() if p.endswith(".log")} == {
+        path: (2, 2 * size) for path, size in scanned.items()
+    }
+    assert all(c.error is None for c in by_ranges)
+    assert [c.segments for c in by_ranges] == [c.segments for c in by_one]
     assert staged(cut) == staged(one) != {}
+    assert not list(cut.rglob(ranges.STAGING))  # the steps' files are gone

@@ -1,0 +1,169 @@
+"""The range path's three steps (spark/ranges.py) as pure functions over Arrow tables: a partition cut
+into segment ranges, each range's records mapped alone (`map_range`), their keys merged across the
+ranges in parts (`merge_part`), and each range's records given their final fates (`range_fates`).
+
+A record superseded within its range stays superseded whatever the other ranges hold (its key's
+winner there can only lose to a better one, and the key is in the map wherever it was there), so the
+map step decides those records at once and stages the range's fates for the rewrite. What it cannot
+decide alone is the rest of its keyed records (`pending`): the key's winner or latest map offset may
+lie in another range, or a record may belong to a batch an aborted transaction discards (`doubtful`:
+held back from the map until the partition's transaction tracker has run). The merge of a part of the
+keys tells each range the partition's winners of its keys won elsewhere (rules/key_map.differing), and
+the rewrite supersedes again only its pending records of those keys and of its doubtful ones. Keys
+are compared whole: a hash (`key_parts`) only chooses the part a key is merged in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+from .compaction import ABORTED, CONTROL, EXPIRE_TOMBSTONE, MARKER, SUPERSEDED, UNKEYED, supersede
+from .key_map import WINNERS, differing, key_winners
+
+# what a map task stages for its range's rewrite, one row per record in file order: the columns the
+# rewrite's outcome reads, its `record_fates` fate and whether it is superseded within the range, and
+# where the record is pending (a keyed record not superseded there, or any keyed record of a key with
+# doubtful ones) its key and precedence; `doubtful`: of a batch an aborted transaction may discard
+STAGED = pa.schema(
+    [
+        ("segment", pa.int32()),
+        ("position", pa.int64()),
+        ("offset", pa.int64()),
+        ("recordSpanSize", pa.int32()),
+        ("fate", pa.int8()),
+        ("superseded", pa.bool_()),
+        ("invalid_header", pa.bool_()),
+        ("key", pa.binary()),
+        ("rank", pa.int8()),
+        ("version", pa.int64()),
+        ("map_offset", pa.int64()),
+        ("doubtful", pa.bool_()),
+    ]
+)
+# what a map task hands the merge of one part of its keys: its WINNERS (batch null) and its doubtful
+# keyed records (with their batch's segment and position), tagged with the range's number
+MAPPED = WINNERS.append(pa.field("range", pa.int32())).append(pa.field("segment", pa.int32()))
+MAPPED = MAPPED.append(pa.field("position", pa.int64()))
+
+
+def batch_key(segment, position) -> pa.Array:
+    """A batch's (segment number, position) as one int64, as `gone` lists the discarded batches."""
+    return pc.add(pc.shift_left(pc.cast(segment, pa.int64()), 40), pc.cast(position, pa.int64()))
+
+
+def map_range(fates: pa.Table, doubtful: np.ndarray, number: int) -> tuple[pa.Table, pa.Table]:
+    """A range's `record_fates` rows (read with no batch discarded) and which are `doubtful`, as the
+    map step gives them on: (STAGED rows for its rewrite, MAPPED rows tagged `number` for the merge)."""
+    fate = fates["fate"].to_numpy()
+    keyed = fate <= EXPIRE_TOMBSTONE
+    sure = keyed & ~doubtful
+    masked = pa.array(np.where(sure, fate, UNKEYED))  # the held-back records out of the range's map
+    gone = sure & (supersede(fates.set_column(fates.schema.get_field_index("fate"), "fate", masked)) == SUPERSEDED)
+    keep = keyed & ~gone  # pending; and every keyed record of a key with doubtful ones, which decide again
+    if doubtful.any():
+        keep |= keyed & pc.is_in(
+            fates["key"], fates["key"].filter(pa.array(keyed & doubtful)).combine_chunks()
+        ).to_numpy(zero_copy_only=False)
+    staged = pa.table(
+        [
+            fates["segment"],
+            fates["position"],
+            fates["offset"],
+            fates["recordSpanSize"],
+            fates["fate"],
+            pa.array(gone),
+            fates["invalid_header"],
+            pc.if_else(pa.array(keep), fates["key"], pa.nulls(fates.num_rows, pa.binary())),
+            fates["rank"],
+            fates["version"],
+            fates["map_offset"],
+            pa.array(doubtful),
+        ],
+        schema=STAGED,
+    )
+    winners = key_winners(fates.filter(pa.array(sure)))
+    held = fates.filter(pa.array(keyed & doubtful))
+    n = winners.num_rows
+    mapped = pa.concat_tables(
+        [
+            pa.table(
+                [
+                    *winners.columns,
+                    pa.array(np.full(n, number, np.int32)),
+                    pa.nulls(n, pa.int32()),
+                    pa.nulls(n, pa.int64()),
+                ],
+                schema=MAPPED,
+            ),
+            pa.table(
+                [
+                    *held.select(WINNERS.names).cast(WINNERS).columns,
+                    pa.array(np.full(held.num_rows, number, np.int32)),
+                    held["segment"],
+                    held["position"],
+                ],
+                schema=MAPPED,
+            ),
+        ]
+    )
+    return staged, mapped
+
+
+def key_parts(keys: pa.Array | pa.ChunkedArray, parts: int) -> np.ndarray:
+    """The part (0 to `parts` - 1) each key is merged in: its bytes' XXH64, the same in every process
+    and version (Python's own hash is salted per process). Only a place: the merge compares whole keys."""
+    if parts <= 1 or not len(keys):
+        return np.zeros(len(keys), np.int64)
+    digest = xxhash.xxh64_intdigest
+    hashes = np.fromiter(
+        (digest(k) for k in pc.fill_null(keys, b"").to_numpy(zero_copy_only=False)), np.uint64, len(keys)
+    )
+    return (hashes % np.uint64(parts)).astype(np.int64)
+
+
+def merge_part(mapped: pa.Table, gone: pa.Array) -> pa.Table:
+    """The merge of one part of a partition's keys: `mapped`, the MAPPED rows of those keys from all
+    its ranges; `gone`, the `batch_key`s of the batches whose records the transaction tracker
+    discarded. Returns, tagged `range`, each range's rows of rules/key_map.differing: the
+    partition's winners of its keys that it does not win itself."""
+    held = mapped["segment"].is_valid()
+    if pc.any(held).as_py():
+        out = pc.and_(held, pc.is_in(batch_key(mapped["segment"], mapped["position"]), gone))
+        mapped = mapped.filter(pc.invert(out))
+        held = mapped["segment"].is_valid()
+        redo = set(mapped.filter(held)["range"].to_pylist())  # ranges whose kept held-back records join their map
+        mine = pc.is_in(mapped["range"], pa.array(sorted(redo), pa.int32()))
+        again = []
+        for r in sorted(redo):
+            rows = key_winners(mapped.filter(pc.equal(mapped["range"], r)))
+            again.append(rows.append_column("range", pa.array(np.full(rows.num_rows, r, np.int32))))
+        mapped = pa.concat_tables([mapped.filter(pc.invert(mine)).select([*WINNERS.names, "range"]), *again])
+    local = mapped.select([*WINNERS.names, "range"])
+    return differing(local, key_winners(local))
+
+
+def range_fates(staged: pa.Table, told: pa.Table, gone: pa.Array) -> pa.Table:
+    """A range's STAGED rows given their final fates (`record_fates` and `supersede` columns as the
+    rewrite's outcome reads them): its records of `gone` batches aborted (markers removed), those
+    superseded within the range superseded, and its pending records of the keys `told` (its rows of
+    the merge, WINNERS) or doubtful superseded again with the partition's winners."""
+    fate = staged["fate"].to_numpy()
+    discarded = pc.is_in(batch_key(staged["segment"], staged["position"]), gone).to_numpy(zero_copy_only=False)
+    if discarded.any():  # as record_fates marks the records of a discarded batch
+        fate = np.where(discarded, np.where(fate == CONTROL, np.int8(MARKER), np.int8(ABORTED)), fate).astype(np.int8)
+        invalid = staged["invalid_header"].to_numpy(zero_copy_only=False) & ~discarded
+        staged = staged.set_column(staged.schema.get_field_index("invalid_header"), "invalid_header", pa.array(invalid))
+    pending = staged["key"].is_valid().to_numpy(zero_copy_only=False) & (fate <= EXPIRE_TOMBSTONE)
+    doubtful = pending & staged["doubtful"].to_numpy(zero_copy_only=False)
+    keys = pa.chunked_array([*told["key"].chunks, *staged["key"].filter(pa.array(doubtful)).chunks], pa.binary())
+    final = np.where(staged["superseded"].to_numpy(zero_copy_only=False), np.int8(SUPERSEDED), fate).astype(np.int8)
+    if len(keys):
+        redo = pending & pc.is_in(staged["key"], keys.combine_chunks()).to_numpy(zero_copy_only=False)
+        if redo.any():
+            rows = staged.filter(pa.array(redo))
+            rows = rows.set_column(rows.schema.get_field_index("fate"), "fate", pa.array(fate[redo]))
+            final[redo] = supersede(rows, told)
+    return staged.set_column(staged.schema.get_field_index("fate"), "fate", pa.array(final, pa.int8()))
