@@ -5,8 +5,9 @@ partition").
 Its cleanable segments, grouped into output segments as Kafka's cleaner groups them, are cut into
 **ranges** of whole groups of about `tuning.RANGE_BYTES`. Then, the steps' data handed on as Arrow
 IPC files in a staging directory of the partition's (`STAGING`, removed when the pass ends, and by
-the next compaction's recovery after a crash; a dry run's in a temporary directory of the driver, which
-its executors must share: local masters do):
+the next compaction's recovery after a crash). A dry run writes nothing into the log dir: it stages
+beside it (`DRY_RUN_STAGING`, a name of its own per run, removed when it ends), where the executors
+reach it as they reach the log dir, on a cluster and on object storage too:
 
 1. Map (one task per range): the range's `.log` bytes are read once and its records' keys decoded
    once; the task stages its records' fates within the range for its rewrite (rules/ranges.map_range:
@@ -29,8 +30,7 @@ spark/held.py's, as on the one-task path, so that both paths write the same byte
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -44,7 +44,7 @@ from ..rules.cleaner import LogToClean
 from ..rules.compaction import PartitionOutcome, decide_batches, partition_outcome
 from ..rules.ranges import batch_key, key_parts, map_range, merge_part, range_fates
 from ..scan.scan_plan import ScanFilter, plan_units
-from ..scan.views import SCHEMAS, filesystem
+from ..scan.views import SCHEMAS, filesystem, filesystem_and_path
 from ..storage.fs import HeldFileSystem, LogFileSystem
 from .compaction import OutputSettings, output_groups, partition_outputs, segment_files
 from .context import default_parallelism
@@ -107,6 +107,8 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
 
 # the staging directory's name in a partition directory (Kafka's log loader reads only its files)
 STAGING = ".kafkalog-ranges"
+# a dry run's, beside the log dir (`<log dir>.kafkalog-dry-run-<run>`): it writes nothing into it
+DRY_RUN_STAGING = ".kafkalog-dry-run-"
 
 
 class Staging(NamedTuple):
@@ -134,13 +136,12 @@ def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, writ
     """Steps 2 to 5 of the partitions `logs` by the range path (`settings` by topic): per partition,
     a Cleaned whose `error`, if any, makes it uncleanable (found in the map step, `decided`) or fails
     the pass (found in the rewrite). What is staged is removed however the pass ends."""
-    temporary = None if write else tempfile.mkdtemp(prefix="kafkalog-ranges-")  # a dry run writes no log dir
-    where = temporary or plan.root
-    fs = filesystem(where)
+    fs, root = filesystem_and_path(plan.root)
+    beside = None if write else f"{root.rstrip('/')}{DRY_RUN_STAGING}{uuid.uuid4().hex[:12]}"
     staged = {}
     for s in logs:
-        place = fs.join(temporary, f"{s.topic}-{s.partition}") if temporary else fs.join(s.path, STAGING)
-        staged[s.topic, s.partition] = Staging(where, place)
+        place = fs.join(beside, f"{s.topic}-{s.partition}") if beside else fs.join(s.path, STAGING)
+        staged[s.topic, s.partition] = Staging(plan.root, place)
         remove_staging(fs, place)  # a crashed pass's
         fs.make_dirs(place)
     try:
@@ -148,8 +149,8 @@ def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, writ
     finally:
         for staging in staged.values():
             remove_staging(fs, staging.path)
-        if temporary is not None:
-            shutil.rmtree(temporary, ignore_errors=True)
+        if beside is not None:
+            remove_staging(fs, beside)
 
 
 def remove_staging(fs, path: str) -> None:

@@ -32,7 +32,7 @@ def removed(result) -> dict:
 def test_bytes_removed_is_what_the_files_lose_and_a_dry_run_estimates_it(spark, tmp_path, monkeypatch):
     root = tmp_path / "log"
     generate(str(root), preset("small", seed=11))
-    before = log_bytes(root)
+    before, listed = log_bytes(root), sorted(root.rglob("*"))
     estimates = []
     # every partition in one task, then by the window path, then in ranges of one output segment
     for task_bytes, large in ((1 << 40, "window"), (0, "window"), (0, "ranges")):
@@ -42,6 +42,8 @@ def test_bytes_removed_is_what_the_files_lose_and_a_dry_run_estimates_it(spark, 
         dry = compact(spark, str(root), RESOLVER, NOW, force=True, topics=TOPICS, dry_run=True)
         estimates.append(removed(dry))
     assert log_bytes(root) == before
+    # nothing written into the log dir, and the range path's staging beside it gone
+    assert sorted(root.rglob("*")) == listed and list(tmp_path.iterdir()) == [root]
     assert estimates[0] == estimates[1] == estimates[2]
     read = {(s.topic, s.partition): sum(seg.size for seg in dry.plan.scanned(s)) for s in dry.plan.chosen}
     assert {tp[0] for tp in estimates[0]} == set(TOPICS)
