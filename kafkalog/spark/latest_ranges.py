@@ -13,8 +13,9 @@ each. Then:
    cleaner starts another pass when its offset map is full.
 2. Merge (Spark, by key): the winners of every range of a partition are grouped by (partition,
    key), a shuffle by a hash of the key, and each key's greatest (rank, version, offset) kept with
-   its range. A narrow row per distinct key per range (or per map-full) crosses the shuffle, not a
-   record per record, and Spark's aggregation spills to disk where a task's share does not fit.
+   its range (by offset alone: a hash aggregation of numbers). A narrow row per distinct key per
+   range (or per map-full) crosses the shuffle, not a record per record, and Spark's aggregation
+   spills to disk where a task's share does not fit.
 3. Emit (one Python task per range): each range's winning offsets reach its task
    (`repartitionById`, the range's number as the partition), which reads the range again (the
    second and last time) and yields those records whole into the table.
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import tuning
-from ..rules.compaction_strategy import CompactionStrategy, record_versions
+from ..rules.compaction_strategy import OFFSET, CompactionStrategy, record_versions
 from ..rules.key_map import WINNERS, key_winners
 from ..scan.scan_plan import ScanFilter, WorkUnit, pack_units, plan_units
 from ..storage.segment import LogSegment
@@ -68,8 +69,13 @@ def latest_in_ranges(
         yield from range_winners(committed(ranges[i]), i, strategy)
 
     winners = task_frame(spark, len(ranges), mapped, _WINNER_DDL)
-    best = F.max(F.struct("rank", "version", "offset", "range")).alias("best")
-    chosen = winners.groupBy("partition", "key").agg(best).select("best.range", "best.offset")
+    by_key = winners.groupBy("partition", "key")
+    if strategy == OFFSET:  # numbers only: Spark's hash aggregation, no sort
+        chosen = by_key.agg(F.max_by("range", "offset").alias("range"), F.max("offset").alias("offset"))
+        chosen = chosen.select("range", "offset")
+    else:
+        best = F.max(F.struct("rank", "version", "offset", "range")).alias("best")
+        chosen = by_key.agg(best).select("best.range", "best.offset")
     # a row for every range, so that a range none of whose keys wins still has its task (and yields nothing)
     every = spark.createDataFrame([(i, None) for i in range(len(ranges))], _CHOSEN_DDL)
 
