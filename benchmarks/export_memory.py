@@ -74,8 +74,13 @@ def main(argv=None) -> None:
         if args.dir is None:
             shutil.rmtree(base, ignore_errors=True)
     print(
-        f"Spark {args.master}, {args.driver_memory} heap, delta-spark; every record has a distinct key, so every "
-        f"record is a row of the table; {time.strftime('%Y-%m-%d %H:%M %Z')}\n"
+        f"Spark {args.master}, {args.driver_memory} heap, delta-spark; "
+        + (
+            "every record has a distinct key, so every record is a row of the table"
+            if args.updates == 1
+            else f"{args.updates} records per key, spread over its partition"
+        )
+        + f"; {time.strftime('%Y-%m-%d %H:%M %Z')}\n"
     )
     print_memory_table(rows)
     print("\n" + "\n".join(cpus))

@@ -65,8 +65,10 @@ def latest_in_ranges(
     `committed(units)` yields the committed records of those units in that schema."""
     from pyspark.sql import functions as F
 
+    held_keys, combine_rows = tuning.LATEST_TASK_RECORDS, tuning.COMBINE_ROWS  # read here: the tasks get these
+
     def mapped(i: int):
-        yield from range_winners(committed(ranges[i]), i, strategy)
+        yield from range_winners(committed(ranges[i]), i, strategy, held_keys, combine_rows)
 
     winners = task_frame(spark, len(ranges), mapped, _WINNER_DDL)
     by_key = winners.groupBy("partition", "key")
@@ -87,11 +89,11 @@ def latest_in_ranges(
 
 
 def range_winners(
-    batches: Iterable[pa.RecordBatch], number: int, strategy: CompactionStrategy
+    batches: Iterable[pa.RecordBatch], number: int, strategy: CompactionStrategy, held_keys: int, combine_rows: int
 ) -> Iterator[pa.RecordBatch]:
     """Step 1 of range `number`: per (partition, key) of the committed records `batches` (of one
-    partition), its winner there, combined about `tuning.COMBINE_ROWS` rows at a time. Where the
-    winners held pass `tuning.LATEST_TASK_RECORDS` keys they are yielded and the task starts anew,
+    partition), its winner there, combined about `combine_rows` rows at a time. Where the winners
+    held pass `held_keys` keys (`tuning.LATEST_TASK_RECORDS`) they are yielded and the task starts anew,
     as Kafka's cleaner starts a new pass when its offset map is full: a key may then leave the
     task more than once, and the merge keeps its best. Keyless records are left out."""
     held = WINNERS.empty_table()
@@ -106,9 +108,9 @@ def range_winners(
         chunk.append(pa.table([keyed["key"], pa.array(rank), pa.array(version), offset, offset], schema=WINNERS))
         partition = keyed["partition"][0].as_py()
         rows += keyed.num_rows
-        if rows >= tuning.COMBINE_ROWS:
+        if rows >= combine_rows:
             held, chunk, rows = key_winners(pa.concat_tables([held, *chunk])), [], 0
-            if held.num_rows >= tuning.LATEST_TASK_RECORDS:
+            if held.num_rows >= held_keys:
                 yield _winner_rows(held, partition, number)
                 held = WINNERS.empty_table()
     held = key_winners(pa.concat_tables([held, *chunk]))

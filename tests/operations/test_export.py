@@ -71,13 +71,11 @@ def test_one_task_keeps_each_keys_last_record_as_a_consumer_would(topic, monkeyp
 
 
 @pytest.mark.parametrize("range_bytes, held", [(256, 1 << 20), (2048, 3)])
-def test_ranges_keep_each_keys_last_record_as_a_consumer_would(topic, monkeypatch, range_bytes, held):
+def test_ranges_keep_each_keys_last_record_as_a_consumer_would(topic, range_bytes, held):
     """The latest table's range path below Spark: each partition cut into ranges of about
     `range_bytes` (transactions cut across them), step 1 per range (its map handed on every few
     keys where `held` is small), the merge by key (Spark's max of (rank, version, offset, range),
     here a dict), step 3 per range reading it again."""
-    monkeypatch.setattr(tuning, "LATEST_TASK_RECORDS", held)
-    monkeypatch.setattr(tuning, "COMBINE_ROWS", 5)
     root, model_records, fates = topic
     wanted = {r.partition: r for r in partition_ranges(root, TOPIC)}
     flt = ScanFilter.of(TOPIC)
@@ -92,7 +90,7 @@ def test_ranges_keep_each_keys_last_record_as_a_consumer_would(topic, monkeypatc
     best: dict = {}
     repeated = 0  # rows of a key a range hands on more than once: only when its map fills
     for i, units in enumerate(ranges):
-        mine = [row for b in range_winners(committed(units), i, OFFSET) for row in b.to_pylist()]
+        mine = [row for b in range_winners(committed(units), i, OFFSET, held, 5) for row in b.to_pylist()]
         repeated += len(mine) - len({row["key"] for row in mine})
         for row in mine:
             order = (row["rank"], row["version"], row["offset"], row["range"])
