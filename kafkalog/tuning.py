@@ -45,6 +45,15 @@ RANGE_BYTES = 128 << 20
 # compare against (tests, `benchmarks/kafka_cleaner.py --large-path window`).
 LARGE_PARTITIONS = "ranges"
 
+# An export's latest table decides a partition of at most this many offsets (and ONE_TASK_BYTES) in
+# the task that reads it, which holds the last record of each of its keys whole (value, headers); a
+# larger partition takes the range path (spark/latest_ranges.py), each of whose map tasks holds at
+# most about this many keys (narrow rows: key, offset, version) before it hands them on to Spark's
+# merge by key. Measured in one process (docs/benchmarks.md, "Memory against the number of distinct
+# keys"): a task holding 2 million distinct keys whole peaked at 670 MiB resident, its read alone at
+# 196; a 2-core executor runs two tasks at once.
+LATEST_TASK_RECORDS = 1 << 19
+
 # About this many records of a scan task are combined at once on the window path: what bounds a
 # Python worker's memory when a task holds millions of small records with distinct keys. Measured:
 # from 5 to 10 million keys the workers grew 27% at 2^20, 9% at 2^18, not at 2^17; but at 2^17 the

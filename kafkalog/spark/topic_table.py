@@ -6,7 +6,7 @@ appear, and records of aborted transactions are dropped on the executors by Kafk
 tracker (`CleanedTransactionMetadata`, the one the cleaner uses), seeded as a fetch response seeds a
 consumer, with the partition's aborted transactions (`.txnindex`) that end at or past the first batch
 read. `latest_records`: the last of those records per (partition, key), decided in the scan task
-where a task reads the whole partition, else by a window over the scan (`latest_per_key`); "last" by
+where a task reads the whole partition, else by the range path (spark/latest_ranges.py); "last" by
 offset, or by a KIP-280 strategy's (rank, version, offset) (rules/compaction_strategy.py).
 Keys and values are decoded by spark/decode.py (`decode_records`).
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
@@ -28,9 +27,10 @@ from ..rules.aborted_txn import AbortedTxn
 from ..rules.cleaner import BatchMeta, CleanedTransactionMetadata
 from ..rules.compaction_strategy import OFFSET, CompactionStrategy, record_versions, superseded
 from ..scan.reader import read_task
-from ..scan.scan_plan import ScanFilter, pack_units, plan_segments, read_active_tails, task_bytes
+from ..scan.scan_plan import ScanFilter, plan_segments, read_active_tails
 from ..scan.views import RECORDS_SCHEMA
 from ..storage.segment import LogSegment
+from .latest_ranges import cut_ranges, latest_in_ranges
 from .scan import default_min_tasks, pack_tasks, spark_schema
 from .tasks import task_frame
 
@@ -153,35 +153,39 @@ def latest_records(
     verify_crc: bool = True,
     strategy: CompactionStrategy = OFFSET,
 ):
-    """`latest_per_key` of `committed_records` (under `strategy`), the partitions that fit in a task decided in it: a
-    partition of at most `tuning.ONE_TASK_BYTES` and `tuning.ONE_TASK_RECORDS` offsets is read whole
-    by one task, which keeps each key's last record as it reads (`last_per_key`), so that only the
-    table's rows reach the JVM (no shuffle of every record, as compaction's one-task path). Larger
-    partitions go through the window, their records read by several tasks."""
+    """`last_per_key` of `committed_records` (under `strategy`). A partition of at most
+    `tuning.ONE_TASK_BYTES` and `tuning.LATEST_TASK_RECORDS` offsets is read whole by one task, which
+    keeps each key's last record as it reads (`last_per_key`), so that only the table's rows reach
+    the JVM (no shuffle, as compaction's one-task path). A larger one takes the range path
+    (spark/latest_ranges.py): no task holds a row per key of it."""
     wanted, flt, plan = _plan(spark, log, ranges)
     if plan is None:
         return spark.createDataFrame([], spark_schema(TABLE_SCHEMA))
     runs: dict[int, list] = {}
     for unit in plan.units:
         runs.setdefault(unit.partition, []).append(unit)
-    whole, spread = [], []
+    whole, cut = [], []
     for partition, run in runs.items():
         run.sort(key=lambda u: (u.segment_base_offset, u.start))
-        r = wanted[partition]
-        if sum(u.nbytes for u in run) <= tuning.ONE_TASK_BYTES and r.end - r.start <= tuning.ONE_TASK_RECORDS:
+        span = wanted[partition].end - wanted[partition].start
+        if sum(u.nbytes for u in run) <= tuning.ONE_TASK_BYTES and span <= tuning.LATEST_TASK_RECORDS:
             whole.append(tuple(run))
         else:
-            spread.extend(run)
+            segments = sorted((s for s in log.segments if s.partition == partition), key=lambda s: s.base_offset)
+            cut += cut_ranges(segments, flt, tuning.RANGE_BYTES)
     frames = []
     if whole:  # packed as compaction's one-task partitions are
         groups = pack_tasks(spark, whole, lambda run: sum(u.nbytes for u in run))
         tasks = [tuple(u for run in group for u in run) for group in groups]
         keep = functools.partial(last_per_key, strategy=strategy)
         frames.append(_committed_frame(spark, plan.root, tasks, flt, wanted, verify_crc, keep))
-    if spread:
-        target = task_bytes(sum(u.nbytes for u in spread), tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark))
-        records = _committed_frame(spark, plan.root, pack_units(spread, target), flt, wanted, verify_crc)
-        frames.append(latest_per_key(records, strategy))
+    if cut:
+        root = plan.root
+
+        def committed(units):
+            return committed_batches(read_task(root, units, "records", flt, verify_crc=verify_crc), wanted)
+
+        frames.append(latest_in_ranges(spark, cut, committed, strategy, spark_schema(TABLE_SCHEMA)))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
@@ -220,29 +224,3 @@ def _combine(held: pa.Table | None, chunk: list[pa.RecordBatch], strategy: Compa
         return table.filter(pa.array(~gone))
     last = table.group_by("key", use_threads=False).aggregate([("offset", "max")])
     return table.filter(pc.is_in(table["offset"], value_set=last["offset_max"]))
-
-
-def latest_per_key(records, strategy: CompactionStrategy = OFFSET):
-    """Per (partition, key), its last record (a tombstone where the key was deleted last): the latest
-    offset per key (under a KIP-280 strategy, the greatest (rank, version, offset)), a window over the
-    records. Records without a key have no place in a table of keys and are left out. A key is a row
-    of each partition it appears in (docs/semantics.md)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    by_key = Window.partitionBy(F.xxhash64("key"), "partition", "key")
-    keyed = records.where(F.col("key").isNotNull())
-    if strategy == OFFSET:
-        latest = keyed.withColumn("_latest", F.max("offset").over(by_key))
-        return latest.where(F.col("offset") == F.col("_latest")).drop("_latest")
-    if strategy.name == "timestamp":
-        precedence = F.struct(F.lit(0), F.col("timestamp"), F.col("offset"))
-    else:  # the value of the last header of the key, when it is 8 bytes, as a signed long
-        named = F.filter("headers", lambda h: h["key"] == F.lit(strategy.header))
-        value = F.when(F.size(named) > 0, F.element_at(named, -1)["value"])
-        eight = F.coalesce(F.length(value) == 8, F.lit(False))
-        unsigned = F.conv(F.hex(value), 16, 10).cast("decimal(20,0)")
-        signed = F.when(unsigned >= Decimal(2**63), unsigned - Decimal(2**64)).otherwise(unsigned)
-        precedence = F.struct(eight.cast("int"), F.when(eight, signed).otherwise(F.lit(0)), F.col("offset"))
-    latest = keyed.withColumn("_precedence", precedence).withColumn("_latest", F.max("_precedence").over(by_key))
-    return latest.where(F.col("_precedence") == F.col("_latest")).drop("_precedence", "_latest")

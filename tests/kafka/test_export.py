@@ -69,9 +69,14 @@ def offline_copy(broker: Broker, target) -> str:
 
 
 def test_export_matches_the_java_read_committed_consumer(
-    running_broker: Broker, kafka_tools: KafkaTools, spark, tmp_path
+    running_broker: Broker, kafka_tools: KafkaTools, spark, tmp_path, monkeypatch
 ):
+    """The first and third exports take the latest table's range path (a range per segment or index
+    entry, a map handed on every few keys), the second the one-task path."""
+    from kafkalog import tuning
+
     broker, tools = running_broker, kafka_tools
+    ranges = {"LATEST_TASK_RECORDS": 2, "RANGE_BYTES": 1, "COMBINE_ROWS": 3}
     tools.produce(
         broker.bootstrap, workload(0), [{"name": TOPIC, "partitions": 2, "configs": {"cleanup.policy": "compact"}}]
     )
@@ -92,7 +97,10 @@ def test_export_matches_the_java_read_committed_consumer(
 
     table = str(tmp_path / "orders")
     as_of = {int(p): end // 2 for p, end in read["end"].items()}
-    first = export(spark, log_dir, TOPIC, table, as_of_offset=as_of, incremental=True)
+    with monkeypatch.context() as patched:
+        for knob, value in ranges.items():
+            patched.setattr(tuning, knob, value)
+        first = export(spark, log_dir, TOPIC, table, as_of_offset=as_of, incremental=True)
     assert first.committed and delta_table(table) == consumer_table(read, as_of)
     second = export(spark, log_dir, TOPIC, table, incremental=True)
     assert second.committed and delta_table(table) == consumer_table(read)
@@ -101,7 +109,10 @@ def test_export_matches_the_java_read_committed_consumer(
     tools.produce(broker.bootstrap, workload(100))
     (read,) = tools.consume(broker.bootstrap, [{"kind": "read", "topic": TOPIC, "isolation": "read_committed"}])
     log_dir = offline_copy(broker, tmp_path / "copy-2")
-    third = export(spark, log_dir, TOPIC, table, incremental=True)
+    with monkeypatch.context() as patched:
+        for knob, value in ranges.items():
+            patched.setattr(tuning, knob, value)
+        third = export(spark, log_dir, TOPIC, table, incremental=True)
     assert third.committed and delta_table(table) == consumer_table(read)
     assert {r.partition: r.start for r in third.ranges} == second.end_offsets
     assert not export(spark, log_dir, TOPIC, table, incremental=True).committed

@@ -4,13 +4,16 @@ the as-of points (offsets, Spark's endingOffsets JSON, offsetsForTimes), the las
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from kafkalog import tuning
 from kafkalog.errors import ConfigError, LogDirError
 from kafkalog.operations.export import as_of_offsets, clamped_offsets, partition_ranges
+from kafkalog.rules.compaction_strategy import OFFSET
 from kafkalog.scan.reader import read_task
 from kafkalog.scan.scan_plan import ScanFilter, plan_scan
+from kafkalog.spark.latest_ranges import chosen_records, cut_ranges, range_winners
 from kafkalog.spark.topic_table import committed_batches, last_per_key
 from kafkalog.storage.logdir import LogDir
 from kafkalog.storage.offsets_for_times import offset_for_timestamp
@@ -65,6 +68,47 @@ def test_one_task_keeps_each_keys_last_record_as_a_consumer_would(topic, monkeyp
     tombstoned = {(r.partition, r.key): (r.offset, None) for r in read if r.key is not None}  # the last wins
     assert rows == {**tombstoned, **{k: (r.offset, r.value) for k, r in latest(read).items()}}
     assert any(value is None for _, value in rows.values())  # tombstones stay: an incremental run deletes by them
+
+
+@pytest.mark.parametrize("range_bytes, held", [(256, 1 << 20), (2048, 3)])
+def test_ranges_keep_each_keys_last_record_as_a_consumer_would(topic, range_bytes, held):
+    """The latest table's range path below Spark: each partition cut into ranges of about
+    `range_bytes` (transactions cut across them), step 1 per range (its map handed on every few
+    keys where `held` is small), the merge by key (Spark's max of (rank, version, offset, range),
+    here a dict), step 3 per range reading it again."""
+    root, model_records, fates = topic
+    wanted = {r.partition: r for r in partition_ranges(root, TOPIC)}
+    flt = ScanFilter.of(TOPIC)
+    ranges = []
+    for p in wanted:
+        ranges += cut_ranges(LogDir.open(root).partition(TOPIC, p).segments, flt, range_bytes)
+    assert len(ranges) > (8 if range_bytes == 256 else 2)
+
+    def committed(units):
+        return committed_batches(read_task(root, units, "records", flt), wanted)
+
+    best: dict = {}
+    repeated = 0  # rows of a key a range hands on more than once: only when its map fills
+    for i, units in enumerate(ranges):
+        mine = [row for b in range_winners(committed(units), i, OFFSET, held, 5) for row in b.to_pylist()]
+        repeated += len(mine) - len({row["key"] for row in mine})
+        for row in mine:
+            order = (row["rank"], row["version"], row["offset"], row["range"])
+            best[row["partition"], row["key"]] = max(best.get((row["partition"], row["key"]), order), order)
+    chosen = pa.RecordBatch.from_pylist(
+        [{"range": r, "offset": o} for _, _, o, r in best.values()]
+        + [{"range": i, "offset": None} for i in range(len(ranges))],
+        pa.schema([("range", pa.int32()), ("offset", pa.int64())]),
+    )
+    assert (repeated > 0) == (held < 100)
+    rows = {}
+    for batch in chosen_records([chosen], lambda i: committed(ranges[i])):
+        for p, key, offset, value in zip(*(batch[c].to_pylist() for c in ("partition", "key", "offset", "value"))):
+            assert (p, key) not in rows
+            rows[p, key] = (offset, value)
+    read = consumer_reads(model_records, fates)
+    tombstoned = {(r.partition, r.key): (r.offset, None) for r in read if r.key is not None}  # the last wins
+    assert rows == {**tombstoned, **{k: (r.offset, r.value) for k, r in latest(read).items()}}
 
 
 def test_read_committed_matches_the_model(topic):

@@ -148,11 +148,13 @@ def test_each_path_keeps_the_kips_winner_of_every_key(spark, tmp_path, monkeypat
 @pytest.mark.parametrize("one_task", [True, False])
 def test_export_latest_by_keeps_each_keys_winner(spark, tmp_path, monkeypatch, one_task):
     """`export --latest-by`: a key's row is the record the strategy keeps (tombstones delete it), in a
-    partition one task reads whole and through the window."""
+    partition one task reads whole and in ranges of a few records (a key's records in several)."""
     from kafkalog.operations.export import topic_table
     from kafkalog.rules.compaction_strategy import parse_latest_by
 
     monkeypatch.setattr(tuning, "ONE_TASK_BYTES", 1 << 40 if one_task else 0)
+    monkeypatch.setattr(tuning, "LATEST_TASK_RECORDS", 1 << 40 if one_task else 5)  # a map full every 5 keys
+    monkeypatch.setattr(tuning, "RANGE_BYTES", 1024)
     source = tmp_path / "in"
     source.mkdir()
     batches = random_records(11)

@@ -73,9 +73,10 @@ def delta_version(path: str) -> int:
     return DeltaTable(path).version()
 
 
-def test_latest_partitions_read_whole_by_a_task_or_through_the_window(spark, topic, monkeypatch):
+def test_latest_partitions_read_whole_by_a_task_or_in_ranges(spark, topic, monkeypatch):
     """Each partition's latest records are decided in the task that reads it whole, or, past
-    `tuning.ONE_TASK_RECORDS` offsets, by the window: either way, and both in one plan, the same table."""
+    `tuning.LATEST_TASK_RECORDS` offsets, by the range path: either way, and both in one plan, the
+    same table."""
     from kafkalog import tuning
     from kafkalog.operations.export import partition_ranges
 
@@ -83,11 +84,12 @@ def test_latest_partitions_read_whole_by_a_task_or_through_the_window(spark, top
     want = model_rows(consumer_reads(records, fates))
     spans = sorted(r.end - r.start for r in partition_ranges(root, TOPIC))
     assert spans[0] < spans[1]
-    for cap, windows in ((spans[1], False), (spans[0], True), (0, True)):  # all, one, no partition read whole
-        monkeypatch.setattr(tuning, "ONE_TASK_RECORDS", cap)
+    for cap, ranges in ((spans[1], False), (spans[0], True), (3, True)):  # all, one, no partition read whole
+        monkeypatch.setattr(tuning, "LATEST_TASK_RECORDS", cap)
+        monkeypatch.setattr(tuning, "RANGE_BYTES", 4096)  # a partition in several ranges
         table = topic_table(spark, root, TOPIC)
         assert rows_of(table) == want
-        assert ("Window" in table._jdf.queryExecution().optimizedPlan().toString()) == windows
+        assert ("Aggregate" in table._jdf.queryExecution().optimizedPlan().toString()) == ranges
 
 
 def test_incremental_delta_interrupted_and_rerun(spark, topic, tmp_path, monkeypatch):

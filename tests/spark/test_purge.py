@@ -361,11 +361,21 @@ def _compacted_log(tmp_path):
 
 
 def test_tombstones_keep_each_keys_latest_offset_until_compaction_horizon(spark, tmp_path, monkeypatch, capsys):
+    """Also a partition spread over several tasks, as a large one is (`tuning.MAX_BYTES_PER_TASK`):
+    each segment scanned and rewritten by a task of its own, a key's latest offset decided across them."""
+    from kafkalog import tuning
     from kafkalog.cli import main
+    from kafkalog.spark import purge as spark_purge
+    from kafkalog.spark import scan as spark_scan
 
     source, out, ledger = _compacted_log(tmp_path), str(tmp_path / "purged"), str(tmp_path / "ledger")
     (tmp_path / "keys.txt").write_text("a\nb\n")
     monkeypatch.setenv(SECRET_ENV, SECRET.decode())
+    monkeypatch.setattr(tuning, "MAX_BYTES_PER_TASK", 1)
+    scans, packed = [], []
+    planned, packing = spark_purge.plan_segments, spark_scan.pack_tasks
+    monkeypatch.setattr(spark_purge, "plan_segments", lambda *a, **k: scans.append(planned(*a, **k)) or scans[-1])
+    monkeypatch.setattr(spark_scan, "pack_tasks", lambda *a, **k: packed.append(packing(*a, **k)) or packed[-1])
     before = files(source)
     assert (
         main(
@@ -400,6 +410,9 @@ def test_tombstones_keep_each_keys_latest_offset_until_compaction_horizon(spark,
     ]
     assert [b.delete_horizon_ms for b in batches if any(r.value is None for r in b.records())] == [NOW + 1000] * 2
     assert batches[0].producer_id == 5 and batches[0].last_offset == 3  # the producer's batch keeps its range
+    # the partition's 3 segments (361 bytes) scanned by a task per segment or less
+    assert {u.partition for t in scans[0].tasks for u in t} == {0} and len(scans[0].tasks) >= 3
+    assert len(packed[0]) == 2  # the two segments with a purged record, rewritten by a task each
     before = files(out)
     config = resolver_from(settings=["cleanup.policy=compact", "delete.retention.ms=1000"])
     again = purge(spark, out, [b"a", b"b"], tombstone=True, ledger=ledger, secret=SECRET, config=config, now=NOW)
