@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .. import tuning
 from ..codec.filter import BatchRetention
@@ -23,7 +24,7 @@ from ..storage.logdir import LogDir
 from ..storage.segment import LogSegment, log_end_offset
 from ..storage.tables import detect_format
 from .rewrite import removed_run
-from .scan import default_min_tasks, scan_dataframe
+from .scan import ScanMetrics, default_min_tasks, scan_dataframe
 from .tables import read_table
 
 ACTIONS = ("removed", "tombstoned", "redacted")
@@ -161,23 +162,48 @@ class Decider:
         self.spark, self.plan, self.keys, self.where = spark, plan, keys, where
         self.broadcast = key_count is not None and key_count <= tuning.BROADCAST_KEYS
         self.tombstone, self.resolver, self.reason = tombstone, resolver, reason
-        # the log ends before the purge (a purge never lowers one): the verification judges by them too
-        self.log_ends = spark.createDataFrame(
+        # the log ends before the purge (a purge never lowers one), known once the first `decide`
+        # has scanned: the verification judges by them too
+        self.log_ends: Any = None  # a DataFrame: (copy, topic, partition, log_end)
+
+    def decide(self, plan: PurgeScope | None = None):
+        """(matched, decided) over the segments of `plan` (default: the purge's): the matched
+        records, cached (unpersist `matched` when done), and the same with their `action`.
+
+        The first call scans at once, into the cache: its tasks read every batch of each last
+        segment, and tell its last offset, which gives the log ends (`_learn_log_ends`) without
+        the driver reading the segment's tail a third time beside the scan and the rewrite."""
+        plan = plan or self.plan
+        reads = [ScanMetrics() for _ in plan.copies] if self.log_ends is None else None
+        matched = self._matched(plan, reads).cache()
+        if reads is not None:
+            try:
+                matched.count()
+                self._learn_log_ends(plan, reads)
+            except BaseException:
+                matched.unpersist()
+                raise
+        compacted = [t for t in plan.topics if self.tombstone and self.resolver.for_topic(t).compact]
+        return matched, self._with_actions(plan, matched, compacted)
+
+    def _learn_log_ends(self, plan: PurgeScope, reads: list[ScanMetrics]) -> None:
+        """Each copy's log ends (Copy.log_ends), the last segments' last offsets told by the scan
+        (a last segment the scan did not read to its end, an empty one, reads its own tail)."""
+        for c, read in zip(plan.copies, reads):
+            found = read.last_offsets
+            for (topic, partition), segments in c.segments.items():
+                last = segments[-1] if segments else None
+                if last is not None and (topic, partition, last.base_offset) in found:
+                    last.scanned(found[topic, partition, last.base_offset])
+        self.log_ends = self.spark.createDataFrame(
             [(i, t, p, end) for i, c in enumerate(plan.copies) for (t, p), end in c.log_ends().items()],
             "copy int, topic string, partition int, log_end long",
         )
 
-    def decide(self, plan: PurgeScope | None = None):
-        """(matched, decided) over the segments of `plan` (default: the purge's): the matched
-        records, cached (unpersist `matched` when done), and the same with their `action`."""
-        plan = plan or self.plan
-        matched = self._matched(plan).cache()
-        compacted = [t for t in plan.topics if self.tombstone and self.resolver.for_topic(t).compact]
-        return matched, self._with_actions(plan, matched, compacted)
-
-    def _scan(self, plan: PurgeScope, view: str):
+    def _scan(self, plan: PurgeScope, view: str, reads: list[ScanMetrics] | None = None):
         """`view` of every copy's planned segments, each row with its `copy`: the tasks of all copies
-        in one DataFrame, so that one join matches the keys against all of them."""
+        in one DataFrame, so that one join matches the keys against all of them. `reads`: a
+        ScanMetrics for each copy, to tell what its tasks read."""
         from pyspark.sql import functions as F
 
         frames = []
@@ -190,18 +216,19 @@ class Decider:
                 is_local=c.opened.fs.is_local,
                 min_tasks=default_min_tasks(self.spark),
             )
-            frames.append(scan_dataframe(self.spark, scan_plan, view).withColumn("copy", F.lit(i)))
+            metrics = None if reads is None else reads[i]
+            frames.append(scan_dataframe(self.spark, scan_plan, view, metrics=metrics).withColumn("copy", F.lit(i)))
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)
         return union.where(~F.col("isControl"))
 
-    def _matched(self, plan: PurgeScope):
+    def _matched(self, plan: PurgeScope, reads: list[ScanMetrics] | None = None):
         """The data records the keys or `where` select in the plan's segments, with their batch, copy
-        and why they matched."""
+        and why they matched (`reads`: `_scan`'s, for the narrow scan)."""
         from pyspark.sql import functions as F
 
-        narrow = self._scan(plan, "narrow")
+        narrow = self._scan(plan, "narrow", reads)
         keys = self.keys.withColumnRenamed("reason", "key_reason").withColumn("by_key", F.lit(True))
         rows = narrow.join(F.broadcast(keys) if self.broadcast else keys, "key", "left")
         hit = F.col("by_key").isNotNull()
@@ -211,26 +238,21 @@ class Decider:
             )
             rows = rows.join(selected, ["copy", "topic", "partition", "offset"], "left")
             hit = hit | F.col("by_where").isNotNull()
-        return (
-            rows.where(hit)
-            .join(F.broadcast(self.log_ends), ["copy", "topic", "partition"])
-            .select(
-                "copy",
-                "topic",
-                "partition",
-                "segmentBaseOffset",
-                "position",
-                "lastOffset",
-                "offset",
-                "timestamp",
-                "key",
-                "valueIsNull",
-                "producerId",
-                "magic",
-                "log_end",
-                F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
-                F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason"),
-            )
+        return rows.where(hit).select(
+            "copy",
+            "topic",
+            "partition",
+            "segmentBaseOffset",
+            "position",
+            "lastOffset",
+            "offset",
+            "timestamp",
+            "key",
+            "valueIsNull",
+            "producerId",
+            "magic",
+            F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
+            F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason"),
         )
 
     def _with_actions(self, plan: PurgeScope, matched, compacted: list[str]):
@@ -247,6 +269,7 @@ class Decider:
 
         by_key = F.col("matched_by") == "key"
         latest = F.max(F.when(by_key, F.col("offset"))).over(Window.partitionBy("topic", "partition", "key"))
+        matched = matched.join(F.broadcast(self.log_ends), ["copy", "topic", "partition"])
         rows = matched.withColumn("target", F.col("topic").isin(compacted) & by_key & (F.col("offset") == latest))
         with_headers = self._tombstones_with_headers(plan, rows) if compacted else []
         headers = F.lit(False)

@@ -65,14 +65,21 @@ def pack_tasks(spark, items: Sequence[T], nbytes: Callable[[T], int]) -> list[tu
 
 class ScanMetrics:
     """What a scan's tasks read, plus what planning read on the driver: `executor` and `driver` are
-    `IOStats` (opens and bytes per file). Each task ends its output with one row of what it read,
+    `IOStats` (opens and bytes per file), and `last_offsets` what the batches read tell of the
+    segments read to their end. Each task ends its output with one row of what it read,
     which Spark's `DataFrame.observe` gathers and the scan then drops (an observation, not an
     accumulator, so that Spark Connect sessions have it too): `executor` holds what the first
     action on each scan's DataFrame read, and on a classic session waits for that action."""
 
-    # the column of the tasks' rows of what they read, in the tasks' output only
+    # the columns of the tasks' rows of what they read, in the tasks' output only
     COLUMN = "_kafkalog_io"
     TYPE = pa.list_(pa.struct([("path", pa.string()), ("opens", pa.int64()), ("bytes", pa.int64())]))
+    ENDS = "_kafkalog_ends"
+    ENDS_TYPE = pa.list_(
+        pa.struct(
+            [("topic", pa.string()), ("partition", pa.int32()), ("base", pa.int64()), ("last_offset", pa.int64())]
+        )
+    )
 
     def __init__(self) -> None:
         self.driver = IOStats()
@@ -85,16 +92,27 @@ class ScanMetrics:
 
         observation = Observation()
         self._observations.append(observation)
-        observed = df.observe(observation, F.flatten(F.collect_list(self.COLUMN)).alias("io"))
-        return observed.where(F.col(self.COLUMN).isNull()).drop(self.COLUMN)
+        gathered = [F.flatten(F.collect_list(c)).alias(c) for c in (self.COLUMN, self.ENDS)]
+        observed = df.observe(observation, *gathered)
+        return observed.where(F.col(self.COLUMN).isNull()).drop(self.COLUMN, self.ENDS)
 
     @property
     def executor(self) -> IOStats:
         stats = IOStats()
         for observation in self._observations:
-            for path, opens, nbytes in observation.get["io"]:
+            for path, opens, nbytes in observation.get[self.COLUMN]:
                 stats.record(path, opens, nbytes)
         return stats
+
+    @property
+    def last_offsets(self) -> dict[tuple[str, int, int], int | None]:
+        """(topic, partition, segment base offset) -> the segment's last offset (None: it holds no
+        batch), for each segment whose batches the tasks read to its end (scan/reader `read_unit`)."""
+        return {
+            (topic, partition, base): last
+            for observation in self._observations
+            for topic, partition, base, last in observation.get[self.ENDS]
+        }
 
 
 def default_min_tasks(spark) -> int:
@@ -123,23 +141,28 @@ def scan_dataframe(
         return spark.createDataFrame([], schema)
     root, flt = plan.root, plan.flt
     observed = metrics is not None
+    extra = [pa.field(ScanMetrics.COLUMN, ScanMetrics.TYPE), pa.field(ScanMetrics.ENDS, ScanMetrics.ENDS_TYPE)]
     if observed:  # each task's rows, then one row of what it read
-        arrow_schema = arrow_schema.append(pa.field(ScanMetrics.COLUMN, ScanMetrics.TYPE))
+        arrow_schema = pa.schema([*arrow_schema, *extra])
         schema = spark_schema(arrow_schema)
 
     def task(task_id: int):
         stats = IOStats()
+        ends: dict[tuple, int | None] = {}
         for batch in read_task(
-            root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats
+            root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats, ends=ends
         ):
             batch = batch if columns is None else batch.select(columns)
             if observed:
-                batch = batch.append_column(ScanMetrics.COLUMN, pa.nulls(batch.num_rows, ScanMetrics.TYPE))
+                for f in extra:
+                    batch = batch.append_column(f, pa.nulls(batch.num_rows, f.type))
             yield batch
         if observed and stats.by_path:
             read = [{"path": p, "opens": o, "bytes": n} for p, (o, n) in stats.as_dict().items()]
+            last = [{"topic": t, "partition": p, "base": b, "last_offset": o} for (t, p, b), o in ends.items()]
             yield pa.RecordBatch.from_arrays(
-                [pa.nulls(1, f.type) for f in arrow_schema][:-1] + [pa.array([read], ScanMetrics.TYPE)],
+                [pa.nulls(1, f.type) for f in arrow_schema][: -len(extra)]
+                + [pa.array([read], ScanMetrics.TYPE), pa.array([last], ScanMetrics.ENDS_TYPE)],
                 schema=arrow_schema,
             )
 
