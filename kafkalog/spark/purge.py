@@ -24,7 +24,7 @@ from ..storage.logdir import LogDir
 from ..storage.segment import LogSegment, log_end_offset
 from ..storage.tables import detect_format
 from .rewrite import removed_run
-from .scan import ScanMetrics, default_min_tasks, scan_dataframe
+from .scan import SEGMENT_END, default_min_tasks, scan_dataframe
 from .tables import read_table
 
 ACTIONS = ("removed", "tombstoned", "redacted")
@@ -171,39 +171,44 @@ class Decider:
         records, cached (unpersist `matched` when done), and the same with their `action`.
 
         The first call scans at once, into the cache: its tasks read every batch of each last
-        segment, and tell its last offset, which gives the log ends (`_learn_log_ends`) without
-        the driver reading the segment's tail a third time beside the scan and the rewrite."""
+        segment and tell its last offset (the cache's `SEGMENT_END` rows, taken out here), which
+        gives the log ends (`_learn_log_ends`) without the driver reading the segment's tail, a
+        third read beside the scan's and the rewrite's."""
+        from pyspark.sql import functions as F
+
         plan = plan or self.plan
-        reads = [ScanMetrics() for _ in plan.copies] if self.log_ends is None else None
-        matched = self._matched(plan, reads).cache()
-        if reads is not None:
+        first = self.log_ends is None
+        matched = self._matched(plan, segment_ends=first).cache()
+        records = matched
+        if first:
             try:
-                matched.count()
-                self._learn_log_ends(plan, reads)
+                self._learn_log_ends(plan, matched.where(F.col(SEGMENT_END).isNotNull()).collect())
             except BaseException:
                 matched.unpersist()
                 raise
+            records = matched.where(F.col(SEGMENT_END).isNull()).drop(SEGMENT_END)
         compacted = [t for t in plan.topics if self.tombstone and self.resolver.for_topic(t).compact]
-        return matched, self._with_actions(plan, matched, compacted)
+        return matched, self._with_actions(plan, records, compacted)
 
-    def _learn_log_ends(self, plan: PurgeScope, reads: list[ScanMetrics]) -> None:
-        """Each copy's log ends (Copy.log_ends), the last segments' last offsets told by the scan
-        (a last segment the scan did not read to its end, an empty one, reads its own tail)."""
-        for c, read in zip(plan.copies, reads):
-            found = read.last_offsets
+    def _learn_log_ends(self, plan: PurgeScope, told: list) -> None:
+        """Each copy's log ends (Copy.log_ends), from the last segments' last offsets the scan told
+        (`told`: rows of `copy` and `SEGMENT_END`); a last segment no task read to its end (an empty
+        one) reads its own tail."""
+        found = {(r.copy, *r[SEGMENT_END][:3]): r[SEGMENT_END].last_offset for r in told}
+        for i, c in enumerate(plan.copies):
             for (topic, partition), segments in c.segments.items():
-                last = segments[-1] if segments else None
-                if last is not None and (topic, partition, last.base_offset) in found:
-                    last.scanned(found[topic, partition, last.base_offset])
+                key = (i, topic, partition, segments[-1].base_offset) if segments else None
+                if key in found:
+                    segments[-1].scanned(found[key])
         self.log_ends = self.spark.createDataFrame(
             [(i, t, p, end) for i, c in enumerate(plan.copies) for (t, p), end in c.log_ends().items()],
             "copy int, topic string, partition int, log_end long",
         )
 
-    def _scan(self, plan: PurgeScope, view: str, reads: list[ScanMetrics] | None = None):
+    def _scan(self, plan: PurgeScope, view: str, segment_ends: bool = False):
         """`view` of every copy's planned segments, each row with its `copy`: the tasks of all copies
-        in one DataFrame, so that one join matches the keys against all of them. `reads`: a
-        ScanMetrics for each copy, to tell what its tasks read."""
+        in one DataFrame, so that one join matches the keys against all of them. `segment_ends`:
+        with scan_dataframe's rows that tell the segments' last offsets (their `isControl` null)."""
         from pyspark.sql import functions as F
 
         frames = []
@@ -216,19 +221,19 @@ class Decider:
                 is_local=c.opened.fs.is_local,
                 min_tasks=default_min_tasks(self.spark),
             )
-            metrics = None if reads is None else reads[i]
-            frames.append(scan_dataframe(self.spark, scan_plan, view, metrics=metrics).withColumn("copy", F.lit(i)))
+            scanned = scan_dataframe(self.spark, scan_plan, view, segment_ends=segment_ends)
+            frames.append(scanned.withColumn("copy", F.lit(i)))
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)
-        return union.where(~F.col("isControl"))
+        return union.where(~F.coalesce(F.col("isControl"), F.lit(False)))
 
-    def _matched(self, plan: PurgeScope, reads: list[ScanMetrics] | None = None):
+    def _matched(self, plan: PurgeScope, segment_ends: bool = False):
         """The data records the keys or `where` select in the plan's segments, with their batch, copy
-        and why they matched (`reads`: `_scan`'s, for the narrow scan)."""
+        and why they matched (with `segment_ends`, and `_scan`'s rows that tell the segments' ends)."""
         from pyspark.sql import functions as F
 
-        narrow = self._scan(plan, "narrow", reads)
+        narrow = self._scan(plan, "narrow", segment_ends)
         keys = self.keys.withColumnRenamed("reason", "key_reason").withColumn("by_key", F.lit(True))
         rows = narrow.join(F.broadcast(keys) if self.broadcast else keys, "key", "left")
         hit = F.col("by_key").isNotNull()
@@ -238,6 +243,9 @@ class Decider:
             )
             rows = rows.join(selected, ["copy", "topic", "partition", "offset"], "left")
             hit = hit | F.col("by_where").isNotNull()
+        told = [F.col(SEGMENT_END)] if segment_ends else []
+        if segment_ends:  # the rows that tell the segments' ends stay, for `decide` to take out
+            hit = hit | F.col(SEGMENT_END).isNotNull()
         return rows.where(hit).select(
             "copy",
             "topic",
@@ -253,6 +261,7 @@ class Decider:
             "magic",
             F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
             F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason"),
+            *told,
         )
 
     def _with_actions(self, plan: PurgeScope, matched, compacted: list[str]):

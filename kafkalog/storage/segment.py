@@ -218,7 +218,7 @@ class LogSegment:
 
     def scanned(self, last_offset: int | None) -> None:
         """The last offset as a reader of the whole `.log` found it (a scan's executors, which read
-        every batch: spark/scan.ScanMetrics): `last_offset` and `next_offset` then read no tail."""
+        every batch: spark/scan.SEGMENT_END): `last_offset` and `next_offset` then read no tail."""
         self.__dict__["_last_offset"] = last_offset
 
     def next_offset(self) -> int:
