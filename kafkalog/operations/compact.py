@@ -218,22 +218,6 @@ class CompactPlan:
     topics: tuple[str, ...] | None = None
     legacy_as_v2: bool = False
 
-    @property
-    def opened(self) -> LogDir:
-        return self.checked.opened
-
-    @property
-    def dry_run(self) -> bool:
-        return self.checked.dry_run
-
-    @property
-    def output(self) -> str | None:
-        return self.checked.output
-
-    @property
-    def follow_symlinks(self) -> bool:
-        return self.checked.follow_symlinks
-
 
 def plan_compact(
     log_dir: str | LogDir | Checked,
@@ -277,8 +261,9 @@ def run_compact(spark, plan: CompactPlan, *, fault: FaultHook | None = None) -> 
     the session (`spark.session.start_session`): the copy for `output` is made while Spark starts.
     The root's listing is the plan's; each compacted partition is listed again under the lock (its
     recovery and plan), so that segments written since the plan are the ones cleaned."""
-    output = None if plan.dry_run else plan.output
-    with destination(plan.checked, plan.output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks) as target:
+    checked = plan.checked  # its output, dry run and symbolic links are the pass's
+    dry_run, output = checked.dry_run, None if checked.dry_run else checked.output
+    with destination(checked, checked.output, dry_run=dry_run, follow_symlinks=checked.follow_symlinks) as target:
         result = _compact(
             spark,
             target,
@@ -286,11 +271,11 @@ def run_compact(spark, plan: CompactPlan, *, fault: FaultHook | None = None) -> 
             plan.now,
             force=plan.force,
             topics=list(plan.topics) if plan.topics else None,
-            dry_run=plan.dry_run,
+            dry_run=dry_run,
             fault=fault,
             legacy_as_v2=plan.legacy_as_v2,
         )
-    result.log_dir, result.dry_run = (plan.uri if plan.dry_run else output or plan.uri), plan.dry_run
+    result.log_dir, result.dry_run = (plan.uri if dry_run else output or plan.uri), dry_run
     return result
 
 
