@@ -1,6 +1,7 @@
 """Shared test set-up: where the real broker fixtures live, one local SparkSession per run (the
 `spark` fixture, shared by tests/spark and tests/kafka; lazy: a test that takes no `spark` starts no
-Spark), an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only when a test asks), and
+Spark; every session the process starts has delta-spark, so that the order of tests does not
+matter), an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only when a test asks), and
 tests/cluster's Spark standalone cluster and job archive, started in the background at the first test of
 a run that holds tests/cluster's tests, which run last."""
 
@@ -40,6 +41,22 @@ def s3_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
     return REAL_FIXTURES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sessions_with_delta():
+    """Every SparkSession this test process starts is the shared `spark` fixture's kind: with
+    delta-spark. A test that runs a command in-process (the command line starts its session in a
+    thread of its own) may start the process's one JVM before the fixture does; without Delta's
+    jars, the fixture and every later test would then have to take that session without Delta.
+    Importing kafkalog.spark.session starts nothing."""
+    from kafkalog.spark import session
+
+    defaults = session.local_session.__kwdefaults__
+    given = defaults["delta"]
+    defaults["delta"] = True
+    yield
+    defaults["delta"] = given
 
 
 @pytest.fixture(scope="session")

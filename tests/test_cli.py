@@ -153,6 +153,23 @@ def test_no_compacted_topic_with_output_still_writes_the_copy(tmp_path, caplog):
     assert f"nothing to compact in {log}: topic orders does not have cleanup.policy=compact" in warning
 
 
+@pytest.mark.parametrize("output", [None, "out"])
+def test_compact_checks_the_log_dir_once_a_command(tmp_path, monkeypatch, output):
+    """The command line's check before Spark, the plan and the run's destination share one check
+    (storage/destination.Checked): one preflight and, in place, one lock probe, not three of each."""
+    from kafkalog.storage import destination
+    from kafkalog.storage.logdir import LogDir
+
+    checks, probes = [], []
+    preflight, probe = destination.preflight, LogDir.ensure_unlocked
+    monkeypatch.setattr(destination, "preflight", lambda *a, **k: checks.append(a) or preflight(*a, **k))
+    monkeypatch.setattr(LogDir, "ensure_unlocked", lambda self: probes.append(self) or probe(self))
+    log = _log_dir(tmp_path / "log", "orders-0")  # no compacted topic: the run needs no Spark
+    extra = [] if output is None else ["--output", str(tmp_path / output)]
+    assert main(["compact", str(log), "--now", "0", "--quiet", *extra]) == 0
+    assert (len(checks), len(probes)) == (1, 1 if output is None else 0)
+
+
 @pytest.mark.parametrize(
     "command, extra",
     [

@@ -90,14 +90,15 @@ def _count(calls) -> Access:
 # -- purge ----------------------------------------------------------------------------------------------
 
 
-def test_a_purge_of_three_copies_lists_each_root_twice_and_opens_each_source_log_twice_the_last_thrice(tmp_path):
+def test_a_purge_of_three_copies_lists_each_root_twice_and_opens_each_source_log_twice(tmp_path):
     """Three brokers' copies of two partitions, the KRaft metadata log beside the first: the plan
     opens each log dir once, reads each meta.properties once and replays the metadata once; under
     the lock the run lists the root and each partition once more, to find what the plan listed.
-    Each source `.log` is read by the scan and by the rewrite (which hashes it for the ledger as it
-    reads it); the last segment of a partition besides on the driver, for the log end offset (the
-    batches after its last index entry, as Kafka's log loader reads them). Each partition directory
-    is listed by the plan, under the lock, by the swap and by the verifying rescan."""
+    Each source `.log`, the last segment of a partition too, is read by the scan and by the rewrite
+    (which hashes it for the ledger as it reads it): the log end offset is the last offset the scan
+    read in the last segment, not the driver's read of its tail (before: 3 opens of the last).
+    Each partition directory is listed by the plan, under the lock, by the swap and by the
+    verifying rescan."""
     from .spark.test_purge_copies import write_copy
     from .storage.test_kraft_metadata import KRAFT_LOG, METADATA_DIR
 
@@ -118,9 +119,7 @@ def test_a_purge_of_three_copies_lists_each_root_twice_and_opens_each_source_log
     assert max(access.opened[str(p)] for p in metadata_logs) == 2
     assert access.of(access.listed, partitions) == {str(p): 4 for p in partitions}
     for found in segments.values():
-        *older, last = found
-        assert access.of(access.opened_before_rename, older) == {str(p): 2 for p in older}
-        assert access.opened_before_rename[str(last)] == 3
+        assert len(found) > 1 and access.of(access.opened_before_rename, found) == {str(p): 2 for p in found}
 
 
 # -- compact ----------------------------------------------------------------------------------------------

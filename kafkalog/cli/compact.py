@@ -42,9 +42,9 @@ def _run_compact(args) -> int:
 
     dry_run = args.command == "plan" or args.dry_run
     resolver = config_resolver(args)
-    opened = check_before_spark(args, resolver)  # a mistake costs no Spark start
+    checked = check_before_spark(args, resolver)  # a mistake costs no Spark start; checked once
     plan = plan_compact(
-        opened,
+        checked,
         resolver,
         now_of(args),
         force=args.force,

@@ -189,19 +189,20 @@ def check_before_spark(args, resolver):
     """What can be checked before the JVM starts, so that a mistake costs no Spark start: what the
     rewrite checks before it starts (storage/destination.py's preflight), and that the topics
     `--topic` and `--topic-config` name are there (a configuration file's: a warning). The opened
-    log directory."""
+    log directory, checked (storage/destination.Checked: a plan and the run take it, and do not
+    check it again)."""
     from ..operations.files import check_topic_settings
-    from ..storage.destination import preflight
+    from ..storage.destination import checked
 
-    opened = preflight(
+    target = checked(
         args.log_dir,
         getattr(args, "output", None),
         dry_run=args.command == "plan" or getattr(args, "dry_run", False),
         follow_symlinks=getattr(args, "follow_symlinks", False),
     )
-    opened.check_topics(args.topics)
-    check_topic_settings(resolver, opened)
-    return opened
+    target.opened.check_topics(args.topics)
+    check_topic_settings(resolver, target.opened)
+    return target
 
 
 def now_of(args) -> int:

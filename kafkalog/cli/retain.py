@@ -80,7 +80,7 @@ def _run_retain(args) -> int:
 
     resolver = config_resolver(args)
     plan = plan_retain(
-        check_before_spark(args, resolver),  # the log dir opened once, and checked
+        check_before_spark(args, resolver).opened,  # the log dir opened once, and checked
         uri=args.log_dir,
         config=resolver,
         now_ms=now_of(args),

@@ -46,7 +46,7 @@ from ..spark.ranges import clean_in_ranges
 from ..spark.replay import replays
 from ..spark.rewrite import write_outputs
 from ..spark.session import started
-from ..storage.destination import Destination, destination, preflight
+from ..storage.destination import Checked, Destination, checked, destination
 from ..storage.logdir import LogDir
 from ..storage.naming import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -210,21 +210,18 @@ class CompactPlan:
     are chosen, and their offsets, are planned by `run_compact` under the directory's lock
     (`plan_compaction`), since a plan made before it could be stale by the time it is applied."""
 
-    opened: LogDir
+    checked: Checked  # the log directory opened once and checked once (storage/destination.checked)
     uri: str  # the log directory as given: a path or URI (executors open it by this name)
     resolver: ConfigResolver
     now: int
     compacted: tuple[str, ...]
     force: bool = False
     topics: tuple[str, ...] | None = None
-    dry_run: bool = False
-    output: str | None = None
     legacy_as_v2: bool = False
-    follow_symlinks: bool = False
 
 
 def plan_compact(
-    log_dir: str | LogDir,
+    log_dir: str | LogDir | Checked,
     resolver: ConfigResolver,
     now: int,
     *,
@@ -236,23 +233,21 @@ def plan_compact(
     follow_symlinks: bool = False,
 ) -> CompactPlan:
     """Step 0 of a pass over `log_dir` (a path, a URI, or a LogDir opened already: then not listed
-    again): what a rewrite checks before it starts (storage/destination.preflight), and that the
-    `topics` asked for are there. Raises the first KafkaLogError found; reads no segment."""
-    opened = preflight(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
-    opened.check_topics(topics)
-    uri = log_dir if isinstance(log_dir, str) else opened.uri
+    again): what a rewrite checks before it starts (storage/destination.preflight: once, the run
+    takes the plan's Checked, as a Checked the command line made for the same options is taken
+    here), and that the `topics` asked for are there. Raises the first KafkaLogError found; reads
+    no segment."""
+    target = checked(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
+    target.opened.check_topics(topics)
     return CompactPlan(
-        opened,
-        uri,
+        target,
+        log_dir if isinstance(log_dir, str) else target.opened.uri,
         resolver,
         now,
-        tuple(compacted_topics(opened, resolver, topics)),
+        tuple(compacted_topics(target.opened, resolver, topics)),
         force=force,
         topics=tuple(topics) if topics else None,
-        dry_run=dry_run,
-        output=output,
         legacy_as_v2=legacy_as_v2,
-        follow_symlinks=follow_symlinks,
     )
 
 
@@ -267,8 +262,9 @@ def run_compact(spark, plan: CompactPlan, *, fault: FaultHook | None = None) -> 
     the session (`spark.session.start_session`): the copy for `output` is made while Spark starts.
     The root's listing is the plan's; each compacted partition is listed again under the lock (its
     recovery and plan), so that segments written since the plan are the ones cleaned."""
-    output = None if plan.dry_run else plan.output
-    with destination(plan.opened, output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks) as target:
+    checked = plan.checked  # its output, dry run and symbolic links are the pass's
+    dry_run, output = checked.dry_run, None if checked.dry_run else checked.output
+    with destination(checked, checked.output, dry_run=dry_run, follow_symlinks=checked.follow_symlinks) as target:
         result = _compact(
             spark,
             target,
@@ -276,11 +272,11 @@ def run_compact(spark, plan: CompactPlan, *, fault: FaultHook | None = None) -> 
             plan.now,
             force=plan.force,
             topics=list(plan.topics) if plan.topics else None,
-            dry_run=plan.dry_run,
+            dry_run=dry_run,
             fault=fault,
             legacy_as_v2=plan.legacy_as_v2,
         )
-    result.log_dir, result.dry_run = (plan.uri if plan.dry_run else output or plan.uri), plan.dry_run
+    result.log_dir, result.dry_run = (plan.uri if dry_run else output or plan.uri), dry_run
     return result
 
 

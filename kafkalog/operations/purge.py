@@ -20,11 +20,12 @@ The data flow is compaction's (docs/architecture.md) with purge's own decide ste
 
 1. Plan (driver, `plan_purge`): every log dir opened and checked, each partition listed once, the
    replicas the KRaft metadata names checked. Run (`run_purge`): every log dir under its lock,
-   interrupted swaps recovered (`PurgeScope`); the log end offset of each partition (a purge never
-   lowers it).
+   interrupted swaps recovered (`PurgeScope`).
 2. Scan and decide (executors): the narrow scan of the plan's segments (keys, no values) joined with the keys; with
    `where`, the records view of the same topics filtered by that Spark SQL expression. Control
-   batches never match. A matched record is removed, except:
+   batches never match. The scan reads every batch of each partition's last segment and tells its
+   last offset: the log end offset of each copy of a partition (a purge never lowers it), which
+   the driver would otherwise read from the segment's tail. A matched record is removed, except:
    * with `tombstone`, in a compacted topic, the latest record of each purged key stays as a
      tombstone (value and headers dropped) so consumers learn of the deletion; compaction removes
      it once its delete horizon (now + delete.retention.ms, set by this rewrite) has passed;
@@ -328,18 +329,22 @@ def _purge(spark, plan: PurgePlan, scope: PurgeScope, key_df, key_count, *, star
     ledger, secret = cast(str, plan.ledger), cast(bytes, plan.secret)  # plan_purge: both, unless a dry run
     dry_run, replicas, tables = plan.dry_run, plan.replicas, plan.tables
     copies = [{"log_dir": c.name, "node_id": c.node_id, "directory_id": c.directory_id} for c in scope.copies]
-    differences = replica_differences(scope.copies)
     resumes = [] if dry_run else unfinished_runs(ledger, [log_dir_identity(c.name) for c in scope.copies])
-    for warning in filter(None, [identity_warning(copies), differences_warning(differences)]):
-        log.warning("%s", warning)
+    identity = identity_warning(copies)
+    if identity:
+        log.warning("%s", identity)
     tiered = sorted({t for t in scope.topics if remote_log_enabled(resolver.for_topic(t), t)})
     decider = Decider(spark, scope, key_df, key_count, plan.where, plan.tombstone, resolver, plan.reason)
-    matched, decided = decider.decide()
+    matched = None
     try:
         scanned = progress.totals([s for c in scope.copies for ss in c.segments.values() for s in ss], lambda s: s.size)
         with progress.phase("purge", "scan and decide", **scanned, feed=task_feed(spark)):
+            matched, decided = decider.decide()  # scans at once: the log ends are what the scan read
             report = partition_report(decided)
             offsets, keys = (purged_offsets(decided, tables), purged_keys(key_df)) if tables else ({}, [])
+        differences = replica_differences(scope.copies)  # by the log ends the scan told
+        if differences:
+            log.warning("%s", differences_warning(differences))
         if dry_run:
             remote = _remote(decider, scope, plan, fault)
             return PurgeResult(
@@ -399,7 +404,8 @@ def _purge(spark, plan: PurgePlan, scope: PurgeScope, key_df, key_count, *, star
             for i, c in enumerate(scope.copies):  # one log dir after the other (docs/semantics.md)
                 swap_in(c.opened, [o for o in outputs if o.copy == i], fault)
     finally:
-        matched.unpersist()
+        if matched is not None:
+            matched.unpersist()
     remote = _remote(decider, scope, plan, fault)
     result = PurgeResult(
         run_id,

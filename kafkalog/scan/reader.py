@@ -46,11 +46,14 @@ def read_unit(
     batch_rows: int | None = None,
     header: bytes | None = None,
     builder: ViewBuilder | None = None,
+    ends: dict | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode one work unit into Arrow record batches of `view`, keeping offsets the filter selects;
     with `header` (the narrow view only), each record's last header of that key too
     (`NARROW_HEADER_FIELDS`); `batch_rows` rows an Arrow batch at most (None: tuning.BATCH_ROWS).
     `builder`: another view's builder for the unit (rows with an `offset` column, as `view`'s).
+    `ends`: where a unit read to its segment's end tells the segment's last offset, it is set
+    there, by (topic, partition, segment base offset) (`_segment_end`).
 
     Errors name the `.log` file and the byte position: any failure while decoding a batch is a
     `KafkaLogError` (the codec's, located in the file, or a CorruptBatchError wrapping the rest).
@@ -60,7 +63,7 @@ def read_unit(
     flt = flt.for_partition(unit.topic, unit.partition)
     try:
         rows = tuning.BATCH_ROWS if batch_rows is None else batch_rows
-        yield from _read_unit(unit, fs, builder, view, flt, verify_crc, rows)
+        yield from _read_unit(unit, fs, builder, view, flt, verify_crc, rows, ends)
     except Exception:
         builder.settle()  # the batches it holds back come first: the first of them to fail raises
         raise
@@ -74,6 +77,7 @@ def _read_unit(
     flt: ScanFilter,
     verify_crc: bool,
     batch_rows: int,
+    ends: dict | None = None,
 ) -> Iterator[pa.RecordBatch]:
     reader = SegmentReader(
         fs,
@@ -130,6 +134,16 @@ def _read_unit(
         )
     if builder.rows:
         yield _filtered(builder.flush(), view, flt)
+    if ends is not None and completed:
+        _segment_end(unit, reader, ends)
+
+
+def _segment_end(unit: WorkUnit, reader: SegmentReader, ends: dict) -> None:
+    """The segment's last offset, where this unit tells it: it read every batch up to the segment's
+    end (in order: the reader checked it), and either found one or began the segment (none there
+    then). A unit that ends the segment but holds no whole batch of it tells nothing."""
+    if unit.is_last_range and (reader.last_offset_read is not None or unit.start == 0):
+        ends[unit.topic, unit.partition, unit.segment_base_offset] = reader.last_offset_read
 
 
 def _committed_mask(batch: pa.RecordBatch, view: str, aborted: Sequence[tuple[int, int, int]]) -> pa.Array:
@@ -165,14 +179,18 @@ def read_task(
     batch_rows: int | None = None,
     stats: IOStats | None = None,
     headers: dict[str, bytes] | None = None,
+    ends: dict | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode the units of one task, in order; every read is counted in `stats`. `headers`: the
-    header key each topic's narrow rows carry (`read_unit`'s `header`), by topic."""
+    header key each topic's narrow rows carry (`read_unit`'s `header`), by topic; `ends`: the last
+    offsets of the segments read to their end (`read_unit`'s)."""
     fs = filesystem(root)
     if stats is not None:
         fs = CountingFileSystem(fs, stats)
     for unit in units:
         header = headers.get(unit.topic) if headers else None
-        for batch in read_unit(unit, fs, view, flt, verify_crc=verify_crc, batch_rows=batch_rows, header=header):
+        for batch in read_unit(
+            unit, fs, view, flt, verify_crc=verify_crc, batch_rows=batch_rows, header=header, ends=ends
+        ):
             if batch.num_rows:
                 yield batch

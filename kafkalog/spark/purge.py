@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .. import tuning
 from ..codec.filter import BatchRetention
@@ -23,7 +24,7 @@ from ..storage.logdir import LogDir
 from ..storage.segment import LogSegment, log_end_offset
 from ..storage.tables import detect_format
 from .rewrite import removed_run
-from .scan import default_min_tasks, scan_dataframe
+from .scan import SEGMENT_END, default_min_tasks, scan_dataframe
 from .tables import read_table
 
 ACTIONS = ("removed", "tombstoned", "redacted")
@@ -161,23 +162,53 @@ class Decider:
         self.spark, self.plan, self.keys, self.where = spark, plan, keys, where
         self.broadcast = key_count is not None and key_count <= tuning.BROADCAST_KEYS
         self.tombstone, self.resolver, self.reason = tombstone, resolver, reason
-        # the log ends before the purge (a purge never lowers one): the verification judges by them too
-        self.log_ends = spark.createDataFrame(
+        # the log ends before the purge (a purge never lowers one), known once the first `decide`
+        # has scanned: the verification judges by them too
+        self.log_ends: Any = None  # a DataFrame: (copy, topic, partition, log_end)
+
+    def decide(self, plan: PurgeScope | None = None):
+        """(matched, decided) over the segments of `plan` (default: the purge's): the matched
+        records, cached (unpersist `matched` when done), and the same with their `action`.
+
+        The first call scans at once, into the cache: its tasks read every batch of each last
+        segment and tell its last offset (the cache's `SEGMENT_END` rows, taken out here), which
+        gives the log ends (`_learn_log_ends`) without the driver reading the segment's tail, a
+        third read beside the scan's and the rewrite's."""
+        from pyspark.sql import functions as F
+
+        plan = plan or self.plan
+        first = self.log_ends is None
+        matched = self._matched(plan, segment_ends=first).cache()
+        records = matched
+        if first:
+            try:
+                self._learn_log_ends(plan, matched.where(F.col(SEGMENT_END).isNotNull()).collect())
+            except BaseException:
+                matched.unpersist()
+                raise
+            records = matched.where(F.col(SEGMENT_END).isNull()).drop(SEGMENT_END)
+        compacted = [t for t in plan.topics if self.tombstone and self.resolver.for_topic(t).compact]
+        return matched, self._with_actions(plan, records, compacted)
+
+    def _learn_log_ends(self, plan: PurgeScope, told: list) -> None:
+        """Each copy's log ends (Copy.log_ends), from the last segments' last offsets the scan told
+        (`told`: rows of `copy` and `SEGMENT_END`); a last segment no task read to its end (an empty
+        one) reads its own tail."""
+        found = {(r.copy, *r[SEGMENT_END][:3]): r[SEGMENT_END].last_offset for r in told}
+        for i, c in enumerate(plan.copies):
+            for (topic, partition), segments in c.segments.items():
+                key = (i, topic, partition, segments[-1].base_offset) if segments else None
+                if key in found:
+                    segments[-1].scanned(found[key])
+        self.log_ends = self.spark.createDataFrame(
             [(i, t, p, end) for i, c in enumerate(plan.copies) for (t, p), end in c.log_ends().items()],
             "copy int, topic string, partition int, log_end long",
         )
 
-    def decide(self, plan: PurgeScope | None = None):
-        """(matched, decided) over the segments of `plan` (default: the purge's): the matched
-        records, cached (unpersist `matched` when done), and the same with their `action`."""
-        plan = plan or self.plan
-        matched = self._matched(plan).cache()
-        compacted = [t for t in plan.topics if self.tombstone and self.resolver.for_topic(t).compact]
-        return matched, self._with_actions(plan, matched, compacted)
-
-    def _scan(self, plan: PurgeScope, view: str):
+    def _scan(self, plan: PurgeScope, view: str, segment_ends: bool = False):
         """`view` of every copy's planned segments, each row with its `copy`: the tasks of all copies
-        in one DataFrame, so that one join matches the keys against all of them."""
+        in one DataFrame, so that one join matches the keys against all of them. `segment_ends`:
+        with scan_dataframe's rows that tell the segments' last offsets (their `isControl` null)."""
         from pyspark.sql import functions as F
 
         frames = []
@@ -190,18 +221,19 @@ class Decider:
                 is_local=c.opened.fs.is_local,
                 min_tasks=default_min_tasks(self.spark),
             )
-            frames.append(scan_dataframe(self.spark, scan_plan, view).withColumn("copy", F.lit(i)))
+            scanned = scan_dataframe(self.spark, scan_plan, view, segment_ends=segment_ends)
+            frames.append(scanned.withColumn("copy", F.lit(i)))
         union = frames[0]
         for frame in frames[1:]:
             union = union.unionByName(frame)
-        return union.where(~F.col("isControl"))
+        return union.where(~F.coalesce(F.col("isControl"), F.lit(False)))
 
-    def _matched(self, plan: PurgeScope):
+    def _matched(self, plan: PurgeScope, segment_ends: bool = False):
         """The data records the keys or `where` select in the plan's segments, with their batch, copy
-        and why they matched."""
+        and why they matched (with `segment_ends`, and `_scan`'s rows that tell the segments' ends)."""
         from pyspark.sql import functions as F
 
-        narrow = self._scan(plan, "narrow")
+        narrow = self._scan(plan, "narrow", segment_ends)
         keys = self.keys.withColumnRenamed("reason", "key_reason").withColumn("by_key", F.lit(True))
         rows = narrow.join(F.broadcast(keys) if self.broadcast else keys, "key", "left")
         hit = F.col("by_key").isNotNull()
@@ -211,26 +243,25 @@ class Decider:
             )
             rows = rows.join(selected, ["copy", "topic", "partition", "offset"], "left")
             hit = hit | F.col("by_where").isNotNull()
-        return (
-            rows.where(hit)
-            .join(F.broadcast(self.log_ends), ["copy", "topic", "partition"])
-            .select(
-                "copy",
-                "topic",
-                "partition",
-                "segmentBaseOffset",
-                "position",
-                "lastOffset",
-                "offset",
-                "timestamp",
-                "key",
-                "valueIsNull",
-                "producerId",
-                "magic",
-                "log_end",
-                F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
-                F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason"),
-            )
+        told = [F.col(SEGMENT_END)] if segment_ends else []
+        if segment_ends:  # the rows that tell the segments' ends stay, for `decide` to take out
+            hit = hit | F.col(SEGMENT_END).isNotNull()
+        return rows.where(hit).select(
+            "copy",
+            "topic",
+            "partition",
+            "segmentBaseOffset",
+            "position",
+            "lastOffset",
+            "offset",
+            "timestamp",
+            "key",
+            "valueIsNull",
+            "producerId",
+            "magic",
+            F.when(F.col("by_key").isNotNull(), "key").otherwise("where").alias("matched_by"),
+            F.coalesce(F.col("key_reason"), F.lit(self.reason)).alias("reason"),
+            *told,
         )
 
     def _with_actions(self, plan: PurgeScope, matched, compacted: list[str]):
@@ -247,6 +278,7 @@ class Decider:
 
         by_key = F.col("matched_by") == "key"
         latest = F.max(F.when(by_key, F.col("offset"))).over(Window.partitionBy("topic", "partition", "key"))
+        matched = matched.join(F.broadcast(self.log_ends), ["copy", "topic", "partition"])
         rows = matched.withColumn("target", F.col("topic").isin(compacted) & by_key & (F.col("offset") == latest))
         with_headers = self._tombstones_with_headers(plan, rows) if compacted else []
         headers = F.lit(False)

@@ -59,7 +59,8 @@ class RemoteDecider(Decider):
         matched = self._matched(remote).cache()
         return matched, self._with_actions(remote, matched, [])
 
-    def _scan(self, plan, view: str):
+    def _scan(self, plan, view: str, segment_ends: bool = False):
+        """`view` of the chosen remote segments (never with `segment_ends`: the log ends are the local copies')."""
         from pyspark.sql import functions as F
 
         scan_plan = plan_segments(

@@ -102,6 +102,14 @@ def default_min_tasks(spark) -> int:
     return 2 * default_parallelism(spark)
 
 
+# With `scan_dataframe(..., segment_ends=True)`: the column of the rows that tell, for each segment a
+# task read to its end, its last offset (null: the segment holds no batch), every other column null.
+SEGMENT_END = "_kafkalog_segment_end"
+SEGMENT_END_TYPE = pa.struct(
+    [("topic", pa.string()), ("partition", pa.int32()), ("base_offset", pa.int64()), ("last_offset", pa.int64())]
+)
+
+
 def scan_dataframe(
     spark,
     plan: ScanPlan,
@@ -111,40 +119,53 @@ def scan_dataframe(
     batch_rows: int | None = None,
     metrics: ScanMetrics | None = None,
     columns: Sequence[str] | None = None,
+    segment_ends: bool = False,
 ):
     """Run a plan with `mapInArrow`: one Spark partition (task) per planned task. `columns` projects
     the view on the executors, before Spark converts it: a column the caller does not read then
-    costs the JVM nothing. `batch_rows` None: tuning.BATCH_ROWS, read here on the driver."""
+    costs the JVM nothing. `batch_rows` None: tuning.BATCH_ROWS, read here on the driver.
+    `segment_ends`: each task's rows are followed by a `SEGMENT_END` row for each segment it read
+    to its end (scan/reader `read_unit`'s `ends`), which the caller takes out: data, not an
+    observation, so that no plan Spark optimises can lose it while the scan's rows are used."""
     batch_rows = tuning.BATCH_ROWS if batch_rows is None else batch_rows
     arrow_schema = SCHEMAS[view] if columns is None else pa.schema([SCHEMAS[view].field(c) for c in columns])
-    schema = spark_schema(arrow_schema)
+    extra = [pa.field(SEGMENT_END, SEGMENT_END_TYPE)] if segment_ends else []
     tasks = plan.tasks
     if not tasks:
-        return spark.createDataFrame([], schema)
+        return spark.createDataFrame([], spark_schema(pa.schema([*arrow_schema, *extra])))
     root, flt = plan.root, plan.flt
     observed = metrics is not None
-    if observed:  # each task's rows, then one row of what it read
-        arrow_schema = arrow_schema.append(pa.field(ScanMetrics.COLUMN, ScanMetrics.TYPE))
-        schema = spark_schema(arrow_schema)
+    extra += [pa.field(ScanMetrics.COLUMN, ScanMetrics.TYPE)] if observed else []  # each task's row of what it read
+    arrow_schema = pa.schema([*arrow_schema, *extra])
+    schema = spark_schema(arrow_schema)
 
     def task(task_id: int):
         stats = IOStats()
+        ends: dict[tuple, int | None] | None = {} if segment_ends else None
         for batch in read_task(
-            root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats
+            root, tasks[task_id], view, flt, verify_crc=verify_crc, batch_rows=batch_rows, stats=stats, ends=ends
         ):
             batch = batch if columns is None else batch.select(columns)
-            if observed:
-                batch = batch.append_column(ScanMetrics.COLUMN, pa.nulls(batch.num_rows, ScanMetrics.TYPE))
+            for f in extra:
+                batch = batch.append_column(f, pa.nulls(batch.num_rows, f.type))
             yield batch
         if observed and stats.by_path:
             read = [{"path": p, "opens": o, "bytes": n} for p, (o, n) in stats.as_dict().items()]
-            yield pa.RecordBatch.from_arrays(
-                [pa.nulls(1, f.type) for f in arrow_schema][:-1] + [pa.array([read], ScanMetrics.TYPE)],
-                schema=arrow_schema,
-            )
+            yield _rows_of(arrow_schema, ScanMetrics.COLUMN, [read])
+        if ends:
+            told = [{"topic": t, "partition": p, "base_offset": b, "last_offset": o} for (t, p, b), o in ends.items()]
+            yield _rows_of(arrow_schema, SEGMENT_END, told)
 
     df = task_frame(spark, len(tasks), task, schema)
     return metrics.observe(df) if metrics is not None else df
+
+
+def _rows_of(schema: pa.Schema, column: str, values: list) -> pa.RecordBatch:
+    """Rows with `values` in `column` and every other column null."""
+    return pa.RecordBatch.from_arrays(
+        [pa.array(values, f.type) if f.name == column else pa.nulls(len(values), f.type) for f in schema],
+        schema=schema,
+    )
 
 
 def _scan(

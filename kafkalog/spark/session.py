@@ -196,13 +196,15 @@ def local_session(
 
     from .datasource import register
 
-    active = SparkSession.getActiveSession()
+    active = SparkSession.getActiveSession() or _running_session(SparkSession)
     if active is not None:
         for key, value in (conf or {}).items():
             try:
                 active.conf.set(key, value)
             except Exception as err:  # a static setting of a running session cannot change
                 warnings.warn(f"kafkalog: {key} is not changed in the running SparkSession: {err}", stacklevel=1)
+        if delta and not delta_configured(active) and not delta_unavailable(active):
+            _without_delta(active, "the SparkSession running in this process was started without delta-spark")
         register(active)
         return active
     check_startable(conf)
@@ -249,13 +251,28 @@ def local_session(
     if delta and remote and not delta_configured(spark):
         unavailable = f"the Spark Connect server {remote} was not started with delta-spark ({DELTA_EXTENSION})"
     if unavailable is not None:
-        warnings.warn(f"kafkalog: {unavailable}; the purge ledger is written with the deltalake package", stacklevel=1)
-        spark.conf.set(_DELTA_UNAVAILABLE, unavailable)
+        _without_delta(spark, unavailable)
     context = spark_context(spark)
     if context is not None:  # a Spark Connect server keeps its own log settings
         context.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def _without_delta(spark, unavailable: str) -> None:
+    """Say, once and where `delta_unavailable` reads it, why `spark` has no delta-spark."""
+    warnings.warn(f"kafkalog: {unavailable}; the purge ledger is written with the deltalake package", stacklevel=2)
+    spark.conf.set(_DELTA_UNAVAILABLE, unavailable)
+
+
+def _running_session(session_class):
+    """The classic session this process runs that is not active in this thread (a session is active
+    in the thread that started it: `start_session`'s), or None. `getOrCreate` would take it and set
+    the settings it is given on it: Delta's catalog, on a session whose JVM started without Delta's
+    jars, then fails every table read with "DeltaCatalog class not found"."""
+    running = getattr(session_class, "_instantiatedSession", None)
+    context = getattr(running, "_sc", None)
+    return running if context is not None and context._jsc is not None else None
 
 
 def _jars_of(settings: dict) -> str:

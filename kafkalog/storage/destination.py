@@ -112,11 +112,37 @@ def preflight(
     return opened
 
 
+@dataclass(frozen=True)
+class Checked:
+    """A log directory that passed `preflight` for a rewrite with these options, as a plan carries
+    it: `destination` takes it without checking it again (the lock it takes still refuses a lock
+    held since)."""
+
+    opened: LogDir
+    output: str | None = None
+    dry_run: bool = False
+    follow_symlinks: bool = False
+
+
+def checked(
+    log_dir: str | LogDir | Checked, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False
+) -> Checked:
+    """`log_dir` checked by `preflight` for a rewrite with these options: a Checked for the same
+    options as it is (checked once per command), anything else now."""
+    if isinstance(log_dir, Checked):
+        if (log_dir.output, log_dir.dry_run, log_dir.follow_symlinks) == (output, dry_run, follow_symlinks):
+            return log_dir
+        log_dir = log_dir.opened
+    opened = preflight(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
+    return Checked(opened, output, dry_run, follow_symlinks)
+
+
 @contextmanager
 def destination(
-    log_dir: str | LogDir, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False
+    log_dir: str | LogDir | Checked, output: str | None, *, dry_run: bool = False, follow_symlinks: bool = False
 ) -> Iterator[Destination]:
-    """The directory to rewrite, for the length of the block, once `preflight` passes: `log_dir`
+    """The directory to rewrite, for the length of the block, once `preflight` passes (`checked`: a
+    plan's Checked for these options is not checked again): `log_dir`
     opened (the plan's, not listed again), or a path or URI (opened here). In place
     (`output` None): the log directory, under its `.lock` for the whole block (LogDir.locked: refused while a broker or
     another kafkalog run holds it, and a broker started meanwhile cannot open it). With `output`:
@@ -125,7 +151,7 @@ def destination(
     writes nothing: the input itself. A partition directory that is a symbolic link (which only a
     dry run, an `output` or `follow_symlinks` lets through) is named in a warning: where the run
     reads, or writes, through it."""
-    opened = preflight(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
+    opened = checked(log_dir, output, dry_run=dry_run, follow_symlinks=follow_symlinks).opened
     log_dir = opened.uri
     source = _uri(log_dir, opened.path)
     if output is not None and not dry_run:

@@ -208,9 +208,18 @@ class LogSegment:
                 return SegmentTail(last, max_ts)
         return SegmentTail(None, None)
 
-    def last_offset(self) -> int | None:
-        """The last offset of the last batch (None: no batch)."""
+    @cached_property
+    def _last_offset(self) -> int | None:
         return self.tail.last_offset
+
+    def last_offset(self) -> int | None:
+        """The last offset of the last batch (None: no batch): the tail's, unless `scanned` told it."""
+        return self._last_offset
+
+    def scanned(self, last_offset: int | None) -> None:
+        """The last offset as a reader of the whole `.log` found it (a scan's executors, which read
+        every batch: spark/scan.SEGMENT_END): `last_offset` and `next_offset` then read no tail."""
+        self.__dict__["_last_offset"] = last_offset
 
     def next_offset(self) -> int:
         """Kafka's LogSegment.readNextOffset: the offset after the last batch, the base offset when the
@@ -225,8 +234,9 @@ class LogSegment:
         first = self.__dict__.get("_first_offset")
         low = self.base_offset if first is None else first
         tail = self.__dict__.get("tail")
-        if tail is not None and tail.last_offset is not None:
-            return low, tail.last_offset + 1
+        last = self.__dict__.get("_last_offset", None if tail is None else tail.last_offset)
+        if last is not None:
+            return low, last + 1
         return low, self.next_base_offset
 
     def reader(self, start: int = 0, end: int | None = None, chunk_size: int | None = None) -> SegmentReader:

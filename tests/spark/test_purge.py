@@ -618,7 +618,11 @@ def test_a_purge_through_delta_spark_writes_the_ledger_a_purge_with_deltalake_do
 
 def test_a_session_whose_delta_jars_cannot_be_fetched_starts_without_them_and_says_so(tmp_path):
     """local_session(delta=True) when Ivy cannot fetch delta-spark (here: an artifact that does not
-    exist): Spark starts without it, the ledger goes through deltalake, and `delta_unavailable` says why."""
+    exist): Spark starts without it, the ledger goes through deltalake, and `delta_unavailable` says why.
+    Asked again from another thread (where that session is not the active one, as the command line's
+    `start_session` thread's is not the caller's), it is the same session, and Delta's catalog, whose
+    classes that JVM lacks, is not set on it (before: every table read failed, "DeltaCatalog class not
+    found", which made tests fail when one that ran a command in-process came first)."""
     import subprocess
     import sys
 
@@ -634,6 +638,13 @@ def test_a_session_whose_delta_jars_cannot_be_fetched_starts_without_them_and_sa
         "print('configured', delta_configured(spark))\n"
         "print('reason', session.delta_unavailable(spark))\n"
         "print('warned', any('deltalake' in str(w.message) for w in caught))\n"
+        "import threading\n"
+        "again = []\n"
+        "asked = threading.Thread(target=lambda: again.append(session.local_session('again', delta=True)))\n"
+        "asked.start(); asked.join()\n"
+        "print('same', again[0]._jsparkSession.equals(spark._jsparkSession))\n"
+        "print('catalog', again[0].conf.get('spark.sql.catalog.spark_catalog', 'unset'))\n"
+        "print('tables', again[0].sql('SHOW TABLES').count())\n"
         "spark.stop()\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")}
@@ -643,6 +654,7 @@ def test_a_session_whose_delta_jars_cannot_be_fetched_starts_without_them_and_sa
     assert done.returncode == 0, done.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
     assert out["configured"] == "False" and out["warned"] == "True", done.stdout
+    assert (out["same"], out["tables"]) == ("True", "0") and "Delta" not in out["catalog"], done.stdout
     assert (
         "could not be fetched from Maven Central" in out["reason"]
         and "io.delta:delta-spark-no-such-artifact_2.13" in out["reason"]

@@ -9,6 +9,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from kafkalog.codec.batch import build_batch
+from kafkalog.codec.records import Record
 from kafkalog.errors import CorruptIndexError, CrcMismatchError, KafkaLogError
 from kafkalog.scan.inventory import IOStats, inventory_rows, list_segments
 from kafkalog.scan.reader import read_task, read_unit
@@ -27,7 +29,7 @@ from kafkalog.scan.scan_plan import (
 from kafkalog.scan.views import NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, record_sequences
 from kafkalog.storage.fs import FileEntry
 from kafkalog.storage.index import OffsetPosition
-from kafkalog.storage.segment import FIRST_HEADER_BYTES, LogSegment
+from kafkalog.storage.segment import FIRST_HEADER_BYTES, LogSegment, log_end_offset
 
 from . import direct
 
@@ -342,6 +344,37 @@ def test_list_segments_reads_only_index_tails_and_batch_headers(big_segment_log,
     inventory_rows([big])
     assert big.size > 1_000_000 and stats.bytes_read(".log") < 8 * 1024  # a tail, not the body
     assert len(stats.files(".index")) == 1
+
+
+def test_a_scan_tells_the_last_offset_of_each_segment_it_reads_to_its_end(big_segment_log, small_log, tmp_path):
+    """What a purge takes its log ends from (spark/purge.Decider): the last offset the scan's units
+    read, whole or split at index entries, is each segment's own; told to the segment
+    (`scanned`), it ends the log without the tail being read again. An empty last segment whose
+    base offset lies past the previous segment's end is read by no unit: its base offset ends the log."""
+    for log_dir, max_bytes in ((big_segment_log, 1 << 30), (big_segment_log, 64 * 1024), (small_log.path, 1 << 30)):
+        plan = plan_scan(log_dir, max_bytes_per_task=max_bytes)
+        ends: dict = {}
+        for task in plan.tasks:
+            for _ in read_task(plan.root, task, "narrow", ends=ends):
+                pass
+        segments = list_segments(log_dir)
+        assert ends == {(s.topic, s.partition, s.base_offset): s.last_offset() for s in segments if s.size}
+    assert len(plan_scan(big_segment_log, max_bytes_per_task=64 * 1024).units) > 10  # the split case is split
+
+    rolled = tmp_path / "log" / "rolled-0"  # 6-9 cleaned away, then the log rolled at 10
+    rolled.mkdir(parents=True)
+    (rolled / f"{0:020d}.log").write_bytes(build_batch([Record(o, 1_700_000_000_000, b"k", b"v") for o in range(6)]))
+    (rolled / f"{10:020d}.log").write_bytes(b"")
+    plan = plan_scan(tmp_path / "log")
+    ends = {}
+    for task in plan.tasks:
+        for _ in read_task(plan.root, task, "narrow", ends=ends):
+            pass
+    assert ends == {("rolled", 0, 0): 5}
+    first, last = list_segments(tmp_path / "log")
+    first.scanned(ends["rolled", 0, 0])
+    (rolled / f"{0:020d}.log").unlink()  # told: the first segment's tail is not read again
+    assert (first.next_offset(), log_end_offset([first, last])) == (6, 10)
 
 
 # -- data source pushdown ---------------------------------------------------------------------------------
