@@ -18,7 +18,8 @@ The broker is then started again: it must skip recovery, and the second target's
 up to the records the copy moved. Prints a Markdown report on stdout and a JSON object on stderr (and
 into `--json FILE`), with the peak resident memory of kafkalog's Python workers as its tasks report it
 (stage 1, placing, and stage 2, merging and writing; a worker runs several tasks, so this bounds each):
-run it at two `--keys` to see that memory does not grow with the keys.
+run it at two `--keys` to see that memory does not grow with the keys; and the wall time of kafkalog's
+steps from its report (Spark's session start, placing, writing, committing).
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ def run(args, base: Path, tools, broker) -> dict:
         "place_peak_rss_mib": report["staged"]["peakRssMiB"],
         "write_peak_rss_mib": max(p["peakRssMiB"] for p in report["partitions"]),
     }
+    steps = {name: round(seconds, 1) for name, seconds in report["seconds"].items()}
+    steps["start and plan"] = round(ours_seconds - sum(report["seconds"].values()), 1)
     return {
         "machine": machine(),
         "kafka": kafka_version(tools),
@@ -123,7 +126,7 @@ def run(args, base: Path, tools, broker) -> dict:
         "source": {"bytes": source_bytes, "segments": source_segments},
         "output": {"bytes": out_bytes, "segments": out_segments, "records": moved},
         "java_copy": java,
-        "kafkalog": {**kafkalog, **memory},
+        "kafkalog": {**kafkalog, **memory, "steps": steps},
         "skipped_recovery": skipped,
         "led_partitions": led,
         "speedup": java["seconds"] / ours_seconds,
@@ -151,6 +154,10 @@ def render(args, r: dict) -> list[str]:
         f"{r['led_partitions']} of its {r['to_partitions']} partitions. Peak resident memory of a Python "
         f"worker: {r['kafkalog']['place_peak_rss_mib']:,.0f} MiB placing, {r['kafkalog']['write_peak_rss_mib']:,.0f} "
         "MiB merging and writing.",
+        "",
+        "kafkalog's steps (seconds): "
+        + ", ".join(f"{name} {seconds}" for name, seconds in r["kafkalog"]["steps"].items())
+        + " (start and plan: Python's start, the plan, the command's own end).",
     ]
 
 

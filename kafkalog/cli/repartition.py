@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from .options import add_config_options, add_quiet, config_resolver, spark_session
 from .output import EXIT_OK, save_report
 
@@ -105,7 +107,13 @@ def _run_repartition(args) -> int:
     if args.dry_run:
         print(plan.summary() + "\n  dry run: nothing written")
         return EXIT_OK
-    result = run_repartition(spark_session(args), plan)
+    from .. import tuning
+
+    clock = time.perf_counter()
+    spark = spark_session(args, jvm_options=tuning.PYTHON_TASKS_JVM_OPTIONS)
+    started = time.perf_counter() - clock
+    result = run_repartition(spark, plan)
+    result.seconds["session"] = started
     print(result.summary())
     save_report(args.report, result.to_dict())
     return EXIT_OK

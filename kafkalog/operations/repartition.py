@@ -29,6 +29,7 @@ import csv
 import io
 import logging
 import os
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 
@@ -105,6 +106,7 @@ class RepartitionResult:
     written: list[dict] = field(default_factory=list)  # per new partition: records, log end offset, ...
     groups: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)  # group -> q -> (offset, re-read)
     staged: dict = field(default_factory=dict)  # stage 1: records staged, its workers' peak memory
+    seconds: dict = field(default_factory=dict)  # wall time of each step: place, write, commit
 
     def to_dict(self) -> dict:
         return {
@@ -114,6 +116,7 @@ class RepartitionResult:
             "output": self.plan.output,
             "dryRun": self.plan.dry_run,
             "staged": self.staged,
+            "seconds": self.seconds,
             "partitions": [{k: v for k, v in w.items() if k != "groups"} for w in self.written],
             "groups": {
                 g: [{"partition": q, "offset": o, "reread": r} for q, (o, r) in sorted(by.items())]
@@ -401,8 +404,11 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
             now=plan.now,
             **plan.config,
         )
+        clock = time.perf_counter()
         result.staged = stage_records(spark, plan.log_dir, plan.topic, plan.ranges, spec)
+        result.seconds["place"], clock = time.perf_counter() - clock, time.perf_counter()
         written = sorted(write_partitions(spark, spec), key=lambda w: w["partition"])
+        result.seconds["write"], clock = time.perf_counter() - clock, time.perf_counter()
         if [w["partition"] for w in written] != list(range(plan.partitions)):
             raise LogDirError(
                 f"the run wrote partitions {[w['partition'] for w in written]}, not 0..{plan.partitions - 1}"
@@ -422,6 +428,7 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
         os.rename(map_staging, plan.offset_map)
     if plan.group_offsets is not None:
         write_group_csvs(plan.group_offsets, plan.to_topic, result.groups)
+    result.seconds["commit"] = time.perf_counter() - clock
     return result
 
 

@@ -166,7 +166,8 @@ def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBat
     if flt.committed_only:
         committed = _committed_mask(batch, view, flt.aborted_txns)
         mask = committed if mask is None else pc.and_(mask, committed)
-    return batch if mask is None else batch.filter(mask)
+    # a mask that keeps every row (most batches: no aborted transaction in them) copies nothing
+    return batch if mask is None or mask.true_count == len(mask) else batch.filter(mask)
 
 
 def read_task(

@@ -435,7 +435,9 @@ def write_partition(q: int, spec: WriteSpec) -> dict:
     resumes = {group: GroupResume(c) for group, c in spec.committed.items()}
     parts = None
     if spec.offset_map is not None:
-        parts = pq.ParquetWriter(f"{spec.offset_map}/part-{q:05d}.parquet", OFFSET_MAP_SCHEMA)
+        # no dictionaries: offsets rarely repeat (measured: a part of 565,000 rows 0.025 CPU s and 5.5 MB
+        # without, 0.063 s and 6.4 MB with)
+        parts = pq.ParquetWriter(f"{spec.offset_map}/part-{q:05d}.parquet", OFFSET_MAP_SCHEMA, use_dictionary=False)
     last_source: dict[int, int] = {}
     records = read = 0
     try:

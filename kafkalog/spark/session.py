@@ -170,6 +170,7 @@ def local_session(
     *,
     verbose: bool = False,
     delta: bool = False,
+    jvm_options: str = "",
 ):
     """The active SparkSession if there is one (a cluster job, a notebook), else a new one.
 
@@ -177,6 +178,9 @@ def local_session(
     names a master, in which case that one is used. Local sessions get small shuffle partitions,
     no UI and quiet logs (Spark's errors in a file; on stderr with `verbose`); every session gets Arrow and
     Python filter pushdown enabled and the `kafkalog` data source registered. `conf` entries are applied last.
+
+    `jvm_options`: more options for the JVM of a new local session (`tuning.PYTHON_TASKS_JVM_OPTIONS`
+    for a command whose work is all in Python tasks); a running JVM keeps its own.
 
     `delta`: a new session also gets delta-spark (`delta_conf`), so that purge writes its ledger
     through Spark. When that cannot be (no release for this Spark, or Spark does not start with the
@@ -216,7 +220,7 @@ def local_session(
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         settings["spark.master"] = master
         settings.update(LOCAL_DEFAULTS)
-        settings["spark.driver.extraJavaOptions"] = _quiet_log4j_options(verbose)
+        settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, (_quiet_log4j_options(verbose), jvm_options)))
     settings.update(conf or {})
     without_delta, unavailable, resolving = dict(settings), None, None
     if delta and not remote:  # a running Spark Connect server's jars and extensions are set where it starts

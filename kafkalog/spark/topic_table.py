@@ -89,7 +89,7 @@ def committed_rows(
         else:
             aborted[i] = tracker.on_batch_read(meta)
     keep = ~np.repeat(aborted, ends - runs) & ~control & (offsets >= bounds.start) & (offsets < bounds.end)
-    return batch.filter(pa.array(keep))
+    return batch if keep.all() else batch.filter(pa.array(keep))
 
 
 def committed_batches(

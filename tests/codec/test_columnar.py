@@ -735,3 +735,26 @@ def test_a_window_with_an_offset_or_timestamp_near_int64_limits_is_declined_not_
         batches = [batch_of(section, 30), batch_of(section, 30, **fields)]
         assert window_rows(batches)[0] == ("ok" if fits else "error")
         assert not assert_window_as_batch_by_batch(batches)  # declined, then scanned batch by batch
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.one_of(st.none(), st.integers(0, 120))), max_size=40),
+    st.booleans(),
+)
+def test_binary_column_cuts_every_field(fields, shuffled):
+    """`decode.binary_column` against slicing: fields (gap before, length or None for null) of any
+    size, in the section's order (Arrow's take over the section) or not (the slices joined)."""
+    section, starts, lengths = bytearray(), [], []
+    for i, (gap, length) in enumerate(fields):
+        section += bytes([i % 251]) * gap
+        starts.append(len(section))
+        lengths.append(-1 if length is None else length)
+        section += bytes((i * 7 + j) % 256 for j in range(length or 0))
+    order = list(reversed(range(len(fields)))) if shuffled else list(range(len(fields)))
+    start = np.array([starts[i] for i in order], np.int64)
+    length = np.array([lengths[i] for i in order], np.int64)
+    data = bytes(section)
+    got = decode_module.binary_column(data, np.frombuffer(data, np.uint8), start, length)
+    got.validate(full=True)
+    assert got.to_pylist() == [None if n < 0 else data[s : s + n] for s, n in zip(start.tolist(), length.tolist())]
