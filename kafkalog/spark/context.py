@@ -65,6 +65,18 @@ def start_gateway(settings: dict):
     return gateway
 
 
+def running_session():
+    """The classic session this process runs that is not active in this thread (a session is active
+    in the thread that started it: `start_session`'s), or None. `getOrCreate` would take it and set
+    the settings it is given on it: Delta's catalog, on a session whose JVM started without Delta's
+    jars, then fails every table read with "DeltaCatalog class not found"."""
+    from pyspark.sql import SparkSession
+
+    running = getattr(SparkSession, "_instantiatedSession", None)
+    context = getattr(running, "_sc", None)
+    return running if context is not None and context._jsc is not None else None
+
+
 def jvm_running() -> bool:
     """Whether this process has Spark's JVM already: pyspark started one, or spark-submit started this process."""
     from pyspark import SparkContext

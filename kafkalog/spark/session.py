@@ -11,7 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import ConfigError
 from ..extras import require
-from .context import jvm_running, launch_jvm, spark_context
+from .context import jvm_running, launch_jvm, running_session, spark_context
 from .jars import (
     PACKAGES,
     JarKey,
@@ -200,7 +200,7 @@ def local_session(
 
     from .datasource import register
 
-    active = SparkSession.getActiveSession() or _running_session(SparkSession)
+    active = SparkSession.getActiveSession() or running_session()
     if active is not None:
         for key, value in (conf or {}).items():
             try:
@@ -267,16 +267,6 @@ def _without_delta(spark, unavailable: str) -> None:
     """Say, once and where `delta_unavailable` reads it, why `spark` has no delta-spark."""
     warnings.warn(f"kafkalog: {unavailable}; the purge ledger is written with the deltalake package", stacklevel=2)
     spark.conf.set(_DELTA_UNAVAILABLE, unavailable)
-
-
-def _running_session(session_class):
-    """The classic session this process runs that is not active in this thread (a session is active
-    in the thread that started it: `start_session`'s), or None. `getOrCreate` would take it and set
-    the settings it is given on it: Delta's catalog, on a session whose JVM started without Delta's
-    jars, then fails every table read with "DeltaCatalog class not found"."""
-    running = getattr(session_class, "_instantiatedSession", None)
-    context = getattr(running, "_sc", None)
-    return running if context is not None and context._jsc is not None else None
 
 
 def _jars_of(settings: dict) -> str:
