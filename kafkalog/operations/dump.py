@@ -34,7 +34,7 @@ from ..codec.coordinator_records import (
 )
 from ..codec.metadata_records import decode_metadata_record
 from ..codec.remote_log_metadata import decode_remote_log_metadata
-from ..errors import KafkaLogError, LogDirError
+from ..errors import KafkaLogError
 from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_offset_checkpoint, parse_partition_metadata
 from ..storage.fs import FileEntry, LogFileSystem
 from ..storage.index import OffsetIndex, TimeIndex
@@ -263,10 +263,7 @@ def plan_dump(
 
 
 def _target(path_or_uri: str) -> DumpTarget:
-    fs, path = LogFileSystem.for_path(path_or_uri)
-    info = fs.info(path)
-    if info is None:
-        raise LogDirError("no such file or directory", file=path)
+    fs, path, info = LogFileSystem.found(path_or_uri)
     if not info.is_dir:
         return DumpTarget(fs, path, info, FILE)
     if RemoteStorage.is_remote_storage(fs, path):

@@ -270,10 +270,7 @@ def _target(path_or_uri: str | LogDir) -> ValidateTarget:
         return ValidateTarget(
             opened.fs, opened.path, info, LOG_DIR, opened.listing or DirListing.of(opened.fs, opened.path)
         )
-    fs, path = LogFileSystem.for_path(path_or_uri)
-    info = fs.info(path)
-    if info is None:
-        raise LogDirError("no such file or directory", file=path)
+    fs, path, info = LogFileSystem.found(path_or_uri)
     if not info.is_dir:
         return ValidateTarget(fs, path, info, FILE)
     if RemoteStorage.is_remote_storage(fs, path):

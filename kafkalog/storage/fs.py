@@ -124,6 +124,15 @@ class LogFileSystem:
             raise LogDirError(f"cannot open {given}: {err}", file=given) from None
         return cls(fs), path.rstrip("/")
 
+    @classmethod
+    def found(cls, path_or_uri: str) -> tuple[LogFileSystem, str, FileEntry]:
+        """`for_path`, and what is at that path: a LogDirError where nothing is."""
+        fs, path = cls.for_path(path_or_uri)
+        info = fs.info(path)
+        if info is None:
+            raise LogDirError("no such file or directory", file=path)
+        return fs, path, info
+
     @staticmethod
     def join(*parts: str) -> str:
         return posixpath.join(*parts)
