@@ -314,8 +314,8 @@ def run_purge(spark, plan: PurgePlan, *, fault: FaultHook | None = None) -> Purg
         where_filter(spark.createDataFrame([], spark_schema(RECORDS_SCHEMA)), plan.where)
     with ExitStack() as held:  # every log dir under its lock (or staged) until every copy is done
         targets = [
-            held.enter_context(destination(o, plan.output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks))
-            for o in plan.opened
+            held.enter_context(destination(c, plan.output, dry_run=plan.dry_run, follow_symlinks=plan.follow_symlinks))
+            for c in plan.checked  # checked by the plan, not again; the lock still refuses one taken since
         ]
         return _purge(spark, plan, settled(plan, targets), key_df, key_count, started=started, fault=fault)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from ..config import ConfigResolver
 from ..errors import ConfigError, LogDirError
 from ..spark.purge import Copy, PurgeScope
-from ..storage.destination import Destination, preflight
+from ..storage.destination import Checked, Destination, checked
 from ..storage.fs import FileEntry
 from ..storage.keylist import DEFAULT_REASON
 from ..storage.ledger import check_ledger, load_secret, log_dir_identity
@@ -58,14 +58,11 @@ class PurgePlan:
     dry_run: bool
     follow_symlinks: bool
     replicas: ReplicaCheck  # which copies exist (KRaft metadata) and which were not given
+    checked: tuple[Checked, ...]  # each log dir checked once, as the run's destinations take it
     remote_storage: str | None = None
     tables: Sequence = ()  # the exported tables to erase from, checked (operations/purge_tables.py)
     listed: tuple[Mapping[tuple[str, int], Partition], ...] = ()  # each copy's partitions, as the scope's
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-
-    @property
-    def opened(self) -> list[LogDir]:
-        return [c.opened for c in self.scope.copies]
 
 
 def log_dirs_of(log_dir: str | Sequence[str], output: str | None = None) -> list[str]:
@@ -109,13 +106,13 @@ def plan_purge(
 ) -> PurgePlan:
     """The plan of a purge of `opened` (one log dir, or every copy's), checked before anything is
     written; the options are `purge`'s. Refuses (KafkaLogError, one line) what the run would refuse
-    before it writes: a log dir a rewrite may not touch (storage/destination.py `preflight`), a
+    before it writes: a log dir a rewrite may not touch (storage/destination.py `preflight`: once,
+    the run's destinations take the plan's Checked; the lock they take refuses one held since), a
     topic none holds, a replica the metadata names that is not given, a ledger, remote storage or
     table it could not write."""
     opened = [opened] if isinstance(opened, LogDir) else list(opened)
     log_dirs_of([o.uri for o in opened], output)
-    for o in opened:
-        preflight(o, output, dry_run=dry_run, follow_symlinks=follow_symlinks)
+    checks = tuple(checked(o, output, dry_run=dry_run, follow_symlinks=follow_symlinks) for o in opened)
     scopes = _scopes(opened, topics)
     resolver = config or ConfigResolver()
     check_topic_settings(resolver, _together(opened))
@@ -153,6 +150,7 @@ def plan_purge(
         dry_run,
         follow_symlinks,
         replicas,
+        checks,
         remote_storage,
         erasable,
         tuple(listed),

@@ -123,12 +123,12 @@ def test_a_log_dir_changed_between_the_plan_and_the_lock_is_refused_under_the_lo
 
     root = _log_dir(tmp_path / "log")
     plan = plan_purge(LogDir.open(root), [b"key-1"], ledger=str(tmp_path / "ledger"), secret=SECRET)
-    with destination(plan.opened[0], None) as target:
+    with destination(plan.checked[0], None) as target:
         assert settled(plan, [target]).copies[0].segments == plan.scope.copies[0].segments  # nothing changed
     if change == "a segment grew":
         with open(sorted((Path(root) / "orders-0").glob("*.log"))[-1], "ab") as log:
             log.write(b"\0" * 12)
     else:
         (Path(root) / "orders-1").mkdir()
-    with destination(plan.opened[0], None) as target, pytest.raises(LogDirError, match="since the plan: another"):
+    with destination(plan.checked[0], None) as target, pytest.raises(LogDirError, match="since the plan: another"):
         settled(plan, [target])

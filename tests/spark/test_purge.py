@@ -376,6 +376,7 @@ def test_tombstones_keep_each_keys_latest_offset_until_compaction_horizon(spark,
     planned, packing = spark_purge.plan_segments, spark_scan.pack_tasks
     monkeypatch.setattr(spark_purge, "plan_segments", lambda *a, **k: scans.append(planned(*a, **k)) or scans[-1])
     monkeypatch.setattr(spark_scan, "pack_tasks", lambda *a, **k: packed.append(packing(*a, **k)) or packed[-1])
+    checks, probes = _counted_checks(monkeypatch)
     before = files(source)
     assert (
         main(
@@ -400,6 +401,7 @@ def test_tombstones_keep_each_keys_latest_offset_until_compaction_horizon(spark,
         == 0
     )
     assert capsys.readouterr().out.startswith("purged 3 records removed, 2 tombstoned")
+    assert (len(checks), len(probes)) == (1, 0)  # the plan's check, which the run's destination takes
     assert files(source) == before  # --output: the input is untouched
     batches = [b for seg in LogDir.open(out).partition("t", 0).segments for _, b in seg.batches()]
     assert [(r.offset, r.key, r.value, r.headers) for b in batches for r in b.records()] == [
@@ -415,10 +417,40 @@ def test_tombstones_keep_each_keys_latest_offset_until_compaction_horizon(spark,
     assert len(packed[0]) == 2  # the two segments with a purged record, rewritten by a task each
     before = files(out)
     config = resolver_from(settings=["cleanup.policy=compact", "delete.retention.ms=1000"])
+    checks.clear(), probes.clear()
     again = purge(spark, out, [b"a", b"b"], tombstone=True, ledger=ledger, secret=SECRET, config=config, now=NOW)
+    assert (len(checks), len(probes)) == (1, 1)  # in place: one preflight, one lock probe, then the lock
     assert files(out) == before and again.ledger_rows == 0 and again.total("kept") == 2
     assert sorted(r["action"] for r in find(ledger, b"a", SECRET)) == ["removed", "removed", "tombstoned"]
     assert validate_paths([out]).exit_code == 0
+
+
+def _counted_checks(monkeypatch):
+    """The preflights (storage/destination.preflight) and lock probes (LogDir.ensure_unlocked) made
+    from now on, as two lists that grow."""
+    from kafkalog.storage import destination
+
+    checks, probes = [], []
+    preflight, probe = destination.preflight, LogDir.ensure_unlocked
+    monkeypatch.setattr(destination, "preflight", lambda *a, **k: checks.append(a) or preflight(*a, **k))
+    monkeypatch.setattr(LogDir, "ensure_unlocked", lambda self: probes.append(self) or probe(self))
+    return checks, probes
+
+
+def test_a_lock_taken_between_the_plan_and_the_run_is_refused(spark, tmp_path):
+    """The run takes the plan's check rather than checking again, and still takes the lock: a broker
+    started since the plan (its lock held) makes the run refuse, the log dir left as it was."""
+    from kafkalog.errors import LogDirError
+    from kafkalog.operations.purge import plan_purge, run_purge
+
+    from ..storage.test_logdir import held
+
+    root = _compacted_log(tmp_path)
+    plan = plan_purge(LogDir.open(root), [b"a"], ledger=str(tmp_path / "ledger"), secret=SECRET, now=NOW)
+    before = files(root)
+    with held(Path(root) / ".lock", "lockf"), pytest.raises(LogDirError, match="locked by another process"):
+        run_purge(spark, plan)
+    assert files(root) == before and not (tmp_path / "ledger").exists()
 
 
 def test_keys_come_from_key_files_tables_and_dataframes(spark, tmp_path):
