@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 from ..codec.compression import Codec
 from ..config import ConfigResolver
-from ..errors import ConfigError, LogDirError
+from ..errors import ConfigError, CorruptCheckpointError, LogDirError
 from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partition_state import partition_state
 from ..spark.topic_table import PartitionRange
-from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_partition_metadata
+from ..storage.checkpoint import format_partition_metadata, parse_leader_epoch_checkpoint, parse_partition_metadata
 from ..storage.destination import STAGING_SUFFIX
 from ..storage.fs import LogFileSystem
 from ..storage.logdir import LogDir
@@ -170,9 +170,8 @@ def plan_repartition(
     if reason:
         raise ConfigError(f"--to-topic {to_topic!r}: {reason}")
     opened = LogDir.open(log_dir)
+    opened.check_topics([topic])  # names the closest topic it holds
     parts = list(opened.partitions({topic}))
-    if not parts:
-        raise ConfigError(f"no partition of topic {topic!r} here", file=opened.path)
     numbers = [p.partition for p in parts]
     if numbers != list(range(len(numbers))):
         missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
@@ -197,12 +196,18 @@ def plan_repartition(
     committed, source = _committed(opened, topic, consumer_offsets)
     if group_offsets is not None and not committed:
         log.warning("no group has committed offsets of %s in %s: --group-offsets gets no file", topic, source)
+    if offset_map is not None and offset_map == group_offsets:
+        raise ConfigError("--offset-map and --group-offsets are the same path: give each its own", file=offset_map)
     for path in (offset_map, group_offsets):
         if path is None:
             continue
-        if os.path.realpath(path).startswith(os.path.realpath(out) + os.sep):
-            # a broker takes every directory of its log dir for a partition's, and refuses one that is not
-            raise ConfigError("--offset-map and --group-offsets must lie outside the output log dir", file=path)
+        for log_dir_path in (out, opened.path):
+            inside = os.path.realpath(path)
+            if inside == os.path.realpath(log_dir_path) or inside.startswith(os.path.realpath(log_dir_path) + os.sep):
+                # a broker takes every directory of its log dir for a partition's, and refuses one that is not
+                raise ConfigError(
+                    "--offset-map and --group-offsets must lie outside the input and output log dirs", file=path
+                )
         for taken in (path, path + STAGING_SUFFIX):
             if not dry_run and os.path.exists(taken):
                 raise ConfigError("this path exists already; choose a new one (or remove it)", file=taken)
@@ -330,6 +335,14 @@ def _topic_id(given: str | None, metadata: str | None, to_topic: str, existing: 
     """The target's topic id: --topic-id, else the KRaft metadata's for its name; each must agree with
     the partition.metadata of target partitions already in OUT, which alone may also give it."""
     found = {tid for tid, _ in existing.values() if tid}
+    if given is not None:
+        try:
+            format_partition_metadata(given)  # what the run writes: checked before Spark starts
+        except CorruptCheckpointError:
+            raise ConfigError(
+                f"--topic-id {given!r} is not a topic id: 22 characters of URL-safe base64, not all zero, as "
+                "kafka-topics --describe shows it"
+            ) from None
     if given is None and metadata is not None:
         given = _lookup_topic_id(metadata, to_topic)
     if given is None:
