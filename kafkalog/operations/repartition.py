@@ -450,13 +450,19 @@ def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, wr
     fs.make_dirs(out)
     opened = LogDir.open(out)
     with opened.locked():
-        for q in range(plan.partitions):
-            name = f"{plan.to_topic}-{q}"
-            target = fs.join(out, name)
-            if q in plan.replaced:
-                fs.rename(target, fs.join(staging, name + ".replaced"))
-            fs.rename(fs.join(staging, name), target)
-        fs.sync_dir(out)
+        moved: list[tuple[str, str]] = []  # each rename done: undone if a later one fails
+        try:
+            for q in range(plan.partitions):
+                name = f"{plan.to_topic}-{q}"
+                target = fs.join(out, name)
+                if q in plan.replaced:
+                    _move(fs, target, fs.join(staging, name + ".replaced"), moved)
+                _move(fs, fs.join(staging, name), target, moved)
+            fs.sync_dir(out)
+        except BaseException:  # OUT as it was: a broker would load some of the new partitions as the whole topic
+            for src, dst in reversed(moved):
+                fs.rename(dst, src)
+            raise
         ends: dict[tuple[str, int], int | None] = {
             TopicPartition(plan.to_topic, w["partition"]): w["logEndOffset"] for w in written
         }
@@ -464,6 +470,11 @@ def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, wr
         opened.update_checkpoint(RECOVERY_POINT_CHECKPOINT, ends)
         opened.update_checkpoint(REPLICATION_OFFSET_CHECKPOINT, ends)
     fs.delete_dir(staging)
+
+
+def _move(fs: LogFileSystem, src: str, dst: str, moved: list[tuple[str, str]]) -> None:
+    fs.rename(src, dst)
+    moved.append((src, dst))
 
 
 def group_csv(topic: str, offsets: dict[int, tuple[int, int]]) -> str:
