@@ -55,6 +55,7 @@ from ..storage.naming import (
 from ..storage.producer_state import replay_partition
 from ..topics import CONSUMER_OFFSETS_TOPIC
 from .clock import now_ms, stamp
+from .purge_plan import listing_signature
 
 log = logging.getLogger("kafkalog")
 
@@ -80,6 +81,7 @@ class RepartitionPlan:
     offset_map: str | None = None
     group_offsets: str | None = None
     dry_run: bool = False
+    listed: dict[int, list] = field(default_factory=dict)  # source partition -> its files as planned
     compaction: CompactionStrategy | None = None  # --compact: the target's strategy
     now: int = 0  # --compact: the clock tombstones' delete horizons are read against
 
@@ -233,6 +235,7 @@ def plan_repartition(
         committed=committed,
         committed_source=source,
         left_unstable=unstable,
+        listed={p.partition: listing_signature(p.listing) for p in parts},
         offset_map=offset_map,
         group_offsets=group_offsets,
         dry_run=dry_run,
@@ -398,6 +401,7 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
     result = RepartitionResult(plan)
     if plan.dry_run:
         return result
+    _ensure_unchanged(plan)
     fs, out = LogFileSystem.for_path(plan.output)
     staging = out + STAGING_SUFFIX
     map_staging = None if plan.offset_map is None else plan.offset_map + STAGING_SUFFIX
@@ -443,6 +447,23 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
         write_group_csvs(plan.group_offsets, plan.to_topic, result.groups)
     result.seconds["commit"] = time.perf_counter() - clock
     return result
+
+
+def _ensure_unchanged(plan: RepartitionPlan) -> None:
+    """The source is as the plan listed it, and no broker has started on it since: the planned offset
+    ranges read from a partition a segment left since (retention, an operator) would skip its records
+    without a word. Refused (LogDirError): run again to plan again."""
+    opened = LogDir.open(plan.log_dir)
+    opened.ensure_unlocked()
+    parts = {p.partition: p for p in opened.partitions({plan.topic})}
+    if sorted(parts) != sorted(plan.listed):
+        raise LogDirError(f"partitions of {plan.topic} came or went since the plan: {CHANGED}", file=opened.path)
+    for p, part in parts.items():
+        if listing_signature(part.listing) != plan.listed[p]:
+            raise LogDirError(f"the partition's files changed since the plan: {CHANGED}", file=part.path)
+
+
+CHANGED = "another process used the log directory in between; run the repartition again"
 
 
 def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, written: list[dict]) -> None:

@@ -324,3 +324,17 @@ def test_a_commit_that_fails_midway_puts_the_output_back_as_it_was(in_process, t
         run_repartition(None, plan)
     assert listed() == before
     assert not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+def test_a_source_changed_between_the_plan_and_the_run_is_refused(in_process, tmp_path):
+    """The plan's offset ranges, read from a partition whose segment went since (retention, an operator),
+    would skip that segment's records without a word: the run finds the source as planned, or refuses."""
+    from kafkalog.errors import LogDirError
+
+    write_source(tmp_path / "log", [[(((1, b"x", 1), (2, None, 1)), None)], [(((3, b"z", 2),), None)]])
+    plan = plan_repartition(str(tmp_path / "log"), "t", 3, str(tmp_path / "out"), to_topic="t2", topic_id=TOPIC_ID)
+    for segment in (tmp_path / "log" / "t-1").glob("*.log"):
+        segment.unlink()
+    with pytest.raises(LogDirError, match="t-1: the partition's files changed since the plan"):
+        run_repartition(None, plan)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
