@@ -360,6 +360,25 @@ def test_a_task_error_that_reaches_the_driver_inside_sparks_is_one_line(capsys, 
     )
 
 
+def test_a_task_whose_python_worker_was_killed_is_one_line(capsys, monkeypatch):
+    """A Python worker killed mid-task (the OOM killer, kill -9) fails Spark's job with a page of Java
+    stack and no kafkalog error in it: the command line says what happened in one line, exit 2."""
+    import kafkalog.cli as cli
+
+    def failing_run(_args):
+        raise RuntimeError(
+            "An error occurred while calling o96.collectToPython.\n: org.apache.spark.SparkException: Job aborted "
+            "due to stage failure: Task 3 in stage 0.0 failed 1 times: org.apache.spark.SparkException: Python "
+            "worker exited unexpectedly (crashed).\n\tat org.apache.spark.api.python.BasePythonRunner..."
+        )
+
+    monkeypatch.setattr(cli.txn_report, "_run_txn_report", failing_run)
+    assert cli.main(["txn-report", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kafkalog txn-report: a Spark task's Python worker was killed mid-task")
+    assert err.count("\n") == 1
+
+
 # -- an optional package that is not installed ------------------------------------------------------------
 
 BLOCKING = "import sys; sys.modules[{module!r}] = None\nfrom kafkalog.cli import main; sys.exit(main(sys.argv[1:]))"

@@ -67,10 +67,11 @@ def main(argv: list[str] | None = None, *, args: argparse.Namespace | None = Non
 
 def _executor_error(err: Exception) -> KafkaLogError | None:
     """The KafkaLogError a Spark task raised, which reaches the driver inside Spark's exception: for the
-    Spark jobs no operation turns back into it (spark/errors.py), the error is still one line."""
-    from ..spark.errors import from_spark_error
+    Spark jobs no operation turns back into it (spark/errors.py), the error is still one line; so is a
+    task whose Python worker was killed."""
+    from ..spark.errors import died_error, from_spark_error
 
-    return from_spark_error(err)
+    return from_spark_error(err) or died_error(err)
 
 
 def build_parser() -> argparse.ArgumentParser:

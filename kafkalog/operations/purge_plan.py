@@ -207,14 +207,15 @@ def _ensure_unchanged(opened: LogDir, parts: Mapping[tuple[str, int], Partition]
     if again.partition_paths != opened.partition_paths:
         raise LogDirError(f"partition directories came or went since the plan: {CHANGED}", file=opened.path)
     for part in parts.values():
-        if _signature(opened.fs.list_dir(part.path)) != _signature(part.listing):
+        if listing_signature(opened.fs.list_dir(part.path)) != listing_signature(part.listing):
             raise LogDirError(f"the partition's files changed since the plan: {CHANGED}", file=part.path)
 
 
 CHANGED = "another process used the log directory before the purge took its lock; run the purge again"
 
 
-def _signature(entries: Iterable[FileEntry]) -> list[tuple]:
+def listing_signature(entries: Iterable[FileEntry]) -> list[tuple]:
+    """What a directory's listing shows of its files: another process's change alters it."""
     return sorted((e.name, e.size, e.mtime_ms, e.is_dir) for e in entries)
 
 

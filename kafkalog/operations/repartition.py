@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 
 from ..codec.compression import Codec
 from ..config import ConfigResolver
-from ..errors import ConfigError, LogDirError
+from ..errors import ConfigError, CorruptCheckpointError, LogDirError
 from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partition_state import partition_state
 from ..spark.topic_table import PartitionRange
-from ..storage.checkpoint import parse_leader_epoch_checkpoint, parse_partition_metadata
+from ..storage.checkpoint import format_partition_metadata, parse_leader_epoch_checkpoint, parse_partition_metadata
 from ..storage.destination import STAGING_SUFFIX
 from ..storage.fs import LogFileSystem
 from ..storage.logdir import LogDir
@@ -55,6 +55,7 @@ from ..storage.naming import (
 from ..storage.producer_state import replay_partition
 from ..topics import CONSUMER_OFFSETS_TOPIC
 from .clock import now_ms, stamp
+from .purge_plan import listing_signature
 
 log = logging.getLogger("kafkalog")
 
@@ -80,6 +81,7 @@ class RepartitionPlan:
     offset_map: str | None = None
     group_offsets: str | None = None
     dry_run: bool = False
+    listed: dict[int, list] = field(default_factory=dict)  # source partition -> its files as planned
     compaction: CompactionStrategy | None = None  # --compact: the target's strategy
     now: int = 0  # --compact: the clock tombstones' delete horizons are read against
 
@@ -170,9 +172,8 @@ def plan_repartition(
     if reason:
         raise ConfigError(f"--to-topic {to_topic!r}: {reason}")
     opened = LogDir.open(log_dir)
+    opened.check_topics([topic])  # names the closest topic it holds
     parts = list(opened.partitions({topic}))
-    if not parts:
-        raise ConfigError(f"no partition of topic {topic!r} here", file=opened.path)
     numbers = [p.partition for p in parts]
     if numbers != list(range(len(numbers))):
         missing = sorted(set(range(max(numbers) + 1)) - set(numbers))
@@ -197,12 +198,18 @@ def plan_repartition(
     committed, source = _committed(opened, topic, consumer_offsets)
     if group_offsets is not None and not committed:
         log.warning("no group has committed offsets of %s in %s: --group-offsets gets no file", topic, source)
+    if offset_map is not None and offset_map == group_offsets:
+        raise ConfigError("--offset-map and --group-offsets are the same path: give each its own", file=offset_map)
     for path in (offset_map, group_offsets):
         if path is None:
             continue
-        if os.path.realpath(path).startswith(os.path.realpath(out) + os.sep):
-            # a broker takes every directory of its log dir for a partition's, and refuses one that is not
-            raise ConfigError("--offset-map and --group-offsets must lie outside the output log dir", file=path)
+        for log_dir_path in (out, opened.path):
+            inside = os.path.realpath(path)
+            if inside == os.path.realpath(log_dir_path) or inside.startswith(os.path.realpath(log_dir_path) + os.sep):
+                # a broker takes every directory of its log dir for a partition's, and refuses one that is not
+                raise ConfigError(
+                    "--offset-map and --group-offsets must lie outside the input and output log dirs", file=path
+                )
         for taken in (path, path + STAGING_SUFFIX):
             if not dry_run and os.path.exists(taken):
                 raise ConfigError("this path exists already; choose a new one (or remove it)", file=taken)
@@ -228,6 +235,7 @@ def plan_repartition(
         committed=committed,
         committed_source=source,
         left_unstable=unstable,
+        listed={p.partition: listing_signature(p.listing) for p in parts},
         offset_map=offset_map,
         group_offsets=group_offsets,
         dry_run=dry_run,
@@ -330,6 +338,14 @@ def _topic_id(given: str | None, metadata: str | None, to_topic: str, existing: 
     """The target's topic id: --topic-id, else the KRaft metadata's for its name; each must agree with
     the partition.metadata of target partitions already in OUT, which alone may also give it."""
     found = {tid for tid, _ in existing.values() if tid}
+    if given is not None:
+        try:
+            format_partition_metadata(given)  # what the run writes: checked before Spark starts
+        except CorruptCheckpointError:
+            raise ConfigError(
+                f"--topic-id {given!r} is not a topic id: 22 characters of URL-safe base64, not all zero, as "
+                "kafka-topics --describe shows it"
+            ) from None
     if given is None and metadata is not None:
         given = _lookup_topic_id(metadata, to_topic)
     if given is None:
@@ -385,6 +401,7 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
     result = RepartitionResult(plan)
     if plan.dry_run:
         return result
+    _ensure_unchanged(plan)
     fs, out = LogFileSystem.for_path(plan.output)
     staging = out + STAGING_SUFFIX
     map_staging = None if plan.offset_map is None else plan.offset_map + STAGING_SUFFIX
@@ -432,18 +449,41 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
     return result
 
 
+def _ensure_unchanged(plan: RepartitionPlan) -> None:
+    """The source is as the plan listed it, and no broker has started on it since: the planned offset
+    ranges read from a partition a segment left since (retention, an operator) would skip its records
+    without a word. Refused (LogDirError): run again to plan again."""
+    opened = LogDir.open(plan.log_dir)
+    opened.ensure_unlocked()
+    parts = {p.partition: p for p in opened.partitions({plan.topic})}
+    if sorted(parts) != sorted(plan.listed):
+        raise LogDirError(f"partitions of {plan.topic} came or went since the plan: {CHANGED}", file=opened.path)
+    for p, part in parts.items():
+        if listing_signature(part.listing) != plan.listed[p]:
+            raise LogDirError(f"the partition's files changed since the plan: {CHANGED}", file=part.path)
+
+
+CHANGED = "another process used the log directory in between; run the repartition again"
+
+
 def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, written: list[dict]) -> None:
     """Move the new partitions into OUT (under its lock when OUT is a log dir) and checkpoint them."""
     fs.make_dirs(out)
     opened = LogDir.open(out)
     with opened.locked():
-        for q in range(plan.partitions):
-            name = f"{plan.to_topic}-{q}"
-            target = fs.join(out, name)
-            if q in plan.replaced:
-                fs.rename(target, fs.join(staging, name + ".replaced"))
-            fs.rename(fs.join(staging, name), target)
-        fs.sync_dir(out)
+        moved: list[tuple[str, str]] = []  # each rename done: undone if a later one fails
+        try:
+            for q in range(plan.partitions):
+                name = f"{plan.to_topic}-{q}"
+                target = fs.join(out, name)
+                if q in plan.replaced:
+                    _move(fs, target, fs.join(staging, name + ".replaced"), moved)
+                _move(fs, fs.join(staging, name), target, moved)
+            fs.sync_dir(out)
+        except BaseException:  # OUT as it was: a broker would load some of the new partitions as the whole topic
+            for src, dst in reversed(moved):
+                fs.rename(dst, src)
+            raise
         ends: dict[tuple[str, int], int | None] = {
             TopicPartition(plan.to_topic, w["partition"]): w["logEndOffset"] for w in written
         }
@@ -451,6 +491,11 @@ def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, wr
         opened.update_checkpoint(RECOVERY_POINT_CHECKPOINT, ends)
         opened.update_checkpoint(REPLICATION_OFFSET_CHECKPOINT, ends)
     fs.delete_dir(staging)
+
+
+def _move(fs: LogFileSystem, src: str, dst: str, moved: list[tuple[str, str]]) -> None:
+    fs.rename(src, dst)
+    moved.append((src, dst))
 
 
 def group_csv(topic: str, offsets: dict[int, tuple[int, int]]) -> str:

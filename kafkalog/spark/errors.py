@@ -26,6 +26,22 @@ def from_spark_error(err: BaseException | str) -> errors.KafkaLogError | None:
         return None
 
 
+# what Spark says when a task's Python worker dies under it (a signal: most often the kernel's OOM killer)
+WORKER_DIED = "Python worker exited unexpectedly (crashed)"
+
+
+def died_error(err: BaseException | str) -> errors.KafkaLogError | None:
+    """A one-line error for a Spark job that failed because a task's Python worker was killed, which
+    carries no kafkalog error to show: Spark's own text is a page of Java stack."""
+    if WORKER_DIED not in str(err):
+        return None
+    return errors.KafkaLogError(
+        "a Spark task's Python worker was killed mid-task (by a signal; most often the kernel's out-of-memory "
+        "killer: dmesg names it); the run stopped, and can be run again (with more memory per worker, or "
+        "fewer cores sharing it)"
+    )
+
+
 def worker_error(err: errors.KafkaLogError) -> str:
     """`err` as data (`KafkaLogError.as_data`, one line): what a task returns in place of raising, so
     that one item's error fails none of the others; `from_spark_error` turns it back into the error

@@ -191,9 +191,19 @@ class LogDir:
 
     def partition(self, topic: str, partition: int) -> Partition:
         try:
-            return Partition.open(self.fs, self.partition_paths[(topic, partition)])
+            path = self.partition_paths[(topic, partition)]
         except KeyError:
             raise LogDirError(f"no partition directory {topic}-{partition}", file=self.path) from None
+        try:
+            return Partition.open(self.fs, path)
+        except FileNotFoundError:  # a plan's listing, and the directory removed since (a broker, an operator)
+            if self.fs.exists(path):
+                raise
+            raise LogDirError(
+                "the partition directory is gone since the log dir was listed (a broker or another tool changed "
+                "it): run again",
+                file=path,
+            ) from None
 
     def partitions(self, topics: set[str] | None = None):
         for topic, partition in self.topic_partitions:

@@ -287,3 +287,54 @@ def test_the_written_log_reads_as_the_source_records(in_process, tmp_path_factor
             last[q, p] = offset
             seen.add((p, offset))
     assert seen == set(expected)
+
+
+def test_a_commit_that_fails_midway_puts_the_output_back_as_it_was(in_process, tmp_path, monkeypatch):
+    """The commit moves the new partitions into OUT one rename at a time: one that fails after others
+    succeeded (a refused rename, EXDEV, a disk gone) must not leave OUT with some partitions of the
+    topic written and the rest missing, which a broker loads as a complete topic that lost the rest's
+    records; the empty partitions `kafka-topics --create` left are put back too."""
+    from kafkalog.storage.checkpoint import format_partition_metadata
+
+    write_source(
+        tmp_path / "log", [[(((1, b"x", 1), (2, None, 1)), None), (((0, b"y", 0),), None)], [(((3, b"z", 2),), None)]]
+    )
+    out = tmp_path / "out"
+    for q in range(3):  # as kafka-topics --create leaves them
+        (out / f"t2-{q}").mkdir(parents=True)
+        (out / f"t2-{q}" / "partition.metadata").write_text(format_partition_metadata(TOPIC_ID))
+
+    def listed() -> list[str]:  # the lock file a run leaves, as a broker's, aside
+        return sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.name != ".lock")
+
+    before = listed()
+    plan = plan_repartition(str(tmp_path / "log"), "t", 3, str(out), to_topic="t2", topic_id=TOPIC_ID)
+    renamed = LogFileSystem.rename
+    into_out = []
+
+    def refuse_the_second(self, src, dst):
+        if os.path.dirname(dst) == str(out):
+            into_out.append(dst)
+            if len(into_out) == 2:
+                raise OSError(18, "Invalid cross-device link")
+        return renamed(self, src, dst)
+
+    monkeypatch.setattr(LogFileSystem, "rename", refuse_the_second)
+    with pytest.raises(OSError):
+        run_repartition(None, plan)
+    assert listed() == before
+    assert not (tmp_path / "out.kafkalog-incomplete").exists()
+
+
+def test_a_source_changed_between_the_plan_and_the_run_is_refused(in_process, tmp_path):
+    """The plan's offset ranges, read from a partition whose segment went since (retention, an operator),
+    would skip that segment's records without a word: the run finds the source as planned, or refuses."""
+    from kafkalog.errors import LogDirError
+
+    write_source(tmp_path / "log", [[(((1, b"x", 1), (2, None, 1)), None)], [(((3, b"z", 2),), None)]])
+    plan = plan_repartition(str(tmp_path / "log"), "t", 3, str(tmp_path / "out"), to_topic="t2", topic_id=TOPIC_ID)
+    for segment in (tmp_path / "log" / "t-1").glob("*.log"):
+        segment.unlink()
+    with pytest.raises(LogDirError, match="t-1: the partition's files changed since the plan"):
+        run_repartition(None, plan)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.kafkalog-incomplete").exists()

@@ -180,3 +180,22 @@ def test_a_full_disk_while_copying_for_output_names_the_file_and_leaves_no_outpu
     assert line.endswith(".log: cannot write: No space left on device (ENOSPC)"), line
     assert not out.exists() and not list(tmp_path.glob("out.*"))
     assert tree(root) == before
+
+
+def test_a_partition_removed_between_the_plan_and_the_run_is_one_line_and_changes_nothing(tmp_path):
+    """kafkalog.retain's plan lists the log dir; a partition directory removed before its run (a
+    broker deleting the topic, an operator) stops the run naming it, before any partition changes."""
+    import shutil
+
+    from kafkalog.config import resolver_from
+    from kafkalog.errors import LogDirError
+    from kafkalog.operations.retain import plan_retain, run_retain
+    from kafkalog.storage.logdir import LogDir
+
+    root = _log(tmp_path)
+    plan = plan_retain(LogDir.open(root), uri=root, config=resolver_from(settings=["retention.ms=10000"]), now_ms=NOW)
+    shutil.rmtree(os.path.join(root, f"{TOPIC}-1"))
+    before = tree(root, with_mtime=True)
+    with pytest.raises(LogDirError, match=f"{TOPIC}-1: .*gone since the log dir was listed"):
+        run_retain(plan)
+    assert tree(root, with_mtime=True) == before

@@ -55,3 +55,43 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     assert [c.segments for c in by_ranges] == [c.segments for c in by_one]
     assert staged(cut) == staged(one) != {}
     assert not list(cut.rglob(ranges.STAGING))  # the steps' files are gone
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a dry run on the range path stages beside the log dir (<log dir>.kafkalog-dry-run-<run>) and fails "
+    "where that cannot be written (a read-only mount or snapshot of a stopped broker's disk), while the "
+    "one-task and window paths' dry runs write nothing; spark/ranges.py is being rewritten by another helper",
+)
+def test_a_dry_run_of_a_read_only_log_dir_plans_on_the_range_path(tmp_path, monkeypatch):
+    """`kafkalog compact --dry-run` (and `plan`) on a log dir whose disk is mounted read-only (found with
+    `mount -o ro`: EROFS at `<log dir>.kafkalog-dry-run-<run>/<partition>`) says what a pass would do, as
+    the other paths' dry runs do there."""
+    import errno
+    import functools
+
+    from kafkalog.storage import fs as fs_module
+
+    root = tmp_path / "log"
+    root.mkdir()
+    write_log_dir(root)
+    monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
+    plan = plan_compaction(str(root), RESOLVER, NOW, force=True)
+    settings = {s.topic: compaction.OutputSettings.of(RESOLVER.for_topic(s.topic), NOW) for s in plan.logs}
+    monkeypatch.setattr(ranges, "run_tasks", lambda spark, groups, work: [work(item) for g in groups for item in g])
+    monkeypatch.setattr(ranges, "pack_tasks", lambda spark, items, nbytes: [[item] for item in items])
+    monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
+    writable = ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=False)
+
+    made = LogFileSystem.make_dirs
+
+    @functools.wraps(made)
+    def read_only(self, path):  # what a read-only mount answers for anything made in or beside the log dir
+        if path.startswith(str(tmp_path)):
+            raise fs_module.refused(OSError(errno.EROFS, "Read-only file system"), "create the directory", path)
+        return made(self, path)
+
+    monkeypatch.setattr(LogFileSystem, "make_dirs", read_only)
+    read_only_run = ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=False)
+    assert [c.segments for c in read_only_run] == [c.segments for c in writable] != []
+    assert list(tmp_path.iterdir()) == [root]

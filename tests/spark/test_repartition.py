@@ -13,7 +13,7 @@ import pytest
 from kafkalog import cli
 from kafkalog.codec.control import ControlType, parse_control_type
 from kafkalog.codec.records import Record
-from kafkalog.errors import ConfigError
+from kafkalog.errors import ConfigError, LogDirError
 from kafkalog.operations.repartition import plan_repartition, run_repartition
 from kafkalog.operations.retain_partition import read_committed_offsets
 from kafkalog.rules.partitioner import new_partition
@@ -130,7 +130,7 @@ def test_refusals_before_spark(small_log, tmp_path):
         plan_repartition(log, "orders", 3, log, topic_id=TOPIC_ID)
     with pytest.raises(ConfigError, match="topic id of orders3 is not known"):
         plan_repartition(log, "orders", 3, str(tmp_path / "o"), to_topic="orders3")
-    with pytest.raises(ConfigError, match="no partition of topic"):
+    with pytest.raises(LogDirError, match="no partition of topic"):
         plan_repartition(log, "nope", 3, str(tmp_path / "o"), topic_id=TOPIC_ID)
     with pytest.raises(ConfigError, match="outside the output log dir"):
         plan_repartition(log, "orders", 3, str(tmp_path / "o"), topic_id=TOPIC_ID, offset_map=str(tmp_path / "o/map"))
@@ -139,6 +139,27 @@ def test_refusals_before_spark(small_log, tmp_path):
         plan_repartition(log, "orders", 3, str(tmp_path / "file"), topic_id=TOPIC_ID)
     with pytest.raises(ConfigError, match="at least one partition"):
         plan_repartition(log, "orders", 0, str(tmp_path / "o"), topic_id=TOPIC_ID)
+
+
+def test_paths_a_run_would_trip_on_are_refused_before_spark(small_log, tmp_path):
+    """What a run would find only after Spark's work, or leave where a broker refuses to start: a topic id
+    partition.metadata cannot hold, an offset map or groups' directory that is the output or the input log
+    dir (or inside it: a broker takes every directory there for a partition's) or each other."""
+    log, out = str(small_log.path), str(tmp_path / "o")
+    with pytest.raises(ConfigError, match="--topic-id 'xyz' is not a topic id"):
+        plan_repartition(log, "orders", 3, out, topic_id="xyz", dry_run=True)
+    with pytest.raises(ConfigError, match="not a topic id"):
+        plan_repartition(log, "orders", 3, out, topic_id="AAAAAAAAAAAAAAAAAAAAAA")  # all zero
+    for where in (out, log, log + "/map"):
+        for option in ("offset_map", "group_offsets"):
+            with pytest.raises(ConfigError, match="outside the input and output log dirs"):
+                plan_repartition(log, "orders", 3, out, topic_id=TOPIC_ID, **{option: where})
+    same = str(tmp_path / "same")
+    with pytest.raises(ConfigError, match="the same path"):
+        plan_repartition(log, "orders", 3, out, topic_id=TOPIC_ID, offset_map=same, group_offsets=same)
+    with pytest.raises(LogDirError, match="did you mean 'orders'"):
+        plan_repartition(log, "order", 3, out, topic_id=TOPIC_ID)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "same").exists()
 
 
 def test_command_line_refuses_in_one_line_before_spark(small_log, tmp_path):
