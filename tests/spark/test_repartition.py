@@ -132,7 +132,7 @@ def test_refusals_before_spark(small_log, tmp_path):
         plan_repartition(log, "orders", 3, str(tmp_path / "o"), to_topic="orders3")
     with pytest.raises(LogDirError, match="no partition of topic"):
         plan_repartition(log, "nope", 3, str(tmp_path / "o"), topic_id=TOPIC_ID)
-    with pytest.raises(ConfigError, match="outside the output log dir"):
+    with pytest.raises(ConfigError, match="outside the input and output log dirs"):
         plan_repartition(log, "orders", 3, str(tmp_path / "o"), topic_id=TOPIC_ID, offset_map=str(tmp_path / "o/map"))
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="is a file"):
