@@ -396,7 +396,7 @@ def build_batch(
 
 
 def build_batch_of_section(
-    section: bytes,
+    section: bytes | memoryview,
     count: int,
     *,
     base_offset: int,

@@ -68,7 +68,7 @@ _GZIP_OUT_STEP = 1 << 20
 _GZIP_IN_STEP = 1 << 20
 
 
-def compress(codec: int, data: bytes, *, magic: int = 2) -> bytes:
+def compress(codec: int, data: bytes | memoryview, *, magic: int = 2) -> bytes:
     """`data` compressed with `codec` as Kafka's Java producer writes it for message format `magic`."""
     return _CODECS[_codec(codec, magic)][0](data, magic)
 

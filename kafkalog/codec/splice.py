@@ -205,9 +205,17 @@ def encode_bodies(keys: pa.Array, values: pa.Array, headers: Sequence) -> pa.Arr
 def join_records(offset_deltas, timestamp_deltas, bodies: pa.Array) -> bytes:
     """Records in the v2 layout from their bodies (`encode_bodies`, `record_bodies`): each gets its
     length, attributes 0 and deltas written before its body, all at once."""
-    n = len(bodies)
-    if not n:
+    if not len(bodies):
         return b""
+    data, bounds = joined_records(offset_deltas, timestamp_deltas, bodies)
+    return data[: bounds[-1]].tobytes()  # one copy
+
+
+def joined_records(offset_deltas, timestamp_deltas, bodies: pa.Array) -> tuple[memoryview, np.ndarray]:
+    """`join_records` left in Arrow's buffer: its bytes (a memoryview) and where each record starts in
+    them (n + 1 int64 positions from 0), so that the records of many batches are joined in one pass and
+    each batch's section is a slice of it (spark/repartition.py)."""
+    n = len(bodies)
     ts, off = np.asarray(timestamp_deltas, np.int64), np.asarray(offset_deltas, np.int64)
     body_len = pc.binary_length(bodies).to_numpy().astype(np.int64)
     head = (np.zeros(n, np.int64), ts, off)  # attributes (written as a 1-byte 0), deltas
@@ -217,7 +225,8 @@ def join_records(offset_deltas, timestamp_deltas, bodies: pa.Array) -> bytes:
     prefix = _pieces(_varints([length, *head], [length_size, *head_sizes]), length_size + sum(head_sizes))
     joined = pc.binary_join_element_wise(prefix, bodies.cast(pa.large_binary()), pa.scalar(b"", pa.large_binary()))
     offsets = np.frombuffer(joined.buffers()[1], np.int64)[joined.offset : joined.offset + n + 1]
-    return joined.buffers()[2].slice(offsets[0], offsets[-1] - offsets[0]).to_pybytes()  # one copy
+    data = memoryview(joined.buffers()[2])[offsets[0] :] if n else memoryview(b"")
+    return data, offsets - offsets[0]
 
 
 def _varints(columns: Sequence[np.ndarray], sizes: Sequence[np.ndarray]) -> np.ndarray:

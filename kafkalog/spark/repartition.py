@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 
 from ..codec.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, build_batch_of_section
 from ..codec.records import decode_record
-from ..codec.splice import join_records
+from ..codec.splice import join_records, joined_records
 from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.compaction_strategy import CompactionStrategy
@@ -340,13 +340,13 @@ class _Batcher:
         if self.pending is not None:
             rows = pa.Table.from_batches([self.pending, rows]).combine_chunks().to_batches()[0]
         cuts = self._cuts(rows)
-        for start, end in zip(cuts, cuts[1:-1]):
-            self._append(rows.slice(start, end - start))
+        if len(cuts) > 2:  # every batch but the last is whole
+            self._append(rows.slice(0, cuts[-2]), cuts[:-1])
         self.pending = rows.slice(cuts[-2]) if len(cuts) > 1 else None
 
     def flush(self) -> None:
         if self.pending is not None and self.pending.num_rows:
-            self._append(self.pending)
+            self._append(self.pending, [0, self.pending.num_rows])
         self.pending = None
 
     def _cuts(self, rows: pa.RecordBatch) -> list[int]:
@@ -369,37 +369,48 @@ class _Batcher:
                 cuts.append(at)
         return cuts
 
-    def _append(self, rows: pa.RecordBatch) -> None:
+    def _append(self, rows: pa.RecordBatch, cuts: Sequence[int]) -> None:
+        """Append the batches of `rows` that start at `cuts` (the last cut: the rows' end). Their
+        records are joined in one pass (`splice.joined_records`: numpy's and Arrow's cost per call paid
+        once for all of them) and each batch's section is a slice of the join."""
         n, base = rows.num_rows, self.writer.log_end_offset
+        starts = np.asarray(cuts[:-1], np.int64)
+        batch = np.repeat(np.arange(len(starts)), np.diff(cuts))  # each row's batch
         timestamps = rows["timestamp"].to_numpy()
-        # as the cleaner writes a batch holding a tombstone it keeps: its base timestamp the delete horizon
-        # (never before a source batch's own horizon: a tombstone is kept no shorter than there)
-        horizon = self.horizon is not None and bool(pc.any(rows["valueIsNull"]).as_py())
-        base_timestamp = int(timestamps[0])
-        if self.horizon is not None and horizon:
-            source_horizon = pc.max(rows["deleteHorizonMs"]).as_py()
-            base_timestamp = max(self.horizon, self.horizon if source_horizon is None else int(source_horizon))
-        section = join_records(np.arange(n), timestamps - base_timestamp, rows["body"])
-        log_append = int(rows["timestampType"][0].as_py()) == TimestampType.LOG_APPEND_TIME
-        self.writer.append(
-            build_batch_of_section(
-                section,
-                n,
-                base_offset=base,
-                codec=self.codec if self.codec is not None else int(rows["codec"][0].as_py()),
-                last_offset_delta=n - 1,
-                timestamp_type=TimestampType.LOG_APPEND_TIME if log_append else TimestampType.CREATE_TIME,
-                base_timestamp=base_timestamp,
-                max_timestamp=int(timestamps.max()),
-                partition_leader_epoch=self.writer.partition_leader_epoch,
-                producer_id=NO_PRODUCER_ID,
-                producer_epoch=NO_PRODUCER_EPOCH,
-                base_sequence=NO_SEQUENCE,
-                is_transactional=False,
-                is_control=False,
-                has_delete_horizon=horizon,
+        base_timestamps = timestamps[starts]
+        max_timestamps = np.maximum.reduceat(timestamps, starts)
+        horizon = np.zeros(len(starts), bool)
+        if self.horizon is not None:
+            # as the cleaner writes a batch holding a tombstone it keeps: its base timestamp the delete
+            # horizon (never before a source batch's own horizon: a tombstone is kept no shorter than there)
+            horizon = np.logical_or.reduceat(rows["valueIsNull"].to_numpy(zero_copy_only=False), starts)
+            source = pc.fill_null(rows["deleteHorizonMs"], np.iinfo(np.int64).min).to_numpy()
+            horizons = np.maximum(self.horizon, np.maximum.reduceat(source, starts))
+            base_timestamps = np.where(horizon, horizons, base_timestamps)
+        deltas = np.arange(n) - starts[batch]
+        data, bounds = joined_records(deltas, timestamps - base_timestamps[batch], rows["body"])
+        codecs = rows["codec"].to_numpy()[starts] if self.codec is None else np.full(len(starts), self.codec)
+        log_append = rows["timestampType"].to_numpy()[starts] == TimestampType.LOG_APPEND_TIME
+        for i, (start, end) in enumerate(zip(cuts, cuts[1:])):
+            self.writer.append(
+                build_batch_of_section(
+                    data[bounds[start] : bounds[end]],
+                    end - start,
+                    base_offset=base + start,
+                    codec=int(codecs[i]),
+                    last_offset_delta=end - start - 1,
+                    timestamp_type=TimestampType.LOG_APPEND_TIME if log_append[i] else TimestampType.CREATE_TIME,
+                    base_timestamp=int(base_timestamps[i]),
+                    max_timestamp=int(max_timestamps[i]),
+                    partition_leader_epoch=self.writer.partition_leader_epoch,
+                    producer_id=NO_PRODUCER_ID,
+                    producer_epoch=NO_PRODUCER_EPOCH,
+                    base_sequence=NO_SEQUENCE,
+                    is_transactional=False,
+                    is_control=False,
+                    has_delete_horizon=bool(horizon[i]),
+                )
             )
-        )
 
 
 def write_partition(q: int, spec: WriteSpec) -> dict:
