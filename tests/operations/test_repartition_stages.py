@@ -450,9 +450,12 @@ def test_a_run_killed_at_any_step_of_its_commit_leaves_the_whole_old_or_the_whol
     assert kinds.count("rename") >= 6 + 3 + 1 + 1  # 3 partitions in, 3 aside, 3 checkpoints, the map, the intent
 
 
-def test_a_run_killed_between_the_commits_renames_is_completed_by_the_next(in_process, tmp_path, monkeypatch, caplog):
+def test_a_run_killed_between_the_commits_renames_is_completed_by_the_next(
+    in_process, tmp_path, monkeypatch, caplog, capsys
+):
     """A kill -9 after the commit's second rename into OUT: partitions 0 and 1 in OUT, 2 still staged.
-    A broker loads that as the whole topic; the next run (the same command) finishes the commit."""
+    A broker loads that as the whole topic; the next run (the same command, here from the command line)
+    finishes the commit and says so, without Spark."""
     write_source(tmp_path / "log", SOURCE)
     out, staging = tmp_path / "w" / "out", tmp_path / "w" / "out.kafkalog-incomplete"
     args, kwargs = (str(tmp_path / "log"), "t", 3, str(out)), dict(to_topic="t2", topic_id=TOPIC_ID)
@@ -470,6 +473,34 @@ def test_a_run_killed_between_the_commits_renames_is_completed_by_the_next(in_pr
     _, killed = run_killed(monkeypatch, tmp_path / "w", args, kwargs, third_into_out)
     assert killed and {p.name for p in out.glob("t2-*")} == {"t2-0", "t2-1"} and (staging / "t2-2").is_dir()
     assert not (out / "recovery-point-offset-checkpoint").exists()
+    from kafkalog.cli import main
+    from kafkalog.cli import repartition as cli
+
+    monkeypatch.setattr(cli, "spark_session", None)  # nothing is left to run: no Spark
+    argv = ["repartition", args[0], "--topic", "t", "--partitions", "3", "--output", str(out), "--to-topic", "t2"]
+    assert main([*argv, "--topic-id", TOPIC_ID]) == 0
+    assert files(out) == whole and not staging.exists()
+    said = capsys.readouterr()
+    assert "1 of the 3 new partitions of t2" in caplog.text + said.err and "moved them in" in caplog.text + said.err
+    assert "repartitioned 3 records of t into t2" in said.out and "whose commit this one completed" in said.out
+
+
+def test_an_error_after_the_commits_renames_leaves_it_to_the_next_run(in_process, tmp_path, monkeypatch, caplog):
+    """Once every partition is in OUT, moving them back is no safer than going on: a checkpoint that
+    cannot be written (disk full) leaves the intent, says to run again, and the next run completes."""
+    write_source(tmp_path / "log", SOURCE)
+    args, kwargs = (str(tmp_path / "log"), "t", 3, str(tmp_path / "out")), dict(to_topic="t2", topic_id=TOPIC_ID)
+    update = LogDir.update_checkpoint
+
+    def disk_full(self, name, updates):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LogDir, "update_checkpoint", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        run_repartition(None, plan_repartition(*args, **kwargs))
+    assert "run the same command again to complete it" in caplog.text
+    assert (tmp_path / "out.kafkalog-incomplete" / COMMIT_INTENT).exists()
+    monkeypatch.setattr(LogDir, "update_checkpoint", update)
     run_repartition(None, plan_repartition(*args, **kwargs))
-    assert files(out) == whole
-    assert "moved them in" in caplog.text and not staging.exists()
+    assert "the commit is complete" in caplog.text and not (tmp_path / "out.kafkalog-incomplete").exists()
+    assert LogDir.open(str(tmp_path / "out")).read_checkpoint("recovery-point-offset-checkpoint")
