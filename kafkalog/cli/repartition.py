@@ -110,7 +110,8 @@ def _run_repartition(args) -> int:
     from .. import tuning
 
     clock = time.perf_counter()
-    spark = spark_session(args, jvm_options=tuning.PYTHON_TASKS_JVM_OPTIONS)
+    # a plan that completed an earlier run's commit (the same command) has nothing left to run
+    spark = None if plan.completed is not None else spark_session(args, jvm_options=tuning.PYTHON_TASKS_JVM_OPTIONS)
     started = time.perf_counter() - clock
     result = run_repartition(spark, plan)
     result.seconds["session"] = started

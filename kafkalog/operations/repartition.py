@@ -14,7 +14,11 @@ plan)` executes it (spark/repartition.py) and commits the result:
    `replication-offset-checkpoint` name each new partition's log end offset and
    `log-start-offset-checkpoint` none (its log starts at 0), as a clean shutdown leaves them; the
    offset map and the groups' CSV files are published last.
-A failure before step 2 leaves OUT as it was. OUT, when it is a log dir, is locked for the run.
+A failure before step 2 leaves OUT as it was; one raised during its renames moves back those done.
+Before its first rename the commit writes an intent into the staging directory, as kafkalog's swap
+does (storage/swap.py): a run killed later (kill -9, power) leaves it, and the next run into OUT
+completes the commit from it before anything else (`complete_commit`): OUT holds the whole old or the
+whole new topic once a run has started on it. OUT, when it is a log dir, is locked for the run.
 `--compact` compacts each new partition in the same pass (`rules.partitioner.Compaction`).
 
 What is not carried: producer ids, epochs and sequences (each new batch holds records of many
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import os
 import time
@@ -84,6 +89,7 @@ class RepartitionPlan:
     listed: dict[int, list] = field(default_factory=dict)  # source partition -> its files as planned
     compaction: CompactionStrategy | None = None  # --compact: the target's strategy
     now: int = 0  # --compact: the clock tombstones' delete horizons are read against
+    completed: list[dict] | None = None  # the partitions of an earlier run of this command, whose commit it completed
 
     def summary(self) -> str:
         records = sum(r.end - r.start for r in self.ranges)
@@ -132,6 +138,7 @@ class RepartitionResult:
         total = sum(w["records"] for w in self.written)
         lines = [
             f"repartitioned {total:,} records of {self.plan.topic} into {self.plan.to_topic} in {self.plan.output}"
+            + (" (an earlier run of this command, whose commit this one completed)" if self.plan.completed else "")
         ]
         lines += [
             f"  partition {w['partition']}: {w['records']:,} records, {w['segments']} segments, {w['bytes']:,} bytes"
@@ -171,6 +178,11 @@ def plan_repartition(
     reason = illegal_topic_reason(to_topic)
     if reason:
         raise ConfigError(f"--to-topic {to_topic!r}: {reason}")
+    done = complete_commit(output, dry_run)  # before anything else: OUT may hold part of a commit
+    if done is not None and done["command"] == _command(
+        log_dir, topic, partitions, to_topic, offset_map, group_offsets, compact
+    ):
+        return _completed(done, log_dir, output)
     opened = LogDir.open(log_dir)
     opened.check_topics([topic])  # names the closest topic it holds
     parts = list(opened.partitions({topic}))
@@ -243,6 +255,29 @@ def plan_repartition(
         if compact
         else None,
         now=now_ms(now),
+    )
+
+
+def _completed(intent: dict, log_dir: str, output: str) -> RepartitionPlan:
+    """The plan of a run whose commit `complete_commit` completed: nothing left to do."""
+    command = intent["command"]
+    return RepartitionPlan(
+        log_dir=log_dir,
+        topic=command["topic"],
+        partitions=command["partitions"],
+        output=LogFileSystem.for_path(output)[1],
+        to_topic=command["toTopic"],
+        topic_id=intent["topicId"],
+        ranges=[],
+        leader_epochs={},
+        replaced=[],
+        config={},
+        committed={},
+        committed_source="",
+        left_unstable={},
+        offset_map=command["offsetMap"],
+        group_offsets=command["groupOffsets"],
+        completed=intent["written"],
     )
 
 
@@ -399,6 +434,9 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
     from ..spark.repartition import WriteSpec, stage_records, write_partitions
 
     result = RepartitionResult(plan)
+    if plan.completed is not None:  # an earlier run's commit, completed by the plan
+        result.written, result.groups = plan.completed, _groups(plan.completed)
+        return result
     if plan.dry_run:
         return result
     _ensure_unchanged(plan)
@@ -430,23 +468,28 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
             raise LogDirError(
                 f"the run wrote partitions {[w['partition'] for w in written]}, not 0..{plan.partitions - 1}"
             )
-        result.written = written
-        for w in written:
-            for group, (offset, reread) in w["groups"].items():
-                result.groups.setdefault(group, {})[w["partition"]] = (offset, reread)
-        _commit(fs, out, staging, plan, written)
+        result.written, result.groups = written, _groups(written)
+        _commit(fs, out, staging, _intent(plan, written))
     except BaseException:
+        if fs.exists(fs.join(staging, COMMIT_INTENT)):  # past its renames: the next run completes the commit
+            log.warning("%s: the commit did not finish; run the same command again to complete it", out)
+            raise
         if fs.exists(staging):
             fs.delete_dir(staging)
         if map_staging is not None and os.path.exists(map_staging):
             fs.delete_dir(map_staging)
         raise
-    if map_staging is not None and plan.offset_map is not None:
-        os.rename(map_staging, plan.offset_map)
-    if plan.group_offsets is not None:
-        write_group_csvs(plan.group_offsets, plan.to_topic, result.groups)
     result.seconds["commit"] = time.perf_counter() - clock
     return result
+
+
+def _groups(written: list[dict]) -> dict[str, dict[int, tuple[int, int]]]:
+    """group -> new partition -> (offset it resumes at, records it re-reads)."""
+    groups: dict[str, dict[int, tuple[int, int]]] = {}
+    for w in written:
+        for group, (offset, reread) in w["groups"].items():
+            groups.setdefault(group, {})[w["partition"]] = (offset, reread)
+    return groups
 
 
 def _ensure_unchanged(plan: RepartitionPlan) -> None:
@@ -466,36 +509,149 @@ def _ensure_unchanged(plan: RepartitionPlan) -> None:
 CHANGED = "another process used the log directory in between; run the repartition again"
 
 
-def _commit(fs: LogFileSystem, out: str, staging: str, plan: RepartitionPlan, written: list[dict]) -> None:
-    """Move the new partitions into OUT (under its lock when OUT is a log dir) and checkpoint them."""
+# -- the commit -----------------------------------------------------------------------------------------
+# As Kafka's swap (storage/swap.py) and kafkalog's own: an intent written before the first rename,
+# removed after the last step, and a next run that finds it rolls the commit forward. A failure
+# raised in this process during the renames moves back those done instead; then the intent goes.
+
+COMMIT_INTENT = "kafkalog-commit-intent.json"  # in the staging directory: what completing the commit needs
+
+
+def _command(log_dir, topic, partitions, to_topic, offset_map, group_offsets, compact) -> dict:
+    """What makes a run "the same command" as the one whose commit an intent describes (paths made
+    absolute: the next run may start elsewhere)."""
+    real = [None if p is None else os.path.realpath(p) for p in (log_dir, offset_map, group_offsets)]
+    return dict(zip(("logDir", "offsetMap", "groupOffsets"), real)) | {
+        "topic": topic,
+        "partitions": partitions,
+        "toTopic": to_topic,
+        "compact": compact,
+    }
+
+
+def _intent(plan: RepartitionPlan, written: list[dict]) -> dict:
+    args = (plan.log_dir, plan.topic, plan.partitions, plan.to_topic, plan.offset_map, plan.group_offsets)
+    return {
+        "version": 1,
+        "command": _command(*args, plan.compaction is not None),
+        "topicId": plan.topic_id,
+        "replaced": [f"{plan.to_topic}-{q}" for q in plan.replaced],  # moved aside to `<name>.replaced`
+        "written": written,  # per new partition, in order: its log end offset, the groups' resumes, ...
+    }
+
+
+def _commit(fs: LogFileSystem, out: str, staging: str, intent: dict) -> None:
+    """Move the new partitions into OUT under its lock, checkpoint them, publish the offset map and the
+    groups' CSV files, and remove the staging directory."""
     fs.make_dirs(out)
     opened = LogDir.open(out)
+    path = fs.join(staging, COMMIT_INTENT)
     with opened.locked():
+        fs.write_atomic(path, json.dumps(intent, default=int).encode())
+        fs.sync_dir(staging)
         moved: list[tuple[str, str]] = []  # each rename done: undone if a later one fails
         try:
-            for q in range(plan.partitions):
-                name = f"{plan.to_topic}-{q}"
-                target = fs.join(out, name)
-                if q in plan.replaced:
-                    _move(fs, target, fs.join(staging, name + ".replaced"), moved)
-                _move(fs, fs.join(staging, name), target, moved)
-            fs.sync_dir(out)
+            _move_all(fs, out, staging, intent, moved)
         except BaseException:  # OUT as it was: a broker would load some of the new partitions as the whole topic
             for src, dst in reversed(moved):
                 fs.rename(dst, src)
+            fs.delete(path)
             raise
-        ends: dict[tuple[str, int], int | None] = {
-            TopicPartition(plan.to_topic, w["partition"]): w["logEndOffset"] for w in written
-        }
-        opened.update_checkpoint(LOG_START_OFFSET_CHECKPOINT, dict.fromkeys(ends))
-        opened.update_checkpoint(RECOVERY_POINT_CHECKPOINT, ends)
-        opened.update_checkpoint(REPLICATION_OFFSET_CHECKPOINT, ends)
-    fs.delete_dir(staging)
+        _finish(fs, opened, staging, intent)
+
+
+def _move_all(fs: LogFileSystem, out: str, staging: str, intent: dict, moved: list) -> int:
+    """Each new partition the intent names moved into OUT (those still staged); how many moved."""
+    topic = intent["command"]["toTopic"]
+    count = sum(_move_in(fs, out, staging, f"{topic}-{w['partition']}", intent, moved) for w in intent["written"])
+    fs.sync_dir(out)
+    return count
+
+
+def _move_in(fs: LogFileSystem, out: str, staging: str, name: str, intent: dict, moved: list) -> bool:
+    """Move the staged partition `name` into OUT, its empty directory there to `<name>.replaced` first:
+    as the commit does, and again after a crash (a partition still staged is one not yet moved).
+    Whether it moved."""
+    src, target = fs.join(staging, name), fs.join(out, name)
+    if not fs.exists(src):
+        if not fs.exists(target):
+            raise LogDirError(
+                "the commit's intent names this partition, but it is neither staged nor here", file=target
+            )
+        return False
+    if fs.exists(target):
+        if name not in intent["replaced"]:
+            raise LogDirError("the commit would replace this directory, which its plan did not find", file=target)
+        _move(fs, target, src + ".replaced", moved)
+    _move(fs, src, target, moved)
+    return True
 
 
 def _move(fs: LogFileSystem, src: str, dst: str, moved: list[tuple[str, str]]) -> None:
     fs.rename(src, dst)
     moved.append((src, dst))
+
+
+def _finish(fs: LogFileSystem, opened: LogDir, staging: str, intent: dict) -> None:
+    """The commit's steps after its renames, each as fit to do again after a crash as the first time."""
+    command = intent["command"]
+    topic = command["toTopic"]
+    ends: dict[tuple[str, int], int | None] = {
+        TopicPartition(topic, w["partition"]): w["logEndOffset"] for w in intent["written"]
+    }
+    opened.update_checkpoint(LOG_START_OFFSET_CHECKPOINT, dict.fromkeys(ends))
+    opened.update_checkpoint(RECOVERY_POINT_CHECKPOINT, ends)
+    opened.update_checkpoint(REPLICATION_OFFSET_CHECKPOINT, ends)
+    fs.sync_dir(opened.path)
+    offset_map = command["offsetMap"]
+    if offset_map is not None and fs.exists(offset_map + STAGING_SUFFIX):
+        fs.rename(offset_map + STAGING_SUFFIX, offset_map)
+        fs.sync_dir(os.path.dirname(offset_map))
+    if command["groupOffsets"] is not None:
+        write_group_csvs(command["groupOffsets"], topic, _groups(intent["written"]))
+    for entry in fs.list_dir(staging):  # the intent last: a crash here leaves it to the next run
+        if entry.name != COMMIT_INTENT:
+            (fs.delete_dir if entry.is_dir else fs.delete)(entry.path)
+    fs.delete_dir(staging)
+
+
+def complete_commit(output: str, dry_run: bool = False) -> dict | None:
+    """Roll forward the commit a run killed during it (kill -9, power) left in OUT: its intent's
+    renames done, the checkpoints written, the offset map and CSVs published, the staging directory
+    removed; with a warning that says so. The intent, or None without one. A dry run refuses."""
+    fs, out = LogFileSystem.for_path(output)
+    staging = out + STAGING_SUFFIX
+    path = fs.join(staging, COMMIT_INTENT)
+    if not fs.exists(path):
+        return None
+    if dry_run:
+        raise LogDirError(
+            f"a run was killed during its commit into {out}; run the same command without --dry-run: it "
+            "completes that commit first",
+            file=path,
+        )
+    try:
+        intent = json.loads(fs.read_bytes(path))
+        topic, written = intent["command"]["toTopic"], intent["written"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise LogDirError(f"the commit's intent cannot be read ({err}); OUT is left as it is", file=path) from None
+    opened = LogDir.open(out)
+    with opened.locked():
+        moved = _move_all(fs, out, staging, intent, [])
+        _finish(fs, opened, staging, intent)
+    log.warning(
+        "%s: a run killed during its commit had left %d of the %d new partitions of %s in %s; this run moved "
+        "them in, wrote the checkpoints%s and removed the staging directory: the commit is complete",
+        out,
+        moved,
+        len(written),
+        topic,
+        staging,
+        ", the offset map and the groups' offsets"
+        if intent["command"]["offsetMap"] or intent["command"]["groupOffsets"]
+        else "",
+    )
+    return intent
 
 
 def group_csv(topic: str, offsets: dict[int, tuple[int, int]]) -> str:
@@ -508,8 +664,9 @@ def group_csv(topic: str, offsets: dict[int, tuple[int, int]]) -> str:
 
 
 def write_group_csvs(directory: str, topic: str, groups: dict[str, dict[int, tuple[int, int]]]) -> None:
-    """One `<group>.csv` per group (the name URL-quoted) in `directory`, which is made."""
-    os.makedirs(directory)
+    """One `<group>.csv` per group (the name URL-quoted) in `directory`, which is made (or written
+    again: a commit completed after a crash)."""
+    os.makedirs(directory, exist_ok=True)
     for group, offsets in sorted(groups.items()):
         path = os.path.join(directory, urllib.parse.quote(group, safe="") + ".csv")
         with open(path, "w") as f:

@@ -7,7 +7,9 @@ delete horizon is past, one kept in a batch whose delete horizon is at least now
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +21,7 @@ from hypothesis import strategies as st
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.records import Record
 from kafkalog.config import ConfigResolver
-from kafkalog.operations.repartition import plan_repartition, run_repartition
+from kafkalog.operations.repartition import COMMIT_INTENT, plan_repartition, run_repartition
 from kafkalog.rules.partitioner import new_partition
 from kafkalog.spark import repartition as stages
 from kafkalog.storage.fs import LogFileSystem
@@ -340,31 +342,165 @@ def test_a_source_changed_between_the_plan_and_the_run_is_refused(in_process, tm
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.kafkalog-incomplete").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a run killed (kill -9, power) between the commit's renames leaves OUT with some new partitions and "
-    "the rest in OUT.kafkalog-incomplete; the next run says 'remove it and run again', after which it is refused "
-    "(OUT's partitions hold records): the commit needs an intent the next run completes (see the report)",
-)
-def test_a_run_killed_between_the_commits_renames_is_completed_by_the_next(in_process, tmp_path):
-    """The state a kill -9 after the commit's second rename leaves (found with a real run): partitions 0
-    and 1 in OUT, 2 still staged. A broker loads that as the whole topic; the next run must finish the
-    commit (or take it back), not strand it."""
-    write_source(
-        tmp_path / "log", [[(((1, b"x", 1), (2, None, 1)), None), (((0, b"y", 0),), None)], [(((3, b"z", 2),), None)]]
-    )
-    out, staging = tmp_path / "out", tmp_path / "out.kafkalog-incomplete"
-    args = (str(tmp_path / "log"), "t", 3, str(out))
-    run_repartition(None, plan_repartition(*args, to_topic="t2", topic_id=TOPIC_ID))
-    whole = {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    staging.mkdir()
-    os.rename(out / "t2-2", staging / "t2-2")  # as the kill left it
-    for checkpoint in (
-        "recovery-point-offset-checkpoint",
-        "replication-offset-checkpoint",
-        "log-start-offset-checkpoint",
-    ):
-        (out / checkpoint).unlink(missing_ok=True)
-    run_repartition(None, plan_repartition(*args, to_topic="t2", topic_id=TOPIC_ID))
-    assert {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()} == whole
-    assert not staging.exists()
+class Killed(BaseException):
+    """A kill -9: the next run finds the disk as it was at that instant (copied before any handler runs)."""
+
+
+def run_killed(monkeypatch, world, args, kwargs, when) -> tuple[list[tuple[str, str]], bool]:
+    """Run the repartition, killed before the first change to a file or directory of its commit (from
+    the intent's write on) for which `when(i, change)` holds; `world` (every path the run writes under
+    it) is left as the kill left it. The changes made, and whether it was killed."""
+    changes: list[tuple[str, str]] = []
+    killed: list[bool] = []
+    originals = {name: getattr(LogFileSystem, name) for name in ("write_bytes", "rename", "delete", "delete_dir")}
+
+    def counted(name):
+        def change(self, path, *rest):
+            if not killed and (changes or path.endswith(COMMIT_INTENT + ".tmp")):
+                if when(len(changes), (name, path)):
+                    killed.append(True)
+                    shutil.copytree(world, f"{world}.killed")
+                    raise Killed
+                changes.append((name, path))
+            return originals[name](self, path, *rest)
+
+        return change
+
+    with monkeypatch.context() as patched:
+        for name in originals:
+            patched.setattr(LogFileSystem, name, counted(name))
+        try:
+            run_repartition(None, plan_repartition(*args, **kwargs))
+        except Killed:
+            shutil.rmtree(world)
+            os.rename(f"{world}.killed", world)
+    return changes, bool(killed)
+
+
+def files(*roots) -> dict[str, bytes]:
+    """Each file under the roots (the lock file a run leaves, as a broker's, aside) and its bytes."""
+    return {
+        f"{root.name}/{p.relative_to(root)}": p.read_bytes()
+        for root in roots
+        if root.exists()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
+
+
+SOURCE = [[(((1, b"x", 1), (2, None, 1)), None), (((0, b"y", 0),), None)], [(((3, b"z", 2),), None)]]
+
+
+def test_a_run_killed_at_any_step_of_its_commit_leaves_the_whole_old_or_the_whole_new_output(
+    in_process, tmp_path, monkeypatch, caplog
+):
+    """A kill before each change the commit makes (the intent's write, each rename of a partition into
+    OUT or of an empty one aside, each checkpoint, the offset map's publication, each deletion):
+    without an intent OUT is as it was and the next run says to remove the staging directory, after
+    which a run writes the whole output; with one, the next run (the same command) completes it."""
+    from kafkalog.errors import LogDirError
+    from kafkalog.storage.checkpoint import format_partition_metadata
+
+    write_source(tmp_path / "log", SOURCE)
+    (tmp_path / "commits.csv").write_text("group,topic,partition,offset\nbilling,t,0,1\nbilling,t,1,1\n")
+
+    def world(name):
+        base = tmp_path / name
+        for q in range(3):  # as kafka-topics --create leaves them: replaced by the commit
+            (base / "out" / f"t2-{q}").mkdir(parents=True)
+            (base / "out" / f"t2-{q}" / "partition.metadata").write_text(format_partition_metadata(TOPIC_ID))
+        paths = {k: str(base / k) for k in ("map", "groups")}
+        kwargs = dict(to_topic="t2", offset_map=paths["map"], group_offsets=paths["groups"])
+        kwargs |= dict(consumer_offsets=str(tmp_path / "commits.csv"), topic_id=TOPIC_ID)
+        return base, (str(tmp_path / "log"), "t", 3, str(base / "out")), kwargs
+
+    def outputs(base):
+        return files(base / "out", base / "map", base / "groups")
+
+    base, args, kwargs = world("whole")
+    old = outputs(base)
+    run_repartition(None, plan_repartition(*args, **kwargs))
+    whole = outputs(base)
+    assert whole != old and any(name.startswith("groups/") for name in whole)
+
+    outcomes = []
+    for step in itertools.count():
+        base, args, kwargs = world(f"killed-{step}")
+        changes, killed = run_killed(monkeypatch, base, args, kwargs, lambda i, change, step=step: i == step)
+        if not killed:
+            break
+        staging = base / "out.kafkalog-incomplete"
+        if (staging / COMMIT_INTENT).exists():
+            caplog.clear()
+            result = run_repartition(None, plan_repartition(*args, **kwargs))
+            assert "the commit is complete" in caplog.text and "whose commit this one completed" in result.summary()
+            outcomes.append("new")
+        else:  # killed before its intent: OUT as it was, which a broker may load as it is
+            assert files(base / "out") == {k: v for k, v in old.items() if k.startswith("out/")}
+            with pytest.raises(LogDirError, match="remove it and run again"):
+                plan_repartition(*args, **kwargs)
+            shutil.rmtree(staging)
+            shutil.rmtree(base / "map.kafkalog-incomplete")
+            run_repartition(None, plan_repartition(*args, **kwargs))
+            outcomes.append("old")
+        assert outputs(base) == whole, (step, changes[step : step + 1])
+        assert not staging.exists() and not (base / "map.kafkalog-incomplete").exists()
+    kinds = [name for name, _ in changes]
+    assert outcomes[:2] == ["old", "old"] and set(outcomes[2:]) == {"new"}  # the intent's .tmp, then its rename
+    assert kinds.count("rename") >= 6 + 3 + 1 + 1  # 3 partitions in, 3 aside, 3 checkpoints, the map, the intent
+
+
+def test_a_run_killed_between_the_commits_renames_is_completed_by_the_next(
+    in_process, tmp_path, monkeypatch, caplog, capsys
+):
+    """A kill -9 after the commit's second rename into OUT: partitions 0 and 1 in OUT, 2 still staged.
+    A broker loads that as the whole topic; the next run (the same command, here from the command line)
+    finishes the commit and says so, without Spark."""
+    write_source(tmp_path / "log", SOURCE)
+    out, staging = tmp_path / "w" / "out", tmp_path / "w" / "out.kafkalog-incomplete"
+    args, kwargs = (str(tmp_path / "log"), "t", 3, str(out)), dict(to_topic="t2", topic_id=TOPIC_ID)
+    run_repartition(None, plan_repartition(str(tmp_path / "log"), "t", 3, str(tmp_path / "out"), **kwargs))
+    whole = files(tmp_path / "out")
+
+    into_out = []
+
+    def third_into_out(i, change):  # a rename of a staged partition (into OUT)
+        name, path = change
+        if name == "rename" and os.path.dirname(path) == str(staging) and os.path.basename(path).startswith("t2-"):
+            into_out.append(path)
+        return len(into_out) == 3
+
+    _, killed = run_killed(monkeypatch, tmp_path / "w", args, kwargs, third_into_out)
+    assert killed and {p.name for p in out.glob("t2-*")} == {"t2-0", "t2-1"} and (staging / "t2-2").is_dir()
+    assert not (out / "recovery-point-offset-checkpoint").exists()
+    from kafkalog.cli import main
+    from kafkalog.cli import repartition as cli
+
+    monkeypatch.setattr(cli, "spark_session", None)  # nothing is left to run: no Spark
+    argv = ["repartition", args[0], "--topic", "t", "--partitions", "3", "--output", str(out), "--to-topic", "t2"]
+    assert main([*argv, "--topic-id", TOPIC_ID]) == 0
+    assert files(out) == whole and not staging.exists()
+    said = capsys.readouterr()
+    assert "1 of the 3 new partitions of t2" in caplog.text + said.err and "moved them in" in caplog.text + said.err
+    assert "repartitioned 3 records of t into t2" in said.out and "whose commit this one completed" in said.out
+
+
+def test_an_error_after_the_commits_renames_leaves_it_to_the_next_run(in_process, tmp_path, monkeypatch, caplog):
+    """Once every partition is in OUT, moving them back is no safer than going on: a checkpoint that
+    cannot be written (disk full) leaves the intent, says to run again, and the next run completes."""
+    write_source(tmp_path / "log", SOURCE)
+    args, kwargs = (str(tmp_path / "log"), "t", 3, str(tmp_path / "out")), dict(to_topic="t2", topic_id=TOPIC_ID)
+    update = LogDir.update_checkpoint
+
+    def disk_full(self, name, updates):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(LogDir, "update_checkpoint", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        run_repartition(None, plan_repartition(*args, **kwargs))
+    assert "run the same command again to complete it" in caplog.text
+    assert (tmp_path / "out.kafkalog-incomplete" / COMMIT_INTENT).exists()
+    monkeypatch.setattr(LogDir, "update_checkpoint", update)
+    run_repartition(None, plan_repartition(*args, **kwargs))
+    assert "the commit is complete" in caplog.text and not (tmp_path / "out.kafkalog-incomplete").exists()
+    assert LogDir.open(str(tmp_path / "out")).read_checkpoint("recovery-point-offset-checkpoint")
