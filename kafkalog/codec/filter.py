@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection, Sequence
-from typing import NamedTuple
+from itertools import chain
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -147,6 +148,7 @@ class SpliceJob(NamedTuple):
     removed: Collection[int]
     retention: BatchRetention
     contains_marker_for_empty_txn: bool = False
+    spans: Any = None  # int array: each record's span as the read that decided found it (or None)
 
 
 def splice_batches(jobs: Sequence[SpliceJob], *, delete_horizon_ms: int) -> list[FilteredBatch | None]:
@@ -178,11 +180,12 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int) -> list | None:
         [b.base_offset for b in batches],
         [b.base_timestamp for b in batches],
         [b.log_append_time for b in batches],
+        None if any(job.spans is None for job in jobs) else np.concatenate([job.spans for job in jobs]),
     )
     if spans is None:
         return None
-    removed = set().union(*(job.removed for job in jobs))  # offsets are unique within a partition
-    keep = np.fromiter([offset not in removed for offset in spans.offset.tolist()], bool, len(spans.offset))
+    removed = np.fromiter(chain.from_iterable(job.removed for job in jobs), np.int64)  # unique in a partition
+    keep = ~np.isin(spans.offset, removed)
     kept = np.add.reduceat(keep, spans.starts).tolist()
     keeps_null = np.logical_or.reduceat(keep & spans.null_value, spans.starts).tolist()
     kept_at = np.flatnonzero(keep)

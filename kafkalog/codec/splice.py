@@ -84,13 +84,15 @@ def read_spans(
     base_offsets: Sequence[int],
     base_timestamps: Sequence[int],
     log_append_times: Sequence[int | None],
+    spans=None,
 ) -> Spans | None:
     """The records of v2 record sections (one per batch, `counts[i]` records in `sections[i]`), read
     together so that numpy's cost per call is paid once for all of them. None unless every section
     is well-formed and every record is written exactly as Kafka writes one (attributes 0, null
     lengths -1, every varint minimal, UTF-8 header keys): only then are its bytes what Kafka's
-    re-encoding would give. Also None where a base and a delta come near int64's limits."""
-    joined = read_joined(_kafka_fields, sections, counts, base_offsets, base_timestamps, log_append_times)
+    re-encoding would give. Also None where a base and a delta come near int64's limits. `spans`: every
+    record's span as an earlier read found it (columnar.known_starts), or None."""
+    joined = read_joined(_kafka_fields, sections, counts, base_offsets, base_timestamps, log_append_times, spans)
     if joined is None:
         return None
     s = Spans()
@@ -154,14 +156,23 @@ def splice(spans: Spans, keep, base_timestamps) -> list[bytes] | None:
     n = len(kept)
     prefixes = _varint_matrix(length, length_size, 5), np.zeros((n, 1), np.uint8), _varint_matrix(delta, delta_size, 10)
     present = _COLUMNS[:5] < length_size[:, None], np.ones((n, 1), bool), _COLUMNS < delta_size[:, None]
-    packed = np.concatenate(prefixes, axis=1)[np.concatenate(present, axis=1)].tobytes()
-    cuts = np.concatenate(([0], np.cumsum(length_size + 1 + delta_size))).tolist()
-    section = spans.section
-    parts: list[bytes] = []
-    for a, b, c, d in zip(cuts, cuts[1:], rest_start.tolist(), rest_end.tolist()):
-        parts += (packed[a:b], section[c:d])
-    bounds = (2 * np.searchsorted(kept, np.append(spans.starts, len(spans.offset)))).tolist()
-    return [b"".join(parts[a:b]) for a, b in zip(bounds, bounds[1:])]
+    packed = np.concatenate(prefixes, axis=1)[np.concatenate(present, axis=1)]
+    # every record's bytes before and after its delta, in turn, as Arrow views of the section (the
+    # records fill it end to end): the kept ones' rests taken and joined to their new prefixes in C++
+    cuts = np.empty(2 * len(spans.S) + 1, np.int64)
+    cuts[0:-1:2], cuts[1::2], cuts[-1] = spans.S, spans.ts_end, spans.E[-1] if len(spans.E) else 0
+    pieces = pa.Array.from_buffers(
+        pa.large_binary(), len(cuts) - 1, [None, pa.py_buffer(cuts), pa.py_buffer(spans.section)]
+    )
+    records = pc.binary_join_element_wise(
+        _pieces(packed, length_size + 1 + delta_size),
+        pieces.take(pa.array(2 * kept + 1)),
+        pa.scalar(b"", pa.large_binary()),
+    )
+    ends = np.frombuffer(records.buffers()[1], np.int64)[records.offset : records.offset + n + 1]
+    data = records.buffers()[2]
+    bounds = ends[np.searchsorted(kept, np.append(spans.starts, len(spans.offset)))].tolist()
+    return [data[a:b].to_pybytes() for a, b in zip(bounds, bounds[1:])]
 
 
 def _varint_matrix(values, sizes, width: int):

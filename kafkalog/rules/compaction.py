@@ -503,6 +503,7 @@ class BatchChange(NamedTuple):
     removed: frozenset  # offsets of its records that go
     marker_for_empty_txn: bool
     has_tombstone: bool  # a record that stays is a tombstone (the batch gets a horizon if it has none)
+    spans: Any = None  # its records' spans (int array), as the read that decided found them
 
 
 @dataclass
@@ -547,6 +548,9 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table,
     gone_counts = np.append(per_run(gone.astype(np.int64)), 0)  # [-1]: a batch without records
     gone_ends = np.cumsum(gone_counts[:-1]).tolist()  # run i's gone offsets end there
     gone_offsets = fates["offset"].to_numpy()[gone]
+    span_size = fates["recordSpanSize"].fill_null(-1).to_numpy().astype(np.int64)  # the splice's hint (codec/filter.py)
+    run_ends = np.append(starts[1:], len(span_size)).tolist()
+    run_starts = starts.tolist()
     # the batches of `decided` (every batch, with records or not) matched to their record runs
     d = decided.to_pydict()
     batch_key = (np.asarray(d["segment"], np.int64) << 40) | np.asarray(d["position"], np.int64)
@@ -575,8 +579,9 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table,
                 "kept_txn_markers": [],
             }
         removed: frozenset = frozenset()
-        tombstone = False
+        tombstone, spans = False, None
         if run >= 0:
+            spans = span_size[run_starts[run] : run_ends[run]]
             for r in REASONS:
                 row[r] += per_reason[r][run]
             row["invalid_headers"] += invalid_headers[run]
@@ -592,7 +597,7 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table,
             or needs_horizon
         ):
             row["changed"] = True
-            changes[base, d["position"][i]] = BatchChange(retention, removed, marker, tombstone)
+            changes[base, d["position"][i]] = BatchChange(retention, removed, marker, tombstone, spans)
         if d["keeps_txn_index_entry"][i]:
             row["kept_txn_markers"].append(d["lastOffset"][i])
     return PartitionOutcome(changes, [segments[b] for b in sorted(segments)])

@@ -101,14 +101,22 @@ def superseded(
     np.maximum.at(latest, group[in_map], offset[in_map])
     if not (rank.any() or version.any()):
         return keyed & (offset < latest[group]), latest[group]
-    # the winner: of a key's keyed rows, those of its highest rank, of those the highest version, of
-    # those the highest offset (one maximum per key and column: a sort of every row costs more)
+    return keyed & (latest[group] >= 0) & ~winning(group, keyed, rank, version, offset), latest[group]
+
+
+def winning(group: np.ndarray, keyed: np.ndarray, rank: np.ndarray, version: np.ndarray, offset: np.ndarray):
+    """Of each group's `keyed` rows, those of highest (rank, version, offset): one a group where
+    offsets are unique (as `superseded` numbers groups). Of a key's keyed rows, those of its highest
+    rank, of those the highest version, of those the highest offset: one maximum per key and column
+    (a sort of every row costs more)."""
+    groups = int(group.max()) + 1 if len(group) else 0
     best = keyed.copy()
-    for column in (rank.astype(np.int64), version, offset):
+    columns = (rank.astype(np.int64), version, offset) if rank.any() or version.any() else (offset,)
+    for column in columns:
         top = np.full(groups, np.iinfo(np.int64).min, np.int64)
         np.maximum.at(top, group[best], column[best])
         best &= column == top[group]
-    return keyed & (latest[group] >= 0) & ~best, latest[group]
+    return best
 
 
 def parse_latest_by(text: str) -> CompactionStrategy:

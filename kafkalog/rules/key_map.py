@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .compaction_strategy import superseded, winning
+
 # one row per key: its winning record and its latest offset in the cleanable dirty range (null: none)
 WINNERS = pa.schema(
     [
@@ -35,38 +37,45 @@ WINNERS = pa.schema(
 
 def key_winners(rows: pa.Table) -> pa.Table:
     """The WINNERS of `rows` (any table with WINNERS' columns: keyed `record_fates` rows, or winners
-    to merge): per key, the row of highest (rank, version, offset) and the highest `map_offset`."""
+    to merge): per key, the row of highest (rank, version, offset) and the highest `map_offset`. The
+    keys are hashed once by Arrow (dictionary encoding), the rest is numpy over their codes."""
     rows = rows.select(WINNERS.names).cast(WINNERS)
     if not rows.num_rows:
         return WINNERS.empty_table()
-    if not (pc.any(pc.not_equal(rows["rank"], 0)).as_py() or pc.any(pc.not_equal(rows["version"], 0)).as_py()):
-        # Kafka's order (rank and version 0): the latest offset wins, by Arrow's hash aggregation
-        grouped = rows.group_by("key").aggregate([("offset", "max"), ("map_offset", "max")])
-        n = grouped.num_rows
-        return pa.table(
-            [
-                grouped["key"],
-                pa.array(np.zeros(n, np.int8)),
-                pa.array(np.zeros(n, np.int64)),
-                grouped["offset_max"],
-                grouped["map_offset_max"],
-            ],
-            schema=WINNERS,
-        )
     encoded = pc.dictionary_encode(rows["key"].combine_chunks())
     code = encoded.indices.to_numpy().astype(np.int64)
-    rank, version, offset = (rows[c].to_numpy() for c in ("rank", "version", "offset"))
-    order = np.lexsort((offset, version, rank, code))  # each key's rows, its winner last
-    last = order[np.append(code[order][1:] != code[order][:-1], True)]  # in code order
     latest = np.full(len(encoded.dictionary), -1, np.int64)
     np.maximum.at(latest, code, rows["map_offset"].fill_null(-1).to_numpy())
+    rank, version, offset = (rows[c].to_numpy() for c in ("rank", "version", "offset"))
+    return _winners(encoded.dictionary, code, np.ones(len(code), bool), rank, version, offset, latest[code])
+
+
+def range_map(fates: pa.Table, keyed: np.ndarray) -> tuple[np.ndarray, pa.Table]:
+    """Of a range's `record_fates` rows, taking only the `keyed` ones as keyed (the others as
+    unkeyed): which are superseded within the range (as rules/compaction.supersede finds them) and
+    their `key_winners`, from one hashing of the keys."""
+    encoded = pc.dictionary_encode(fates["key"].combine_chunks())
+    code = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy().astype(np.int64)  # null keys: never keyed
+    rank, version, offset = (fates[c].to_numpy() for c in ("rank", "version", "offset"))
+    in_map = keyed & (fates["map_offset"].fill_null(-1).to_numpy() >= 0)  # a record's map_offset is its offset
+    gone, latest = superseded(code, keyed, in_map, rank, version, offset)
+    return gone, _winners(encoded.dictionary, code, keyed, rank, version, offset, latest)
+
+
+def _winners(dictionary: pa.Array, code, keyed, rank, version, offset, latest) -> pa.Table:
+    """WINNERS: per code of `keyed` rows, its row of highest (rank, version, offset) (`winning`; of
+    rows alike in all three, any one) with `latest`, each row's key's highest map offset (-1: none)."""
+    best = np.flatnonzero(winning(code, keyed, rank, version, offset))
+    pick = np.full(len(dictionary) + 1, -1, np.int64)
+    pick[code[best]] = best
+    rows = pick[pick >= 0]
     return pa.table(
         [
-            encoded.dictionary,
-            pa.array(rank[last]),
-            pa.array(version[last]),
-            pa.array(offset[last]),
-            pa.array(latest, mask=latest < 0),
+            dictionary.take(pa.array(code[rows])),
+            pa.array(rank[rows], pa.int8()),
+            pa.array(version[rows], pa.int64()),
+            pa.array(offset[rows], pa.int64()),
+            pa.array(latest[rows], pa.int64(), mask=latest[rows] < 0),
         ],
         schema=WINNERS,
     )

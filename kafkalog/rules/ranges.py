@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from .compaction import ABORTED, CONTROL, EXPIRE_TOMBSTONE, MARKER, SUPERSEDED, UNKEYED, supersede
-from .key_map import WINNERS, differing, key_winners
+from .compaction import ABORTED, CONTROL, EXPIRE_TOMBSTONE, MARKER, SUPERSEDED, supersede
+from .key_map import WINNERS, differing, key_winners, range_map
 
 # what a map task stages for its range's rewrite, one row per record in file order: the columns the
 # rewrite's outcome reads, its `record_fates` fate and whether it is superseded within the range, and
@@ -60,8 +60,7 @@ def map_range(fates: pa.Table, doubtful: np.ndarray, number: int) -> tuple[pa.Ta
     fate = fates["fate"].to_numpy()
     keyed = fate <= EXPIRE_TOMBSTONE
     sure = keyed & ~doubtful
-    masked = pa.array(np.where(sure, fate, UNKEYED))  # the held-back records out of the range's map
-    gone = sure & (supersede(fates.set_column(fates.schema.get_field_index("fate"), "fate", masked)) == SUPERSEDED)
+    gone, winners = range_map(fates, sure)  # the held-back records out of the range's map
     keep = keyed & ~gone  # pending; and every keyed record of a key with doubtful ones, which decide again
     if doubtful.any():
         keep |= keyed & pc.is_in(
@@ -84,7 +83,6 @@ def map_range(fates: pa.Table, doubtful: np.ndarray, number: int) -> tuple[pa.Ta
         ],
         schema=STAGED,
     )
-    winners = key_winners(fates.filter(pa.array(sure)))
     held = fates.filter(pa.array(keyed & doubtful))
     n = winners.num_rows
     mapped = pa.concat_tables(

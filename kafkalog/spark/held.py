@@ -85,7 +85,7 @@ def write_cleaned(fs, root: str, log_path: str, held, cleaned: Cleaned, outcome:
     failure, what is staged goes and `cleaned` gets the error and `decided` False (the pass fails)."""
     from ..scan.views import filesystem_and_path
 
-    plans = {at: BatchPlan(*change) for at, change in outcome.changes.items()}
+    plans = {at: BatchPlan(*change[:4], spans=change.spans) for at, change in outcome.changes.items()}
     output = None
     try:
         for output in cleaned.outputs:

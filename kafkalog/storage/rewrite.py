@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .. import tuning
 from ..codec.batch import RecordBatch
@@ -37,6 +37,7 @@ class BatchPlan(NamedTuple):
     has_tombstone: bool = False  # a retained record is a tombstone (gets a horizon if it has none)
     tombstoned: frozenset = frozenset()  # offsets of records that stay as tombstones: value and headers dropped
     redacted: frozenset = frozenset()  # offsets of records that stay with no key, value or headers
+    spans: Any = None  # int array: each record's span as the read that decided found it (the splice's hint)
 
     @property
     def changes_records(self) -> bool:
@@ -136,7 +137,7 @@ def _splice(window, plans, delete_horizon_ms: int) -> list:
     jobs, where = [], []
     for i, ((_, batch), plan) in enumerate(zip(window, plans)):
         if _reads_records(batch, plan) and isinstance(batch, RecordBatch) and not (plan.tombstoned or plan.redacted):
-            jobs.append(SpliceJob(batch, plan.removed, plan.retention, plan.marker_for_empty_txn))
+            jobs.append(SpliceJob(batch, plan.removed, plan.retention, plan.marker_for_empty_txn, plan.spans))
             where.append(i)
     out: list[FilteredBatch | None] = [None] * len(window)
     try:
