@@ -1,23 +1,27 @@
 """Shared test set-up: where the real broker fixtures live, one local SparkSession per run (the
 `spark` fixture, shared by tests/spark and tests/kafka; lazy: a test that takes no `spark` starts no
 Spark; every session the process starts has delta-spark, so that the order of tests does not
-matter), an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only when a test asks), and
-tests/cluster's Spark standalone cluster and job archive, started in the background at the first test of
-a run that holds tests/cluster's tests, which run last."""
+matter), the generated `small_log`, an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only
+when a test asks), and what starts in the background (tests/early.py) at the first test of a run that
+holds the tests needing it: tests/cluster's Spark standalone cluster and job archive (its tests run
+last), and tests/spark/test_connect.py's run on a Spark Connect server."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from tests.early import InBackground
 from tests.ports import free_port
 from tests.s3_server import S3Server
 from tests.s3_server import environment as s3_environment
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_TESTS = REPO / "tests" / "cluster"
+CONNECT_TESTS = REPO / "tests" / "spark" / "test_connect.py"
 REAL_FIXTURES = (REPO.parent / "shared" / "fixtures" / "real").resolve()
 
 if not REAL_FIXTURES.is_dir():
@@ -77,6 +81,17 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def small_log(tmp_path_factory):
+    """The generator's small preset: six topics (lz4, zstd, gzip, snappy, v1, v0), transactions with
+    aborts, rolled segments with dense indexes, and `__consumer_offsets`. `.path` is the log dir,
+    `.summary` what the generator says it wrote."""
+    from kafkalog.operations.generate import generate, small_preset
+
+    path = tmp_path_factory.mktemp("small") / "log"
+    return SimpleNamespace(path=path, summary=generate(str(path), small_preset(seed=7)))
+
+
 def _in_cluster_tests(item: pytest.Item) -> bool:
     return CLUSTER_TESTS in item.path.parents
 
@@ -102,3 +117,21 @@ def cluster_started_early(request, tmp_path_factory):
         yield early
     finally:
         early.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def connect_started_early(request, tmp_path_factory):
+    """When the run holds tests/spark/test_connect.py: its run on a Spark Connect server (`small_log`
+    generated now, then `run_on_spark_connect`: a server JVM and a client process, some 40 s) in a
+    background thread from the run's first test on; the module's tests compare what it wrote. The
+    run's end waits for it, so that no server outlives the run."""
+    if not any(item.path == CONNECT_TESTS for item in request.session.items):
+        yield None
+        return
+    from tests.spark.test_connect import run_on_spark_connect
+
+    early = InBackground(run_on_spark_connect, request.getfixturevalue("small_log"), tmp_path_factory.mktemp("connect"))
+    try:
+        yield early
+    finally:
+        early.finished()

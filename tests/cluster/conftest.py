@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from typing import IO
 import pyspark
 import pytest
 
+from tests.early import InBackground
 from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -281,57 +281,30 @@ def build_job_archive(work: Path) -> Path:
 
 
 class StartedEarly:
-    """The standalone cluster and the job archive, each started in a thread of its own when this is made,
-    stopped and removed by `close()`. `cluster()` and `archive()` wait for theirs (and raise what its
-    start raised). The cluster's thread lives until `close()`: the kernel kills the cluster's processes
-    when the thread that started them ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
+    """The standalone cluster and the job archive, each started in a thread of its own when this is made
+    (tests/early.py), stopped and removed by `close()`. `cluster()` and `archive()` wait for theirs (and
+    raise what its start raised). The cluster's thread lives until `close()`: the kernel kills the
+    cluster's processes when the thread that started them ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
 
     def __init__(self, tmp_path_factory):
         self._cluster = Cluster(tmp_path_factory.mktemp("standalone"), free_port(), free_port())
         self._archive_dir = tmp_path_factory.mktemp("job-archive")
-        self._outcome: dict[str, object] = {}
-        self._done = {"cluster": threading.Event(), "archive": threading.Event()}
-        self._closing = threading.Event()
-        self._threads = [
-            threading.Thread(target=self._keep_cluster, daemon=True),
-            threading.Thread(target=self._run, args=("archive", build_job_archive, self._archive_dir), daemon=True),
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def _keep_cluster(self) -> None:
-        self._run("cluster", start_cluster, self._cluster)
-        self._closing.wait()
-
-    def _run(self, name: str, call, argument) -> None:
-        try:
-            self._outcome[name] = call(argument)
-        except Exception as err:  # raised again where a fixture waits for it
-            self._outcome[name] = err
-        finally:
-            self._done[name].set()
-
-    def _wait(self, name: str):
-        self._done[name].wait()
-        if isinstance(self._outcome[name], Exception):
-            raise self._outcome[name]
-        return self._outcome[name]
+        self._started = InBackground(start_cluster, self._cluster, hold=True)
+        self._archive = InBackground(build_job_archive, self._archive_dir)
 
     def cluster(self) -> Cluster:
-        self._wait("cluster")
+        self._started.result()
         return self._cluster
 
     def archive(self) -> Path:
-        return self._wait("archive")
+        return self._archive.result()
 
     def close(self) -> None:
-        for event in self._done.values():
-            event.wait()
+        self._archive.release()
+        self._started.finished()
         self._cluster.stop()
         self._cluster.remove_environments(timeout=0)
-        self._closing.set()
-        for thread in self._threads:
-            thread.join()
+        self._started.release()
         shutil.rmtree(self._archive_dir / "repo", ignore_errors=True)
 
 

@@ -199,7 +199,7 @@ def test_validate_job_exit_code_reaches_spark_submit(while_compacting, small):
     assert "batch.crc: orders-0/00000000000000000000.log" in run.stdout, run
 
 
-def test_purge_job_writes_what_local_mode_writes(small, spark_submit, spark, tmp_path):
+def test_purge_job_writes_what_local_mode_writes(small, standalone_cluster, job_archive, spark, tmp_path):
     def args(where: str) -> list[str]:
         return [
             "--keys",
@@ -216,11 +216,16 @@ def test_purge_job_writes_what_local_mode_writes(small, spark_submit, spark, tmp
             str(tmp_path / where),
         ]
 
-    run = spark_submit(job("purge"), str(small.log), *args("cluster"), conf_dir=small.conf)
+    submitted = start_submit(
+        standalone_cluster, job_archive, job("purge"), str(small.log), *args("cluster"), conf_dir=small.conf
+    )
+    try:  # while the job's driver and executors start and unpack the archive
+        local("purge", small, *args("local"))
+    finally:
+        run = run_submitted(standalone_cluster, submitted)
     assert_job_ran(run, "purge", small)
     assert re.search(r"purged [1-9]\d* records removed", run.stdout), run
     assert (tmp_path / "cluster-ledger" / "_delta_log").is_dir()
-    local("purge", small, *args("local"))
     assert_same_tree(tmp_path / "cluster", tmp_path / "local")
 
 

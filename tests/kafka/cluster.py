@@ -120,3 +120,18 @@ def _each(action, nodes) -> list:
     """`action` on every node in parallel threads (each mostly waits on a JVM); the first error raised."""
     with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
         return list(pool.map(action, nodes))
+
+
+def start_cluster(base_dir: str | Path) -> Cluster:
+    """A cluster in `base_dir` started (its KafkaTools on kafka_libs()'s jars), killed again when it
+    does not start."""
+    from .broker import kafka_libs
+
+    base = Path(base_dir)
+    cluster = Cluster(KafkaTools(kafka_libs(), base / "tools"), base / "cluster")
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster

@@ -62,10 +62,10 @@ SECRET = b"kafkalog-tests-purge-secret"
 
 
 @pytest.fixture(scope="module")
-def cluster(kafka_tools: KafkaTools, tmp_path_factory):
-    cluster = Cluster(kafka_tools, tmp_path_factory.mktemp("kafka-cluster"))
+def cluster(kafka_tools: KafkaTools, kafka_cluster_started_early):
+    """The cluster conftest.py's `kafka_cluster_started_early` started, closed after this module."""
+    cluster = kafka_cluster_started_early.result()
     try:
-        cluster.start()
         yield cluster
     finally:
         cluster.close()

@@ -1,26 +1,14 @@
 """The generated log directories the Spark tests share (the session-scoped `spark` fixture, one local
-SparkSession for the whole run, is in tests/conftest.py). Fixtures are lazy: a test that takes no
-`spark` starts no Spark."""
+SparkSession for the whole run, and `small_log` are in tests/conftest.py). Fixtures are lazy: a test
+that takes no `spark` starts no Spark."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 REAL_BROKER_DIRS = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real" / "broker-dirs"
-
-
-@pytest.fixture(scope="session")
-def small_log(tmp_path_factory):
-    """The generator's small preset: six topics (lz4, zstd, gzip, snappy, v1, v0), transactions with
-    aborts, rolled segments with dense indexes, and `__consumer_offsets`. `.path` is the log dir,
-    `.summary` what the generator says it wrote."""
-    from kafkalog.operations.generate import generate, small_preset
-
-    path = tmp_path_factory.mktemp("small") / "log"
-    return SimpleNamespace(path=path, summary=generate(str(path), small_preset(seed=7)))
 
 
 @pytest.fixture(scope="session")

@@ -173,16 +173,14 @@ def _stop(server: subprocess.Popen) -> None:
             continue
 
 
-@pytest.fixture(scope="module")
-def connect(small_log, tmp_path_factory):
-    """What the Spark Connect client wrote (`work`), run once against a server started and stopped here."""
-    work = tmp_path_factory.mktemp("connect")
-    config = small_log.summary.config_properties()
+def run_on_spark_connect(small_log, work: Path) -> Path:
+    """`client` run once on `small_log` against a server started and stopped here; `work`, where it
+    wrote. tests/conftest.py's `connect_started_early` calls it in the background from the run's first test."""
     server, url, log = _start_server(work)
     try:
         run = subprocess.run(
             [sys.executable, "-c", "import sys; from tests.spark.test_connect import client; client(*sys.argv[1:])"]
-            + [str(small_log.path), config, str(work)],
+            + [str(small_log.path), small_log.summary.config_properties(), str(work)],
             cwd=REPO,
             env=dict(os.environ, SPARK_REMOTE=url),
             capture_output=True,
@@ -193,6 +191,12 @@ def connect(small_log, tmp_path_factory):
         _stop(server)
     assert run.returncode == 0, f"the Spark Connect client failed:\n{run.stderr[-6000:]}\nserver:\n{_tail(log)}"
     return work
+
+
+@pytest.fixture(scope="module")
+def connect(connect_started_early) -> Path:
+    """What the Spark Connect client wrote (`run_on_spark_connect`, started at the run's first test)."""
+    return connect_started_early.result()
 
 
 # -- the same calls on the classic session ----------------------------------------------------------------
