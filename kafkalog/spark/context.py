@@ -24,6 +24,15 @@ def spark_context(spark):
     return spark.sparkContext
 
 
+def executors_on_this_host(spark) -> bool:
+    """Whether every task of `spark` runs on this host, so that a local path the driver makes is one
+    they reach: no session (the tasks run in this process), or a classic session in local mode."""
+    if spark is None:
+        return True
+    context = spark_context(spark)
+    return context is not None and context.master.startswith("local")
+
+
 _CONNECT_PARALLELISM: dict[str, int] = {}  # per Spark Connect session id
 
 

@@ -5,9 +5,11 @@ partition").
 Its cleanable segments, grouped into output segments as Kafka's cleaner groups them, are cut into
 **ranges** of whole groups of about `tuning.RANGE_BYTES`. Then, the steps' data handed on as Arrow
 IPC files in a staging directory of the partition's (`STAGING`, removed when the pass ends, and by
-the next compaction's recovery after a crash). A dry run writes nothing into the log dir: it stages
-beside it (`DRY_RUN_STAGING`, a name of its own per run, removed when it ends), where the executors
-reach it as they reach the log dir, on a cluster and on object storage too:
+the next compaction's recovery after a crash). A dry run writes nothing into the log dir
+(`dry_run_staging`): in local mode it stages in this host's temporary directory, so that a read-only
+log dir can be planned; on a cluster beside the log dir, where the executors reach it as they reach
+the log dir, on object storage too. Either is removed when the run ends, and by the next dry run of
+this host once the process that made it is gone:
 
 1. Map (one task per range): the range's `.log` bytes are read once and its records' keys decoded
    once; the task stages its records' fates within the range for its rewrite (rules/ranges.map_range:
@@ -30,6 +32,10 @@ spark/held.py's, as on the one-task path, so that both paths write the same byte
 
 from __future__ import annotations
 
+import os
+import posixpath
+import socket
+import tempfile
 import uuid
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -47,7 +53,7 @@ from ..scan.scan_plan import ScanFilter, plan_units
 from ..scan.views import SCHEMAS, filesystem, filesystem_and_path
 from ..storage.fs import HeldFileSystem, LogFileSystem
 from .compaction import OutputSettings, output_groups, partition_outputs, segment_files
-from .context import default_parallelism
+from .context import default_parallelism, executors_on_this_host
 from .errors import worker_error
 from .held import Cleaned, batch_headers, held_fates, write_cleaned
 from .scan import pack_tasks
@@ -107,8 +113,9 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
 
 # the staging directory's name in a partition directory (Kafka's log loader reads only its files)
 STAGING = ".kafkalog-ranges"
-# a dry run's, beside the log dir (`<log dir>.kafkalog-dry-run-<run>`): it writes nothing into it
-DRY_RUN_STAGING = ".kafkalog-dry-run-"
+# a dry run's (`dry_run_staging`): `<temporary directory>/kafkalog-dry-run-<host>-<pid>-<run>`, or
+# `<log dir>.kafkalog-dry-run-<host>-<pid>-<run>` on a cluster; it writes nothing into the log dir
+DRY_RUN_STAGING = "kafkalog-dry-run-"
 
 
 class Staging(NamedTuple):
@@ -136,12 +143,12 @@ def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, writ
     """Steps 2 to 5 of the partitions `logs` by the range path (`settings` by topic): per partition,
     a Cleaned whose `error`, if any, makes it uncleanable (found in the map step, `decided`) or fails
     the pass (found in the rewrite). What is staged is removed however the pass ends."""
-    fs, root = filesystem_and_path(plan.root)
-    beside = None if write else f"{root.rstrip('/')}{DRY_RUN_STAGING}{uuid.uuid4().hex[:12]}"
+    where, beside = (plan.root, None) if write else dry_run_staging(spark, plan.root)
+    fs = filesystem(where)
     staged = {}
     for s in logs:
         place = fs.join(beside, f"{s.topic}-{s.partition}") if beside else fs.join(s.path, STAGING)
-        staged[s.topic, s.partition] = Staging(plan.root, place)
+        staged[s.topic, s.partition] = Staging(where, place)
         remove_staging(fs, place)  # a crashed pass's
         fs.make_dirs(place)
     try:
@@ -151,6 +158,37 @@ def clean_in_ranges(spark, plan, logs: list[LogToClean], settings: dict, *, writ
             remove_staging(fs, staging.path)
         if beside is not None:
             remove_staging(fs, beside)
+
+
+def dry_run_staging(spark, root: str) -> tuple[str, str]:
+    """(where, path): the directory a dry run stages in, named by this host and process. Where every
+    executor runs on this host, in its temporary directory (a read-only log dir, or read-only object
+    storage credentials, can then be planned); else beside the log dir `root`, which the executors reach.
+    What a dry run of this host whose process is gone (killed) left there is removed first."""
+    if executors_on_this_host(spark):
+        where = tempfile.gettempdir()
+        parent, prefix = where, DRY_RUN_STAGING
+    else:
+        fs, path = filesystem_and_path(root)
+        where, (parent, name) = root, posixpath.split(path.rstrip("/"))
+        prefix = f"{name}.{DRY_RUN_STAGING}"
+    fs = filesystem(where)
+    mine = f"{prefix}{socket.gethostname()}-"
+    for entry in fs.list_dir(parent):
+        owner = entry.name[len(mine) :].split("-")[0]
+        if entry.name.startswith(mine) and owner.isdigit() and not _alive(int(owner)):
+            remove_staging(fs, fs.join(parent, entry.name))
+    return where, fs.join(parent, f"{mine}{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def remove_staging(fs, path: str) -> None:

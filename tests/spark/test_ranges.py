@@ -4,6 +4,7 @@ its keys and once to rewrite, lists nothing, and the ranges stage the bytes the 
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -57,12 +58,6 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     assert not list(cut.rglob(ranges.STAGING))  # the steps' files are gone
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a dry run on the range path stages beside the log dir (<log dir>.kafkalog-dry-run-<run>) and fails "
-    "where that cannot be written (a read-only mount or snapshot of a stopped broker's disk), while the "
-    "one-task and window paths' dry runs write nothing; spark/ranges.py is being rewritten by another helper",
-)
 def test_a_dry_run_of_a_read_only_log_dir_plans_on_the_range_path(tmp_path, monkeypatch):
     """`kafkalog compact --dry-run` (and `plan`) on a log dir whose disk is mounted read-only (found with
     `mount -o ro`: EROFS at `<log dir>.kafkalog-dry-run-<run>/<partition>`) says what a pass would do, as
@@ -97,21 +92,29 @@ def test_a_dry_run_of_a_read_only_log_dir_plans_on_the_range_path(tmp_path, monk
     assert list(tmp_path.iterdir()) == [root]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a dry run killed (kill -9) on the range path leaves <log dir>.kafkalog-dry-run-<run> beside the log "
-    "dir, and no later run removes or names it (each stages under a new name); spark/ranges.py is being "
-    "rewritten by another helper",
-)
-def test_what_a_killed_dry_run_staged_beside_the_log_dir_goes_with_the_next_run(tmp_path, monkeypatch):
-    """Found with a real `kafkalog compact --dry-run` killed by SIGKILL in its merge step: the staging
-    directory beside the log dir stayed, with its maps (a partition's keys), after the next dry run."""
-    root = tmp_path / "log"
+@pytest.mark.parametrize("on_a_cluster", [False, True])
+def test_what_a_killed_dry_run_staged_goes_with_the_next_dry_run_of_its_host(tmp_path, monkeypatch, on_a_cluster):
+    """Found with a real `kafkalog compact --dry-run` killed by SIGKILL in its merge step: its staging
+    directory (a partition's keys) stayed. A dry run of the same host removes what a process that is gone
+    staged (in the temporary directory in local mode, beside the log dir on a cluster), and leaves a
+    running one's alone."""
+    import socket
+    import subprocess
+    import sys
+
+    root, temporary = tmp_path / "log", tmp_path / "tmp"
     root.mkdir()
+    temporary.mkdir()
     write_log_dir(root)
-    left = tmp_path / f"log{ranges.DRY_RUN_STAGING}0123456789ab"  # as the killed run left it
-    (left / "lag-0").mkdir(parents=True)
-    (left / "lag-0" / "map-0-0.arrow").write_bytes(b"keys of the partition")
+    monkeypatch.setattr(ranges.tempfile, "tempdir", str(temporary))
+    monkeypatch.setattr(ranges, "executors_on_this_host", lambda spark: not on_a_cluster)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    parent, prefix = (tmp_path, f"log.{ranges.DRY_RUN_STAGING}") if on_a_cluster else (temporary, ranges.DRY_RUN_STAGING)
+    killed = parent / f"{prefix}{socket.gethostname()}-{gone.stdout.strip()}-0123456789ab"
+    running = parent / f"{prefix}{socket.gethostname()}-{os.getppid()}-ba9876543210"
+    for left in (killed, running):
+        (left / "lag-0").mkdir(parents=True)
+        (left / "lag-0" / "map-0-0.arrow").write_bytes(b"keys of the partition")
     monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
     plan = plan_compaction(str(root), RESOLVER, NOW, force=True)
     settings = {s.topic: compaction.OutputSettings.of(RESOLVER.for_topic(s.topic), NOW) for s in plan.logs}
@@ -119,4 +122,6 @@ def test_what_a_killed_dry_run_staged_beside_the_log_dir_goes_with_the_next_run(
     monkeypatch.setattr(ranges, "pack_tasks", lambda spark, items, nbytes: [[item] for item in items])
     monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
     assert all(c.error is None for c in ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=False))
-    assert list(tmp_path.iterdir()) == [root]
+    assert not killed.exists() and (running / "lag-0" / "map-0-0.arrow").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["log", "tmp", *[running.name] * on_a_cluster])
+    assert list(temporary.iterdir()) == [running] * (not on_a_cluster)
