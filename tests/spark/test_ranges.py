@@ -109,7 +109,9 @@ def test_what_a_killed_dry_run_staged_goes_with_the_next_dry_run_of_its_host(tmp
     monkeypatch.setattr(ranges.tempfile, "tempdir", str(temporary))
     monkeypatch.setattr(ranges, "executors_on_this_host", lambda spark: not on_a_cluster)
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    parent, prefix = (tmp_path, f"log.{ranges.DRY_RUN_STAGING}") if on_a_cluster else (temporary, ranges.DRY_RUN_STAGING)
+    parent, prefix = (
+        (tmp_path, f"log.{ranges.DRY_RUN_STAGING}") if on_a_cluster else (temporary, ranges.DRY_RUN_STAGING)
+    )
     killed = parent / f"{prefix}{socket.gethostname()}-{gone.stdout.strip()}-0123456789ab"
     running = parent / f"{prefix}{socket.gethostname()}-{os.getppid()}-ba9876543210"
     for left in (killed, running):
