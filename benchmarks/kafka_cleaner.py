@@ -193,9 +193,12 @@ def produce(
     compression: str = "lz4",
     seed: int = 1,
     tombstone_ratio: float = 0.0,
+    records: int = 0,
+    value_bytes: tuple[int, int] = (100, 400),
 ) -> dict:
     """BulkProducer.java: create `topic` with `configs`, then send keyed records until `size_mib` MiB of
-    record batches are written. Returns what it printed (records, bytes, seconds)."""
+    record batches are written (or `records` records, when given), with values of `value_bytes` (min, max).
+    Returns what it printed (records, bytes, seconds)."""
     args = [
         "--bootstrap",
         broker.bootstrap,
@@ -203,8 +206,11 @@ def produce(
         topic,
         "--partitions",
         str(partitions),
-        "--bytes",
-        str(size_mib * MIB),
+        *(["--records", str(records)] if records else ["--bytes", str(size_mib * MIB)]),
+        "--value-min",
+        str(value_bytes[0]),
+        "--value-max",
+        str(value_bytes[1]),
         "--keys",
         str(keys),
         "--compression",
