@@ -23,6 +23,22 @@ import xxhash
 from .compaction import ABORTED, CONTROL, EXPIRE_TOMBSTONE, MARKER, SUPERSEDED, supersede
 from .key_map import WINNERS, differing, key_winners, range_map
 
+
+def range_of_groups(sizes: list[int], count: int) -> list[int]:
+    """The range of each of a partition's output groups (their bytes `sizes`, in order) when it is cut into
+    about `count` ranges of equal bytes: the range whose equal share holds the group's midpoint. A group is
+    never cut, so one larger than a share takes it alone, and ranges are never skipped (a range starts at
+    a group whose midpoint lies past the shares before it). By midpoints, not by where a group starts: a
+    cut at the bytes before a group misses a share's end by the few bytes segments fall short of it."""
+    total = sum(sizes)
+    ranges, before = [], 0
+    for size in sizes:
+        share = min(int((before + size / 2) * count / total), count - 1) if total else 0
+        ranges.append(0 if not ranges else ranges[-1] + (share > ranges[-1]))
+        before += size
+    return ranges
+
+
 # what a map task stages for its range's rewrite, one row per record in file order: the columns the
 # rewrite's outcome reads, its `record_fates` fate and whether it is superseded within the range, and
 # where the record is pending (a keyed record not superseded there, or any keyed record of a key with

@@ -48,7 +48,7 @@ from .. import tuning
 from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean
 from ..rules.compaction import PartitionOutcome, decide_batches, partition_outcome
-from ..rules.ranges import batch_key, key_parts, map_range, merge_part, range_fates
+from ..rules.ranges import batch_key, key_parts, map_range, merge_part, range_fates, range_of_groups
 from ..scan.scan_plan import ScanFilter, plan_units
 from ..scan.views import SCHEMAS, filesystem, filesystem_and_path
 from ..storage.fs import HeldFileSystem, LogFileSystem
@@ -87,13 +87,10 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
     groups = output_groups(log, settings)
     total = sum(s.size for g in groups for s in g)
     count = -(-max(-(-total // max(tuning.RANGE_BYTES, 1)), 1) // cores) * cores
-    cut: list[list] = [[]]
-    before = 0  # the bytes of the groups before this one
-    for group in groups:
-        if cut[-1] and before >= total * len(cut) / count:
-            cut.append([])
-        cut[-1].append(group)
-        before += sum(s.size for s in group)
+    cut: list[list] = [[] for _ in range(count)]
+    for group, number in zip(groups, range_of_groups([sum(s.size for s in g) for g in groups], count)):
+        cut[number].append(group)
+    cut = [groups for groups in cut if groups]
     ranges = []
     for groups in cut:
         segments = [scanned[s.base_offset] for g in groups for s in g if s.base_offset in scanned]

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.rules.compaction import ABORTED
-from kafkalog.rules.ranges import MAPPED, batch_key, key_parts, map_range, merge_part, range_fates
+from kafkalog.rules.ranges import MAPPED, batch_key, key_parts, map_range, merge_part, range_fates, range_of_groups
 
 from .test_compaction_strategy import STRATEGIES, fates, model, partitions
 
@@ -49,3 +49,20 @@ def test_a_keys_part_is_its_bytes_alone():
     assert key_parts(pa.chunked_array([keys.slice(0, 2), keys.slice(2)]), 7).tolist() == parts.tolist()
     spread = key_parts(pa.array([str(i).encode() for i in range(10_000)]), 8)
     assert np.bincount(spread, minlength=8).min() > 1_000  # about even
+
+
+def test_a_partition_is_cut_into_as_many_ranges_as_its_shares_even_where_segments_fall_short_of_one():
+    # measured on a 2 GiB partition: segments a few KB short of RANGE_BYTES, 4 ranges wanted; a cut at
+    # the bytes before each group made 3 (one range of two segments, twice a task's memory)
+    assert range_of_groups([134168687, 134169761, 134192296, 134171357], 4) == [0, 1, 2, 3]
+    assert range_of_groups([10, 1, 1, 1], 4) == [0, 1, 2, 3]  # a group larger than a share takes it alone
+    assert range_of_groups([1, 1, 1, 1, 1, 1], 2) == [0, 0, 0, 1, 1, 1]
+    assert range_of_groups([5], 4) == [0] and range_of_groups([], 2) == []
+    assert range_of_groups([0, 0], 2) == [0, 0]  # empty groups: one range
+
+
+@given(st.lists(st.integers(0, 1000), max_size=30), st.integers(1, 8))
+def test_ranges_are_in_order_never_skipped_and_no_more_than_asked(sizes, count):
+    ranges = range_of_groups(sizes, count)
+    assert len(ranges) == len(sizes) and (not ranges or ranges[0] == 0)
+    assert all(b - a in (0, 1) for a, b in zip(ranges, ranges[1:])) and max(ranges, default=0) < count
