@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import ConfigError
 from ..extras import require
-from . import class_data
+from .class_data import archive_path, jvm_options, keep_at_exit
 from .context import jvm_running, launch_jvm, running_session, spark_context
 from .jars import (
     PACKAGES,
@@ -270,7 +270,7 @@ def local_session(
     if resolving is not None:
         _keep_resolution(spark, resolving, settings.get("spark.jars", ""))
     if writing is not None and writing[0] in settings.get("spark.driver.extraJavaOptions", ""):  # not the user's
-        class_data.keep_at_exit(*writing)
+        keep_at_exit(*writing)
     if delta and remote and not delta_configured(spark):
         unavailable = f"the Spark Connect server {remote} was not started with delta-spark ({DELTA_EXTENSION})"
     if unavailable is not None:
@@ -288,8 +288,8 @@ def _class_data(write: bool) -> tuple[str, tuple[str, str] | None]:
     archive's path) where it writes one. Only a speed-up: whatever goes wrong, no options."""
     try:
         java = find_java(os.environ)[0]
-        path = class_data.archive_path(java) if java else None
-        options, part = class_data.jvm_options(path, write=write)
+        path = archive_path(java) if java else None
+        options, part = jvm_options(path, write=write)
     except Exception as err:  # e.g. pyspark's jars unreadable: Spark's own start says what is wrong
         log.debug("no class-data archive: %s", err)
         return "", None
