@@ -335,7 +335,7 @@ def test_a_spark_command_prints_neither_the_jdks_incubator_warning_nor_ivys_repo
         run = subprocess.run(
             [sys.executable, "-m", "kafkalog", "export", str(tmp_path / "log"), "--topic", "customers",
              "--output", str(table), "--config", "cleanup.policy=compact", "--quiet"],
-            capture_output=True, text=True, timeout=300, check=False, env=env,
+            capture_output=True, text=True, timeout=600, check=False, env=env,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         # with --quiet: no incubator warning, no Ivy (but the line saying it downloads, on a first run ever)

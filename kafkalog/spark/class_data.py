@@ -89,8 +89,20 @@ def jvm_options(path: str | None, *, write: bool) -> tuple[str, str | None]:
     except OSError as err:
         log.debug("no class-data archive is written (%s)", err)
         return "", None
+    _remove_stale_parts(path)
     part = f"{path}.{os.getpid()}.part"
     return f"-XX:ArchiveClassesAtExit={part} {QUIET}", part
+
+
+def _remove_stale_parts(path: str) -> None:
+    """Remove what the JVMs of processes that ended before renaming it (killed) left of `path`."""
+    for part in glob.glob(f"{glob.escape(path)}.*.part"):
+        pid = part[len(path) + 1 : -len(".part")]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                os.remove(part)
+            except OSError:
+                pass
 
 
 def keep_at_exit(part: str, path: str) -> None:

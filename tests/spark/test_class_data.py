@@ -62,6 +62,17 @@ def test_an_archive_is_mapped_quietly_and_one_missing_is_written_only_when_asked
     assert jvm_options(None, write=True) == ("", None)
 
 
+def test_what_a_killed_process_left_is_removed_and_a_running_ones_kept(spark_home):
+    path = path_of(spark_home)
+    os.makedirs(os.path.dirname(path))
+    dead, running = f"{path}.999999999.part", f"{path}.{os.getppid()}.part"
+    for part in (dead, running):
+        with open(part, "wb") as f:
+            f.write(MAGIC)
+    jvm_options(path, write=True)
+    assert not os.path.exists(dead) and os.path.exists(running)
+
+
 class _Proc:
     """The JVM of a session: at the end of its stdin it writes `content` into `part` and exits with `code`."""
 
