@@ -12,7 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import ConfigError
 from ..extras import require
-from .class_data import archive_path, jvm_options, keep_at_exit
+from .class_data import archive_path, keep_at_exit
+from .class_data import jvm_options as class_data_options
 from .context import jvm_running, launch_jvm, running_session, spark_context
 from .jars import (
     PACKAGES,
@@ -289,7 +290,7 @@ def _class_data(write: bool) -> tuple[str, tuple[str, str] | None]:
     try:
         java = find_java(os.environ)[0]
         path = archive_path(java) if java else None
-        options, part = jvm_options(path, write=write)
+        options, part = class_data_options(path, write=write)
     except Exception as err:  # e.g. pyspark's jars unreadable: Spark's own start says what is wrong
         log.debug("no class-data archive: %s", err)
         return "", None
