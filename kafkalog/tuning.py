@@ -67,10 +67,13 @@ COMBINE_ROWS = 1 << 18
 REPLAY_ON_EXECUTORS_BYTES = 1 << 30
 
 # The JVM options of a session the command line starts for a command whose work is all in Python tasks
-# (repartition: Spark only schedules them, and no record enters the JVM). The JVM then compiles with C1
-# alone: its C2 compiler would spend CPU seconds optimising Spark's start-up code on cores the Python
-# workers need. Measured (docs/benchmarks.md, "Repartition"): a session started and two jobs of Python
-# tasks run took 16.2 CPU seconds of the JVM and its workers with both compilers, 10.4 to 10.9 with C1.
+# (repartition, and compact on the one-task and range paths: Spark only schedules them, and no record
+# enters the JVM; the window path, which sorts every record in the JVM, is never the command line's).
+# The JVM then compiles with C1 alone: its C2 compiler would spend CPU seconds optimising Spark's
+# start-up code on cores the Python workers need. Measured (docs/benchmarks.md, "Repartition"): a
+# session started and two jobs of Python tasks run took 16.2 CPU seconds of the JVM and its workers with
+# both compilers, 10.4 to 10.9 with C1; `kafkalog compact` of the 1 GiB benchmark over 4 partitions
+# took 0.96x the wall time ("The CLI's fixed cost").
 PYTHON_TASKS_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 # Partitions swapped at once (storage/swap.replace_in_partitions): each swap is a few renames and

@@ -77,6 +77,24 @@ def test_every_commands_help_ends_with_examples(capsys, command):
     assert len(examples) >= 2 and all(line.strip().startswith(f"kafkalog {command} ") for line in examples)
 
 
+def test_the_parser_of_one_command_is_that_of_the_whole_and_imports_no_other_command(monkeypatch):
+    from kafkalog import cli
+
+    def commands(parser):
+        return next(action for action in parser._actions if action.dest == "command").choices
+
+    whole = commands(cli.build_parser())
+    assert set(whole) == cli._NAMES
+    for name in cli._NAMES:
+        alone = commands(cli.build_parser(name))
+        assert list(alone) == [name] or name in ("log-dirs", "get-offsets", "configs")
+        assert alone[name].format_help() == whole[name].format_help()
+    code = "import sys, kafkalog.cli as c; c.build_parser('compact'); print(sorted(sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "kafkalog.operations.export" not in loaded and "kafkalog.operations.purge" not in loaded
+    assert "kafkalog.operations.generate" not in loaded, loaded
+
+
 def _run_cli(*args, cwd=None):
     import subprocess
     import time
@@ -301,7 +319,7 @@ def test_generate_prints_a_summary_and_writes_the_manifest_on_request(capsys, tm
 
 
 @pytest.mark.spark
-def test_a_spark_command_prints_neither_the_jdks_incubator_warning_nor_ivys_report(tmp_path):
+def test_a_spark_command_prints_neither_the_jdks_incubator_warning_nor_ivys_report_nor_class_data(tmp_path):
     """Spark's launcher gives the driver JVM `--add-modules=jdk.incubator.vector`, and the JDK says so on
     stderr at every start; kafkalog starts the JVM with its stderr filtered (kafkalog/spark/context.py).
     delta-spark's jars: the first start resolves them through Ivy, whose report is left out, and keeps
@@ -317,14 +335,18 @@ def test_a_spark_command_prints_neither_the_jdks_incubator_warning_nor_ivys_repo
         run = subprocess.run(
             [sys.executable, "-m", "kafkalog", "export", str(tmp_path / "log"), "--topic", "customers",
              "--output", str(table), "--config", "cleanup.policy=compact", "--quiet"],
-            capture_output=True, text=True, timeout=300, check=False, env=env,
+            capture_output=True, text=True, timeout=600, check=False, env=env,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr
         # with --quiet: no incubator warning, no Ivy (but the line saying it downloads, on a first run ever)
         assert run.stderr.replace(FETCHING.decode(), "", 1 if run_number == 1 else 0) == "", run.stderr
+        assert "[warning]" not in run.stdout, run.stdout  # the JVM's own log (class data sharing's) is off
         commit = (table / "_delta_log" / "00000000000000000000.json").read_text()
         assert '"engineInfo":"Apache-Spark/' in commit and "Delta-Lake/" in commit  # delta-spark wrote it
         assert list((tmp_path / "cache" / "jars").glob("spark-*/io.delta_delta-spark_*.json"))
+        # the first run's JVM wrote the class-data archive as it exited (nothing on stdout or stderr); the
+        # second mapped it
+        assert [p.suffix for p in (tmp_path / "cache" / "class-data").iterdir()] == [".jsa"]
         env["KAFKALOG_JARS_DIR"] = str(tmp_path / "cache" / "jars")
 
 

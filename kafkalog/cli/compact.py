@@ -37,6 +37,7 @@ def _add_compact(commands, name: str, help_text: str) -> None:
 
 
 def _run_compact(args) -> int:
+    from .. import tuning
     from ..operations.clock import stamp
     from ..operations.compact import plan_compact, run_compact
 
@@ -57,7 +58,10 @@ def _run_compact(args) -> int:
     now = plan.now
     # the copy for --output is made while Spark starts; a pass without a compacted topic plans
     # nothing and needs no Spark (compact says why)
-    spark = spark_session(args, background=True) if plan.compacted else None
+    # its work is in Python tasks (the one-task and range paths): the JVM compiles with C1 alone
+    spark = (
+        spark_session(args, background=True, jvm_options=tuning.PYTHON_TASKS_JVM_OPTIONS) if plan.compacted else None
+    )
     result = run_compact(spark, plan)
     partitions = result.plan.partitions()
     chosen = [p for p in partitions if p["chosen"]]

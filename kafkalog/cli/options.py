@@ -172,7 +172,9 @@ def spark_session(args, background: bool = False, **options):
     if running is None:
         check_startable()
     start = start_session if background and running is None else local_session
-    return start(master=args.master or "local[2]", verbose=args.verbose, **options)
+    return start(
+        master=args.master or "local[2]", verbose=args.verbose, write_class_data=True, data_source=False, **options
+    )
 
 
 def running_session():

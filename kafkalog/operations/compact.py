@@ -323,7 +323,6 @@ def _compact(
     legacy_as_v2: bool,
 ) -> CompactionResult:
     """The pass over `target.path`, rewritten in place (the input, or the staged output)."""
-    spark = started(spark)
     opened = target.opened or LogDir.open(target.path)
     if not compacted_topics(opened, resolver, topics):
         log.warning("compact: %s", nothing_to_compact(target.source, opened, topics))
@@ -336,6 +335,7 @@ def _compact(
     jobs = one_task_jobs(plan, settings)
     if jobs and not dry_run:  # on the driver, before anything is staged: a segment any of them may replace
         ensure_replaceable(opened, _possible_outputs(jobs))
+    spark = started(spark)  # the recovery and the plan above ran on the driver while Spark started
     cleaned = _clean_in_one_task(spark, plan, jobs, target, dry_run, fault)
     spread_back = {(c.topic, c.partition) for c in cleaned if c.spread}  # too many records for one task
     whole = {(job.log.topic, job.log.partition) for job in jobs} - spread_back

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sys
 import tempfile
@@ -11,6 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import ConfigError
 from ..extras import require
+from .class_data import archive_path, keep_at_exit
+from .class_data import jvm_options as class_data_options
 from .context import jvm_running, launch_jvm, running_session, spark_context
 from .jars import (
     PACKAGES,
@@ -25,7 +28,9 @@ from .jars import (
     spark_build,
     with_cached_jars,
 )
-from .java import check_java
+from .java import check_java, find_java
+
+log = logging.getLogger("kafkalog")
 
 # Applied only when kafkalog starts Spark itself in local mode.
 LOCAL_DEFAULTS = {
@@ -171,6 +176,8 @@ def local_session(
     verbose: bool = False,
     delta: bool = False,
     jvm_options: str = "",
+    write_class_data: bool = False,
+    data_source: bool = True,
 ):
     """The active SparkSession if there is one (a cluster job, a notebook), else a new one.
 
@@ -180,7 +187,13 @@ def local_session(
     Python filter pushdown enabled and the `kafkalog` data source registered. `conf` entries are applied last.
 
     `jvm_options`: more options for the JVM of a new local session (`tuning.PYTHON_TASKS_JVM_OPTIONS`
-    for a command whose work is all in Python tasks); a running JVM keeps its own.
+    for a command whose work is all in Python tasks); a running JVM keeps its own. A new local JVM maps the
+    class-data archive of Spark's classes where there is one (kafkalog/spark/class_data.py); with
+    `write_class_data` (the command line's sessions), one where there is none writes it as it exits.
+
+    `data_source=False` (the command line's sessions, whose plans do not read through the format) leaves
+    the `kafkalog` format unregistered in a new session: registering it has Spark look for Python data
+    sources in a Python process of its own, on the way of every start.
 
     `delta`: a new session also gets delta-spark (`delta_conf`), so that purge writes its ledger
     through Spark. When that cannot be (no release for this Spark, or Spark does not start with the
@@ -220,7 +233,12 @@ def local_session(
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         settings["spark.master"] = master
         settings.update(LOCAL_DEFAULTS)
-        settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, (_quiet_log4j_options(verbose), jvm_options)))
+        archive, writing = _class_data(write_class_data and not jvm_running())
+        settings["spark.driver.extraJavaOptions"] = " ".join(
+            filter(None, (_quiet_log4j_options(verbose), jvm_options, archive))
+        )
+    else:
+        writing = None
     settings.update(conf or {})
     without_delta, unavailable, resolving = dict(settings), None, None
     if delta and not remote:  # a running Spark Connect server's jars and extensions are set where it starts
@@ -252,6 +270,8 @@ def local_session(
         spark, resolving = _build(without_delta, jvm=not remote), None
     if resolving is not None:
         _keep_resolution(spark, resolving, settings.get("spark.jars", ""))
+    if writing is not None and writing[0] in settings.get("spark.driver.extraJavaOptions", ""):  # not the user's
+        keep_at_exit(*writing)
     if delta and remote and not delta_configured(spark):
         unavailable = f"the Spark Connect server {remote} was not started with delta-spark ({DELTA_EXTENSION})"
     if unavailable is not None:
@@ -259,8 +279,22 @@ def local_session(
     context = spark_context(spark)
     if context is not None:  # a Spark Connect server keeps its own log settings
         context.setLogLevel("ERROR")
-    register(spark)
+    if data_source:
+        register(spark)
     return spark
+
+
+def _class_data(write: bool) -> tuple[str, tuple[str, str] | None]:
+    """The JVM options of the class-data archive for a JVM kafkalog starts, and (the name it writes, the
+    archive's path) where it writes one. Only a speed-up: whatever goes wrong, no options."""
+    try:
+        java = find_java(os.environ)[0]
+        path = archive_path(java) if java else None
+        options, part = class_data_options(path, write=write)
+    except Exception as err:  # e.g. pyspark's jars unreadable: Spark's own start says what is wrong
+        log.debug("no class-data archive: %s", err)
+        return "", None
+    return options, (part, path) if part and path else None
 
 
 def _without_delta(spark, unavailable: str) -> None:
