@@ -31,7 +31,8 @@ def range_of_groups(sizes: list[int], count: int) -> list[int]:
     a group whose midpoint lies past the shares before it). By midpoints, not by where a group starts: a
     cut at the bytes before a group misses a share's end by the few bytes segments fall short of it."""
     total = sum(sizes)
-    ranges, before = [], 0
+    ranges: list[int] = []
+    before = 0
     for size in sizes:
         share = min(int((before + size / 2) * count / total), count - 1) if total else 0
         ranges.append(0 if not ranges else ranges[-1] + (share > ranges[-1]))
