@@ -156,7 +156,7 @@ def child(args) -> None:
     print(json.dumps(out), flush=True)
 
 
-class PeakMemory:
+class TreePeaks:
     """Peak resident MiB, sampled every 0.2 s, of the process trees under `roots`, by kind: the Python
     driver (`driver_pid`), the JVMs (Spark's daemons `DAEMONS` left out), the Python workers summed and
     the largest of them; and CPU seconds by kind (each process's last sample; a Python worker that
@@ -217,7 +217,7 @@ class PeakMemory:
             out[kind] += used
         return {k: round(v, 1) for k, v in out.items()}
 
-    def __enter__(self) -> PeakMemory:
+    def __enter__(self) -> TreePeaks:
         self._thread.start()
         return self
 
@@ -264,7 +264,7 @@ def one_run(args, built: dict, master: str, conf: list[str], daemons: list[int])
     load = loadavg()
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=REPO)
-    with PeakMemory(process.pid, [process.pid, *daemons]) as memory:
+    with TreePeaks(process.pid, [process.pid, *daemons]) as memory:
         stdout, _ = process.communicate()
     if process.returncode != 0:
         raise RuntimeError(f"the run on {master} exited {process.returncode}")
