@@ -22,6 +22,13 @@ def staged(root) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*.cleaned"))}
 
 
+def tasks_in_this_process(monkeypatch) -> None:
+    """The range path's tasks run here, one after the other, one range each: no Spark."""
+    monkeypatch.setattr(ranges, "run_tasks", lambda spark, groups, work: [work(item) for g in groups for item in g])
+    monkeypatch.setattr(ranges, "pack_tasks", lambda spark, items, nbytes: [[item] for item in items])
+    monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
+
+
 def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path, monkeypatch):
     one, cut = tmp_path / "one", tmp_path / "cut"
     one.mkdir()
@@ -41,9 +48,7 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     stats = IOStats()
     fs = CountingFileSystem(LogFileSystem.for_path(str(cut))[0], stats)
     # the steps' Spark jobs run here, one task after the other, on a counting file system
-    monkeypatch.setattr(ranges, "run_tasks", lambda spark, groups, work: [work(item) for g in groups for item in g])
-    monkeypatch.setattr(ranges, "pack_tasks", lambda spark, items, nbytes: [[item] for item in items])
-    monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
+    tasks_in_this_process(monkeypatch)
     monkeypatch.setattr(ranges, "filesystem", lambda root: fs)
     counts = [len(ranges.partition_ranges(plan, log, settings[log.topic])) for log in plan.chosen]
     by_ranges = ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=True)
@@ -73,9 +78,7 @@ def test_a_dry_run_of_a_read_only_log_dir_plans_on_the_range_path(tmp_path, monk
     monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
     plan = plan_compaction(str(root), RESOLVER, NOW, force=True)
     settings = {s.topic: compaction.OutputSettings.of(RESOLVER.for_topic(s.topic), NOW) for s in plan.logs}
-    monkeypatch.setattr(ranges, "run_tasks", lambda spark, groups, work: [work(item) for g in groups for item in g])
-    monkeypatch.setattr(ranges, "pack_tasks", lambda spark, items, nbytes: [[item] for item in items])
-    monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
+    tasks_in_this_process(monkeypatch)
     writable = ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=False)
 
     made = LogFileSystem.make_dirs
@@ -120,9 +123,7 @@ def test_what_a_killed_dry_run_staged_goes_with_the_next_dry_run_of_its_host(tmp
     monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
     plan = plan_compaction(str(root), RESOLVER, NOW, force=True)
     settings = {s.topic: compaction.OutputSettings.of(RESOLVER.for_topic(s.topic), NOW) for s in plan.logs}
-    monkeypatch.setattr(ranges, "run_tasks", lambda spark, groups, work: [work(item) for g in groups for item in g])
-    monkeypatch.setattr(ranges, "pack_tasks", lambda spark, items, nbytes: [[item] for item in items])
-    monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
+    tasks_in_this_process(monkeypatch)
     assert all(c.error is None for c in ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=False))
     assert not killed.exists() and (running / "lag-0" / "map-0-0.arrow").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["log", "tmp", *[running.name] * on_a_cluster])
