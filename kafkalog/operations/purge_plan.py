@@ -24,7 +24,6 @@ from ..config import ConfigResolver
 from ..errors import ConfigError, LogDirError
 from ..spark.purge import Copy, PurgeScope
 from ..storage.destination import Checked, Destination, checked
-from ..storage.fs import FileEntry
 from ..storage.keylist import DEFAULT_REASON
 from ..storage.ledger import check_ledger, load_secret, log_dir_identity
 from ..storage.logdir import LogDir
@@ -170,7 +169,7 @@ def settled(plan: PurgePlan, targets: Sequence[Destination]) -> PurgeScope:
     """The copies to rewrite, under the locks `targets` hold (each copy's destination: the input in
     place, or its staged output): interrupted swaps recovered once every leftover `.swap` of every
     copy passed its checks (a dry run, which writes nothing, refuses them). The plan's listings
-    stand, checked once under the lock (`_ensure_unchanged`); a partition is listed again only where
+    stand, checked once under the lock (`LogDir.ensure_unchanged`); a partition is listed again only where
     recovery changed it, and a staged output, a new directory, is listed once."""
     copies, listed = [], []
     for c, parts, target in zip(plan.scope.copies, plan.listed, targets):
@@ -178,7 +177,7 @@ def settled(plan: PurgePlan, targets: Sequence[Destination]) -> PurgeScope:
         listed.append(dict(parts) if opened is c.opened else _listed(opened, parts))
         copies.append((c, opened))
         if opened is c.opened and not plan.dry_run:
-            _ensure_unchanged(opened, parts)
+            opened.ensure_unchanged(parts.values(), CHANGED)
     if not plan.dry_run:
         for (_, opened), parts in zip(copies, listed):  # every leftover swap is checked before any is recovered
             for part in parts.values():
@@ -198,25 +197,7 @@ def settled(plan: PurgePlan, targets: Sequence[Destination]) -> PurgeScope:
     )
 
 
-def _ensure_unchanged(opened: LogDir, parts: Mapping[tuple[str, int], Partition]) -> None:
-    """Under the lock, what the plan listed before it took the lock is what is there: were a
-    partition directory to come or go, or a planned partition's files to change (another process
-    used the log directory meanwhile), the rewrite of the plan's segments would lose what the plan
-    did not see. Refused (LogDirError): the purge is planned again by running it again."""
-    again = LogDir.open(opened.uri)
-    if again.partition_paths != opened.partition_paths:
-        raise LogDirError(f"partition directories came or went since the plan: {CHANGED}", file=opened.path)
-    for part in parts.values():
-        if listing_signature(opened.fs.list_dir(part.path)) != listing_signature(part.listing):
-            raise LogDirError(f"the partition's files changed since the plan: {CHANGED}", file=part.path)
-
-
 CHANGED = "another process used the log directory before the purge took its lock; run the purge again"
-
-
-def listing_signature(entries: Iterable[FileEntry]) -> list[tuple]:
-    """What a directory's listing shows of its files: another process's change alters it."""
-    return sorted((e.name, e.size, e.mtime_ms, e.is_dir) for e in entries)
 
 
 def broker_ids(opened: LogDir) -> tuple[int | None, str | None]:

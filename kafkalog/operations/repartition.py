@@ -60,7 +60,6 @@ from ..storage.naming import (
 from ..storage.producer_state import replay_partition
 from ..topics import CONSUMER_OFFSETS_TOPIC
 from .clock import now_ms, stamp
-from .purge_plan import listing_signature
 
 log = logging.getLogger("kafkalog")
 
@@ -86,7 +85,8 @@ class RepartitionPlan:
     offset_map: str | None = None
     group_offsets: str | None = None
     dry_run: bool = False
-    listed: dict[int, list] = field(default_factory=dict)  # source partition -> its files as planned
+    source: LogDir | None = None  # the source as the plan listed it
+    listed: tuple = ()  # its partitions of the topic, as the plan opened them
     compaction: CompactionStrategy | None = None  # --compact: the target's strategy
     now: int = 0  # --compact: the clock tombstones' delete horizons are read against
     completed: list[dict] | None = None  # the partitions of an earlier run of this command, whose commit it completed
@@ -247,7 +247,8 @@ def plan_repartition(
         committed=committed,
         committed_source=source,
         left_unstable=unstable,
-        listed={p.partition: listing_signature(p.listing) for p in parts},
+        source=opened,
+        listed=tuple(parts),
         offset_map=offset_map,
         group_offsets=group_offsets,
         dry_run=dry_run,
@@ -496,14 +497,9 @@ def _ensure_unchanged(plan: RepartitionPlan) -> None:
     """The source is as the plan listed it, and no broker has started on it since: the planned offset
     ranges read from a partition a segment left since (retention, an operator) would skip its records
     without a word. Refused (LogDirError): run again to plan again."""
-    opened = LogDir.open(plan.log_dir)
-    opened.ensure_unlocked()
-    parts = {p.partition: p for p in opened.partitions({plan.topic})}
-    if sorted(parts) != sorted(plan.listed):
-        raise LogDirError(f"partitions of {plan.topic} came or went since the plan: {CHANGED}", file=opened.path)
-    for p, part in parts.items():
-        if listing_signature(part.listing) != plan.listed[p]:
-            raise LogDirError(f"the partition's files changed since the plan: {CHANGED}", file=part.path)
+    assert plan.source is not None  # a plan that runs was made from its source
+    plan.source.ensure_unlocked()
+    plan.source.ensure_unchanged(plan.listed, CHANGED, topics={plan.topic})
 
 
 CHANGED = "another process used the log directory in between; run the repartition again"

@@ -244,6 +244,18 @@ class LogDir:
         """The log directory as `open` takes it again (a URI stays a URI)."""
         return self.given or self.path
 
+    def ensure_unchanged(self, parts: Iterable[Partition], advice: str, topics: set[str] | None = None) -> None:
+        """What this listing found is what is there: the partition directories (of `topics`, default all)
+        and the files of `parts`, partitions it opened. Were a directory to come or go, or a planned
+        partition's files to change (another process used the log dir since), a run from this listing
+        would lose what it did not see. Refused (LogDirError, with `advice`: run again to list again)."""
+        again = LogDir.open(self.uri)
+        if _of(again.partition_paths, topics) != _of(self.partition_paths, topics):
+            raise LogDirError(f"partition directories came or went since the plan: {advice}", file=self.path)
+        for part in parts:
+            if listing_signature(self.fs.list_dir(part.path)) != listing_signature(part.listing):
+                raise LogDirError(f"the partition's files changed since the plan: {advice}", file=part.path)
+
     @cached_property
     def _meta_file(self) -> bytes | None:
         """meta.properties's bytes, read once a LogDir: kafkalog never writes it into a log
@@ -433,3 +445,12 @@ def _refuse_partition_dir(fs: LogFileSystem, path: str, entries) -> None:
             "the log.dirs directory that holds it (with --topic to choose topics)",
             file=path,
         )
+
+
+def _of(paths: Mapping[TopicPartition, str], topics: set[str] | None) -> dict[TopicPartition, str]:
+    return {tp: path for tp, path in paths.items() if topics is None or tp[0] in topics}
+
+
+def listing_signature(entries: Iterable[FileEntry]) -> list[tuple]:
+    """What a directory's listing shows of its files: another process's change alters it."""
+    return sorted((e.name, e.size, e.mtime_ms, e.is_dir) for e in entries)
