@@ -22,6 +22,7 @@ import hashlib
 import logging
 import os
 
+from ..storage.fs import process_gone
 from .jars import spark_build
 
 CLASS_DATA = "KAFKALOG_CLASS_DATA"
@@ -98,7 +99,7 @@ def _remove_stale_parts(path: str) -> None:
     """Remove what the JVMs of processes that ended before renaming it (killed) left of `path`."""
     for part in glob.glob(f"{glob.escape(path)}.*.part"):
         pid = part[len(path) + 1 : -len(".part")]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        if pid.isdigit() and process_gone(int(pid)):
             try:
                 os.remove(part)
             except OSError:

@@ -51,7 +51,7 @@ from ..rules.compaction import PartitionOutcome, decide_batches, partition_outco
 from ..rules.ranges import batch_key, key_parts, map_range, merge_part, range_fates, range_of_groups
 from ..scan.scan_plan import ScanFilter, plan_units
 from ..scan.views import SCHEMAS, filesystem, filesystem_and_path
-from ..storage.fs import HeldFileSystem, LogFileSystem
+from ..storage.fs import HeldFileSystem, LogFileSystem, process_gone
 from .compaction import OutputSettings, output_groups, partition_outputs, segment_files
 from .context import default_parallelism, executors_on_this_host
 from .errors import worker_error
@@ -173,19 +173,9 @@ def dry_run_staging(spark, root: str) -> tuple[str, str]:
     mine = f"{prefix}{socket.gethostname()}-"
     for entry in fs.list_dir(parent):
         owner = entry.name[len(mine) :].split("-")[0]
-        if entry.name.startswith(mine) and owner.isdigit() and not _alive(int(owner)):
+        if entry.name.startswith(mine) and owner.isdigit() and process_gone(int(owner)):
             remove_staging(fs, fs.join(parent, entry.name))
     return where, fs.join(parent, f"{mine}{os.getpid()}-{uuid.uuid4().hex[:12]}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def remove_staging(fs, path: str) -> None:

@@ -329,6 +329,18 @@ class _OutputStream:
         self.close()
 
 
+def process_gone(pid: int) -> bool:
+    """Whether no process `pid` runs on this host: what a process named by its pid left (a staging
+    directory, a part of a file) is stale once it is gone, killed before it removed it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's
+        return False
+    return False
+
+
 def _entry(info: pafs.FileInfo) -> FileEntry:
     mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else 0
     kind = info.type
