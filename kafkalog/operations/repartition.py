@@ -30,6 +30,7 @@ and the source's leader epochs (the new partitions begin at the target's current
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -43,6 +44,7 @@ from ..config import ConfigResolver
 from ..errors import ConfigError, CorruptCheckpointError, LogDirError
 from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partition_state import partition_state
+from ..rules.partitioner import block_carries
 from ..spark.topic_table import PartitionRange
 from ..storage.checkpoint import format_partition_metadata, parse_leader_epoch_checkpoint, parse_partition_metadata
 from ..storage.destination import STAGING_SUFFIX
@@ -462,6 +464,7 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
         )
         clock = time.perf_counter()
         result.staged = stage_records(spark, plan.log_dir, plan.topic, plan.ranges, spec)
+        spec = dataclasses.replace(spec, carries=block_carries(result.staged.pop("maxima")))
         result.seconds["place"], clock = time.perf_counter() - clock, time.perf_counter()
         written = sorted(write_partitions(spark, spec), key=lambda w: w["partition"])
         result.seconds["write"], clock = time.perf_counter() - clock, time.perf_counter()

@@ -5,11 +5,16 @@ The rules:
   BuiltInPartitioner.partitionForKey (murmur2 and toPositive restated from Kafka's Utils: seed
   0x9747b28c, m 0x5bd1e995, r 24, the tail bytes mixed in reverse, toPositive clears the sign bit);
   a record with a null key keeps `old partition % N`;
-- order: the records of a new partition are those of its source partitions merged by each source's
-  running maximum timestamp, ties broken by source partition, then source offset. A running maximum
-  never decreases along a source partition, so the merge never reorders a source partition; and since
-  a key lives in one source partition, each key's records keep their order too. Where timestamps rise
-  along each source (CreateTime of one producer clock, LogAppendTime), this is a merge by timestamp;
+- order: a source partition is cut into blocks of `BLOCK_OFFSETS` offsets ([m·B, (m+1)·B)), and
+  each block's records bound for one new partition into batches (`blocks`). A new partition's batches
+  are those of its source partitions merged by the running maximum timestamp of the source up to
+  each batch's first record (`block_carries` joins the blocks' own running maxima), ties broken by
+  source partition, then source offset. A running maximum never decreases along a source partition,
+  so the merge never reorders a source partition; and since a key lives in one source partition,
+  each key's records keep their order too. Where timestamps rise along each source (CreateTime of
+  one producer clock, LogAppendTime), this is a merge by timestamp, a batch at a time. Every cut is
+  at fixed offsets, so the batches, their order and every new offset depend on the records alone:
+  neither on the segments that hold them (replicas' differ) nor on how the tasks share the blocks;
 - consumer groups: a group that committed offset c in source partition p has consumed the records of
   p below c. In each new partition it resumes at the first record it has not consumed (the new
   partition's end when it has consumed them all): nothing unconsumed is skipped, and what it reads
@@ -124,6 +129,31 @@ def new_partitions(keys, old_partitions: np.ndarray, num_partitions: int) -> np.
         hashes = murmur2_many(array.filter(pa.array(keyed)) if not keyed.all() else array)
         out[keyed] = (hashes & 0x7FFFFFFF) % num_partitions
     return out.astype(np.int32)
+
+
+# A block's offsets: every block's records bound for one new partition are batched on their own, so
+# blocks are what tasks share out (about 80 MB of a log of 160-byte records). Part of the output's
+# definition: a different size gives other batches and offsets.
+BLOCK_OFFSETS = 1 << 19
+NO_CARRY = int(np.iinfo(np.int64).min)  # before a source's first record: below every timestamp (v0's -1 too)
+
+
+def blocks(start: int, end: int, size: int = BLOCK_OFFSETS) -> list[tuple[int, int]]:
+    """The blocks of offsets [start, end): [max(start, m·size), min(end, (m+1)·size)) for each m."""
+    if end <= start:
+        return []
+    return [(max(start, m * size), min(end, (m + 1) * size)) for m in range(start // size, (end - 1) // size + 1)]
+
+
+def block_carries(maxima: Mapping[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+    """(source, block) -> the greatest timestamp of the source's records before the block, from each
+    block's greatest (`maxima`; NO_CARRY where none is before it)."""
+    carries: dict[tuple[int, int], int] = {}
+    running: dict[int, int] = {}
+    for source, block in sorted(maxima):
+        carries[source, block] = running.get(source, NO_CARRY)
+        running[source] = max(running.get(source, NO_CARRY), maxima[source, block])
+    return carries
 
 
 def running_max(timestamps: np.ndarray, carry: int) -> np.ndarray:

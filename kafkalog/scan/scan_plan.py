@@ -10,6 +10,7 @@ Spark, no segment body read (but the tail of an active segment when a start offs
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -314,6 +315,31 @@ def plan_units(
                 )
             )
     return units
+
+
+def unit_of_offsets(seg: LogSegment, low: int, high: int) -> WorkUnit:
+    """The bytes of `seg` holding its batches with offsets in [low, high), cut at offset-index
+    entries (see `split_ranges`): from the greatest entry at or below `low` (whose batch ends at or
+    below it) to the entry after the first one at or past `high - 1` (every batch from there on
+    starts at `high` or later); the segment's own ends where no entry says more."""
+    entries = seg.offset_index_entries if ".index" in seg.files else []
+    start = lookup(entries, seg.base_offset, low).position if low > seg.base_offset else 0
+    past = bisect_left([e.offset for e in entries], high - 1) + 1  # the entry after the first >= high - 1
+    end = entries[past].position if past < len(entries) and entries[past].position > start else seg.size
+    index_path = seg.files[".index"].path if ".index" in seg.files else None
+    return WorkUnit(
+        seg.topic,
+        seg.partition,
+        seg.base_offset,
+        seg.log_path,
+        start,
+        end,
+        seg.size,
+        None,
+        None,
+        index_path,
+        seg.next_base_offset,
+    )
 
 
 def task_bytes(total_bytes: int, max_bytes: int, min_tasks: int) -> int:

@@ -1,26 +1,26 @@
 """A topic repartitioned on Spark in two stages of Python tasks; no record goes through the JVM.
 
-1. **Place** (`stage_records`): one task per scan task (work units packed by bytes, as every scan)
-   reads the committed data records of the source (`topic_table.committed_rows`: aborted records and
-   control batches dropped, each partition's range [log start, last stable offset)) as the bodies view
-   (`scan.bodies`: each record's timestamp, key, and its bytes after its offset delta, copied verbatim
-   where the record is written as Kafka writes one, else decoded and encoded again), gives each its
-   new partition (`rules.partitioner.new_partitions`, murmur2 in numpy) and its merge key (the running
-   maximum timestamp of its source partition, `running_max`), and appends it to the Arrow IPC file of
-   (task, source partition, new partition) under `<staging>/.placed/<new partition>/`. A task reading
-   a unit that does not start its partition takes, as the carry, the largest timestamp of the segments
-   before the unit (and of the unit's own segment when the unit starts inside it): an upper bound of
-   every merge key before it, so the keys never decrease along a source partition, whichever task
-   reads which unit. A file holds one source's records in offset order: it is sorted by merge key.
-2. **Write** (`write_partitions`): one task per new partition merges its files (`merged`: a k-way
-   merge by (merge key, source partition, source offset), a chunk of each file at a time, so that a
-   task's memory grows with neither the partition nor its keys), and writes the partition with
-   `PartitionWriter` (the broker's append path: segments rolled at segment.bytes, indexes,
-   leader-epoch checkpoint, partition.metadata), each record its staged body after a new length and
-   deltas (`splice.join_records`: nothing decoded, nothing encoded), in batches of at most `BATCH_BYTES` (and
-   max.message.bytes) of one codec and timestamp type, its part of the offset map as Parquet, and
-   where each consumer group resumes (`GroupResume`). With `--compact` it reads the files twice: the
-   first merge decides each key's survivor (`rules.partitioner.Compaction`), the second writes.
+1. **Place** (`stage_records`): each source partition is cut into blocks of offsets
+   (`rules.partitioner.blocks`), and tasks share the blocks out (`plan_blocks`). A task reads a block's
+   committed data records (`topic_table.committed_rows`: aborted records and control batches dropped,
+   each partition's range [log start, last stable offset)) as the bodies view (`scan.bodies`: each
+   record's timestamp, key, and its bytes after its offset delta, copied verbatim where the record is
+   written as Kafka writes one, else decoded and encoded again), gives each its new partition
+   (`rules.partitioner.new_partitions`, murmur2 in numpy), and writes the block's records of each new
+   partition as the new partition's batches (`_Batcher`: at most `BATCH_BYTES` of records, one codec
+   and timestamp type, compressed with the target's codec): a record set in
+   `<staging>/.placed/<new partition>/<task>-<source>.log`, and beside it (`.arrow`) each record's
+   source offset and its block's running maximum timestamp. A batch holds one block's records only,
+   so the batches depend on the records alone, not on the tasks (nor the segments).
+2. **Write** (`write_partitions`): one task per new partition merges its staged batches (`merged`: a
+   k-way merge by (the source's running maximum timestamp at the batch's first record, source
+   partition, source offset), `block_carries` joining each block's own running maximum to those of the
+   blocks before it) and appends them as they are, each given its new base offset (the CRC does not
+   cover it), with `PartitionWriter` (the broker's append path: segments rolled at segment.bytes,
+   indexes, leader-epoch checkpoint, partition.metadata); it writes its part of the offset map as
+   Parquet, and where each consumer group resumes (`GroupResume`). With `--compact` the batches are
+   read twice: the first merge decides each key's survivor (`rules.partitioner.Compaction`), the
+   second takes the survivors out of their batches and batches them again.
 
 Spark only schedules the tasks (`tasks.run_tasks`): what reaches the JVM and the driver is each
 task's summary. The staged files are removed with the staging directory.
@@ -29,7 +29,10 @@ task's summary. The staged files are removed with the staging directory.
 from __future__ import annotations
 
 import glob
+import heapq
+import mmap
 import os
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -37,16 +40,33 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, build_batch_of_section
+from .. import tuning
+from ..codec.batch import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    RecordBatch,
+    TimestampType,
+    build_batch_of_section,
+)
+from ..codec.reader import BatchReader
 from ..codec.records import decode_record
-from ..codec.splice import join_records, joined_records
+from ..codec.splice import join_records, joined_records, read_batch_spans, record_bodies
 from ..errors import KafkaLogError
 from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.compaction_strategy import CompactionStrategy
-from ..rules.partitioner import Compaction, GroupResume, new_partitions, running_max
+from ..rules.partitioner import (
+    BLOCK_OFFSETS,
+    Compaction,
+    GroupResume,
+    blocks,
+    new_partitions,
+    running_max,
+)
 from ..scan.bodies import BodiesBuilder
+from ..scan.inventory import list_segments
 from ..scan.reader import read_unit
-from ..scan.scan_plan import ScanFilter, plan_scan
+from ..scan.scan_plan import ScanFilter, WorkUnit, pack, prune_segments, task_bytes, unit_of_offsets
 from ..scan.views import HEADERS_TYPE, filesystem
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import PartitionWriter
@@ -58,13 +78,15 @@ from .topic_table import PartitionRange, committed_rows
 # larger batches compress better and cost a consumer nothing (a fetch returns whole batches).
 BATCH_BYTES = 256 * 1024
 _RECORD_OVERHEAD = 8  # a record's length, attributes and deltas, roughly: enough to cut batches by size
-# Rows of each staged file a merging task holds at once: its memory is this times the files it merges
+# Records of staged batches a compacting write gathers before it hands them on (its memory: this
+# times a record, plus one staged batch of each file it merges)
 MERGE_ROWS = 16_384
-PLACED = ".placed"  # the staged records' directory in the staging directory
+PLACED = ".placed"  # the staged batches' directory in the staging directory
 
+# A record in placing (and in a compacting write): what batching it needs
 PLACED_SCHEMA = pa.schema(
     [
-        ("order", pa.int64()),  # the merge key: the source partition's running maximum timestamp
+        ("order", pa.int64()),  # the running maximum timestamp of its block, up to it
         ("source", pa.int32()),
         ("sourceOffset", pa.int64()),
         ("key", pa.binary()),
@@ -76,6 +98,8 @@ PLACED_SCHEMA = pa.schema(
         ("deleteHorizonMs", pa.int64()),  # the source batch's, read for --compact only
     ]
 )
+# What is staged of each record beside its batch (deleteHorizonMs with --compact only)
+STAGED_FIELDS = ("order", "sourceOffset")
 
 
 @dataclass(frozen=True)
@@ -98,31 +122,44 @@ class WriteSpec:
     compaction: CompactionStrategy | None = None  # --compact: the target's strategy
     now: int = 0  # --compact: the clock a tombstone's delete horizon is read against
     delete_retention_ms: int = 86_400_000  # --compact: a kept tombstone's batch gets now + this
+    carries: Mapping[tuple[int, int], int] | None = None  # (source, block) -> running maximum before it
 
     @property
     def placed(self) -> str:
         return os.path.join(self.staging, PLACED)
 
+    @property
+    def staged_fields(self) -> tuple[str, ...]:
+        return STAGED_FIELDS + (("deleteHorizonMs",) if self.compaction is not None else ())
 
-def carries(log_dir, topic: str, units) -> dict[tuple[int, int, int], int]:
-    """(partition, segment base offset, unit start) -> the largest timestamp before the unit: of the
-    partition's earlier segments, and of the unit's own segment when the unit starts inside it."""
-    from ..storage.logdir import LogDir
+    @property
+    def batch_limit(self) -> int:
+        return min(BATCH_BYTES, self.max_message_bytes)
 
-    opened = log_dir if isinstance(log_dir, LogDir) else LogDir.open(str(log_dir))
-    largest: dict[int, list[tuple[int, int]]] = {}
-    for unit in units:
-        if unit.partition not in largest:
-            segments = opened.partition(topic, unit.partition).segments
-            largest[unit.partition] = [
-                (s.base_offset, s.meta(with_last_offset=False).largest_timestamp) for s in segments
-            ]
-    out = {}
-    for unit in units:
-        before = [ts for base, ts in largest[unit.partition] if base < unit.segment_base_offset]
-        if unit.start > 0:
-            before += [ts for base, ts in largest[unit.partition] if base == unit.segment_base_offset]
-        out[unit.partition, unit.segment_base_offset, unit.start] = max(before, default=-1)
+
+@dataclass(frozen=True)
+class Block:
+    """The records of one source partition with offsets in one block (`range`: the block's offsets
+    and the partition's aborted transactions), and the bytes of its segments that hold them."""
+
+    range: PartitionRange
+    units: tuple[WorkUnit, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(u.nbytes for u in self.units)
+
+
+def plan_blocks(log_dir, topic: str, ranges: Sequence[PartitionRange]) -> list[Block]:
+    """The blocks of each partition's range, in partition and offset order (on the driver: the
+    offset indexes of the segments cut inside are read)."""
+    segments = list_segments(log_dir, topic, [r.partition for r in ranges])
+    out = []
+    for r in ranges:
+        for low, high in blocks(r.start, r.end, BLOCK_OFFSETS):
+            held = prune_segments(segments, ScanFilter.of(topic, r.partition, low, high))
+            units = tuple(unit_of_offsets(seg, low, high) for seg in held)
+            out.append(Block(PartitionRange(r.partition, low, high, r.aborted), units))
     return out
 
 
@@ -130,25 +167,32 @@ def carries(log_dir, topic: str, units) -> dict[tuple[int, int, int], int]:
 
 
 def stage_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], spec: WriteSpec) -> dict:
-    """Stage the committed records of `topic` in `ranges` per new partition (the module's step 1):
-    the records staged and the largest peak resident memory of the tasks' processes (MiB)."""
-    wanted = {r.partition: r for r in ranges if r.end > r.start}
+    """Stage the committed records of `topic` in `ranges` as batches of each new partition (the
+    module's step 1): the records staged, each block's greatest timestamp ((source, block) -> it, for
+    `block_carries`) and the largest peak resident memory of the tasks' processes (MiB)."""
     for q in range(spec.partitions):
         os.makedirs(os.path.join(spec.placed, str(q)), exist_ok=True)
-    if not wanted:
-        return {"records": 0, "peakRssMiB": 0}
-    flt = ScanFilter.of(topic, wanted, min(r.start for r in wanted.values()), max(r.end for r in wanted.values()))
-    plan = plan_scan(log_dir, flt, min_tasks=default_min_tasks(spark))
-    carried = carries(log_dir, topic, plan.units)
-    root = plan.root
-    # a task's units of one source in offset order: each staged file is then in merge-key order
-    tasks = [sorted(t, key=lambda u: (u.partition, u.segment_base_offset, u.start)) for t in plan.tasks]
+    planned = plan_blocks(log_dir, topic, [r for r in ranges if r.end > r.start])
+    if not planned:
+        return {"records": 0, "maxima": {}, "peakRssMiB": 0}
+    total = sum(b.nbytes for b in planned)
+    tasks = pack(planned, lambda b: b.nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), 0)
+    root = filesystem_root(log_dir)
 
-    def task(i: int) -> tuple[int, float]:
-        return _stage_task(i, tasks[i], filesystem(root), flt, wanted, carried, spec), peak_rss_mib()
+    def task(i: int) -> tuple[int, dict, float]:
+        staged, maxima = _stage_task(i, tasks[i], filesystem(root), topic, spec)
+        return staged, maxima, peak_rss_mib()
 
     done = run_tasks(spark, [[i] for i in range(len(tasks))], task)
-    return {"records": sum(n for n, _ in done), "peakRssMiB": max(rss for _, rss in done)}
+    maxima = {k: v for _, m, _ in done for k, v in m.items()}
+    return {"records": sum(n for n, _, _ in done), "maxima": maxima, "peakRssMiB": max(rss for _, _, rss in done)}
+
+
+def filesystem_root(log_dir) -> str:
+    """The log dir as the tasks open it (`scan.views.filesystem`)."""
+    from ..scan.inventory import log_dir_uri
+
+    return log_dir_uri(log_dir)
 
 
 def peak_rss_mib() -> float:
@@ -159,65 +203,118 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _stage_task(i: int, units, fs, flt: ScanFilter, wanted, carried, spec: WriteSpec) -> int:
-    files = _StagedFiles(spec.placed, i)
-    trackers: dict[int, dict[int, CleanedTransactionMetadata]] = {}
-    staged = 0
+def _stage_task(i: int, task: Sequence[Block], fs, topic: str, spec: WriteSpec) -> tuple[int, dict]:
+    """Stage the blocks of task `i`: the records staged, and each block's greatest timestamp."""
+    files = _StagedFiles(spec, i)
+    staged, maxima = 0, {}
     try:
-        for unit in units:
-            files.start_source(unit.partition)
-            carry = carried[unit.partition, unit.segment_base_offset, unit.start]
-            horizons = _delete_horizons(unit, fs, flt) if spec.compaction is not None else None
-            for batch in read_unit(unit, fs, "records", flt, builder=BodiesBuilder(unit)):
-                kept = committed_rows(batch, wanted[unit.partition], trackers.setdefault(unit.partition, {}))
-                if not kept.num_rows:
-                    continue
-                q, placed = place(kept, spec.partitions, carry, horizons)
-                carry = int(placed["order"][-1].as_py())
-                by_q = np.argsort(q, kind="stable")  # each new partition's rows, in their order
-                placed, q = placed.take(pa.array(by_q)), q[by_q]
-                cuts = [0, *(np.flatnonzero(q[1:] != q[:-1]) + 1).tolist(), len(q)]
-                for start, end in zip(cuts, cuts[1:]):
-                    files.write(int(q[start]), placed.slice(start, end - start))
-                staged += kept.num_rows
-        files.start_source(None)
+        for block in task:
+            source, number = block.range.partition, block.range.start // BLOCK_OFFSETS
+            files.start_block(source)
+            trackers: dict[int, CleanedTransactionMetadata] = {}
+            flt = ScanFilter.of(topic, source, block.range.start, block.range.end)
+            order = None
+            for unit in block.units:
+                horizons = _delete_horizons(unit, fs, flt) if spec.compaction is not None else None
+                for batch in read_unit(unit, fs, "records", flt, builder=BodiesBuilder(unit)):
+                    kept = committed_rows(batch, block.range, trackers)
+                    if not kept.num_rows:
+                        continue
+                    q, placed = place(kept, spec.partitions, NO_ORDER if order is None else order, horizons)
+                    order = int(placed["order"][-1].as_py())
+                    by_q = np.argsort(q, kind="stable")  # each new partition's rows, in their order
+                    placed, q = placed.take(pa.array(by_q)), q[by_q]
+                    cuts = [0, *(np.flatnonzero(q[1:] != q[:-1]) + 1).tolist(), len(q)]
+                    for start, end in zip(cuts, cuts[1:]):
+                        files.batcher(int(q[start])).add(placed.slice(start, end - start))
+                    staged += kept.num_rows
+            files.end_block()
+            if order is not None:
+                maxima[source, number] = order
+        files.close()
     except BaseException:
         files.abort()
         raise
-    return staged
+    return staged, maxima
+
+
+NO_ORDER = int(np.iinfo(np.int64).min)  # a block's running maximum before its first record
+
+
+class _StagedRun:
+    """The staged batches of one (task, source, new partition): a record set (`.log`, base offsets
+    counted from 0 in the file) and each record's `staged_fields` (`.arrow`), both written under a
+    temporary name and renamed when whole, so a retried task's files replace a failed attempt's and a
+    merge never reads half a file. It is the `_Batcher`'s writer in placing."""
+
+    def __init__(self, spec: WriteSpec, q: int, task: int, source: int):
+        self.path = os.path.join(spec.placed, str(q), f"{task:05d}-{source:05d}")
+        self.fields = spec.staged_fields
+        self.log = open(self.path + ".log.tmp", "wb")
+        self.sink = pa.OSFile(self.path + ".arrow.tmp", "wb")
+        self.schema = pa.schema([PLACED_SCHEMA.field(f) for f in self.fields])
+        self.side = pa.ipc.new_file(self.sink, self.schema)
+        self.log_end_offset = 0
+        self.partition_leader_epoch = spec.leader_epochs.get(q, 0)
+
+    def append(self, data: bytes) -> None:
+        self.log.write(data)
+
+    def appended(self, rows: pa.RecordBatch) -> None:
+        """The rows of the batches just appended, in their order."""
+        self.side.write_batch(pa.RecordBatch.from_arrays([rows[f] for f in self.fields], schema=self.schema))
+        self.log_end_offset += rows.num_rows
+
+    def close(self) -> None:
+        self.side.close()
+        self.sink.close()
+        self.log.close()
+        for ext in (".log", ".arrow"):
+            os.replace(self.path + ext + ".tmp", self.path + ext)
+
+    def abort(self) -> None:
+        self.sink.close()
+        self.log.close()
+        for ext in (".log", ".arrow"):
+            os.remove(self.path + ext + ".tmp")
 
 
 class _StagedFiles:
-    """The IPC files of one stage-1 task: one per (source, new partition), open while its source is
-    read (a task's units are sorted by source), written under a temporary name and renamed when
-    whole, so a retried task's files replace a failed attempt's and a merge never reads half a file."""
+    """The staged batches of one placing task: a `_Batcher` into a `_StagedRun` per new partition of
+    the source being read, every batch flushed at the end of each block (a block's batches are its
+    own). The runs of a source stay open while the task reads the source's blocks."""
 
-    def __init__(self, placed: str, task: int):
-        self.placed, self.task = placed, task
+    def __init__(self, spec: WriteSpec, task: int):
+        self.spec, self.task = spec, task
         self.source: int | None = None
-        self.open: dict[int, tuple[pa.ipc.RecordBatchFileWriter, pa.NativeFile, str]] = {}
+        self.runs: dict[int, _StagedRun] = {}
+        self.batchers: dict[int, _Batcher] = {}
 
-    def start_source(self, source: int | None) -> None:
-        if source == self.source:
-            return
-        for writer, sink, path in self.open.values():
-            writer.close()
-            sink.close()
-            os.replace(path + ".tmp", path)
-        self.open, self.source = {}, source
+    def start_block(self, source: int) -> None:
+        if source != self.source:
+            self.close()
+            self.source = source
 
-    def write(self, q: int, rows: pa.RecordBatch) -> None:
-        if q not in self.open:
-            path = os.path.join(self.placed, str(q), f"{self.task:05d}-{self.source:05d}.arrow")
-            sink = pa.OSFile(path + ".tmp", "wb")
-            self.open[q] = (pa.ipc.new_file(sink, PLACED_SCHEMA), sink, path)
-        self.open[q][0].write_batch(rows)
+    def batcher(self, q: int) -> _Batcher:
+        if q not in self.batchers:
+            assert self.source is not None
+            self.runs[q] = _StagedRun(self.spec, q, self.task, self.source)
+            self.batchers[q] = _Batcher(self.runs[q], self.spec.codec, self.spec.batch_limit)
+        return self.batchers[q]
+
+    def end_block(self) -> None:
+        for batcher in self.batchers.values():
+            batcher.flush()
+
+    def close(self) -> None:
+        for run in self.runs.values():
+            run.close()
+        self.runs, self.batchers = {}, {}
 
     def abort(self) -> None:
-        for _, sink, path in self.open.values():
-            sink.close()
-            os.remove(path + ".tmp")
-        self.open = {}
+        for run in self.runs.values():
+            run.abort()
+        self.runs, self.batchers = {}, {}
 
 
 def _delete_horizons(unit, fs, flt: ScanFilter) -> dict[int, int]:
@@ -234,7 +331,8 @@ def place(
     batch: pa.RecordBatch, partitions: int, carry: int, horizons: Mapping[int, int] | None = None
 ) -> tuple[np.ndarray, pa.RecordBatch]:
     """Rows of the bodies view (one source partition's, in offset order): their new partitions, and
-    the rows as PLACED_SCHEMA rows (`horizons`: the delete horizon of each batch that has one)."""
+    the rows as PLACED_SCHEMA rows (`carry`: the running maximum before them; `horizons`: the delete
+    horizon of each batch that has one)."""
     source = batch["partition"].to_numpy()
     timestamps = batch["timestamp"].to_numpy()
     if horizons:
@@ -263,75 +361,55 @@ def place(
 # -- stage 2: merge and write -----------------------------------------------------------------------------
 
 
-class _Run:
-    """One staged file read a chunk at a time: its rows are in merge-key order."""
+class _Staged:
+    """One staged run read back: its batches in order, each with its records' staged fields."""
 
     def __init__(self, path: str):
-        self.reader = pa.ipc.open_file(pa.memory_map(path))
-        self.next = 0
-        self.rows: pa.RecordBatch | None = None
+        self.source = int(os.path.basename(path).split("-")[1])
+        with open(path + ".log", "rb") as f:
+            self.data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
+        self.side = pa.ipc.open_file(pa.memory_map(path + ".arrow"))
 
-    def fill(self) -> bool:
-        """Hold at least one row (up to about MERGE_ROWS); False once the file is read."""
-        if self.rows is not None and self.rows.num_rows:
-            return True
-        held, count = [], 0
-        while self.next < self.reader.num_record_batches and count < MERGE_ROWS:
-            batch = self.reader.get_batch(self.next)
-            self.next += 1
-            held.append(batch)
-            count += batch.num_rows
-        held = [b for b in held if b.num_rows]
-        if not held:
-            return False
-        self.rows = held[0] if len(held) == 1 else pa.Table.from_batches(held).combine_chunks().to_batches()[0]
-        return True
-
-    def last(self) -> tuple[int, int, int]:
-        assert self.rows is not None
-        return tuple(int(self.rows[c][-1].as_py()) for c in ("order", "source", "sourceOffset"))  # type: ignore
-
-    def take_through(self, bound: tuple[int, int, int]) -> pa.RecordBatch:
-        """Its held rows at or before `bound` in the merge order (a prefix)."""
-        assert self.rows is not None
-        order, offset = self.rows["order"].to_numpy(), self.rows["sourceOffset"].to_numpy()
-        source = int(self.rows["source"][0].as_py())
-        tie = source < bound[1] or (source == bound[1] and bool(offset[-1] <= bound[2]))
-        if source == bound[1] and not tie:
-            count = int(np.count_nonzero((order < bound[0]) | ((order == bound[0]) & (offset <= bound[2]))))
-        else:
-            count = int(np.searchsorted(order, bound[0], side="right" if tie else "left"))
-        taken, self.rows = self.rows.slice(0, count), self.rows.slice(count)
-        return taken
+    def batches(
+        self, carries: Mapping[tuple[int, int], int]
+    ) -> Iterator[tuple[tuple[int, int, int], memoryview, pa.RecordBatch]]:
+        """(merge key, batch bytes, its records' staged fields) of each batch, in order."""
+        batches = iter(BatchReader(self.data))
+        for i in range(self.side.num_record_batches):
+            rows, at = self.side.get_batch(i), 0
+            orders, offsets = rows["order"].to_numpy(), rows["sourceOffset"].to_numpy()
+            while at < rows.num_rows:
+                batch = next(batches)
+                count = batch.records_count
+                first = int(offsets[at])
+                key = (max(carries[self.source, first // BLOCK_OFFSETS], int(orders[at])), self.source, first)
+                yield key, memoryview(self.data)[batch.position : batch.position + batch.size], rows.slice(at, count)
+                at += count
 
 
-def merged(paths: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    """The rows of the staged files, merged by (merge key, source, source offset): the held rows of
-    every file up to the smallest last held row of any (no row still unread can come before it)."""
-    runs = [run for run in map(_Run, paths) if run.fill()]
-    while runs:
-        bound = min(run.last() for run in runs)
-        parts = [part for part in (run.take_through(bound) for run in runs) if part.num_rows]
-        rows = parts[0] if len(parts) == 1 else pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
-        if len(parts) > 1:
-            columns = (rows[c].to_numpy() for c in ("sourceOffset", "source", "order"))
-            rows = rows.take(pa.array(np.lexsort(tuple(columns))))
-        yield rows
-        runs = [run for run in runs if run.fill()]
+def merged(
+    paths: Sequence[str], carries: Mapping[tuple[int, int], int]
+) -> Iterator[tuple[int, memoryview, pa.RecordBatch]]:
+    """The staged batches of one new partition in merge order: (source, batch bytes, staged fields);
+    each run's batches are in merge-key order already, so a heap of one batch per run merges them."""
+    runs = [_Staged(path) for path in paths]
+    for key, data, rows in heapq.merge(*(run.batches(carries) for run in runs), key=lambda item: item[0]):
+        yield key[1], data, rows
 
 
 def write_partitions(spark, spec: WriteSpec) -> list[dict]:
-    """Write each new partition from its staged files (the module's step 2); the summary rows."""
+    """Write each new partition from its staged batches (the module's step 2); the summary rows."""
     return run_tasks(spark, [[q] for q in range(spec.partitions)], lambda q: write_partition(q, spec))
 
 
 class _Batcher:
     """Rows (PLACED_SCHEMA, in their new order) gathered into batches of one codec and timestamp type
     (and, for LogAppendTime, one append time), cut at `limit` bytes of records, and appended to
-    `writer`. A batch may span the Arrow batches the merge hands over: the rows of the last, unfinished
-    one wait for the next (so the batches do not depend on the merge's chunks)."""
+    `writer` (a `PartitionWriter`, or a `_StagedRun` in placing, which is also told the rows). A batch
+    may span the Arrow batches handed over: the rows of the last, unfinished one wait for the next
+    (so the batches do not depend on how the rows come)."""
 
-    def __init__(self, writer: PartitionWriter, codec: int | None, limit: int, horizon: int | None = None):
+    def __init__(self, writer, codec: int | None, limit: int, horizon: int | None = None):
         self.writer, self.codec, self.limit = writer, codec, limit
         self.horizon = horizon  # --compact: the delete horizon a batch holding a tombstone gets
         self.pending: pa.RecordBatch | None = None
@@ -411,24 +489,20 @@ class _Batcher:
                     has_delete_horizon=bool(horizon[i]),
                 )
             )
+        if isinstance(self.writer, _StagedRun):
+            self.writer.appended(rows)
 
 
 def write_partition(q: int, spec: WriteSpec) -> dict:
-    """The writing task of new partition `q`: its staged files merged, written, summarised."""
+    """The writing task of new partition `q`: its staged batches merged, written, summarised."""
     import pyarrow.parquet as pq
 
     fs, staging = LogFileSystem.for_path(spec.staging)
     own = fs.join(staging, f"{spec.topic}-{q}")
     if fs.exists(own):  # an earlier attempt of this task: only it writes there
         fs.delete_dir(own)
-    paths = sorted(glob.glob(os.path.join(spec.placed, str(q), "*.arrow")))
-    survivors = removed = None
-    if spec.compaction is not None:
-        compaction = Compaction(spec.compaction, spec.now)
-        for rows in merged(paths):
-            compaction.feed(with_headers(rows) if spec.compaction.name == "header" else rows)
-        survivors = compaction.survivors()
-        removed = {"records": int(len(survivors) - np.count_nonzero(survivors)), "unkeyed": compaction.unkeyed}
+    paths = sorted(p[: -len(".log")] for p in glob.glob(os.path.join(spec.placed, str(q), "*.log")))
+    carries = spec.carries or {}
     writer = PartitionWriter(
         fs,
         staging,
@@ -441,53 +515,134 @@ def write_partition(q: int, spec: WriteSpec) -> dict:
         leader_epoch=spec.leader_epochs.get(q, 0),
         topic_id=spec.topic_id,
     )
-    horizon = spec.now + spec.delete_retention_ms if spec.compaction is not None else None
-    batcher = _Batcher(writer, spec.codec, min(BATCH_BYTES, spec.max_message_bytes), horizon)
     resumes = {group: GroupResume(c) for group, c in spec.committed.items()}
     parts = None
     if spec.offset_map is not None:
         # no dictionaries: offsets rarely repeat (measured: a part of 565,000 rows 0.025 CPU s and 5.5 MB
         # without, 0.063 s and 6.4 MB with)
         parts = pq.ParquetWriter(f"{spec.offset_map}/part-{q:05d}.parquet", OFFSET_MAP_SCHEMA, use_dictionary=False)
-    last_source: dict[int, int] = {}
-    records = read = 0
+    records = 0
+
+    def written(sources: np.ndarray, source_offsets: np.ndarray) -> None:
+        """Bookkeeping of records just written (new offsets from `records` on)."""
+        nonlocal records
+        new_offsets = np.arange(records, records + len(sources), dtype=np.int64)  # dense from 0
+        records += len(sources)
+        for resume in resumes.values():
+            resume.feed(sources, source_offsets, new_offsets)
+        if parts is not None:
+            columns = [
+                pa.array(sources, pa.int32()),
+                pa.array(source_offsets),
+                pa.array(np.full(len(sources), q, np.int32)),
+            ]
+            parts.write_batch(pa.RecordBatch.from_arrays([*columns, pa.array(new_offsets)], schema=OFFSET_MAP_SCHEMA))
+
+    removed = None
     try:
-        for batch in merged(paths):
-            if survivors is not None:
-                batch, read = batch.filter(pa.array(survivors[read : read + batch.num_rows])), read + batch.num_rows
-                if not batch.num_rows:
-                    continue
-            sources, source_offsets = batch["source"].to_numpy(), batch["sourceOffset"].to_numpy()
-            _check_order(sources, source_offsets, last_source, spec.topic, q)
-            new_offsets = np.arange(records, records + batch.num_rows, dtype=np.int64)  # dense from 0
-            batcher.add(batch)
-            records += batch.num_rows
-            for resume in resumes.values():
-                resume.feed(sources, source_offsets, new_offsets)
-            if parts is not None:
-                columns = [batch["source"], batch["sourceOffset"], pa.array(np.full(batch.num_rows, q, np.int32))]
-                parts.write_batch(
-                    pa.RecordBatch.from_arrays([*columns, pa.array(new_offsets)], schema=OFFSET_MAP_SCHEMA)
-                )
-        batcher.flush()
-        written = writer.close()
+        if spec.compaction is None:
+            _copy_batches(writer, merged(paths, carries), written)
+        else:
+            removed = _compact_batches(writer, paths, carries, spec, written)
+        written_partition = writer.close()
     finally:
         if parts is not None:
             parts.close()
-    if written.log_end_offset != records:
-        raise KafkaLogError(f"partition {q} of {spec.topic} ends at offset {written.log_end_offset}, not {records}")
+    if written_partition.log_end_offset != records:
+        raise KafkaLogError(
+            f"partition {q} of {spec.topic} ends at offset {written_partition.log_end_offset}, not {records}"
+        )
     summary = {
         "partition": q,
         "records": records,
-        "logEndOffset": written.log_end_offset,
-        "segments": len(written.segments),
-        "bytes": sum(s.size for s in written.segments),
-        "groups": {group: resume.result(written.log_end_offset) for group, resume in resumes.items()},
+        "logEndOffset": written_partition.log_end_offset,
+        "segments": len(written_partition.segments),
+        "bytes": sum(s.size for s in written_partition.segments),
+        "groups": {group: resume.result(written_partition.log_end_offset) for group, resume in resumes.items()},
     }
     if removed is not None:
         summary["removed"] = removed
     summary["peakRssMiB"] = peak_rss_mib()
     return summary
+
+
+_BASE_OFFSET = struct.Struct(">q")
+
+
+def _copy_batches(writer: PartitionWriter, batches, written) -> None:
+    """Append each staged batch as it is but for its base offset (outside its CRC), the records'
+    bookkeeping done a chunk of `MERGE_ROWS` records at a time."""
+    sources: list[np.ndarray] = []
+    offsets: list[np.ndarray] = []
+    held = 0
+    for source, data, rows in batches:
+        batch = bytearray(data)
+        _BASE_OFFSET.pack_into(batch, 0, writer.log_end_offset)
+        writer.append(batch)
+        sources.append(np.full(rows.num_rows, source, np.int32))
+        offsets.append(rows["sourceOffset"].to_numpy())
+        held += rows.num_rows
+        if held >= MERGE_ROWS:
+            written(np.concatenate(sources), np.concatenate(offsets))
+            sources, offsets, held = [], [], 0
+    if held:
+        written(np.concatenate(sources), np.concatenate(offsets))
+
+
+def _compact_batches(writer: PartitionWriter, paths, carries, spec: WriteSpec, written) -> dict:
+    """--compact: the merged records read twice, the first time to decide the survivors, the second to
+    batch the survivors again; what was removed."""
+    assert spec.compaction is not None
+    compaction = Compaction(spec.compaction, spec.now)
+    for rows in _record_chunks(merged(paths, carries)):
+        compaction.feed(with_headers(rows) if spec.compaction.name == "header" else rows)
+    survivors = compaction.survivors()
+    batcher = _Batcher(writer, spec.codec, spec.batch_limit, spec.now + spec.delete_retention_ms)
+    read = 0
+    for rows in _record_chunks(merged(paths, carries)):
+        rows, read = rows.filter(pa.array(survivors[read : read + rows.num_rows])), read + rows.num_rows
+        if rows.num_rows:
+            batcher.add(rows)
+            written(rows["source"].to_numpy(), rows["sourceOffset"].to_numpy())
+    batcher.flush()
+    return {"records": int(len(survivors) - np.count_nonzero(survivors)), "unkeyed": compaction.unkeyed}
+
+
+def _record_chunks(batches) -> Iterator[pa.RecordBatch]:
+    """The records of merged staged batches as PLACED_SCHEMA rows, about `MERGE_ROWS` at a time."""
+    held: list[pa.RecordBatch] = []
+    count = 0
+    for source, data, rows in batches:
+        held.append(_records(source, data, rows))
+        count += held[-1].num_rows
+        if count >= MERGE_ROWS:
+            yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+            held, count = [], 0
+    if held:
+        yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+
+
+def _records(source: int, data: memoryview, rows: pa.RecordBatch) -> pa.RecordBatch:
+    """The records of one staged batch (written by `_Batcher`, as Kafka writes records) as rows."""
+    batch = RecordBatch(data)
+    spans = read_batch_spans([batch], [batch.records_section()])
+    if spans is None:
+        raise KafkaLogError("a staged batch does not read back as written", offset=int(rows["sourceOffset"][0].as_py()))
+    keys, bodies = record_bodies(spans)
+    n = rows.num_rows
+    columns = {
+        "order": rows["order"],
+        "source": pa.array(np.full(n, source, np.int32)),
+        "sourceOffset": rows["sourceOffset"],
+        "key": keys,
+        "body": bodies,
+        "valueIsNull": pa.array(spans.null_value),
+        "timestamp": pa.array(spans.timestamp, pa.int64()),
+        "timestampType": pa.array(np.full(n, batch.timestamp_type, np.int32)),
+        "codec": pa.array(np.full(n, batch.codec, np.int8)),
+        "deleteHorizonMs": rows["deleteHorizonMs"],
+    }
+    return pa.RecordBatch.from_arrays(list(columns.values()), schema=PLACED_SCHEMA)
 
 
 def with_headers(rows: pa.RecordBatch) -> pa.RecordBatch:
@@ -504,17 +659,3 @@ def with_headers(rows: pa.RecordBatch) -> pa.RecordBatch:
 OFFSET_MAP_SCHEMA = pa.schema(
     [("sourcePartition", pa.int32()), ("sourceOffset", pa.int64()), ("partition", pa.int32()), ("offset", pa.int64())]
 )
-
-
-def _check_order(sources: np.ndarray, offsets: np.ndarray, last: dict[int, int], topic: str, q: int) -> None:
-    """Refuse to write a source partition's records out of their order: the merge keys rely on the
-    segments' time indexes bounding their timestamps, which a segment a broker never closed may not."""
-    for source in np.unique(sources).tolist():
-        mine = offsets[sources == source]
-        previous = last.get(source, -1)
-        if mine[0] <= previous or (len(mine) > 1 and np.any(np.diff(mine) <= 0)):
-            raise KafkaLogError(
-                f"records of source partition {source} would reach partition {q} of {topic} out of their order "
-                "(a segment's time index understates its timestamps); run kafkalog validate on the log dir"
-            )
-        last[source] = int(mine[-1])

@@ -205,7 +205,7 @@ class PartitionWriter:
         self.leader_epochs.append(EpochEntry(epoch, start_offset))
 
     # -- appending ----------------------------------------------------------------------------------------
-    def append(self, data: bytes, *, now_ms: int | None = None) -> AppendInfo:
+    def append(self, data: bytes | bytearray, *, now_ms: int | None = None) -> AppendInfo:
         """Append a record set whose offsets are assigned and at or above the log end offset."""
         self._check_open()
         batches = parse_record_set(data, file=self._segment.log_path)

@@ -119,7 +119,7 @@ class SegmentWriter:
         return len(self._indexes.time_index.entries)
 
     # -- appending --------------------------------------------------------------------------------
-    def append(self, data: bytes, batches: Sequence[Batch] | None = None) -> list[BatchSummary]:
+    def append(self, data: bytes | bytearray, batches: Sequence[Batch] | None = None) -> list[BatchSummary]:
         """Append a record set (one or more whole batches, v2 or legacy). Every batch is checked
         before any byte is written, so a refused set leaves the segment as it was. `batches` may
         pass the set already parsed."""
@@ -242,7 +242,7 @@ class SegmentWriter:
             raise ValueError(f"segment writer for {self.log_path} is closed")
 
 
-def parse_record_set(data: bytes, file: str | None = None) -> list[Batch]:
+def parse_record_set(data: bytes | bytearray, file: str | None = None) -> list[Batch]:
     """The whole batches of `data`; a record set that is empty or ends inside a batch is refused."""
     reader = BatchReader(data)
     try:

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafkalog import tuning
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.records import Record
 from kafkalog.config import ConfigResolver
@@ -39,7 +40,7 @@ def in_process(monkeypatch):
     """Each task run here, in order, as one Spark task would run it."""
     monkeypatch.setattr(stages, "run_tasks", lambda spark, groups, work: [work(x) for g in groups for x in g])
     monkeypatch.setattr(stages, "default_min_tasks", lambda spark: 3)
-    monkeypatch.setattr(stages, "MERGE_ROWS", 3)  # many chunks per file: the merge's bounds are exercised
+    monkeypatch.setattr(stages, "MERGE_ROWS", 3)  # a compacting write's records in many chunks
 
 
 # a source batch: records of (key index, value or None for a tombstone, timestamp step: CreateTime
@@ -138,46 +139,55 @@ def test_compact_keeps_what_kafkas_compaction_keeps(in_process, tmp_path_factory
     assert not os.path.exists(str(base / "out") + ".kafkalog-incomplete")
 
 
-def _staged(path, rows: list[tuple[int, int, int]]) -> None:
-    """A staged file of (order, source, offset) rows, in batches of 2."""
-    n = len(rows)
-    columns = {
-        "order": pa.array([r[0] for r in rows], pa.int64()),
-        "source": pa.array([r[1] for r in rows], pa.int32()),
-        "sourceOffset": pa.array([r[2] for r in rows], pa.int64()),
-    }
-    table = pa.table(
-        {f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in stages.PLACED_SCHEMA}, schema=stages.PLACED_SCHEMA
-    )
-    with pa.ipc.new_file(str(path), stages.PLACED_SCHEMA) as writer:
-        for batch in table.to_batches(max_chunksize=2):
-            writer.write_batch(batch)
+def _staged_run(path: str, batches: list[list[tuple[int, int]]]) -> None:
+    """A staged run (`<path>.log`, `<path>.arrow`): batches of records of (order, source offset)."""
+    schema = pa.schema([stages.PLACED_SCHEMA.field(f) for f in stages.STAGED_FIELDS])
+    with open(path + ".log", "wb") as log, pa.ipc.new_file(path + ".arrow", schema) as side:
+        for rows in batches:
+            log.write(build_batch([Record(i, 0, b"k", b"v") for i in range(len(rows))], partition_leader_epoch=0))
+            columns = [pa.array([r[0] for r in rows], pa.int64()), pa.array([r[1] for r in rows], pa.int64())]
+            side.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
+
+
+# a source's blocks: per block, its batches as record counts and order steps (a block's running
+# maximum starts anew); runs take turns reading the blocks, as tasks share them out
+_block = st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=4), min_size=1, max_size=3)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.lists(st.integers(0, 4), max_size=12), min_size=1, max_size=5), st.integers(1, 5))
-def test_merge_is_a_sort_of_every_staged_row(tmp_path_factory, monkeypatch, steps, chunk):
-    """Files of one source each (two files may share one, with offsets apart), in merge-key order."""
-    monkeypatch.setattr(stages, "MERGE_ROWS", chunk)
+@given(st.lists(st.lists(_block, max_size=4), min_size=1, max_size=3), st.integers(1, 3), st.integers(-5, 20))
+def test_merge_is_a_sort_of_every_staged_batch(tmp_path_factory, sources, runs, start):
+    """Runs of one source each (a source's blocks dealt to `runs` runs), each block's orders its own
+    running maximum: the merge yields every batch once, by (the source's running maximum at the
+    batch's first record, source, offset), which never reorders a source."""
+    from kafkalog.rules.partitioner import BLOCK_OFFSETS, block_carries
+
     base = tmp_path_factory.mktemp("merge")
-    every, paths = [], []
-    for i, increments in enumerate(steps):
-        source = i // 2
-        order, rows = 0, []
-        for j, step in enumerate(increments):
-            order += step
-            rows.append((order, source, (i % 2) * 1000 + j))
-        path = base / f"{i}.arrow"
-        _staged(path, rows)
-        paths.append(str(path))
-        every += rows
-    merged = [
-        row
-        for batch in stages.merged(paths)
-        for row in zip(*(batch[c].to_pylist() for c in ("order", "source", "sourceOffset")))
-    ]
-    assert merged == sorted(every)
-    assert np.all(np.diff([r[0] for r in merged]) >= 0) if merged else True
+    paths, maxima, every = [], {}, []
+    for source, source_blocks in enumerate(sources):
+        dealt: list[list] = [[] for _ in range(runs)]
+        for m, block in enumerate(source_blocks):
+            order, offset = start, m * BLOCK_OFFSETS
+            batches = []
+            for steps in block:
+                rows = []
+                for step in steps:
+                    order += step
+                    rows.append((order, offset))
+                    offset += 1
+                batches.append(rows)
+            maxima[source, m] = order
+            every += [(source, rows[0][1], rows[0][0]) for rows in batches]
+            dealt[m % runs] += batches
+        for r, batches in enumerate(dealt):
+            path = str(base / f"{r:05d}-{source:05d}")
+            _staged_run(path, batches)
+            paths.append(path)
+    carries = block_carries(maxima)
+    got = [(source, int(rows["sourceOffset"][0].as_py())) for source, _, rows in stages.merged(paths, carries)]
+    assert sorted(got) == sorted((s, o) for s, o, _ in every)  # every batch once
+    key = {(s, o): (max(carries[s, o // BLOCK_OFFSETS], order), s, o) for s, o, order in every}
+    assert [key[g] for g in got] == sorted(key.values())
 
 
 def test_a_failed_write_leaves_no_output_and_no_staged_records(in_process, tmp_path, monkeypatch):
@@ -504,3 +514,35 @@ def test_an_error_after_the_commits_renames_leaves_it_to_the_next_run(in_process
     run_repartition(None, plan_repartition(*args, **kwargs))
     assert "the commit is complete" in caplog.text and not (tmp_path / "out.kafkalog-incomplete").exists()
     assert LogDir.open(str(tmp_path / "out")).read_checkpoint("recovery-point-offset-checkpoint")
+
+
+def test_the_output_depends_on_the_records_alone(tmp_path, monkeypatch):
+    """Replicas hold the same records in segments of their own, and runs share blocks out to as many
+    tasks as they have cores: neither changes a byte of the output, nor the offset map."""
+    monkeypatch.setattr(stages, "BLOCK_OFFSETS", 37)
+    rng = np.random.default_rng(7)
+    keys, stamps = rng.integers(0, 40, (3, 300)), rng.integers(0, 90, (3, 300))
+    records = {p: [(bytes([k]), int(ts)) for k, ts in zip(keys[p], stamps[p])] for p in range(3)}
+
+    def run(name: str, segment_bytes: int, task_bytes: int) -> dict[str, bytes]:
+        log = tmp_path / name / "log"
+        fs = LogFileSystem.for_path(str(log))[0]
+        for p, rows in records.items():
+            writer = PartitionWriter(fs, str(log), "t", p, segment_bytes=segment_bytes)
+            for i in range(0, len(rows), 7):
+                writer.append_records([Record(0, 1_000 + ts, k, b"v" * (ts % 5)) for k, ts in rows[i : i + 7]])
+            writer.close()
+        monkeypatch.setattr(stages, "run_tasks", lambda spark, groups, work: [work(x) for g in groups for x in g])
+        monkeypatch.setattr(stages, "default_min_tasks", lambda spark: 1)
+        monkeypatch.setattr(tuning, "MAX_BYTES_PER_TASK", task_bytes)  # the blocks a task gets
+        out, offsets = tmp_path / name / "out", tmp_path / name / "map"
+        plan = plan_repartition(str(log), "t", 4, str(out), to_topic="t2", topic_id=TOPIC_ID, offset_map=str(offsets))
+        run_repartition(None, plan)
+        files = {str(f.relative_to(out)): f.read_bytes() for f in out.rglob("*") if f.is_file() and f.name != ".lock"}
+        return {**files, "map": pq.read_table(str(offsets)).sort_by("sourcePartition").to_pydict().__repr__().encode()}
+
+    one = run("one", 1 << 30, 1 << 30)
+    assert len([f for f in one if f.endswith(".log")]) == 4
+    assert run("small-segments", 700, 1 << 30) == one
+    assert run("a-block-a-task", 1 << 30, 1) == one
+    assert run("both", 900, 2_000) == one

@@ -146,3 +146,24 @@ def test_group_resume_skips_nothing_and_rereads_least(sources_offsets, committed
     for start in range(0, end, chunk):
         resume.feed(src[start : start + chunk], off[start : start + chunk], new[start : start + chunk])
     assert resume.result(end) == (expected, reread)
+
+
+@given(st.integers(0, 5_000), st.integers(0, 5_000), st.integers(1, 700))
+def test_blocks_tile_the_range_at_multiples_of_their_size(start, length, size):
+    from kafkalog.rules.partitioner import blocks
+
+    cut = blocks(start, start + length, size)
+    assert [o for low, high in cut for o in range(low, high)] == list(range(start, start + length))
+    assert all(low // size == (high - 1) // size for low, high in cut)  # never across a multiple
+    assert all(high % size == 0 for _, high in cut[:-1])  # every cut is at one
+
+
+@given(st.dictionaries(st.tuples(st.integers(0, 2), st.integers(0, 6)), st.integers(-1, 100), max_size=15))
+def test_block_carries_are_the_greatest_timestamp_of_the_blocks_before(maxima):
+    from kafkalog.rules.partitioner import NO_CARRY, block_carries
+
+    carries = block_carries(maxima)
+    assert set(carries) == set(maxima)
+    for (source, block), carry in carries.items():
+        before = [ts for (s, b), ts in maxima.items() if s == source and b < block]
+        assert carry == max(before, default=NO_CARRY)

@@ -8,6 +8,8 @@ import shutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkalog.codec.batch import build_batch
 from kafkalog.codec.records import Record
@@ -25,6 +27,7 @@ from kafkalog.scan.scan_plan import (
     prune_segments,
     split_ranges,
     task_bytes,
+    unit_of_offsets,
 )
 from kafkalog.scan.views import NARROW_SCHEMA, RECORDS_SCHEMA, filesystem, record_sequences
 from kafkalog.storage.fs import FileEntry
@@ -57,6 +60,31 @@ def test_split_ranges_long_runs_forced_cuts_and_no_index():
         (4000, 10_000),
     ]
     assert split_ranges(10_000, ENTRIES, 100_000, 0, forced=[4321]) == [(0, 10_000, 0, None)]  # not an entry
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(1, 9), min_size=1, max_size=40), st.integers(0, 200), st.integers(1, 120))
+def test_unit_of_offsets_holds_every_batch_of_its_offsets(tmp_path_factory, sizes, low, length):
+    """A segment of batches of `sizes` records, indexed every few hundred bytes: the unit of [low,
+    high) starts and ends at batches and holds every batch with an offset in the range."""
+    from kafkalog.storage.fs import LogFileSystem
+    from kafkalog.storage.log_writer import PartitionWriter
+    from kafkalog.storage.logdir import LogDir
+
+    base = tmp_path_factory.mktemp("unit")
+    writer = PartitionWriter(LogFileSystem.for_path(str(base))[0], str(base), "t", 0, index_interval_bytes=200)
+    for n in sizes:
+        writer.append_records([Record(0, 1, b"k", b"v" * 40) for _ in range(n)])
+    writer.close()
+    (seg,) = LogDir.open(str(base)).partition("t", 0).segments
+    high = low + length
+    unit = unit_of_offsets(seg, low, high)
+    batches = list(seg.batches())
+    starts = [p for p, _ in batches] + [seg.size]
+    assert unit.start in starts and unit.end in starts
+    for position, batch in batches:
+        if batch.base_offset < high and batch.last_offset >= low:
+            assert unit.start <= position < unit.end
 
 
 def test_check_tiling_refuses_gaps_overlaps_and_short_covers():
