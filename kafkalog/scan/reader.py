@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -161,7 +162,25 @@ def _committed_mask(batch: pa.RecordBatch, view: str, aborted: Sequence[tuple[in
     return pc.invert(dropped)
 
 
+def _offset_slice(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> tuple[int, int] | None:
+    """(first row, rows) that `_offset_mask` keeps, where the offsets rise along the batch (None where
+    they do not: the mask then says)."""
+    columns = ("baseOffset", "lastOffset") if view == "batches" else ("offset", "offset")
+    if any(batch.column(c).null_count for c in columns):
+        return None
+    low, high = (batch.column(c).to_numpy() for c in columns)
+    if len(low) > 1 and (np.any(low[1:] < low[:-1]) or np.any(high[1:] < high[:-1])):
+        return None
+    first = 0 if flt.start_offset is None else int(np.searchsorted(high, flt.start_offset, "left"))
+    stop = len(low) if flt.end_offset is None else int(np.searchsorted(low, flt.end_offset, "left"))
+    return first, max(stop - first, 0)
+
+
 def _filtered(batch: pa.RecordBatch, view: str, flt: ScanFilter) -> pa.RecordBatch:
+    if flt.has_offsets and not flt.committed_only:
+        kept = _offset_slice(batch, view, flt)
+        if kept is not None:  # a unit's rows are in offset order: the range is a slice, no copy
+            return batch.slice(*kept)
     mask = _offset_mask(batch, view, flt) if flt.has_offsets else None
     if flt.committed_only:
         committed = _committed_mask(batch, view, flt.aborted_txns)

@@ -3,6 +3,7 @@ entries, packing), decoding work units into Arrow batches, inventory probes, pus
 
 from __future__ import annotations
 
+import itertools
 import shutil
 
 import pyarrow as pa
@@ -463,3 +464,24 @@ def test_a_plan_reads_the_task_bytes_knob_when_it_is_made(big_segment_log, monke
     split = plan_scan(big_segment_log)
     given = plan_scan(big_segment_log, max_bytes_per_task=64 * 1024)
     assert len(split.units) > len(whole.units) == 1 and split.units == given.units
+
+
+@settings(deadline=None)
+@given(
+    st.lists(st.integers(0, 5), max_size=30),
+    st.one_of(st.none(), st.integers(0, 60)),
+    st.one_of(st.none(), st.integers(0, 60)),
+    st.booleans(),
+)
+def test_an_offset_range_is_a_slice_where_offsets_rise_else_a_filter(steps, start, end, shuffle):
+    """`_filtered` keeps what the offset mask keeps: a slice of the rows (no copy) where the offsets
+    rise along them, the mask's filter where they do not."""
+    from kafkalog.scan.reader import _filtered, _offset_mask
+
+    offsets = list(itertools.accumulate(steps))
+    if shuffle:
+        offsets.reverse()
+    batch = pa.RecordBatch.from_arrays([pa.array(offsets, pa.int64())], names=["offset"])
+    flt = ScanFilter.of(start_offset=start, end_offset=end)
+    expected = batch if not flt.has_offsets else batch.filter(_offset_mask(batch, "records", flt))
+    assert _filtered(batch, "records", flt).to_pylist() == expected.to_pylist()
