@@ -166,6 +166,24 @@ class WorkUnit:
     index_path: str | None = None
     next_base_offset: int | None = None
 
+    @classmethod
+    def of_segment(cls, seg: LogSegment, start: int, end: int, low: int | None = None, high: int | None = None):
+        """Bytes [start, end) of `seg` (`low`, `high`: the offsets the index gives them, if any)."""
+        index_path = seg.files[".index"].path if ".index" in seg.files else None
+        return cls(
+            seg.topic,
+            seg.partition,
+            seg.base_offset,
+            seg.log_path,
+            start,
+            end,
+            seg.size,
+            low,
+            high,
+            index_path,
+            seg.next_base_offset,
+        )
+
     @property
     def nbytes(self) -> int:
         return self.end - self.start
@@ -287,8 +305,8 @@ def plan_units(
     for seg in prune_segments(segments, whole):
         flt = whole.for_partition(seg.topic, seg.partition)
         seeks = flt.has_offsets and seg.size >= seek_min_bytes
-        index_path = seg.files[".index"].path if ".index" in seg.files else None
-        entries = read_index(seg) if (seg.size > unit_bytes or seeks) and index_path else []
+        has_index = ".index" in seg.files
+        entries = read_index(seg) if (seg.size > unit_bytes or seeks) and has_index else []
         forced = []
         if entries and flt.start_offset is not None and flt.start_offset > seg.base_offset:
             forced.append(lookup(entries, seg.base_offset, flt.start_offset).position)
@@ -300,19 +318,7 @@ def plan_units(
             if not flt.overlaps(low, high):
                 continue
             units.append(
-                WorkUnit(
-                    seg.topic,
-                    seg.partition,
-                    seg.base_offset,
-                    seg.log_path,
-                    start,
-                    end,
-                    seg.size,
-                    low if start > 0 else None,
-                    high if end < seg.size else None,
-                    index_path,
-                    seg.next_base_offset,
-                )
+                WorkUnit.of_segment(seg, start, end, low if start > 0 else None, high if end < seg.size else None)
             )
     return units
 
@@ -326,20 +332,7 @@ def unit_of_offsets(seg: LogSegment, low: int, high: int) -> WorkUnit:
     start = lookup(entries, seg.base_offset, low).position if low > seg.base_offset else 0
     past = bisect_left([e.offset for e in entries], high - 1) + 1  # the entry after the first >= high - 1
     end = entries[past].position if past < len(entries) and entries[past].position > start else seg.size
-    index_path = seg.files[".index"].path if ".index" in seg.files else None
-    return WorkUnit(
-        seg.topic,
-        seg.partition,
-        seg.base_offset,
-        seg.log_path,
-        start,
-        end,
-        seg.size,
-        None,
-        None,
-        index_path,
-        seg.next_base_offset,
-    )
+    return WorkUnit.of_segment(seg, start, end)
 
 
 def task_bytes(total_bytes: int, max_bytes: int, min_tasks: int) -> int:
