@@ -415,27 +415,43 @@ class _Batcher:
         self.pending: pa.RecordBatch | None = None
 
     def add(self, rows: pa.RecordBatch) -> None:
-        if self.pending is not None:
-            rows = pa.Table.from_batches([self.pending, rows]).combine_chunks().to_batches()[0]
-        cuts = self._cuts(rows)
-        if len(cuts) > 2:  # every batch but the last is whole
-            self._append(rows.slice(0, cuts[-2]), cuts[:-1])
-        self.pending = rows.slice(cuts[-2]) if len(cuts) > 1 else None
+        held = self.pending
+        p = 0 if held is None else held.num_rows
+        cuts = self._cuts([b for b in (held, rows) if b is not None])
+        whole = cuts[:-1]  # the whole batches' starts, and the end of the last of them
+        if p and len(whole) > 1:  # the held rows start the first batch: only its rows are joined to them
+            assert whole[1] >= p
+            self._append(_joined_rows([held, rows.slice(0, whole[1] - p)]), [0, whole[1]])
+            whole = [c - p for c in whole[1:]]
+        if len(whole) > 1:
+            self._append(rows.slice(whole[0], whole[-1] - whole[0]), [c - whole[0] for c in whole])
+        if len(cuts) < 2:
+            self.pending = None
+        elif cuts[-2] >= p:
+            self.pending = rows.slice(cuts[-2] - p)
+        else:  # no batch was finished: the held rows wait with these
+            self.pending = rows if held is None else _joined_rows([held, rows])
 
     def flush(self) -> None:
         if self.pending is not None and self.pending.num_rows:
             self._append(self.pending, [0, self.pending.num_rows])
         self.pending = None
 
-    def _cuts(self, rows: pa.RecordBatch) -> list[int]:
-        """Where batches start: at each change of kind, and where the bytes would pass the limit."""
-        n = rows.num_rows
-        codec = rows["codec"].to_numpy() if self.codec is None else np.full(n, self.codec)
-        ts_type = rows["timestampType"].to_numpy() == TimestampType.LOG_APPEND_TIME
-        stamp = np.where(ts_type, rows["timestamp"].to_numpy(), np.iinfo(np.int64).min)
+    def _cuts(self, parts: Sequence[pa.RecordBatch]) -> list[int]:
+        """Where the batches of `parts` (rows end to end) start: at each change of kind, and where the
+        bytes would pass the limit."""
+
+        def column(name: str) -> np.ndarray:
+            return np.concatenate([b[name].to_numpy() for b in parts]) if parts else np.zeros(0, np.int64)
+
+        n = sum(b.num_rows for b in parts)
+        codec = column("codec") if self.codec is None else np.full(n, self.codec)
+        ts_type = column("timestampType") == TimestampType.LOG_APPEND_TIME
+        stamp = np.where(ts_type, column("timestamp"), np.iinfo(np.int64).min)
         changed = (codec[1:] != codec[:-1]) | (ts_type[1:] != ts_type[:-1]) | (stamp[1:] != stamp[:-1])
         kinds = [0, *(np.flatnonzero(changed) + 1).tolist(), n]
-        size = _RECORD_OVERHEAD + pc.binary_length(rows["body"]).to_numpy().astype(np.int64)
+        lengths = [pc.binary_length(b["body"]).to_numpy().astype(np.int64) for b in parts]
+        size = _RECORD_OVERHEAD + (np.concatenate(lengths) if lengths else np.zeros(0, np.int64))
         total = np.concatenate(([0], np.cumsum(size)))
         cuts = [0]
         for start, end in zip(kinds, kinds[1:]):
@@ -491,6 +507,11 @@ class _Batcher:
             )
         if isinstance(self.writer, _StagedRun):
             self.writer.appended(rows)
+
+
+def _joined_rows(parts: Sequence[pa.RecordBatch]) -> pa.RecordBatch:
+    """Arrow batches of one schema as one (copied)."""
+    return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
 
 
 def write_partition(q: int, spec: WriteSpec) -> dict:
@@ -616,10 +637,10 @@ def _record_chunks(batches) -> Iterator[pa.RecordBatch]:
         held.append(_records(source, data, rows))
         count += held[-1].num_rows
         if count >= MERGE_ROWS:
-            yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+            yield _joined_rows(held)
             held, count = [], 0
     if held:
-        yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+        yield _joined_rows(held)
 
 
 def _records(source: int, data: memoryview, rows: pa.RecordBatch) -> pa.RecordBatch:
