@@ -23,20 +23,21 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from kafkalog import tuning
-from kafkalog.operations.export import export
+from kafkalog.operations.export import export, partition_ranges
 from kafkalog.spark.context import spark_context
 from kafkalog.spark.tables import read_note
 from tests.export_scenario import TOPIC, consumer_reads, latest, write_topic
 
 REPO = Path(__file__).resolve().parents[2]
 OLD = 40  # the old table holds offsets below this of each partition
-# (mode, kill point, the state the kill leaves)
+MODES = ("changelog", "latest")
+# (mode, point, the state a kill -9 there leaves), in the order the run meets them
 POINTS = [
+    ("changelog", "before-commit", "old"),
+    ("changelog", "after-commit", "new"),
     ("latest", "data", "old"),
     ("latest", "before-commit", "old"),
     ("latest", "after-commit", "new"),
-    ("changelog", "after-commit", "new"),
 ]
 
 
@@ -77,32 +78,25 @@ def files(path: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def states(spark, topic, tmp_path_factory, request):
-    """Per mode: the old table (offsets below OLD of each partition), and the rows and note an
-    uninterrupted incremental run from it to the end writes (checked against the model)."""
+def old_tables(spark, topic, tmp_path_factory) -> dict[str, str]:
+    """Per mode, the table of the offsets below OLD of each partition, written by an incremental run."""
+    base = tmp_path_factory.mktemp("old")
+    for mode in MODES:
+        export(spark, topic[0], TOPIC, str(base / mode), mode=mode, as_of_offset=OLD, incremental=True)
+    return {mode: str(base / mode) for mode in MODES}
+
+
+def new_state(topic, mode: str) -> tuple[list[tuple], dict]:
+    """The rows and note of the table an uninterrupted run writes (the model's: tests/spark/test_export.py
+    checks a clean run against it)."""
     root, records, fates = topic
-    base = tmp_path_factory.mktemp("states")
-    out = {}
-    for mode in ("latest", "changelog"):
-        old = str(base / f"{mode}-old")
-        export(spark, root, TOPIC, old, mode=mode, as_of_offset=OLD, incremental=True)
-        clean = str(base / f"{mode}-new")
-        shutil.copytree(old, clean)
-        with pytest.MonkeyPatch.context() as patched:
-            patched.setattr(tuning, "DRIVER_MERGE_BYTES", -1)  # delta-spark's MERGE, as the killed runs'
-            assert export(spark, root, TOPIC, clean, mode=mode, incremental=True).committed
-        read = consumer_reads(records, fates)
-        if mode == "latest":
-            want = ordered((p, k, r.offset, r.value) for (p, k), r in latest(read).items())
-        else:
-            want = ordered((r.partition, r.key, r.offset, r.value) for r in read)
-        assert rows(clean) == want
-        out[mode] = {
-            "path": old,
-            "old": (rows(old), read_note(old, "delta")),
-            "new": (want, read_note(clean, "delta")),
-        }
-    return out
+    read = consumer_reads(records, fates)
+    if mode == "latest":
+        want = ordered((p, k, r.offset, r.value) for (p, k), r in latest(read).items())
+    else:
+        want = ordered((r.partition, r.key, r.offset, r.value) for r in read)
+    ends = {str(r.partition): r.end for r in partition_ranges(root, TOPIC)}
+    return want, {"topic": TOPIC, "mode": mode, "endOffsets": ends, "keyFormat": "bytes"}
 
 
 @pytest.fixture(scope="module")
@@ -126,30 +120,49 @@ def kill_classpath(spark, tmp_path_factory) -> str:
     return f"{classes}{os.pathsep}{storage}"
 
 
+# The changelog's run, then the latest table's, in one process with one Spark, which is killed just
+# after the second run's commit; before that, at each point of POINTS, the table's directory is copied
+# as a kill there would leave it.
 RUN = (
     "import sys\n"
     "from kafkalog import tuning\n"
     "from kafkalog.cli import main\n"
     "tuning.DRIVER_MERGE_BYTES = -1  # delta-spark's MERGE, whatever the table's size\n"
-    "sys.exit(main(sys.argv[1:]))\n"
+    "changelog, latest, *args = sys.argv[1:]\n"
+    "if main(['export', *args, '--output', changelog, '--mode', 'changelog']) != 0:\n"
+    "    sys.exit('the changelog run failed')\n"
+    "sys.exit(main(['export', *args, '--output', latest]))\n"
 )
 
 
-def run_killed(root: str, out: str, mode: str, point: str, classpath: str, mark: Path) -> subprocess.CompletedProcess:
-    """`kafkalog export --incremental` of the topic into `out` in a process of its own, killed at `point`."""
-    commit = f"{out}/_delta_log/{version(out) + 1:020d}.json"
+@pytest.fixture(scope="module")
+def killed(topic, old_tables, kill_classpath, tmp_path_factory) -> dict[tuple[str, str], str]:
+    """{(mode, point): the table as a kill -9 of its incremental run at that point leaves it}."""
+    base = tmp_path_factory.mktemp("killed")
+    tables = {mode: str(base / mode) for mode in MODES}
+    entries = []
+    for mode, point, _ in POINTS:
+        table = tables[mode]
+        if (mode, point) == ("latest", "after-commit"):
+            action = "kill"
+        else:
+            action = f"copy:{base / mode}-{point}"
+        commit = f"{table}/_delta_log/{version(old_tables[mode]) + 1:020d}.json"
+        entries.append(f"{point}|{table if point == 'data' else commit}|{action}")
+    for mode, table in tables.items():
+        shutil.copytree(old_tables[mode], table)
+    mark = base / "marks"
     env = {
         **os.environ,
         "PYTHONPATH": str(REPO),
-        "KAFKALOG_KILL_AT": point,
-        "KAFKALOG_KILL_PATH": out if point == "data" else commit,
+        "KAFKALOG_KILL_POINTS": ";".join(entries),
         "KAFKALOG_KILL_MARK": str(mark),
         "PYSPARK_SUBMIT_ARGS": (
-            f"--driver-class-path {classpath} --conf spark.hadoop.fs.file.impl=KillAt$FileSystem "
+            f"--driver-class-path {kill_classpath} --conf spark.hadoop.fs.file.impl=KillAt$FileSystem "
             "--conf spark.delta.logStore.file.impl=KillAt$LogStore pyspark-shell"
         ),
     }
-    args = ["export", root, "--topic", TOPIC, "--output", out, "--mode", mode, "--incremental", "--quiet"]
+    args = [tables["changelog"], tables["latest"], topic[0], "--topic", TOPIC, "--incremental", "--quiet"]
     process = subprocess.Popen(
         [sys.executable, "-c", RUN, *args],
         env=env,
@@ -159,42 +172,42 @@ def run_killed(root: str, out: str, mode: str, point: str, classpath: str, mark:
         start_new_session=True,  # its JVM and Python workers in a group of their own, ended below
     )
     try:
-        stdout, stderr = process.communicate(timeout=300)
+        _, stderr = process.communicate(timeout=600)
     finally:
         try:
             os.killpg(process.pid, signal.SIGKILL)  # whatever of the group outlived the JVM's halt
         except ProcessLookupError:
             pass
-    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+    assert process.returncode == -signal.SIGKILL, stderr[-3000:]
+    fired = [line.split() for line in mark.read_text().splitlines()]
+    assert [(Path(path).relative_to(base).parts[0], point) for point, path, _ in fired] == [
+        (mode, point) for mode, point, _ in POINTS
+    ]
+    return {
+        (mode, point): tables[mode] if (mode, point) == ("latest", "after-commit") else f"{base / mode}-{point}"
+        for mode, point, _ in POINTS
+    }
 
 
 @pytest.mark.parametrize("mode,point,state", POINTS, ids=[f"{m}-{p}" for m, p, _ in POINTS])
 def test_a_killed_incremental_export_leaves_the_old_or_the_new_table_and_a_rerun_converges(
-    spark, topic, states, kill_classpath, tmp_path, mode, point, state
+    spark, topic, old_tables, killed, tmp_path, mode, point, state
 ):
-    root = topic[0]
     out = str(tmp_path / "table")
-    shutil.copytree(states[mode]["path"], out)
-    before, before_version = files(out), version(out)
-    mark = tmp_path / "killed-at"
-
-    done = run_killed(root, out, mode, point, kill_classpath, mark)
-    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
-    assert mark.read_text().split()[0] == point
-
-    want_rows, want_note = states[mode][state]
+    shutil.copytree(killed[mode, point], out)
+    old = old_tables[mode]
+    new_rows, new_note = new_state(topic, mode)
+    want_rows, want_note = (rows(old), read_note(old, "delta")) if state == "old" else (new_rows, new_note)
     assert rows(out) == want_rows
     assert spark_rows(spark, out) == want_rows
     assert read_note(out, "delta") == want_note  # the offsets the rows hold: the next run starts there
     if state == "old":  # the files the kill left half-written, or written but named by no commit: not read
-        assert files(out) - before and version(out) == before_version
+        assert files(out) - files(old) and version(out) == version(old)
     else:
-        assert version(out) == before_version + 1
+        assert version(out) == version(old) + 1
 
-    with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(tuning, "DRIVER_MERGE_BYTES", -1)
-        rerun = export(spark, root, TOPIC, out, mode=mode, incremental=True)
+    rerun = export(spark, topic[0], TOPIC, out, mode=mode, incremental=True)
     assert rerun.committed == (state == "old")  # after the commit there is nothing left to apply
-    assert version(out) == before_version + 1  # the new records in one commit, whichever run made it
-    assert rows(out) == states[mode]["new"][0]
-    assert read_note(out, "delta") == states[mode]["new"][1]
+    assert version(out) == version(old) + 1  # the new records in one commit, whichever run made it
+    assert rows(out) == new_rows
+    assert read_note(out, "delta") == new_note
