@@ -3,13 +3,15 @@ latest mode, an append in changelog mode): the table reads as exactly the old or
 state, through Delta's two readers, its note says the offsets those rows hold, and the next run from
 there converges to the rows of an uninterrupted run (no record applied twice, none lost). The note is
 in the data's own commit (spark/tables.py): there is no instant at which the table has the new records
-and a note without them.
+and a note without them. (A failure between the dead letters' commit and the table's: test_export.py.)
 
 delta-spark writes in the JVM, where no Python hook reaches: KillAt.java (a local file system and
-Delta's own log store for local paths, each with one kill point) kills the run's process, then halts
-its JVM, at the opening of the MERGE's first data file, just before the commit's JSON is written, or
-just after. The run is a subprocess with a Spark of its own (one per point, the only one); the old
-tables, the uninterrupted runs and every check use the suite's shared session."""
+Delta's own log store for local paths) acts at the opening of the MERGE's first data file, just before
+a commit's file is written and just after. One process with a Spark of its own runs the changelog's
+incremental run, then the latest table's, and is killed just after the second commit; at the points
+before, KillAt copies the table's directory as a kill there would leave it (the writing thread waits
+meanwhile), as tests/operations/test_repartition_stages.py does. The old tables, the reruns and every
+check use the suite's shared session."""
 
 from __future__ import annotations
 
