@@ -536,21 +536,43 @@ def _write(
 
 def _write_dead_letters(spark, rows, result: ExportResult, *, append: bool, written: ExitStack):
     """The rows that decoded; those that did not are written to the dead-letter table first, which is
-    published with the table, or left as it was when the table's commit fails (an append already
-    committed to an existing one stays: its rerun writes them again, so a dead letter may repeat)."""
+    published with the table, or left as it was when the table's commit fails. An append to an existing
+    one commits before the table's, and its note says the offsets it holds the dead letters of: a run
+    after one that failed or was killed between the two commits leaves out those already there."""
     path, fmt = result.dead_letter_path, result.format
     if path is None:
         return rows
     rows = rows.persist()  # decoded once, for the dead letters' count, their table and the table
     written.callback(rows.unpersist)
     good, dead = split_dead_letters(rows)
+    held = _dead_letters_held(path, fmt) if append else None
+    for partition, end in (held or {}).items():
+        dead = dead.where((dead["partition"] != partition) | (dead["offset"] >= end))
     result.dead_letters = dead.count()
     if result.dead_letters:
-        exists = append and tables.notes(path, fmt) is not None
+        ends = {p: max(end, (held or {}).get(p, 0)) for p, end in result.end_offsets.items()}
+        note = {
+            "deadLettersOf": result.output,
+            "topic": result.topic,
+            "endOffsets": {str(p): o for p, o in ends.items()},
+        }
         target = written.enter_context(table_output.writing(path, fmt))
-        write_table(spark, dead, target, fmt, {"deadLettersOf": result.output, "topic": result.topic}, append=exists)
+        write_table(spark, dead, target, fmt, note, append=held is not None)
         warnings.warn(
             f"kafkalog: {result.dead_letters} records did not decode: they are in the dead-letter table {path}",
             stacklevel=3,
         )
     return good
+
+
+def _dead_letters_held(path: str, fmt: str) -> dict[int, int] | None:
+    """{partition: end}: the dead-letter table at `path` holds the dead letters of the offsets below
+    these ({} where its notes do not say); None where there is no table."""
+    texts = tables.notes(path, fmt)
+    if texts is None:
+        return None
+    for text in texts:
+        note = tables.parse_note(text, fmt) or {}
+        if "endOffsets" in note:
+            return {int(p): int(o) for p, o in note["endOffsets"].items()}
+    return {}

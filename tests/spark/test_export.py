@@ -6,6 +6,7 @@ interrupted inside its commit, and reruns that commit nothing."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import pyarrow as pa
 import pytest
@@ -267,7 +268,7 @@ def write_cdc(root: str, values: list[tuple[str, bytes | None]], start: int = 0)
     writer.close()
 
 
-def test_debezium_events_and_dead_letters_latest_incremental_and_changelog(spark, tmp_path):
+def test_debezium_events_and_dead_letters_latest_incremental_and_changelog(spark, tmp_path, monkeypatch):
     root = str(tmp_path / "cdc")
     row = {str(i): {"id": i, "name": n} for i, n in enumerate("abcde")}
     write_cdc(
@@ -308,9 +309,25 @@ def test_debezium_events_and_dead_letters_latest_incremental_and_changelog(spark
     (dead,) = spark.read.format("delta").load(out + "_dead_letters").collect()
     assert bytes(dead["value"]) == b"not json" and "not JSON" in dead["error"]
 
-    # the MERGE: op d deletes key 1, keys 5 and 4 arrive; key 3's last record does not decode: its row stays
-    with pytest.warns(UserWarning, match="1 records did not decode"):
+    # a run that fails (or is killed) between the dead letters' commit and the table's: key 3's last record
+    # (9) is in the dead-letter table, whose note says so, and the table is as it was
+    from kafkalog.operations import export as export_module
+
+    def killed(*args, **kwargs):
+        raise RuntimeError("killed before the table's commit")
+
+    monkeypatch.setattr(export_module, "merge_latest", killed)
+    with pytest.warns(UserWarning, match="1 records did not decode"), pytest.raises(Exception, match="killed before"):
         export(spark, root, CDC, out, **options)
+    monkeypatch.undo()
+    assert table(out) == {"1": row["1"], "3": {"id": 3, "name": "c2"}} and dead_offsets() == [3, 9]
+
+    # the MERGE: op d deletes key 1, keys 5 and 4 arrive; key 3's last record does not decode: its row
+    # stays, and its dead letter, there already, is not written again
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        export(spark, root, CDC, out, **options)
+    assert not [w for w in said if "did not decode" in str(w.message)]
     assert table(out) == {"3": {"id": 3, "name": "c2"}, "4": row["4"], "5": row["4"] | {"id": 5}}
     assert dead_offsets() == [3, 9]
 
