@@ -434,7 +434,8 @@ def _committed(opened: LogDir, topic: str, consumer_offsets: str | None) -> tupl
 
 def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
     """Execute `plan` (nothing but the plan's summary for a dry run) and commit its output."""
-    from ..spark.repartition import WriteSpec, stage_records, write_partitions
+    from ..spark.repartition import WriteSpec, plan_blocks, stage_records, write_partitions
+    from ..spark.session import started
 
     result = RepartitionResult(plan)
     if plan.completed is not None:  # an earlier run's commit, completed by the plan
@@ -462,8 +463,11 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
             now=plan.now,
             **plan.config,
         )
+        blocks = plan_blocks(plan.log_dir, plan.topic, plan.ranges)  # while a session the command line started starts
         clock = time.perf_counter()
-        result.staged = stage_records(spark, plan.log_dir, plan.topic, plan.ranges, spec)
+        spark = started(spark)
+        result.seconds["session"], clock = time.perf_counter() - clock, time.perf_counter()
+        result.staged = stage_records(spark, plan.log_dir, plan.topic, blocks, spec)
         spec = dataclasses.replace(spec, carries=block_carries(result.staged.pop("maxima")))
         result.seconds["place"], clock = time.perf_counter() - clock, time.perf_counter()
         written = sorted(write_partitions(spark, spec), key=lambda w: w["partition"])

@@ -153,7 +153,8 @@ class Block:
 def plan_blocks(log_dir, topic: str, ranges: Sequence[PartitionRange]) -> list[Block]:
     """The blocks of each partition's range, in partition and offset order (on the driver: the
     offset indexes of the segments cut inside are read)."""
-    segments = list_segments(log_dir, topic, [r.partition for r in ranges])
+    ranges = [r for r in ranges if r.end > r.start]
+    segments = list_segments(log_dir, topic, [r.partition for r in ranges]) if ranges else []
     out = []
     for r in ranges:
         for low, high in blocks(r.start, r.end, BLOCK_OFFSETS):
@@ -166,13 +167,12 @@ def plan_blocks(log_dir, topic: str, ranges: Sequence[PartitionRange]) -> list[B
 # -- stage 1: place ---------------------------------------------------------------------------------------
 
 
-def stage_records(spark, log_dir, topic: str, ranges: Sequence[PartitionRange], spec: WriteSpec) -> dict:
-    """Stage the committed records of `topic` in `ranges` as batches of each new partition (the
+def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: WriteSpec) -> dict:
+    """Stage the committed records of `planned` blocks of `topic` as batches of each new partition (the
     module's step 1): the records staged, each block's greatest timestamp ((source, block) -> it, for
     `block_carries`) and the largest peak resident memory of the tasks' processes (MiB)."""
     for q in range(spec.partitions):
         os.makedirs(os.path.join(spec.placed, str(q)), exist_ok=True)
-    planned = plan_blocks(log_dir, topic, [r for r in ranges if r.end > r.start])
     if not planned:
         return {"records": 0, "maxima": {}, "peakRssMiB": 0}
     total = sum(b.nbytes for b in planned)
