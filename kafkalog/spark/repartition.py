@@ -210,7 +210,7 @@ def _stage_task(i: int, task: Sequence[Block], fs, topic: str, spec: WriteSpec) 
     try:
         for block in task:
             source, number = block.range.partition, block.range.start // BLOCK_OFFSETS
-            files.start_block(source)
+            files.start_block(source, number)
             trackers: dict[int, CleanedTransactionMetadata] = {}
             flt = ScanFilter.of(topic, source, block.range.start, block.range.end)
             order = None
@@ -242,13 +242,14 @@ NO_ORDER = int(np.iinfo(np.int64).min)  # a block's running maximum before its f
 
 
 class _StagedRun:
-    """The staged batches of one (task, source, new partition): a record set (`.log`, base offsets
+    """The staged batches of one new partition from a task's consecutive blocks of one source (named
+    by task, source and first block): a record set (`.log`, base offsets
     counted from 0 in the file) and each record's `staged_fields` (`.arrow`), both written under a
     temporary name and renamed when whole, so a retried task's files replace a failed attempt's and a
     merge never reads half a file. It is the `_Batcher`'s writer in placing."""
 
-    def __init__(self, spec: WriteSpec, q: int, task: int, source: int):
-        self.path = os.path.join(spec.placed, str(q), f"{task:05d}-{source:05d}")
+    def __init__(self, spec: WriteSpec, q: int, task: int, source: int, block: int):
+        self.path = os.path.join(spec.placed, str(q), f"{task:05d}-{source:05d}-{block:09d}")
         self.fields = spec.staged_fields
         self.log = open(self.path + ".log.tmp", "wb")
         self.sink = pa.OSFile(self.path + ".arrow.tmp", "wb")
@@ -282,23 +283,25 @@ class _StagedRun:
 class _StagedFiles:
     """The staged batches of one placing task: a `_Batcher` into a `_StagedRun` per new partition of
     the source being read, every batch flushed at the end of each block (a block's batches are its
-    own). The runs of a source stay open while the task reads the source's blocks."""
+    own). The runs stay open while the task reads the source's next block."""
 
     def __init__(self, spec: WriteSpec, task: int):
         self.spec, self.task = spec, task
         self.source: int | None = None
+        self.block = -1
         self.runs: dict[int, _StagedRun] = {}
         self.batchers: dict[int, _Batcher] = {}
 
-    def start_block(self, source: int) -> None:
-        if source != self.source:
+    def start_block(self, source: int, block: int) -> None:
+        if source != self.source or block != self.block + 1:
             self.close()
             self.source = source
+        self.block = block
 
     def batcher(self, q: int) -> _Batcher:
         if q not in self.batchers:
             assert self.source is not None
-            self.runs[q] = _StagedRun(self.spec, q, self.task, self.source)
+            self.runs[q] = _StagedRun(self.spec, q, self.task, self.source, self.block)
             self.batchers[q] = _Batcher(self.runs[q], self.spec.codec, self.spec.batch_limit)
         return self.batchers[q]
 
