@@ -142,6 +142,15 @@ FIRST_BATCH_CHUNK_BYTES = 64 * 1024
 # index.interval.bytes (4 KiB by default) past the entry, with room for a large batch.
 TAIL_CHUNK_BYTES = 256 * 1024
 
+# A header-only read of a local segment (a producer-state replay, a segment's tail and first batch):
+# a batch of at least SKIP_RECORDS_BYTES is read by its header alone and its records are skipped by
+# its length; the reads start at HEADER_READ_BYTES and double while they hold whole batches. A read
+# costs about 5 µs and reading 1 KiB about 0.5 µs more (user and system time of 8 MiB reads), so
+# skipping pays from about 10 KiB: 1 GiB of 57 KiB batches took 0.12 s of CPU rather than 0.30 s.
+# Object stores keep their chunked reads (a request costs more than the bytes it saves).
+HEADER_READ_BYTES = 512
+SKIP_RECORDS_BYTES = 32 * 1024
+
 # -- writing segments (storage/segment_writer.py, storage/rewrite.py) --------------------------------------
 
 # `.log` bytes a log writer gathers before one write to the file system: one request per MiB on an

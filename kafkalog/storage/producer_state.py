@@ -208,16 +208,17 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
             continue
         manager, start = ProducerStateManager.from_snapshot(snapshot), offset
         break
-    for seg in _segments_from(part, start):
-        for _, batch in seg.batches():
+    for seg in _segments_from(part, start):  # as Kafka's rebuildProducerState, from the snapshot's offset on
+        for _, batch in seg.batches_from(start or 0, headers_only=True):  # a control batch comes whole
             if start is None or batch.last_offset >= start:
                 manager.append(batch)
     return manager, max(log_end_offset(part.segments), start or 0)
 
 
 def replay_bytes(part) -> int:
-    """The `.log` bytes `replay_partition` reads of a storage Partition when its latest snapshot is
-    readable (every segment when it has none): what a replay costs, read from the listing alone."""
+    """The `.log` bytes `replay_partition` reads at most of a storage Partition when its latest snapshot
+    is readable (every segment when it has none): what a replay costs, from the listing alone (the read
+    starts at the snapshot's offset-index entry, and skips a large batch's records on a local disk)."""
     return sum(seg.size for seg in _segments_from(part, max(part.snapshots, default=None)))
 
 
