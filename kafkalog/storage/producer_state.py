@@ -216,10 +216,16 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
 
 
 def replay_bytes(part) -> int:
-    """The `.log` bytes `replay_partition` reads at most of a storage Partition when its latest snapshot
-    is readable (every segment when it has none): what a replay costs, from the listing alone (the read
-    starts at the snapshot's offset-index entry, and skips a large batch's records on a local disk)."""
-    return sum(seg.size for seg in _segments_from(part, max(part.snapshots, default=None)))
+    """The `.log` bytes `replay_partition` reads of a storage Partition when its latest snapshot is
+    readable (every segment when it has none): what a replay costs, from the listing and the last
+    offset-index entry of the snapshot's segment (which its tail reads anyway), where the read starts
+    when the snapshot is at or past it (a broker's snapshot at the log end, say). On a local disk a
+    large batch's records are skipped, so that it costs less than the bytes say."""
+    start = max(part.snapshots, default=None)
+    segments = _segments_from(part, start)
+    total = sum(seg.size for seg in segments)
+    entry = segments[0].last_offset_index_entry if start is not None and segments else None
+    return total - entry.position if entry is not None and entry.offset <= start else total
 
 
 def _segments_from(part, offset: int | None) -> list:

@@ -198,7 +198,7 @@ def test_a_replay_from_a_snapshot_reads_from_its_offset_index_entry_and_distrust
     leads to a batch above that offset, or into a batch, reads the whole segment rather than skip any."""
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
     from kafkalog.storage.partition import Partition
-    from kafkalog.storage.producer_state import ProducerStateManager, replay_partition
+    from kafkalog.storage.producer_state import ProducerStateManager, replay_bytes, replay_partition
 
     spec = TopicSpec(
         "t", records=3000, index_interval_bytes=2048, idempotent_producers=2, transactional_producers=2, abort_ratio=0.3
@@ -224,9 +224,10 @@ def test_a_replay_from_a_snapshot_reads_from_its_offset_index_entry_and_distrust
     index = part_dir / f"{0:020d}.index"
     intact = index.read_bytes()
 
-    def replayed(index_bytes: bytes):
+    def replayed(index_bytes: bytes, snapshot_at: int = at):
         index.write_bytes(index_bytes)
         reopened = Partition.open(*LogFileSystem.for_path(str(part_dir)))
+        reopened.snapshots = {o: e for o, e in reopened.snapshots.items() if o == snapshot_at}
         starts = []
         batches = type(segment).batches
         reopened.segments[0].batches = lambda start=0, **kw: (  # type: ignore[method-assign]
@@ -234,9 +235,14 @@ def test_a_replay_from_a_snapshot_reads_from_its_offset_index_entry_and_distrust
         )
         state, log_end = replay_partition(reopened)
         assert (state.snapshot(), log_end) == (expected.snapshot(), end)
+        assert replay_bytes(reopened) in (segment.size, segment.size - starts[0])  # at most what it read
         return starts
 
     assert replayed(intact) == [middle.position]
+    # a broker's snapshot at the log end: the read, and what replay_bytes says it costs, start at the last entry
+    (part_dir / f"{end:020d}.snapshot").write_bytes(expected.snapshot().to_bytes())
+    assert replayed(intact, end) == [entries[-1].position]
+    assert replay_bytes(Partition.open(*LogFileSystem.for_path(str(part_dir)))) == segment.size - entries[-1].position
     i = len(entries) // 2
     later = entries[i + 2]
     lowered = bytearray(intact)  # the middle entry's offset now lower than its batch's: it would skip batches
