@@ -135,8 +135,8 @@ VIEW_WINDOW_BYTES = 1 << 20
 # A segment is read in chunks of this size: one request per 8 MiB on an object store, and a batch
 # straddling a chunk's end costs one more read.
 READ_CHUNK_BYTES = 8 * 1024 * 1024
-# The first read for a segment's first batch (its timestamp, for retention): enough for most first
-# batches; a larger one is read whole.
+# The first read for a segment's first batch (its timestamp, for retention), or for one batch read
+# alone at a position (LogSegment.batch_at): enough for most batches; a larger one is read whole.
 FIRST_BATCH_CHUNK_BYTES = 64 * 1024
 # The read for the batches after the last offset-index entry (a segment's last offset): about
 # index.interval.bytes (4 KiB by default) past the entry, with room for a large batch.

@@ -159,7 +159,7 @@ def _offset_of_max_timestamp(part) -> int | None:
         return None
     largest = max(timestamp for _, timestamp in headers)
     position = next(position for position, timestamp in headers if timestamp == largest)
-    _, batch = next(segment.batches(position))  # that batch alone, whole
+    batch = segment.batch_at(position)  # that batch alone, whole
     return next((r.offset for r in batch.records() if r.timestamp == largest), batch.last_offset)
 
 

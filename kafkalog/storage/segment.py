@@ -267,6 +267,23 @@ class LogSegment:
             )
         )
 
+    def batch_at(self, position: int) -> Batch:
+        """The whole batch at `position` (a batch boundary: a scan's row, an index entry), read alone,
+        checked as `batches()` checks it: a read of tuning.FIRST_BATCH_CHUNK_BYTES, a larger batch whole."""
+        reader = SegmentReader(
+            self.fs,
+            self.log_path,
+            self.size,
+            position,
+            tuning.FIRST_BATCH_CHUNK_BYTES,
+            torn_tail_ok=self.is_active,
+            offset_range=(self.base_offset, self.next_base_offset),
+        )
+        found = next(iter(reader), None)
+        if found is None:
+            raise CorruptBatchError("no whole batch starts here", file=self.log_path, position=position)
+        return found[1]
+
     def position_of(self, offset: int) -> int:
         """Kafka's OffsetIndex.lookup: the byte of the last usable offset-index entry at or below
         `offset` (0 where none is), a batch boundary before every batch holding `offset` or later.

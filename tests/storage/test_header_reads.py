@@ -251,3 +251,23 @@ def test_a_replay_from_a_snapshot_reads_from_its_offset_index_entry_and_distrust
     inside = bytearray(intact)  # an entry that leads into a batch
     struct.pack_into(">ii", inside, 8 * i, middle.offset, middle.position + 20)
     assert replayed(bytes(inside)) == [middle.position + 20, 0]
+
+
+def test_one_batch_read_alone_at_its_position(tmp_path):
+    """LogSegment.batch_at: the batch a scan's row or a header-only pass found, whole (its records, its
+    CRC), from one read of its own; a position where no whole batch starts is an error naming it."""
+    from kafkalog.storage.partition import Partition
+
+    part_dir = tmp_path / "t-0"
+    part_dir.mkdir()
+    (part_dir / f"{0:020d}.log").write_bytes(b"".join(mixed()) + batch(8)[:30])  # a torn tail: the active segment
+    (segment,) = Partition.open(*LogFileSystem.for_path(str(part_dir))).segments
+    whole = list(segment.batches())
+    for position, expected in whole:
+        found = segment.batch_at(position)
+        assert found.data == expected.data and found.is_valid()
+        assert [r.offset for r in found.records()] == [r.offset for r in expected.records()]
+    torn = whole[-1][0] + whole[-1][1].size
+    with pytest.raises(CorruptBatchError) as caught:
+        segment.batch_at(torn)
+    assert (caught.value.file, caught.value.position) == (segment.log_path, torn)
