@@ -209,7 +209,9 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
         manager, start = ProducerStateManager.from_snapshot(snapshot), offset
         break
     for seg in _segments_from(part, start):  # as Kafka's rebuildProducerState, from the snapshot's offset on
-        for _, batch in seg.batches_from(start or 0, headers_only=True):  # a control batch comes whole
+        # headers alone: a control batch, whose marker the replay reads, comes whole
+        batches = seg.batches(headers_only=True) if start is None else seg.batches_from(start, headers_only=True)
+        for _, batch in batches:
             if start is None or batch.last_offset >= start:
                 manager.append(batch)
     return manager, max(log_end_offset(part.segments), start or 0)
