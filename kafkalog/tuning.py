@@ -135,12 +135,21 @@ VIEW_WINDOW_BYTES = 1 << 20
 # A segment is read in chunks of this size: one request per 8 MiB on an object store, and a batch
 # straddling a chunk's end costs one more read.
 READ_CHUNK_BYTES = 8 * 1024 * 1024
-# The first read for a segment's first batch (its timestamp, for retention): enough for most first
-# batches; a larger one is read whole.
+# The first read for a segment's first batch (its timestamp, for retention), or for one batch read
+# alone at a position (LogSegment.batch_at): enough for most batches; a larger one is read whole.
 FIRST_BATCH_CHUNK_BYTES = 64 * 1024
 # The read for the batches after the last offset-index entry (a segment's last offset): about
 # index.interval.bytes (4 KiB by default) past the entry, with room for a large batch.
 TAIL_CHUNK_BYTES = 256 * 1024
+
+# A header-only read of a local segment (a producer-state replay, a segment's tail and first batch):
+# a batch of at least SKIP_RECORDS_BYTES is read by its header alone and its records are skipped by
+# its length; the reads start at HEADER_READ_BYTES and double while they hold whole batches. A read
+# costs about 5 µs and reading 1 KiB about 0.5 µs more (user and system time of 8 MiB reads), so
+# skipping pays from about 10 KiB: 1 GiB of 57 KiB batches took 0.12 s of CPU rather than 0.30 s.
+# Object stores keep their chunked reads (a request costs more than the bytes it saves).
+HEADER_READ_BYTES = 512
+SKIP_RECORDS_BYTES = 32 * 1024
 
 # -- writing segments (storage/segment_writer.py, storage/rewrite.py) --------------------------------------
 

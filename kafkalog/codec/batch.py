@@ -24,6 +24,7 @@ from .records import Record, decode_record, encode_record
 HEADER = struct.Struct(">qiibIhiqqqhii")
 RECORD_BATCH_OVERHEAD = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21  # the CRC covers [21, end of batch)
 RECORDS_COUNT_OFFSET = 57
@@ -132,6 +133,16 @@ class RecordBatch(AbstractBatch):
     )
 
     def __init__(self, buf, position: int = 0):
+        self._read_header(buf, position)
+        if position + LOG_OVERHEAD + self.batch_length > len(buf):
+            raise TruncatedDataError(
+                f"batch declares {self.size} bytes, {len(buf) - position} remain",
+                position=position,
+                offset=self.base_offset,
+            )
+
+    def _read_header(self, buf, position: int) -> None:
+        """The 61-byte header at `position`, its magic and its length checked."""
         if len(buf) - position < RECORD_BATCH_OVERHEAD:
             raise TruncatedDataError(
                 f"record batch header needs {RECORD_BATCH_OVERHEAD} bytes, {len(buf) - position} remain",
@@ -156,18 +167,12 @@ class RecordBatch(AbstractBatch):
         self.position = position
         if self.magic != MAGIC:
             raise CorruptBatchError(
-                f"expected magic 2, found {self.magic}", position=position + 16, offset=self.base_offset
+                f"expected magic 2, found {self.magic}", position=position + MAGIC_OFFSET, offset=self.base_offset
             )
         if self.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
             raise CorruptBatchError(
                 f"batch length {self.batch_length} is below the minimum {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}",
                 position=position + 8,
-                offset=self.base_offset,
-            )
-        if position + LOG_OVERHEAD + self.batch_length > len(buf):
-            raise TruncatedDataError(
-                f"batch declares {self.size} bytes, {len(buf) - position} remain",
-                position=position,
                 offset=self.base_offset,
             )
 
@@ -331,6 +336,27 @@ class RecordBatch(AbstractBatch):
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
             f"count={self.records_count}, codec={self.codec}, position={self.position})"
         )
+
+
+class RecordBatchHeader(RecordBatch):
+    """A v2 batch of which only the header is at hand (a header-only read of a segment, storage's
+    SegmentReader, skips the records of a large batch): its header fields and what they tell, checked
+    as RecordBatch checks them, but not that its records are in `buf`. What needs the records (its
+    CRC, its records, its bytes) refuses: a caller that wants them reads the batch whole."""
+
+    __slots__ = ()
+
+    def __init__(self, buf, position: int = 0):
+        self._read_header(buf, position)
+
+    def _not_read(self, *_args, **_kwargs):
+        raise TypeError(f"batch at offset {self.base_offset}: only its header was read, not its records")
+
+    compute_crc = records_section = _decode = _not_read  # type: ignore[assignment]
+
+    @property
+    def data(self) -> bytes:
+        return self._not_read()
 
 
 def build_batch(

@@ -154,13 +154,13 @@ def _offset_of_max_timestamp(part) -> int | None:
     if not part.segments:
         return None
     segment = max(part.segments, key=lambda s: s.largest_timestamp())  # the first of equals, as Scala's maxBy
-    largest = max((batch.max_timestamp for _, batch in segment.batches()), default=None)
-    if largest is None:
+    headers = [(position, batch.max_timestamp) for position, batch in segment.batches(headers_only=True)]
+    if not headers:
         return None
-    for _, batch in segment.batches():
-        if batch.max_timestamp == largest:
-            return next((r.offset for r in batch.records() if r.timestamp == largest), batch.last_offset)
-    return None
+    largest = max(timestamp for _, timestamp in headers)
+    position = next(position for position, timestamp in headers if timestamp == largest)
+    batch = segment.batch_at(position)  # that batch alone, whole
+    return next((r.offset for r in batch.records() if r.timestamp == largest), batch.last_offset)
 
 
 def describe_configs(log_dir: str, resolver: ConfigResolver, topics: Iterable[str] | None = None) -> dict:

@@ -293,6 +293,6 @@ def _kept_tombstones(copies: dict, candidates) -> set:
         segment = next(
             s for s in LogDir.open(copies[name][0]).partition(topic, partition).segments if s.base_offset == base
         )
-        _, batch = next(segment.batches(start=position))
+        batch = segment.batch_at(position)
         kept |= {(name, topic, partition, r.offset) for r in batch.records() if r.offset in offsets and not r.headers}
     return kept

@@ -259,7 +259,7 @@ def ended_transactions(part: Partition) -> list[EndedTxn]:
     data_batches: dict[int, int] = {}  # producer id -> data batches of its current transaction
     ended = []
     for segment in part.segments:
-        for _, batch in segment.batches():
+        for _, batch in segment.batches(headers_only=True):  # a marker comes whole
             if not isinstance(batch, RecordBatch) or not batch.has_producer_id:
                 continue  # legacy and non-idempotent batches have no transactions
             if batch.is_transactional and not batch.is_control:

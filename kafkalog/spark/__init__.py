@@ -9,13 +9,50 @@
 Importing this package does not import pyspark; the functions that need it do.
 """
 
-from ..scan.inventory import IOStats, list_segments
-from ..scan.reader import read_task
-from ..scan.scan_plan import ScanFilter, WorkUnit, plan_scan
-from ..scan.views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA
-from .offsets import committed_offsets_df
-from .scan import ScanMetrics, narrow_scan, read_batches, read_records, segment_inventory
-from .session import local_session
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..scan.inventory import IOStats, list_segments
+    from ..scan.reader import read_task
+    from ..scan.scan_plan import ScanFilter, WorkUnit, plan_scan
+    from ..scan.views import BATCHES_SCHEMA, NARROW_SCHEMA, RECORDS_SCHEMA
+    from .offsets import committed_offsets_df
+    from .scan import ScanMetrics, narrow_scan, read_batches, read_records, segment_inventory
+    from .session import local_session
+
+# Where each name this package offers is defined: imported when first asked for, so that an executor's
+# task, which imports one module of the package (kafkalog.spark.repartition, say), imports only what
+# that module needs (not the session's launcher, the offsets' DataFrame, ...).
+_EXPORTS = {
+    "IOStats": "..scan.inventory",
+    "list_segments": "..scan.inventory",
+    "read_task": "..scan.reader",
+    "ScanFilter": "..scan.scan_plan",
+    "WorkUnit": "..scan.scan_plan",
+    "plan_scan": "..scan.scan_plan",
+    "BATCHES_SCHEMA": "..scan.views",
+    "NARROW_SCHEMA": "..scan.views",
+    "RECORDS_SCHEMA": "..scan.views",
+    "committed_offsets_df": ".offsets",
+    "ScanMetrics": ".scan",
+    "narrow_scan": ".scan",
+    "read_batches": ".scan",
+    "read_records": ".scan",
+    "segment_inventory": ".scan",
+    "local_session": ".session",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 
 def register(spark) -> None:

@@ -317,7 +317,7 @@ class Decider:
             wanted.setdefault((r.copy, r.topic, r.partition, r.segmentBaseOffset, r.position), set()).add(r.offset)
         out = []
         for (copy, topic, partition, base, position), offsets in sorted(wanted.items()):
-            _, batch = next(plan.segment(copy, topic, partition, base).batches(start=position))
+            batch = plan.segment(copy, topic, partition, base).batch_at(position)
             out += [(copy, topic, partition, r.offset) for r in batch.records() if r.offset in offsets and r.headers]
         return out
 

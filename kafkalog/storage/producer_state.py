@@ -208,8 +208,10 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
             continue
         manager, start = ProducerStateManager.from_snapshot(snapshot), offset
         break
-    for seg in _segments_from(part, start):
-        for _, batch in seg.batches():
+    for seg in _segments_from(part, start):  # as Kafka's rebuildProducerState, from the snapshot's offset on
+        # headers alone: a control batch, whose marker the replay reads, comes whole
+        batches = seg.batches(headers_only=True) if start is None else seg.batches_from(start, headers_only=True)
+        for _, batch in batches:
             if start is None or batch.last_offset >= start:
                 manager.append(batch)
     return manager, max(log_end_offset(part.segments), start or 0)
@@ -217,8 +219,15 @@ def replay_partition(part) -> tuple[ProducerStateManager, int]:
 
 def replay_bytes(part) -> int:
     """The `.log` bytes `replay_partition` reads of a storage Partition when its latest snapshot is
-    readable (every segment when it has none): what a replay costs, read from the listing alone."""
-    return sum(seg.size for seg in _segments_from(part, max(part.snapshots, default=None)))
+    readable (every segment when it has none): what a replay costs, from the listing and the last
+    offset-index entry of the snapshot's segment (which its tail reads anyway), where the read starts
+    when the snapshot is at or past it (a broker's snapshot at the log end, say). On a local disk a
+    large batch's records are skipped, so that it costs less than the bytes say."""
+    start = max(part.snapshots, default=None)
+    segments = _segments_from(part, start)
+    total = sum(seg.size for seg in segments)
+    entry = segments[0].last_offset_index_entry if start is not None and segments else None
+    return total - entry.position if entry is not None and entry.offset <= start else total
 
 
 def _segments_from(part, offset: int | None) -> list:

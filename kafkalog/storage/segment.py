@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import NamedTuple
 
 from .. import tuning
-from ..codec.batch import RecordBatch
+from ..codec.batch import MAGIC, MAGIC_OFFSET, RECORD_BATCH_OVERHEAD, RecordBatch, RecordBatchHeader
 from ..codec.compression import Codec
 from ..codec.reader import Batch, BatchReader, TruncatedTail, header_first_offset
 from ..errors import CorruptBatchError, KafkaLogError, TruncatedDataError
@@ -163,7 +163,7 @@ class LogSegment:
 
     @cached_property
     def _first_batch_timestamp(self) -> int:
-        for _, batch in self.reader(chunk_size=tuning.FIRST_BATCH_CHUNK_BYTES):
+        for _, batch in self.reader(chunk_size=tuning.FIRST_BATCH_CHUNK_BYTES, headers_only=True):
             return batch.max_timestamp if batch.max_timestamp >= 0 else INT64_MAX
         return INT64_MAX
 
@@ -196,7 +196,10 @@ class LogSegment:
         for attempt in (start, 0) if start else (0,):
             last = max_ts = None
             try:
-                for _, batch in SegmentReader(self.fs, self.log_path, self.size, attempt, tuning.TAIL_CHUNK_BYTES):
+                reader = SegmentReader(
+                    self.fs, self.log_path, self.size, attempt, tuning.TAIL_CHUNK_BYTES, headers_only=True
+                )
+                for _, batch in reader:
                     last = batch.last_offset if last is None else max(last, batch.last_offset)
                     if batch.max_timestamp >= 0:
                         max_ts = batch.max_timestamp if max_ts is None else max(max_ts, batch.max_timestamp)
@@ -239,14 +242,19 @@ class LogSegment:
             return low, last + 1
         return low, self.next_base_offset
 
-    def reader(self, start: int = 0, end: int | None = None, chunk_size: int | None = None) -> SegmentReader:
-        return SegmentReader(self.fs, self.log_path, self.size if end is None else end, start, chunk_size)
+    def reader(
+        self, start: int = 0, end: int | None = None, chunk_size: int | None = None, *, headers_only: bool = False
+    ) -> SegmentReader:
+        end = self.size if end is None else end
+        return SegmentReader(self.fs, self.log_path, end, start, chunk_size, headers_only=headers_only)
 
-    def batches(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, Batch]]:
+    def batches(
+        self, start: int = 0, end: int | None = None, *, headers_only: bool = False
+    ) -> Iterator[tuple[int, Batch]]:
         """(file position, batch) for each whole batch, checked as SegmentReader checks a segment
         that must read whole: offsets in order and within the segment's range, and no torn tail
         but in the active segment (Kafka's readers ignore one there). A batch's own `position`
-        is in the chunk it was read from, not in the file."""
+        is in the chunk it was read from, not in the file. `headers_only`: see SegmentReader."""
         return iter(
             SegmentReader(
                 self.fs,
@@ -255,8 +263,53 @@ class LogSegment:
                 start,
                 torn_tail_ok=self.is_active or end is not None,
                 offset_range=(self.base_offset, self.next_base_offset),
+                headers_only=headers_only,
             )
         )
+
+    def batch_at(self, position: int) -> Batch:
+        """The whole batch at `position` (a batch boundary: a scan's row, an index entry), read alone,
+        checked as `batches()` checks it: a read of tuning.FIRST_BATCH_CHUNK_BYTES, a larger batch whole."""
+        reader = SegmentReader(
+            self.fs,
+            self.log_path,
+            self.size,
+            position,
+            tuning.FIRST_BATCH_CHUNK_BYTES,
+            torn_tail_ok=self.is_active,
+            offset_range=(self.base_offset, self.next_base_offset),
+        )
+        found = next(iter(reader), None)
+        if found is None:
+            raise CorruptBatchError("no whole batch starts here", file=self.log_path, position=position)
+        return found[1]
+
+    def position_of(self, offset: int) -> int:
+        """Kafka's OffsetIndex.lookup: the byte of the last usable offset-index entry at or below
+        `offset` (0 where none is), a batch boundary before every batch holding `offset` or later.
+        At or past the last entry (a replay from a snapshot at the log end), the whole index is not read."""
+        last = self.last_offset_index_entry
+        if last is None or last.offset <= offset:
+            return 0 if last is None else last.position
+        at = bisect_right(self.offset_index_entries, offset, key=lambda entry: entry.offset)
+        return self.offset_index_entries[at - 1].position if at else 0
+
+    def batches_from(self, offset: int, *, headers_only: bool = False) -> Iterator[tuple[int, Batch]]:
+        """`batches()` from where Kafka's LogSegment.read(offset) starts (`position_of`): the batches
+        before it hold only offsets below `offset`. An index entry that does not lead to a batch
+        holding an offset at or below `offset` (a damaged index) is not trusted: then every batch."""
+        position = self.position_of(offset)
+        if position:
+            batches = self.batches(position, headers_only=headers_only)
+            try:
+                first = next(batches, None)
+            except KafkaLogError:
+                first = None  # not a batch boundary
+            if first is not None and _lowest_offset(first[1]) <= offset:
+                yield first
+                yield from batches
+                return
+        yield from self.batches(headers_only=headers_only)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> int | None:
         """Kafka's LogSegment.findOffsetByTimestamp: the first offset at or above `starting_offset`
@@ -265,9 +318,7 @@ class LogSegment:
         data = self.read(".timeindex")
         # a preallocated zero tail reads as entries at the base offset: they only make the search start earlier
         index = TimeIndex.from_bytes(data or b"", self.base_offset, file=self.path(".timeindex"))
-        from_offset = max(index.lookup(timestamp).offset, starting_offset)
-        at = bisect_right(self.offset_index_entries, from_offset, key=lambda entry: entry.offset)
-        position = self.offset_index_entries[at - 1].position if at else 0
+        position = self.position_of(max(index.lookup(timestamp).offset, starting_offset))
         for _, batch in self.batches(position):
             if batch.max_timestamp >= timestamp and batch.last_offset >= starting_offset:
                 for record in batch.records():
@@ -276,8 +327,8 @@ class LogSegment:
         return None
 
     def batch_summaries(self) -> Iterator[BatchSummary]:
-        """What the index builder needs of each batch, with file positions."""
-        for position, batch in self.reader():
+        """What the index builder needs of each batch, with file positions (headers alone)."""
+        for position, batch in self.reader(headers_only=True):
             yield BatchSummary(position, batch.size, batch.last_offset, batch.max_timestamp)
 
 
@@ -291,7 +342,12 @@ class SegmentReader:
     from the middle of the log (a torn copy, or a batch length that was overwritten). With
     `offset_range` ([low, high), high None: unbounded), every batch's offsets must lie in it and
     come after the previous batch's: a base offset is not covered by the CRC, so this is what
-    catches one that was overwritten."""
+    catches one that was overwritten.
+
+    With `headers_only`, for a caller that reads nothing but batch headers, a local file's v2 data
+    batches of at least tuning.SKIP_RECORDS_BYTES come as RecordBatchHeader: their header read, their
+    records skipped by the batch's length (control and legacy batches, and every batch of an object
+    store, still come whole). Every check above holds alike."""
 
     def __init__(
         self,
@@ -303,10 +359,12 @@ class SegmentReader:
         *,
         torn_tail_ok: bool = True,
         offset_range: tuple[int, int | None] | None = None,
+        headers_only: bool = False,
     ):
         self.fs, self.path, self.end, self.start = fs, path, end, start
         self.chunk_size = tuning.READ_CHUNK_BYTES if chunk_size is None else chunk_size
         self.torn_tail_ok, self.offset_range = torn_tail_ok, offset_range
+        self.skip_from = tuning.SKIP_RECORDS_BYTES if headers_only and fs.is_local else None
         self.truncated_tail: TruncatedTail | None = None
         self.end_position = start
         self.last_offset_read: int | None = None
@@ -314,24 +372,41 @@ class SegmentReader:
 
     def __iter__(self) -> Iterator[tuple[int, Batch]]:
         with self.fs.open_input(self.path) as f:
-            pos, want = self.start, self.chunk_size
+            pos = self.start
+            want = self.chunk_size if self.skip_from is None else min(self.chunk_size, tuning.HEADER_READ_BYTES)
             while pos < self.end:
                 length = min(want, self.end - pos)
                 buf = f.read_at(length, pos)
+                if len(buf) < length:
+                    raise TruncatedDataError(
+                        f"the file ends at byte {pos + len(buf)}, short of the {self.end} bytes it was listed "
+                        f"with: it changed while it was read",
+                        file=self.path,
+                        position=pos + len(buf),
+                        offset=None if self.last_offset_read is None else self.last_offset_read + 1,
+                    )
                 reader = BatchReader(buf)
+                header = None
                 try:
                     for batch in reader:
-                        if self.offset_range is not None:
-                            at = pos + batch.position
-                            self._check_offsets(at, batch, batch_first_offset(batch), self.last_offset_read)
-                        self.previous_last_offset, self.last_offset_read = self.last_offset_read, batch.last_offset
-                        yield pos + batch.position, batch
+                        yield self._accepted(pos, batch)
+                    tail = reader.truncated_tail
+                    if tail is not None and pos + tail.length < self.end:
+                        header = self._header(buf, reader.end_position, pos)
+                        if header is not None:
+                            yield self._accepted(pos, header)
                 except KafkaLogError as err:
                     raise err.located(file=self.path, base_position=pos) from None
-                tail = reader.truncated_tail
                 pos += reader.end_position
                 self.end_position = pos
+                if header is not None:  # its records skipped: the next read starts small again
+                    pos = self.end_position = pos + header.size
+                    want = min(self.chunk_size, tuning.HEADER_READ_BYTES)
+                    continue
+                # a header-only read starts small and grows while it holds whole batches
+                grown = self.chunk_size if self.skip_from is None else min(2 * want, self.chunk_size)
                 if tail is None:
+                    want = grown
                     continue
                 if pos + tail.length >= self.end:  # the bytes really end here
                     self.truncated_tail = TruncatedTail(pos, tail.length, tail.declared_size)
@@ -341,7 +416,29 @@ class SegmentReader:
                             self.truncated_tail, struct.unpack_from(">q", buf, at)[0] if tail.length >= 8 else None
                         )
                     return
-                want = max(self.chunk_size, tail.declared_size or 0)
+                if self.skip_from is not None and tail.length < RECORD_BATCH_OVERHEAD <= want:
+                    continue  # the next read, from this batch, holds its header
+                want = max(grown, tail.declared_size or 0)
+
+    def _accepted(self, pos: int, batch: Batch) -> tuple[int, Batch]:
+        """(file position, batch) of a batch read at `pos`, once its offsets are checked (with
+        `offset_range`; an error names the byte in the read, which the caller locates) and noted."""
+        if self.offset_range is not None:
+            self._check_offsets(batch.position, batch, batch_first_offset(batch), self.last_offset_read)
+        self.previous_last_offset, self.last_offset_read = self.last_offset_read, batch.last_offset
+        return pos + batch.position, batch
+
+    def _header(self, buf, at: int, pos: int) -> RecordBatchHeader | None:
+        """In a header-only read, the batch at `buf[at:]`, which runs past `buf`, as its header alone
+        where its records may be skipped: a v2 data batch of at least `skip_from` bytes whose header
+        is in `buf` and which ends within the file (a batch running past the end is a torn tail, which
+        the whole read finds). None: the batch is read whole."""
+        if self.skip_from is None or len(buf) - at < RECORD_BATCH_OVERHEAD or buf[at + MAGIC_OFFSET] != MAGIC:
+            return None
+        header = RecordBatchHeader(buf, at)
+        if header.is_control or header.size < self.skip_from or pos + at + header.size > self.end:
+            return None
+        return header
 
     def check_decoded_first_offset(self, position: int, batch: Batch) -> None:
         """For a reader that decodes the batch it was just given: the first offset of a legacy
@@ -397,6 +494,12 @@ def batch_first_offset(batch: Batch) -> int | None:
     """A batch's first offset where its header tells it: a v2 batch's or a plain legacy message's
     (a legacy wrapper names only its last offset; the rest needs decompressing)."""
     return batch.base_offset if isinstance(batch, RecordBatch) or batch.codec == Codec.NONE else None
+
+
+def _lowest_offset(batch: Batch) -> int:
+    """The lowest offset a batch's header tells it holds: its first, or a legacy wrapper's last."""
+    first = batch_first_offset(batch)
+    return batch.last_offset if first is None else first
 
 
 def locate(err: KafkaLogError, path: str, file_position: int, batch: Batch) -> KafkaLogError:

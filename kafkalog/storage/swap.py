@@ -376,7 +376,9 @@ def _read(fs: LogFileSystem, entry: FileEntry, offset_range: tuple[int, int] | N
     range; without it, as Kafka's readers read a live segment (bytes after the last whole batch
     ignored, records not decoded)."""
     strict = offset_range is not None
-    reader = SegmentReader(fs, entry.path, entry.size, torn_tail_ok=not strict, offset_range=offset_range)
+    reader = SegmentReader(
+        fs, entry.path, entry.size, torn_tail_ok=not strict, offset_range=offset_range, headers_only=not strict
+    )
     batches: list[tuple[int, int]] = []
     first = last = None
     for position, batch in reader:

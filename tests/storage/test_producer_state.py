@@ -148,7 +148,8 @@ def test_snapshot_round_trip_of_replayed_state():
 
 def test_replay_bytes_are_the_bytes_a_replay_reads(tmp_path, monkeypatch):
     """What packs compaction's replays into executor tasks: the segments from the latest snapshot's on
-    (the last one always, for the log end offset), or every segment without a snapshot."""
+    (the last one always, for the log end offset), or every segment without a snapshot; the first from
+    where the read starts."""
     from kafkalog.operations.generate import GeneratorSpec, TopicSpec, generate
     from kafkalog.storage.fs import LogFileSystem
     from kafkalog.storage.partition import Partition
@@ -160,9 +161,14 @@ def test_replay_bytes_are_the_bytes_a_replay_reads(tmp_path, monkeypatch):
     part = Partition.open(*LogFileSystem.for_path(str(tmp_path / "t-0")))
     bases = [s.base_offset for s in part.segments]
     assert len(bases) >= 4 and bases[2] in part.snapshots, (bases, sorted(part.snapshots))
-    read: list[LogSegment] = []
+    read: list[tuple[LogSegment, int]] = []
     batches = LogSegment.batches
-    monkeypatch.setattr(LogSegment, "batches", lambda self, *a, **k: read.append(self) or batches(self, *a, **k))
+
+    def counted(self, start=0, *args, **kwargs):
+        read.append((self, start))
+        return batches(self, start, *args, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "batches", counted)
     replays = []
     for snapshots, expected in (
         (dict(part.snapshots), bases[-1:]),  # the generator's latest snapshot is in the last segment
@@ -172,8 +178,8 @@ def test_replay_bytes_are_the_bytes_a_replay_reads(tmp_path, monkeypatch):
         read.clear()
         part.snapshots = snapshots
         state, end = replay_partition(part)
-        assert [s.base_offset for s in read] == expected
-        assert replay_bytes(part) == sum(s.size for s in read)
+        assert [s.base_offset for s, _ in read] == expected
+        assert replay_bytes(part) == sum(s.size - start for s, start in read)
         replays.append((state.snapshot(), end))
     assert replays[0] == replays[1] == replays[2]  # the same state at the same log end offset, whatever it read
 
