@@ -47,15 +47,27 @@ import pyarrow.compute as pc
 from .. import tuning
 from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean
-from ..rules.compaction import PartitionOutcome, decide_batches, partition_outcome
-from ..rules.ranges import batch_key, key_parts, map_range, merge_part, range_fates, range_of_groups
+from ..rules.compaction import FATES, decide_batches, partition_outcome
+from ..rules.key_map import WINNERS
+from ..rules.ranges import (
+    MAPPED,
+    batch_key,
+    joined_outcome,
+    key_parts,
+    map_range,
+    merge_part,
+    range_fates,
+    range_of_groups,
+    slice_end,
+    slice_sizes,
+)
 from ..scan.scan_plan import ScanFilter, plan_units
 from ..scan.views import SCHEMAS, filesystem, filesystem_and_path
 from ..storage.fs import HeldFileSystem, LogFileSystem, process_gone
 from .compaction import OutputSettings, output_groups, partition_outputs, segment_files
 from .context import default_parallelism, executors_on_this_host
 from .errors import worker_error
-from .held import Cleaned, batch_headers, held_fates, write_cleaned
+from .held import Cleaned, batch_headers, held_fate_batches, write_cleaned
 from .scan import pack_tasks
 from .tasks import run_tasks
 
@@ -120,6 +132,28 @@ class Staging(NamedTuple):
 
     where: str
     path: str
+
+
+# the parts a map file's keys are cut into (by `key_parts`), one record batch each: a merge task takes
+# a run of them, so that the number of merge tasks is chosen once the maps' sizes are known
+KEY_SLOTS = 1024
+
+
+class Mapped(NamedTuple):
+    """What a partition's map step left for its merge and rewrite: per range, the first batch key
+    (`batch_key`) of each of its slices (the first: -1, every batch before the second), and the
+    parts its keys are merged in."""
+
+    starts: tuple  # per range, a tuple of its slices' first batch keys
+    parts: int
+
+    def slices(self) -> list[tuple[int, int]]:
+        """(range, slice) of each of the partition's slices, in file order: its number in the merge."""
+        return [(r, c) for r, starts in enumerate(self.starts) for c in range(len(starts))]
+
+    def first(self, number: int) -> int:
+        """The merge's number of range `number`'s first slice."""
+        return sum(len(starts) for starts in self.starts[:number])
 
 
 class Step(NamedTuple):
@@ -189,23 +223,28 @@ def _clean(spark, plan, logs, settings, staged, *, write, fault) -> list[Cleaned
     jobs = [(r, Step(staged[tp], i, len(rs))) for tp, rs in ranges.items() for i, r in enumerate(rs)]
     mapped = run_tasks(spark, [[job] for job in jobs], lambda job: _map_range(filesystem(root), *job, now))
     results: dict = {}
-    merges, decisions = [], {}
+    merges, decisions, mapping = [], {}, {}
     for tp, rs in ranges.items():
         maps = [m for (_, step), m in zip(jobs, mapped) if step.staging == staged[tp]]
         error = next((m for m in maps if isinstance(m, str)), None)
         if error is not None:
             results[tp] = Cleaned(*tp, error=error)
             continue
-        decisions[tp] = _decide(rs, maps, now)
-        merges += [(Step(staged[tp], j, len(rs)), decisions[tp].gone) for j in range(len(rs))]
+        decisions[tp] = _decide(rs, [headers for headers, _ in maps], now)
+        rows = sum(n for _, slices in maps for n, _ in slices)
+        parts = min(KEY_SLOTS, max(len(rs), -(-rows // max(tuning.RANGE_RECORDS, 1))))
+        mapping[tp] = Mapped(tuple(tuple(start for _, start in slices) for _, slices in maps), parts)
+        merges += [(Step(staged[tp], j, parts), mapping[tp], decisions[tp].gone) for j in range(parts)]
     run_tasks(spark, [[m] for m in merges], lambda m: _merge_part(*m))
-    rewrites = [(r, step, decisions[tp]) for r, step in jobs if (tp := (r.log.topic, r.log.partition)) in decisions]
+    rewrites = [
+        (r, step, decisions[tp], mapping[tp]) for r, step in jobs if (tp := (r.log.topic, r.log.partition)) in decisions
+    ]
     written = run_tasks(
         spark,
         pack_tasks(spark, rewrites, lambda job: job[0].nbytes),
         lambda job: _rewrite_range(filesystem(root), root, *job, now=now, write=write, fault=fault),
     )
-    for (r, _, _), cleaned in zip(rewrites, written):
+    for (r, *_), cleaned in zip(rewrites, written):
         tp = (r.log.topic, r.log.partition)
         whole = results.setdefault(tp, Cleaned(*tp))
         whole.segments += cleaned.segments
@@ -217,34 +256,70 @@ def _clean(spark, plan, logs, settings, staged, *, write, fault) -> list[Cleaned
 
 
 def _map_range(fs, job: Range, step: Step, now: int):
-    """Executor side, step 1: the range's batch headers (`_packed`), its staged fates and its parts
-    of the key map written; or its error as `worker_error` text."""
+    """Executor side, step 1: the range's records read in slices of whole batches of at most
+    `tuning.RANGE_RECORDS` records (`_slices`), each slice's staged fates and key map written (its key
+    map in KEY_SLOTS parts of its keys); returns the range's batch headers (`_packed`) and per slice
+    (its key map's rows, its first batch key); or its error as `worker_error` text."""
     try:
         held = _held(fs, job)
         headers = pa.Table.from_batches(list(batch_headers(held, job.log, job.units)), SCHEMAS["batches"])
-        fates = held_fates(held, job.log, job.units, job.numbers, {}, now)
+        aborting = {t.producer_id for t in job.log.aborted_txns}
+        maybe = pa.array([], pa.int64())
+        if headers.num_rows and aborting:  # data an aborted transaction may discard: decided after the tracker
+            at = headers.filter(
+                pc.and_(
+                    pc.and_(headers["isTransactional"], pc.invert(headers["isControl"])),
+                    pc.is_in(headers["producerId"], pa.array(sorted(aborting), pa.int64())),
+                )
+            )
+            numbers = pa.array([job.numbers[b] for b in at["segmentBaseOffset"].to_pylist()], pa.int32())
+            maybe = batch_key(numbers, at["position"])
+        slices = []
+        batches = held_fate_batches(held, job.log, job.units, job.numbers, {}, now)
+        for c, fates in enumerate(_slices(batches, tuning.RANGE_RECORDS)):
+            keys = batch_key(fates["segment"], fates["position"])
+            doubtful = pc.is_in(keys, maybe).to_numpy(zero_copy_only=False)
+            fated, mapped = map_range(fates, doubtful, c)
+            _write(*step.file(f"fates-{step.number}-{c}.arrow"), fated)
+            part = key_parts(mapped["key"], KEY_SLOTS)
+            _write_parts(*step.file(f"map-{step.number}-{c}.arrow"), mapped, part, KEY_SLOTS)
+            slices.append((mapped.num_rows, keys[0].as_py() if c and len(keys) else -1))
     except KafkaLogError as err:
         return worker_error(err)
-    aborting = {t.producer_id for t in job.log.aborted_txns}
-    doubtful = np.zeros(fates.num_rows, bool)
-    if headers.num_rows and aborting:  # data an aborted transaction may discard: decided after the tracker
-        maybe = pc.and_(
-            pc.and_(headers["isTransactional"], pc.invert(headers["isControl"])),
-            pc.is_in(headers["producerId"], pa.array(sorted(aborting), pa.int64())),
-        )
-        at = headers.filter(maybe)
-        numbers = pa.array([job.numbers[b] for b in at["segmentBaseOffset"].to_pylist()], pa.int32())
-        doubtful = pc.is_in(batch_key(fates["segment"], fates["position"]), batch_key(numbers, at["position"]))
-        doubtful = doubtful.to_numpy(zero_copy_only=False)
-    fated, keys = map_range(fates, doubtful, step.number)
-    _write(*step.file(f"fates-{step.number}.arrow"), fated)
-    part = key_parts(keys["key"], step.total)
-    order = np.argsort(part, kind="stable")
-    cuts = np.searchsorted(part[order], np.arange(step.total + 1))
-    keys = keys.take(pa.array(order))
-    for j in range(step.total):
-        _write(*step.file(f"map-{j}-{step.number}.arrow"), keys.slice(cuts[j], cuts[j + 1] - cuts[j]))
-    return _packed(headers)
+    return _packed(headers), slices
+
+
+def _slices(batches, records: int):
+    """The FATES rows of `batches` (in file order) cut into slices of whole batches of at most `records`
+    records (rules/ranges.slice_end; one larger batch alone); at least one slice, empty where no row is."""
+    held: list[pa.RecordBatch] = []
+    rows, cut = 0, False
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        while rows > records:  # the batch after the slice has begun: the slice's batches are whole
+            table = pa.Table.from_batches(held, FATES)
+            sizes = _batch_sizes(table)
+            taken = slice_end(sizes, records)
+            if taken == len(sizes):  # one batch larger than a slice, not read to its end yet
+                break
+            end = int(sizes[:taken].sum())
+            yield table.slice(0, end)
+            held, rows, cut = table.slice(end).to_batches(), rows - end, True
+    table = pa.Table.from_batches(held, FATES)
+    sizes = _batch_sizes(table)
+    ends = np.cumsum(sizes)[np.cumsum(slice_sizes(sizes, records), dtype=np.int64) - 1]
+    for start, end in zip([0, *ends[:-1]], ends):
+        yield table.slice(start, end - start)
+    if not cut and not len(ends):
+        yield table
+
+
+def _batch_sizes(fates: pa.Table) -> np.ndarray:
+    """The records of each batch of `fates` rows (file order: a batch's records are one run of rows)."""
+    key = batch_key(fates["segment"], fates["position"]).to_numpy()
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if len(key) else np.array([], np.int64)
+    return np.diff(np.append(starts, len(key)))
 
 
 def _write(fs, path: str, table: pa.Table) -> None:
@@ -254,6 +329,28 @@ def _write(fs, path: str, table: pa.Table) -> None:
         writer.write_table(table)
     with fs.open_output(path) as out:
         out.write(sink.getvalue())
+
+
+def _write_parts(fs, path: str, table: pa.Table, part: np.ndarray, parts: int) -> None:
+    """`table` as an lz4-compressed Arrow IPC file of `parts` record batches, batch j its rows of
+    `part` j (empty where none is): a reader takes the parts it wants (`_read_parts`)."""
+    order = np.argsort(part, kind="stable")
+    cuts = np.searchsorted(part[order], np.arange(parts + 1))
+    table = table.take(pa.array(order))
+    whole = pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        for j in range(parts):
+            writer.write_batch(whole.slice(cuts[j], cuts[j + 1] - cuts[j]))
+    with fs.open_output(path) as out:
+        out.write(sink.getvalue())
+
+
+def _read_parts(fs, path: str, parts, schema: pa.Schema) -> pa.Table:
+    """The record batches `parts` (numbers) of the Arrow IPC file `path`, and no other bytes of it."""
+    with fs.open_input(path) as f:
+        reader = pa.ipc.open_file(f)
+        return pa.Table.from_batches([reader.get_batch(j) for j in parts], schema)
 
 
 def _read(fs, path: str) -> pa.Table:
@@ -298,21 +395,24 @@ def _decide(ranges: list[Range], maps: list[bytes], now: int) -> Decided:
     return Decided(_packed(decided), batch_key(gone["segment"], gone["position"]), kept_markers)
 
 
-def _merge_part(step: Step, gone: pa.Array) -> None:
-    """Executor side, step 3: part `step.number` of a partition's keys merged across its ranges,
-    and each range's winners of those keys held elsewhere staged for its rewrite."""
-    maps = [_read(*step.file(f"map-{step.number}-{i}.arrow")) for i in range(step.total)]
+def _merge_part(step: Step, mapped: Mapped, gone: pa.Array) -> None:
+    """Executor side, step 3: part `step.number` of `step.total` of a partition's keys (a run of the
+    KEY_SLOTS parts of each slice's key map) merged across its slices, and each slice's winners of
+    those keys held elsewhere staged for its rewrite (`told-<part>`, a record batch per slice)."""
+    j, parts = step.number, step.total
+    mine = range(j * KEY_SLOTS // parts, (j + 1) * KEY_SLOTS // parts)
+    maps = []
+    for number, (r, c) in enumerate(mapped.slices()):
+        rows = _read_parts(*step.file(f"map-{r}-{c}.arrow"), mine, MAPPED)
+        tag = pa.array(np.full(rows.num_rows, number, np.int32))  # the slice's number in the partition
+        maps.append(rows.set_column(MAPPED.get_field_index("range"), "range", tag))
     told = merge_part(pa.concat_tables(maps), gone)
-    order = pc.sort_indices(told["range"]).to_numpy()
-    ranges = told["range"].to_numpy()[order]
-    cuts = np.searchsorted(ranges, np.arange(step.total + 1))
-    told = told.take(pa.array(order)).drop_columns(["range"])
-    for i in range(step.total):
-        _write(*step.file(f"told-{i}-{step.number}.arrow"), told.slice(cuts[i], cuts[i + 1] - cuts[i]))
+    count = len(mapped.slices())
+    _write_parts(*step.file(f"told-{j}.arrow"), told.drop_columns(["range"]), told["range"].to_numpy(), count)
 
 
 def _rewrite_range(
-    fs, root: str, job: Range, step: Step, decision: Decided, *, now: int, write: bool, fault=None
+    fs, root: str, job: Range, step: Step, decision: Decided, mapping: Mapped, *, now: int, write: bool, fault=None
 ) -> Cleaned:
     """Executor side, step 4: the range's staged fates made final with the partition's winners of
     its keys held elsewhere, its output segments made, and with `write` written, from its bytes read
@@ -325,10 +425,20 @@ def _rewrite_range(
         cleaned.error, cleaned.decided = worker_error(err), False
         return cleaned
     decided = _unpacked(decision.decided)
-    mine = pc.is_in(decided["segment"], pa.array(sorted(job.numbers.values()), pa.int32()))
-    told = pa.concat_tables([_read(*step.file(f"told-{step.number}-{j}.arrow")) for j in range(step.total)])
-    fates = range_fates(_read(*step.file(f"fates-{step.number}.arrow")), told, decision.gone)
-    outcome: PartitionOutcome = partition_outcome(log, decided.filter(mine), fates, fates["fate"].to_numpy())
+    decided = decided.filter(pc.is_in(decided["segment"], pa.array(sorted(job.numbers.values()), pa.int32())))
+    at = batch_key(decided["segment"], decided["position"]).to_numpy()
+    starts = mapping.starts[step.number]
+    first = mapping.first(step.number)
+    outcomes = []
+    for c, start in enumerate(starts):  # a slice at a time: its staged fates, its winners held elsewhere
+        told = pa.concat_tables(
+            [_read_parts(*step.file(f"told-{j}.arrow"), [first + c], WINNERS) for j in range(mapping.parts)]
+        )
+        fates = range_fates(_read(*step.file(f"fates-{step.number}-{c}.arrow")), told, decision.gone)
+        end = starts[c + 1] if c + 1 < len(starts) else None
+        batches = (at >= start) & (True if end is None else at < end)
+        outcomes.append(partition_outcome(log, decided.filter(pa.array(batches)), fates, fates["fate"].to_numpy()))
+    outcome = joined_outcome(outcomes)
     cleaned.segments = outcome.segments
     files = {f[0]: f for f in job.segments}
     kept = set(decision.kept_markers)

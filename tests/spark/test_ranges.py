@@ -29,7 +29,10 @@ def tasks_in_this_process(monkeypatch) -> None:
     monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
 
 
-def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path, monkeypatch):
+@pytest.mark.parametrize("records", [None, 7])
+def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path, monkeypatch, records):
+    """With `records`, each range is mapped and rewritten in slices of at most that many records (a
+    batch is never cut), and its keys merged in more parts than there are ranges."""
     one, cut = tmp_path / "one", tmp_path / "cut"
     one.mkdir()
     write_log_dir(one)
@@ -43,6 +46,8 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     ]
 
     monkeypatch.setattr(tuning, "RANGE_BYTES", 1)  # a range per output segment
+    if records:
+        monkeypatch.setattr(tuning, "RANGE_RECORDS", records)
     plan = plan_compaction(str(cut), RESOLVER, NOW, force=True)
     monkeypatch.setattr(LogFileSystem, "list_dir", lambda *a: pytest.fail("a task listed a directory"))
     stats = IOStats()
@@ -51,8 +56,12 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     tasks_in_this_process(monkeypatch)
     monkeypatch.setattr(ranges, "filesystem", lambda root: fs)
     counts = [len(ranges.partition_ranges(plan, log, settings[log.topic])) for log in plan.chosen]
+    written, write = [], ranges._write
+    monkeypatch.setattr(ranges, "_write", lambda fs, path, table: (written.append(path), write(fs, path, table)))
     by_ranges = ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=True)
     assert max(counts) > 2  # partitions were cut, their keys merged in as many parts
+    sliced = [p for p in written if os.path.basename(p).startswith("fates-") and not p.endswith("-0.arrow")]
+    assert bool(sliced) == bool(records)  # a range in several slices
     scanned = {seg.log_path: seg.size for s in plan.chosen for seg in plan.scanned(s)}
     assert {p: n for p, n in stats.as_dict().items() if p.endswith(".log")} == {
         path: (2, 2 * size) for path, size in scanned.items()
