@@ -45,7 +45,7 @@ RANGE_BYTES = 128 << 20
 # RANGE_BYTES does not (a 128 MiB segment of 19-byte records is 7 million of them). The rewrite too takes
 # its range a slice at a time. The one-task path's bound (ONE_TASK_RECORDS): records of some 150 bytes
 # make one slice of a range, and the cut is the one RANGE_BYTES makes.
-RANGE_RECORDS = 1 << 21
+RANGE_RECORDS = 1 << 20
 
 # Which path cleans the partitions too large for one task: "ranges" (spark/ranges.py: no record passes
 # through the JVM, each `.log` byte read twice) or "window" (spark/compaction.decide: every record
