@@ -153,8 +153,8 @@ def test_a_map_task_slices_its_records_at_batch_boundaries_as_the_rule_cuts_them
     gives it, and one empty slice for a range of no records."""
     segment = np.repeat(np.arange(len(sizes)) // 4, sizes).astype(np.int32)  # four batches a segment
     position = np.repeat(np.arange(len(sizes)) * 100, sizes).astype(np.int64)
-    n, given_ = len(segment), {"segment": segment, "position": position}
-    table = pa.table({f.name: given_.get(f.name, pa.nulls(n, f.type)) for f in FATES}, schema=FATES)
+    n, columns = len(segment), {"segment": segment, "position": position}
+    table = pa.table({f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in FATES}, schema=FATES)
     cuts = np.cumsum([0, *(reads * (n // len(reads) + 1))])
     cuts = [c for c in cuts if c < n] + [n]
     read = [table.slice(a, b - a).combine_chunks().to_batches()[0] for a, b in zip(cuts, cuts[1:]) if b > a]
