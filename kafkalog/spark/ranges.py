@@ -12,17 +12,22 @@ the log dir, on object storage too. Either is removed when the run ends, and by 
 this host once the process that made it is gone:
 
 1. Map (one task per range): the range's `.log` bytes are read once and its records' keys decoded
-   once; the task stages its records' fates within the range for its rewrite (rules/ranges.map_range:
-   those superseded there are decided), and its key map (rules/key_map.WINNERS: one row per distinct
-   key, with the records of batches an aborted transaction may discard held back) cut into parts by
-   a hash of the key (`key_parts`, one part a merge task); it returns its batch headers.
+   once, in **slices** of whole batches of at most `tuning.RANGE_RECORDS` records (`_slices`; a
+   larger batch alone), so that the task holds a slice's rows, not its range's; per slice it stages
+   its records' fates within the slice for the rewrite (rules/ranges.map_range: those superseded there
+   are decided), and its key map (rules/key_map.WINNERS: one row per distinct key, with the records
+   of batches an aborted transaction may discard held back) in KEY_SLOTS parts by a hash of the key
+   (`key_parts`); it returns its batch headers and its slices' sizes.
 2. Decide (driver): Kafka's transaction tracker runs over the partition's headers in offset order, as
-   one cleaning pass runs it (`decide_batches`: its state crosses the ranges): per batch, no key.
-3. Merge (one task per part of the keys, as many parts as ranges): the ranges' maps of the part's
-   keys merged (rules/ranges.merge_part, whole keys compared), the held-back records of discarded
-   batches dropped; each range's winners of its keys held elsewhere are staged for its rewrite.
-4. Rewrite (one task per range): the range's staged fates given their final value with those
-   winners (rules/ranges.range_fates: no key decoded again), its output segments made and written as
+   one cleaning pass runs it (`decide_batches`: its state crosses the ranges): per batch, no key. The
+   keys are merged in as many parts as ranges, or more where the maps hold more than RANGE_RECORDS
+   rows a part.
+3. Merge (one task per part of the keys, a run of the KEY_SLOTS): the slices' maps of the part's keys
+   merged (rules/ranges.merge_part, whole keys compared), the held-back records of discarded batches
+   dropped; each slice's winners of its keys held elsewhere are staged for its rewrite.
+4. Rewrite (one task per range): a slice at a time, the staged fates given their final value with
+   those winners (rules/ranges.range_fates: no key decoded again) and their outcome found
+   (rules/ranges.joined_outcome joins the slices'), its output segments made and written as
    `.cleaned` files from its bytes read a second time (the last; a batch none of whose records goes
    is copied, not decoded), which the driver swaps in with the other paths' (storage/swap.py).
 
