@@ -3,7 +3,7 @@ into segment ranges, each range's records mapped alone (`map_range`), their keys
 ranges in parts (`merge_part`), and each range's records given their final fates (`range_fates`). A
 range task takes its records in slices of whole batches (`slice_end`), each mapped and made final as
 a range of its own (their outcomes joined: `joined_outcome`): what follows holds of any cut of the
-partition's records in file order, so that a task's memory follows the records of a slice.
+partition's batches in file order, so that a task's memory follows the records of a slice.
 
 A record superseded within its range stays superseded whatever the other ranges hold (its key's
 winner there can only lose to a better one, and the key is in the map wherever it was there), so the
