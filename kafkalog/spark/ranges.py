@@ -16,13 +16,13 @@ this host once the process that made it is gone:
    larger batch alone), so that the task holds a slice's rows, not its range's; per slice it stages
    its records' fates within the slice for the rewrite (rules/ranges.map_range: those superseded there
    are decided), and its key map (rules/key_map.WINNERS: one row per distinct key, with the records
-   of batches an aborted transaction may discard held back) in KEY_SLOTS parts by a hash of the key
+   of batches an aborted transaction may discard held back) in parts by a hash of the key
    (`key_parts`); it returns its batch headers and its slices' sizes.
 2. Decide (driver): Kafka's transaction tracker runs over the partition's headers in offset order, as
    one cleaning pass runs it (`decide_batches`: its state crosses the ranges): per batch, no key. The
    keys are merged in as many parts as ranges, or more where the maps hold more than RANGE_RECORDS
    rows a part.
-3. Merge (one task per part of the keys, a run of the KEY_SLOTS): the slices' maps of the part's keys
+3. Merge (one task per part of the keys, a run of the map files' parts): the slices' maps of the part's keys
    merged (rules/ranges.merge_part, whole keys compared), the held-back records of discarded batches
    dropped; each slice's winners of its keys held elsewhere are staged for its rewrite.
 4. Rewrite (one task per range): a slice at a time, the staged fates given their final value with
@@ -76,6 +76,10 @@ from .held import Cleaned, batch_headers, held_fate_batches, write_cleaned
 from .scan import pack_tasks
 from .tasks import run_tasks
 
+# at most, the parts a map file's keys are cut into (by `key_parts`), one record batch each: a merge
+# task takes a run of them, so that the number of merge tasks is chosen once the maps' sizes are known
+KEY_SLOTS = 1024
+
 
 @dataclass(frozen=True)
 class Range:
@@ -89,6 +93,7 @@ class Range:
     units: tuple
     groups: tuple  # its output groups: lists of SegmentMeta
     settings: OutputSettings
+    slots: int  # the parts its slices' key maps are written in (`partition_ranges`)
 
     @property
     def nbytes(self) -> int:
@@ -98,7 +103,9 @@ class Range:
 def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int = 1) -> list[Range]:
     """The ranges of the chosen partition `log`: its output groups in order, cut into about as many
     ranges of equal bytes as tuning.RANGE_BYTES makes, rounded up to a multiple of `cores` (the
-    executors' task slots: no wave of tasks leaves a core idle); a group is never cut."""
+    executors' task slots: no wave of tasks leaves a core idle); a group is never cut. Their slices'
+    key maps are written in as many parts (at most KEY_SLOTS) as the partition's keys can be merged in:
+    the ranges, or one per RANGE_RECORDS of its offsets (which bound its records, and so its map rows)."""
     scanned = {s.base_offset: s for s in plan.scanned(log)}
     numbers = {base: i for i, base in enumerate(scanned)}
     groups = output_groups(log, settings)
@@ -108,6 +115,8 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
     for group, number in zip(groups, range_of_groups([sum(s.size for s in g) for g in groups], count)):
         cut[number].append(group)
     cut = [groups for groups in cut if groups]
+    offsets = log.upper_bound - min(scanned, default=log.upper_bound)
+    slots = min(KEY_SLOTS, max(len(cut), -(-offsets // max(tuning.RANGE_RECORDS, 1))))
     ranges = []
     for groups in cut:
         segments = [scanned[s.base_offset] for g in groups for s in g if s.base_offset in scanned]
@@ -120,6 +129,7 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
                 tuple(units),
                 tuple(groups),
                 settings,
+                slots,
             )
         )
     return ranges
@@ -139,11 +149,6 @@ class Staging(NamedTuple):
     path: str
 
 
-# the parts a map file's keys are cut into (by `key_parts`), one record batch each: a merge task takes
-# a run of them, so that the number of merge tasks is chosen once the maps' sizes are known
-KEY_SLOTS = 1024
-
-
 class Mapped(NamedTuple):
     """What a partition's map step left for its merge and rewrite: per range, the first batch key
     (`batch_key`) of each of its slices (the first: -1, every batch before the second), and the
@@ -151,6 +156,7 @@ class Mapped(NamedTuple):
 
     starts: tuple  # per range, a tuple of its slices' first batch keys
     parts: int
+    slots: int  # the parts of each slice's key map file (Range.slots)
 
     def slices(self) -> list[tuple[int, int]]:
         """(range, slice) of each of the partition's slices, in file order: its number in the merge."""
@@ -237,8 +243,8 @@ def _clean(spark, plan, logs, settings, staged, *, write, fault) -> list[Cleaned
             continue
         decisions[tp] = _decide(rs, [headers for headers, _ in maps], now)
         rows = sum(n for _, slices in maps for n, _ in slices)
-        parts = min(KEY_SLOTS, max(len(rs), -(-rows // max(tuning.RANGE_RECORDS, 1))))
-        mapping[tp] = Mapped(tuple(tuple(start for _, start in slices) for _, slices in maps), parts)
+        parts = min(rs[0].slots, max(len(rs), -(-rows // max(tuning.RANGE_RECORDS, 1))))
+        mapping[tp] = Mapped(tuple(tuple(start for _, start in slices) for _, slices in maps), parts, rs[0].slots)
         merges += [(Step(staged[tp], j, parts), mapping[tp], decisions[tp].gone) for j in range(parts)]
     run_tasks(spark, [[m] for m in merges], lambda m: _merge_part(*m))
     rewrites = [
@@ -263,7 +269,7 @@ def _clean(spark, plan, logs, settings, staged, *, write, fault) -> list[Cleaned
 def _map_range(fs, job: Range, step: Step, now: int):
     """Executor side, step 1: the range's records read in slices of whole batches of at most
     `tuning.RANGE_RECORDS` records (`_slices`), each slice's staged fates and key map written (its key
-    map in KEY_SLOTS parts of its keys); returns the range's batch headers (`_packed`) and per slice
+    map in `job.slots` parts of its keys); returns the range's batch headers (`_packed`) and per slice
     (its key map's rows, its first batch key); or its error as `worker_error` text."""
     try:
         held = _held(fs, job)
@@ -286,8 +292,8 @@ def _map_range(fs, job: Range, step: Step, now: int):
             doubtful = pc.is_in(keys, maybe).to_numpy(zero_copy_only=False)
             fated, mapped = map_range(fates, doubtful, c)
             _write(*step.file(f"fates-{step.number}-{c}.arrow"), fated)
-            part = key_parts(mapped["key"], KEY_SLOTS)
-            _write_parts(*step.file(f"map-{step.number}-{c}.arrow"), mapped, part, KEY_SLOTS)
+            part = key_parts(mapped["key"], job.slots)
+            _write_parts(*step.file(f"map-{step.number}-{c}.arrow"), mapped, part, job.slots)
             slices.append((mapped.num_rows, keys[0].as_py() if c and len(keys) else -1))
     except KafkaLogError as err:
         return worker_error(err)
@@ -402,10 +408,10 @@ def _decide(ranges: list[Range], maps: list[bytes], now: int) -> Decided:
 
 def _merge_part(step: Step, mapped: Mapped, gone: pa.Array) -> None:
     """Executor side, step 3: part `step.number` of `step.total` of a partition's keys (a run of the
-    KEY_SLOTS parts of each slice's key map) merged across its slices, and each slice's winners of
+    slots of each slice's key map) merged across its slices, and each slice's winners of
     those keys held elsewhere staged for its rewrite (`told-<part>`, a record batch per slice)."""
     j, parts = step.number, step.total
-    mine = range(j * KEY_SLOTS // parts, (j + 1) * KEY_SLOTS // parts)
+    mine = range(j * mapped.slots // parts, (j + 1) * mapped.slots // parts)
     maps = []
     for number, (r, c) in enumerate(mapped.slices()):
         rows = _read_parts(*step.file(f"map-{r}-{c}.arrow"), mine, MAPPED)
