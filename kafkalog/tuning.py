@@ -39,6 +39,14 @@ ONE_TASK_RECORDS = 1 << 21
 # into eight tasks for the executors' cores.
 RANGE_BYTES = 128 << 20
 
+# ... and a range's map task reads its records in slices of whole batches of at most this many records
+# (one larger batch alone), and the merge cuts the keys into parts of about this many map rows: what
+# bounds a task's memory where records are small (a fate per record, a row per distinct key), which
+# RANGE_BYTES does not (a 128 MiB segment of 19-byte records is 7 million of them). The rewrite too takes
+# its range a slice at a time. The one-task path's bound (ONE_TASK_RECORDS): records of some 150 bytes
+# make one slice of a range, and the cut is the one RANGE_BYTES makes.
+RANGE_RECORDS = 1 << 20
+
 # Which path cleans the partitions too large for one task: "ranges" (spark/ranges.py: no record passes
 # through the JVM, each `.log` byte read twice) or "window" (spark/compaction.decide: every record
 # crosses into Spark, which sorts them by key). Both write the same bytes; the window path is kept to

@@ -10,8 +10,7 @@ nothing.
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection, Sequence
-from itertools import chain
+from collections.abc import Collection, Iterator, Sequence, Set
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -141,6 +140,32 @@ def _kept_fields(batch: RecordBatch) -> dict:
     )
 
 
+class Offsets(Set):
+    """Offsets of one batch's records (those that go), as a sorted int64 array: 8 bytes an offset where
+    a frozenset of Python ints takes some 60, and a range's rewrite holds those of every changed batch
+    of its range (millions where records are small) until it writes."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def __contains__(self, offset) -> bool:
+        at = int(np.searchsorted(self.array, offset))
+        return at < len(self.array) and self.array[at] == offset
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.array.tolist())
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+
+def offsets_array(offsets: Collection[int]) -> np.ndarray:
+    """`offsets` (an Offsets or any collection of ints) as an int64 array."""
+    return offsets.array if isinstance(offsets, Offsets) else np.fromiter(offsets, np.int64, len(offsets))
+
+
 class SpliceJob(NamedTuple):
     """A v2 batch that loses the records at offsets `removed` and keeps the others as they are."""
 
@@ -184,7 +209,7 @@ def _splice(jobs: Sequence[SpliceJob], delete_horizon_ms: int) -> list | None:
     )
     if spans is None:
         return None
-    removed = np.fromiter(chain.from_iterable(job.removed for job in jobs), np.int64)  # unique in a partition
+    removed = np.concatenate([offsets_array(job.removed) for job in jobs])  # unique in a partition
     keep = ~np.isin(spans.offset, removed)
     kept = np.add.reduceat(keep, spans.starts).tolist()
     keeps_null = np.logical_or.reduceat(keep & spans.null_value, spans.starts).tolist()

@@ -11,7 +11,7 @@ read whole into what the rewrite and the report need. No I/O and no Spark: the S
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec.batch import RECORD_BATCH_OVERHEAD
-from ..codec.filter import BatchRetention
+from ..codec.filter import BatchRetention, Offsets
 from ..errors import KafkaLogError
 from .cleaner import BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch
 from .compaction_strategy import OFFSET, CompactionStrategy, superseded, versions
@@ -500,7 +500,7 @@ class BatchChange(NamedTuple):
     """A batch that changes (the rewrite's BatchPlan, in this module's terms)."""
 
     retention: BatchRetention
-    removed: frozenset  # offsets of its records that go
+    removed: Collection[int]  # offsets of its records that go (codec.filter.Offsets)
     marker_for_empty_txn: bool
     has_tombstone: bool  # a record that stays is a tombstone (the batch gets a horizon if it has none)
     spans: Any = None  # its records' spans (int array), as the read that decided found them
@@ -578,7 +578,7 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table,
                 "changed": False,
                 "kept_txn_markers": [],
             }
-        removed: frozenset = frozenset()
+        removed: Collection[int] = frozenset()
         tombstone, spans = False, None
         if run >= 0:
             spans = span_size[run_starts[run] : run_ends[run]]
@@ -586,7 +586,7 @@ def partition_outcome(log: LogToClean, decided: pa.RecordBatch, fates: pa.Table,
                 row[r] += per_reason[r][run]
             row["invalid_headers"] += invalid_headers[run]
             tombstone = has_tombstone[run]
-            removed = frozenset(gone_offsets[gone_ends[run - 1] if run else 0 : gone_ends[run]].tolist())
+            removed = Offsets(gone_offsets[gone_ends[run - 1] if run else 0 : gone_ends[run]])
         row["bytes_removed"] += removed_bytes[i]
         marker = d["marker_for_empty_txn"][i]
         needs_horizon = (tombstone or marker) and d["deleteHorizonMs"][i] is None and d["magic"][i] >= 2

@@ -1,6 +1,9 @@
 """The range path's three steps (spark/ranges.py) as pure functions over Arrow tables: a partition cut
 into segment ranges, each range's records mapped alone (`map_range`), their keys merged across the
-ranges in parts (`merge_part`), and each range's records given their final fates (`range_fates`).
+ranges in parts (`merge_part`), and each range's records given their final fates (`range_fates`). A
+range task takes its records in slices of whole batches (`slice_end`), each mapped and made final as
+a range of its own (their outcomes joined: `joined_outcome`): what follows holds of any cut of the
+partition's batches in file order, so that a task's memory follows the records of a slice.
 
 A record superseded within its range stays superseded whatever the other ranges hold (its key's
 winner there can only lose to a better one, and the key is in the map wherever it was there), so the
@@ -20,7 +23,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from .compaction import ABORTED, CONTROL, EXPIRE_TOMBSTONE, MARKER, SUPERSEDED, supersede
+from .compaction import (
+    ABORTED,
+    CONTROL,
+    EXPIRE_TOMBSTONE,
+    MARKER,
+    REASONS,
+    SUPERSEDED,
+    PartitionOutcome,
+    supersede,
+)
 from .key_map import WINNERS, differing, key_winners, range_map
 
 
@@ -38,6 +50,43 @@ def range_of_groups(sizes: list[int], count: int) -> list[int]:
         ranges.append(0 if not ranges else ranges[-1] + (share > ranges[-1]))
         before += size
     return ranges
+
+
+def slice_end(sizes, records: int) -> int:
+    """How many of the leading batches (their record counts `sizes`, in file order) the next slice of a
+    range takes when a slice holds at most `records` records: as many as fit, and at least one (a batch
+    is never cut, so one larger than `records` is a slice alone)."""
+    fit = int(np.searchsorted(np.cumsum(sizes), records, side="right"))
+    return max(fit, 1) if len(sizes) else 0
+
+
+def slice_sizes(sizes, records: int) -> list[int]:
+    """The batches of each slice (`slice_end`, again and again) of a range whose batches hold `sizes` records."""
+    sizes, out = np.asarray(sizes, np.int64), []
+    while len(sizes):
+        out.append(slice_end(sizes, records))
+        sizes = sizes[out[-1] :]
+    return out
+
+
+def joined_outcome(outcomes: list[PartitionOutcome]) -> PartitionOutcome:
+    """One PartitionOutcome of the outcomes of consecutive slices of a range (each of whole batches, in
+    file order): their batch changes, and per source segment the sum of its slices' rows (a segment
+    changes if it changes in one of them; its kept ABORT markers in file order)."""
+    changes: dict = {}
+    segments: dict[int, dict] = {}
+    for outcome in outcomes:
+        changes.update(outcome.changes)
+        for row in outcome.segments:
+            have = segments.get(row["segmentBaseOffset"])
+            if have is None:
+                segments[row["segmentBaseOffset"]] = dict(row, kept_txn_markers=list(row["kept_txn_markers"]))
+                continue
+            for name in (*REASONS, "bytes_removed", "invalid_headers"):
+                have[name] += row[name]
+            have["changed"] = have["changed"] or row["changed"]
+            have["kept_txn_markers"] += row["kept_txn_markers"]
+    return PartitionOutcome(changes, [segments[b] for b in sorted(segments)])
 
 
 # what a map task stages for its range's rewrite, one row per record in file order: the columns the

@@ -58,9 +58,15 @@ def discarded_positions(decided: pa.RecordBatch | pa.Table) -> dict[int, list[in
 def held_fates(held, log: LogToClean, units, numbers: dict, discarded: dict, now: int) -> pa.Table:
     """The `record_fates` of the records of `units` (in `held`) below the partition's upper bound, in
     file order; `numbers`: segment numbers by base offset, `discarded`: `discarded_positions`."""
+    return pa.Table.from_batches(list(held_fate_batches(held, log, units, numbers, discarded, now)), schema=FATES)
+
+
+def held_fate_batches(
+    held, log: LogToClean, units, numbers: dict, discarded: dict, now: int
+) -> Iterator[pa.RecordBatch]:
+    """`held_fates` as it is read, a record batch at a time (a range's map holds a slice of them)."""
     flt = ScanFilter.of(end_offset=log.upper_bound)
     mtimes = {s.base_offset: s.mtime_ms for s in log.segments}
-    fates = []
     for unit in units:
         number = numbers[unit.segment_base_offset]
         facts = SegmentFacts(
@@ -75,8 +81,7 @@ def held_fates(held, log: LogToClean, units, numbers: dict, discarded: dict, now
         )
         for batch in read_unit(unit, held, "narrow", flt, header=log.strategy.header_key):
             if batch.num_rows:
-                fates.append(record_fates(batch, facts, discarded.get(number, ()), now))
-    return pa.Table.from_batches(fates, schema=FATES)
+                yield record_fates(batch, facts, discarded.get(number, ()), now)
 
 
 def write_cleaned(fs, root: str, log_path: str, held, cleaned: Cleaned, outcome: PartitionOutcome, fault=None) -> None:

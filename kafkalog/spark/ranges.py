@@ -12,17 +12,22 @@ the log dir, on object storage too. Either is removed when the run ends, and by 
 this host once the process that made it is gone:
 
 1. Map (one task per range): the range's `.log` bytes are read once and its records' keys decoded
-   once; the task stages its records' fates within the range for its rewrite (rules/ranges.map_range:
-   those superseded there are decided), and its key map (rules/key_map.WINNERS: one row per distinct
-   key, with the records of batches an aborted transaction may discard held back) cut into parts by
-   a hash of the key (`key_parts`, one part a merge task); it returns its batch headers.
+   once, in **slices** of whole batches of at most `tuning.RANGE_RECORDS` records (`_slices`; a
+   larger batch alone), so that the task holds a slice's rows, not its range's; per slice it stages
+   its records' fates within the slice for the rewrite (rules/ranges.map_range: those superseded there
+   are decided), and its key map (rules/key_map.WINNERS: one row per distinct key, with the records
+   of batches an aborted transaction may discard held back) in parts by a hash of the key
+   (`key_parts`); it returns its batch headers and its slices' sizes.
 2. Decide (driver): Kafka's transaction tracker runs over the partition's headers in offset order, as
-   one cleaning pass runs it (`decide_batches`: its state crosses the ranges): per batch, no key.
-3. Merge (one task per part of the keys, as many parts as ranges): the ranges' maps of the part's
-   keys merged (rules/ranges.merge_part, whole keys compared), the held-back records of discarded
-   batches dropped; each range's winners of its keys held elsewhere are staged for its rewrite.
-4. Rewrite (one task per range): the range's staged fates given their final value with those
-   winners (rules/ranges.range_fates: no key decoded again), its output segments made and written as
+   one cleaning pass runs it (`decide_batches`: its state crosses the ranges): per batch, no key. The
+   keys are merged in as many parts as ranges, or more where the maps hold more than RANGE_RECORDS
+   rows a part.
+3. Merge (one task per part of the keys, a run of the map files' parts): the slices' maps of the part's keys
+   merged (rules/ranges.merge_part, whole keys compared), the held-back records of discarded batches
+   dropped; each slice's winners of its keys held elsewhere are staged for its rewrite.
+4. Rewrite (one task per range): a slice at a time, the staged fates given their final value with
+   those winners (rules/ranges.range_fates: no key decoded again) and their outcome found
+   (rules/ranges.joined_outcome joins the slices'), its output segments made and written as
    `.cleaned` files from its bytes read a second time (the last; a batch none of whose records goes
    is copied, not decoded), which the driver swaps in with the other paths' (storage/swap.py).
 
@@ -47,17 +52,33 @@ import pyarrow.compute as pc
 from .. import tuning
 from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean
-from ..rules.compaction import PartitionOutcome, decide_batches, partition_outcome
-from ..rules.ranges import batch_key, key_parts, map_range, merge_part, range_fates, range_of_groups
+from ..rules.compaction import FATES, decide_batches, partition_outcome
+from ..rules.key_map import WINNERS
+from ..rules.ranges import (
+    MAPPED,
+    batch_key,
+    joined_outcome,
+    key_parts,
+    map_range,
+    merge_part,
+    range_fates,
+    range_of_groups,
+    slice_end,
+    slice_sizes,
+)
 from ..scan.scan_plan import ScanFilter, plan_units
 from ..scan.views import SCHEMAS, filesystem, filesystem_and_path
 from ..storage.fs import HeldFileSystem, LogFileSystem, process_gone
 from .compaction import OutputSettings, output_groups, partition_outputs, segment_files
 from .context import default_parallelism, executors_on_this_host
 from .errors import worker_error
-from .held import Cleaned, batch_headers, held_fates, write_cleaned
+from .held import Cleaned, batch_headers, held_fate_batches, write_cleaned
 from .scan import pack_tasks
 from .tasks import run_tasks
+
+# at most, the parts a map file's keys are cut into (by `key_parts`), one record batch each: a merge
+# task takes a run of them, so that the number of merge tasks is chosen once the maps' sizes are known
+KEY_SLOTS = 1024
 
 
 @dataclass(frozen=True)
@@ -72,6 +93,7 @@ class Range:
     units: tuple
     groups: tuple  # its output groups: lists of SegmentMeta
     settings: OutputSettings
+    slots: int  # the parts its slices' key maps are written in (`partition_ranges`)
 
     @property
     def nbytes(self) -> int:
@@ -81,7 +103,9 @@ class Range:
 def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int = 1) -> list[Range]:
     """The ranges of the chosen partition `log`: its output groups in order, cut into about as many
     ranges of equal bytes as tuning.RANGE_BYTES makes, rounded up to a multiple of `cores` (the
-    executors' task slots: no wave of tasks leaves a core idle); a group is never cut."""
+    executors' task slots: no wave of tasks leaves a core idle); a group is never cut. Their slices'
+    key maps are written in as many parts (at most KEY_SLOTS) as the partition's keys can be merged in:
+    the ranges, or one per RANGE_RECORDS of its offsets (which bound its records, and so its map rows)."""
     scanned = {s.base_offset: s for s in plan.scanned(log)}
     numbers = {base: i for i, base in enumerate(scanned)}
     groups = output_groups(log, settings)
@@ -91,6 +115,8 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
     for group, number in zip(groups, range_of_groups([sum(s.size for s in g) for g in groups], count)):
         cut[number].append(group)
     cut = [groups for groups in cut if groups]
+    offsets = log.upper_bound - min(scanned, default=log.upper_bound)
+    slots = min(KEY_SLOTS, max(len(cut), -(-offsets // max(tuning.RANGE_RECORDS, 1))))
     ranges = []
     for groups in cut:
         segments = [scanned[s.base_offset] for g in groups for s in g if s.base_offset in scanned]
@@ -103,6 +129,7 @@ def partition_ranges(plan, log: LogToClean, settings: OutputSettings, cores: int
                 tuple(units),
                 tuple(groups),
                 settings,
+                slots,
             )
         )
     return ranges
@@ -120,6 +147,24 @@ class Staging(NamedTuple):
 
     where: str
     path: str
+
+
+class Mapped(NamedTuple):
+    """What a partition's map step left for its merge and rewrite: per range, the first batch key
+    (`batch_key`) of each of its slices (the first: -1, every batch before the second), and the
+    parts its keys are merged in."""
+
+    starts: tuple  # per range, a tuple of its slices' first batch keys
+    parts: int
+    slots: int  # the parts of each slice's key map file (Range.slots)
+
+    def slices(self) -> list[tuple[int, int]]:
+        """(range, slice) of each of the partition's slices, in file order: its number in the merge."""
+        return [(r, c) for r, starts in enumerate(self.starts) for c in range(len(starts))]
+
+    def first(self, number: int) -> int:
+        """The merge's number of range `number`'s first slice."""
+        return sum(len(starts) for starts in self.starts[:number])
 
 
 class Step(NamedTuple):
@@ -189,23 +234,28 @@ def _clean(spark, plan, logs, settings, staged, *, write, fault) -> list[Cleaned
     jobs = [(r, Step(staged[tp], i, len(rs))) for tp, rs in ranges.items() for i, r in enumerate(rs)]
     mapped = run_tasks(spark, [[job] for job in jobs], lambda job: _map_range(filesystem(root), *job, now))
     results: dict = {}
-    merges, decisions = [], {}
+    merges, decisions, mapping = [], {}, {}
     for tp, rs in ranges.items():
         maps = [m for (_, step), m in zip(jobs, mapped) if step.staging == staged[tp]]
         error = next((m for m in maps if isinstance(m, str)), None)
         if error is not None:
             results[tp] = Cleaned(*tp, error=error)
             continue
-        decisions[tp] = _decide(rs, maps, now)
-        merges += [(Step(staged[tp], j, len(rs)), decisions[tp].gone) for j in range(len(rs))]
+        decisions[tp] = _decide(rs, [headers for headers, _ in maps], now)
+        rows = sum(n for _, slices in maps for n, _ in slices)
+        parts = min(rs[0].slots, max(len(rs), -(-rows // max(tuning.RANGE_RECORDS, 1))))
+        mapping[tp] = Mapped(tuple(tuple(start for _, start in slices) for _, slices in maps), parts, rs[0].slots)
+        merges += [(Step(staged[tp], j, parts), mapping[tp], decisions[tp].gone) for j in range(parts)]
     run_tasks(spark, [[m] for m in merges], lambda m: _merge_part(*m))
-    rewrites = [(r, step, decisions[tp]) for r, step in jobs if (tp := (r.log.topic, r.log.partition)) in decisions]
+    rewrites = [
+        (r, step, decisions[tp], mapping[tp]) for r, step in jobs if (tp := (r.log.topic, r.log.partition)) in decisions
+    ]
     written = run_tasks(
         spark,
         pack_tasks(spark, rewrites, lambda job: job[0].nbytes),
         lambda job: _rewrite_range(filesystem(root), root, *job, now=now, write=write, fault=fault),
     )
-    for (r, _, _), cleaned in zip(rewrites, written):
+    for (r, *_), cleaned in zip(rewrites, written):
         tp = (r.log.topic, r.log.partition)
         whole = results.setdefault(tp, Cleaned(*tp))
         whole.segments += cleaned.segments
@@ -217,34 +267,70 @@ def _clean(spark, plan, logs, settings, staged, *, write, fault) -> list[Cleaned
 
 
 def _map_range(fs, job: Range, step: Step, now: int):
-    """Executor side, step 1: the range's batch headers (`_packed`), its staged fates and its parts
-    of the key map written; or its error as `worker_error` text."""
+    """Executor side, step 1: the range's records read in slices of whole batches of at most
+    `tuning.RANGE_RECORDS` records (`_slices`), each slice's staged fates and key map written (its key
+    map in `job.slots` parts of its keys); returns the range's batch headers (`_packed`) and per slice
+    (its key map's rows, its first batch key); or its error as `worker_error` text."""
     try:
         held = _held(fs, job)
         headers = pa.Table.from_batches(list(batch_headers(held, job.log, job.units)), SCHEMAS["batches"])
-        fates = held_fates(held, job.log, job.units, job.numbers, {}, now)
+        aborting = {t.producer_id for t in job.log.aborted_txns}
+        maybe = pa.array([], pa.int64())
+        if headers.num_rows and aborting:  # data an aborted transaction may discard: decided after the tracker
+            at = headers.filter(
+                pc.and_(
+                    pc.and_(headers["isTransactional"], pc.invert(headers["isControl"])),
+                    pc.is_in(headers["producerId"], pa.array(sorted(aborting), pa.int64())),
+                )
+            )
+            numbers = pa.array([job.numbers[b] for b in at["segmentBaseOffset"].to_pylist()], pa.int32())
+            maybe = batch_key(numbers, at["position"])
+        slices = []
+        batches = held_fate_batches(held, job.log, job.units, job.numbers, {}, now)
+        for c, fates in enumerate(_slices(batches, tuning.RANGE_RECORDS)):
+            keys = batch_key(fates["segment"], fates["position"])
+            doubtful = pc.is_in(keys, maybe).to_numpy(zero_copy_only=False)
+            fated, mapped = map_range(fates, doubtful, c)
+            _write(*step.file(f"fates-{step.number}-{c}.arrow"), fated)
+            part = key_parts(mapped["key"], job.slots)
+            _write_parts(*step.file(f"map-{step.number}-{c}.arrow"), mapped, part, job.slots)
+            slices.append((mapped.num_rows, keys[0].as_py() if c and len(keys) else -1))
     except KafkaLogError as err:
         return worker_error(err)
-    aborting = {t.producer_id for t in job.log.aborted_txns}
-    doubtful = np.zeros(fates.num_rows, bool)
-    if headers.num_rows and aborting:  # data an aborted transaction may discard: decided after the tracker
-        maybe = pc.and_(
-            pc.and_(headers["isTransactional"], pc.invert(headers["isControl"])),
-            pc.is_in(headers["producerId"], pa.array(sorted(aborting), pa.int64())),
-        )
-        at = headers.filter(maybe)
-        numbers = pa.array([job.numbers[b] for b in at["segmentBaseOffset"].to_pylist()], pa.int32())
-        doubtful = pc.is_in(batch_key(fates["segment"], fates["position"]), batch_key(numbers, at["position"]))
-        doubtful = doubtful.to_numpy(zero_copy_only=False)
-    fated, keys = map_range(fates, doubtful, step.number)
-    _write(*step.file(f"fates-{step.number}.arrow"), fated)
-    part = key_parts(keys["key"], step.total)
-    order = np.argsort(part, kind="stable")
-    cuts = np.searchsorted(part[order], np.arange(step.total + 1))
-    keys = keys.take(pa.array(order))
-    for j in range(step.total):
-        _write(*step.file(f"map-{j}-{step.number}.arrow"), keys.slice(cuts[j], cuts[j + 1] - cuts[j]))
-    return _packed(headers)
+    return _packed(headers), slices
+
+
+def _slices(batches, records: int):
+    """The FATES rows of `batches` (in file order) cut into slices of whole batches of at most `records`
+    records (rules/ranges.slice_end; one larger batch alone); at least one slice, empty where no row is."""
+    held: list[pa.RecordBatch] = []
+    rows, cut = 0, False
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        while rows > records:  # the batch after the slice has begun: the slice's batches are whole
+            table = pa.Table.from_batches(held, FATES)
+            sizes = _batch_sizes(table)
+            taken = slice_end(sizes, records)
+            if taken == len(sizes):  # one batch larger than a slice, not read to its end yet
+                break
+            end = int(sizes[:taken].sum())
+            yield table.slice(0, end)
+            held, rows, cut = table.slice(end).to_batches(), rows - end, True
+    table = pa.Table.from_batches(held, FATES)
+    sizes = _batch_sizes(table)
+    ends = np.cumsum(sizes)[np.cumsum(slice_sizes(sizes, records), dtype=np.int64) - 1]
+    for start, end in zip([0, *ends[:-1]], ends):
+        yield table.slice(start, end - start)
+    if not cut and not len(ends):
+        yield table
+
+
+def _batch_sizes(fates: pa.Table) -> np.ndarray:
+    """The records of each batch of `fates` rows (file order: a batch's records are one run of rows)."""
+    key = batch_key(fates["segment"], fates["position"]).to_numpy()
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if len(key) else np.array([], np.int64)
+    return np.diff(np.append(starts, len(key)))
 
 
 def _write(fs, path: str, table: pa.Table) -> None:
@@ -254,6 +340,28 @@ def _write(fs, path: str, table: pa.Table) -> None:
         writer.write_table(table)
     with fs.open_output(path) as out:
         out.write(sink.getvalue())
+
+
+def _write_parts(fs, path: str, table: pa.Table, part: np.ndarray, parts: int) -> None:
+    """`table` as an lz4-compressed Arrow IPC file of `parts` record batches, batch j its rows of
+    `part` j (empty where none is): a reader takes the parts it wants (`_read_parts`)."""
+    order = np.argsort(part, kind="stable")
+    cuts = np.searchsorted(part[order], np.arange(parts + 1))
+    table = table.take(pa.array(order))
+    whole = pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        for j in range(parts):
+            writer.write_batch(whole.slice(cuts[j], cuts[j + 1] - cuts[j]))
+    with fs.open_output(path) as out:
+        out.write(sink.getvalue())
+
+
+def _read_parts(fs, path: str, parts, schema: pa.Schema) -> pa.Table:
+    """The record batches `parts` (numbers) of the Arrow IPC file `path`, and no other bytes of it."""
+    with fs.open_input(path) as f:
+        reader = pa.ipc.open_file(f)
+        return pa.Table.from_batches([reader.get_batch(j) for j in parts], schema)
 
 
 def _read(fs, path: str) -> pa.Table:
@@ -298,21 +406,24 @@ def _decide(ranges: list[Range], maps: list[bytes], now: int) -> Decided:
     return Decided(_packed(decided), batch_key(gone["segment"], gone["position"]), kept_markers)
 
 
-def _merge_part(step: Step, gone: pa.Array) -> None:
-    """Executor side, step 3: part `step.number` of a partition's keys merged across its ranges,
-    and each range's winners of those keys held elsewhere staged for its rewrite."""
-    maps = [_read(*step.file(f"map-{step.number}-{i}.arrow")) for i in range(step.total)]
+def _merge_part(step: Step, mapped: Mapped, gone: pa.Array) -> None:
+    """Executor side, step 3: part `step.number` of `step.total` of a partition's keys (a run of the
+    slots of each slice's key map) merged across its slices, and each slice's winners of
+    those keys held elsewhere staged for its rewrite (`told-<part>`, a record batch per slice)."""
+    j, parts = step.number, step.total
+    mine = range(j * mapped.slots // parts, (j + 1) * mapped.slots // parts)
+    maps = []
+    for number, (r, c) in enumerate(mapped.slices()):
+        rows = _read_parts(*step.file(f"map-{r}-{c}.arrow"), mine, MAPPED)
+        tag = pa.array(np.full(rows.num_rows, number, np.int32))  # the slice's number in the partition
+        maps.append(rows.set_column(MAPPED.get_field_index("range"), "range", tag))
     told = merge_part(pa.concat_tables(maps), gone)
-    order = pc.sort_indices(told["range"]).to_numpy()
-    ranges = told["range"].to_numpy()[order]
-    cuts = np.searchsorted(ranges, np.arange(step.total + 1))
-    told = told.take(pa.array(order)).drop_columns(["range"])
-    for i in range(step.total):
-        _write(*step.file(f"told-{i}-{step.number}.arrow"), told.slice(cuts[i], cuts[i + 1] - cuts[i]))
+    count = len(mapped.slices())
+    _write_parts(*step.file(f"told-{j}.arrow"), told.drop_columns(["range"]), told["range"].to_numpy(), count)
 
 
 def _rewrite_range(
-    fs, root: str, job: Range, step: Step, decision: Decided, *, now: int, write: bool, fault=None
+    fs, root: str, job: Range, step: Step, decision: Decided, mapping: Mapped, *, now: int, write: bool, fault=None
 ) -> Cleaned:
     """Executor side, step 4: the range's staged fates made final with the partition's winners of
     its keys held elsewhere, its output segments made, and with `write` written, from its bytes read
@@ -325,10 +436,20 @@ def _rewrite_range(
         cleaned.error, cleaned.decided = worker_error(err), False
         return cleaned
     decided = _unpacked(decision.decided)
-    mine = pc.is_in(decided["segment"], pa.array(sorted(job.numbers.values()), pa.int32()))
-    told = pa.concat_tables([_read(*step.file(f"told-{step.number}-{j}.arrow")) for j in range(step.total)])
-    fates = range_fates(_read(*step.file(f"fates-{step.number}.arrow")), told, decision.gone)
-    outcome: PartitionOutcome = partition_outcome(log, decided.filter(mine), fates, fates["fate"].to_numpy())
+    decided = decided.filter(pc.is_in(decided["segment"], pa.array(sorted(job.numbers.values()), pa.int32())))
+    at = batch_key(decided["segment"], decided["position"]).to_numpy()
+    starts = mapping.starts[step.number]
+    first = mapping.first(step.number)
+    outcomes = []
+    for c, start in enumerate(starts):  # a slice at a time: its staged fates, its winners held elsewhere
+        told = pa.concat_tables(
+            [_read_parts(*step.file(f"told-{j}.arrow"), [first + c], WINNERS) for j in range(mapping.parts)]
+        )
+        fates = range_fates(_read(*step.file(f"fates-{step.number}-{c}.arrow")), told, decision.gone)
+        end = starts[c + 1] if c + 1 < len(starts) else None
+        batches = (at >= start) & (True if end is None else at < end)
+        outcomes.append(partition_outcome(log, decided.filter(pa.array(batches)), fates, fates["fate"].to_numpy()))
+    outcome = joined_outcome(outcomes)
     cleaned.segments = outcome.segments
     files = {f[0]: f for f in job.segments}
     kept = set(decision.kept_markers)

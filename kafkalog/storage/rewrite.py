@@ -9,7 +9,7 @@ their own codec (codec/filter.py); so is every legacy batch when it is to be wri
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -32,7 +32,7 @@ class BatchPlan(NamedTuple):
     """What happens to one batch: which records go or change, and whether it stays when none is left."""
 
     retention: BatchRetention
-    removed: frozenset = frozenset()  # offsets of the records that go
+    removed: Collection[int] = frozenset()  # offsets of the records that go (a frozenset, or codec.filter.Offsets)
     marker_for_empty_txn: bool = False  # a marker whose transaction has no data left (gets a horizon)
     has_tombstone: bool = False  # a retained record is a tombstone (gets a horizon if it has none)
     tombstoned: frozenset = frozenset()  # offsets of records that stay as tombstones: value and headers dropped

@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 from kafkalog.codec.batch import RecordBatch, build_batch
 from kafkalog.codec.columnar import GiveUp, _starts, known_starts
 from kafkalog.codec.compression import Codec
-from kafkalog.codec.filter import SPLICE_THRESHOLD, BatchRetention, Outcome, SpliceJob, filter_batch, splice_batches
+from kafkalog.codec.filter import (
+    SPLICE_THRESHOLD,
+    BatchRetention,
+    Offsets,
+    Outcome,
+    SpliceJob,
+    filter_batch,
+    splice_batches,
+)
 from kafkalog.codec.records import Record, encode_record
 from kafkalog.codec.splice import read_spans
 from kafkalog.errors import KafkaLogError
@@ -208,6 +216,14 @@ def test_offsets_are_matched_exactly():
     assert [r.offset for r in out.records()] == [o for o in range(100, 130) if o not in (100, 117, 129)]
 
 
+@given(st.lists(st.integers(0, 300), unique=True), st.integers(-1, 301))
+def test_offsets_held_as_an_array_are_the_set_of_their_offsets(offsets, probe):
+    held = Offsets(np.array(sorted(offsets), np.int64))
+    assert held == frozenset(offsets) and len(held) == len(offsets) and bool(held) == bool(offsets)
+    assert (probe in held) == (probe in offsets)
+    assert sorted(held) == sorted(offsets)
+
+
 @settings(max_examples=40, deadline=None)
 @given(data=st.data(), kw=choices)
 def test_a_window_of_batches_splices_as_each_alone(data, kw):
@@ -241,6 +257,8 @@ def test_a_window_of_batches_splices_as_each_alone(data, kw):
             )
             batch = batch_of(section, n, base_offset=offset)
         removed = frozenset(offset + i for i in range(n) if data.draw(st.booleans()))
+        if data.draw(st.booleans()):  # as partition_outcome gives them
+            removed = Offsets(np.array(sorted(removed), np.int64))
         jobs.append(SpliceJob(batch, removed, retention, marker and data.draw(st.booleans())))
         offset += n + data.draw(st.integers(0, 3))
     together = splice_batches(jobs, **kw)

@@ -13,7 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.rules.compaction import ABORTED
-from kafkalog.rules.ranges import MAPPED, batch_key, key_parts, map_range, merge_part, range_fates, range_of_groups
+from kafkalog.rules.ranges import (
+    MAPPED,
+    batch_key,
+    key_parts,
+    map_range,
+    merge_part,
+    range_fates,
+    range_of_groups,
+    slice_end,
+    slice_sizes,
+)
 
 from .test_compaction_strategy import STRATEGIES, fates, model, partitions
 
@@ -66,3 +76,16 @@ def test_ranges_are_in_order_never_skipped_and_no_more_than_asked(sizes, count):
     ranges = range_of_groups(sizes, count)
     assert len(ranges) == len(sizes) and (not ranges or ranges[0] == 0)
     assert all(b - a in (0, 1) for a, b in zip(ranges, ranges[1:])) and max(ranges, default=0) < count
+
+
+@given(st.lists(st.integers(0, 20), max_size=40), st.integers(1, 30))
+def test_a_range_is_sliced_in_order_never_past_the_records_asked_but_for_one_larger_batch(sizes, records):
+    cut = slice_sizes(sizes, records)
+    assert sum(cut) == len(sizes) and all(n >= 1 for n in cut)  # every batch, once, in order: none skipped
+    at = 0
+    for n in cut:
+        held = sum(sizes[at : at + n])
+        assert held <= records or n == 1  # a batch is never cut: one larger than a slice is a slice alone
+        assert at + n == len(sizes) or held + sizes[at + n] > records  # as many as fit
+        assert slice_end(sizes[at:], records) == n
+        at += n

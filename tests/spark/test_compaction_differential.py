@@ -132,7 +132,8 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, monkeypatc
     otherwise read whole by one task). "chunked": one task reads the partition whole, but combines
     its records in chunks of a few rows (Arrow batches of 7 rows), as a task of millions of records
     does: the window decides across the chunks. "ranges": the range path, a range per output segment
-    (spark/ranges.py). The others take the path of their partition's size: one task."""
+    (spark/ranges.py), mapped and rewritten in slices of 5 records. The others take the path of their
+    partition's size: one task."""
     from kafkalog.operations.compact import plan_compaction
     from kafkalog.spark import compaction
 
@@ -140,6 +141,7 @@ def test_spark_compaction_equals_the_reference_model(spark, tmp_path, monkeypatc
         monkeypatch.setattr(tuning, "ONE_TASK_BYTES", 0)
         monkeypatch.setattr(tuning, "LARGE_PARTITIONS", "ranges")
         monkeypatch.setattr(tuning, "RANGE_BYTES", 1)
+        monkeypatch.setattr(tuning, "RANGE_RECORDS", 5)  # each range mapped and rewritten in slices
     if spread is True:
         monkeypatch.setattr(tuning, "COMPACTION_TASK_BYTES", 1024)
     if spread == "chunked":

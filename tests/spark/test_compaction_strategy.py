@@ -114,7 +114,7 @@ PATHS = {
         "COMPACTION_TASK_BYTES": 2048,
         "COMBINE_ROWS": 10,
     },
-    "ranges": {"ONE_TASK_BYTES": 0, "LARGE_PARTITIONS": "ranges", "RANGE_BYTES": 1},
+    "ranges": {"ONE_TASK_BYTES": 0, "LARGE_PARTITIONS": "ranges", "RANGE_BYTES": 1, "RANGE_RECORDS": 7},
 }
 
 

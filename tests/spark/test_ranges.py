@@ -7,10 +7,16 @@ from __future__ import annotations
 import os
 import shutil
 
+import numpy as np
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkalog import tuning
 from kafkalog.operations.compact import plan_compaction
+from kafkalog.rules.compaction import FATES
+from kafkalog.rules.ranges import slice_sizes
 from kafkalog.scan.inventory import CountingFileSystem, IOStats
 from kafkalog.spark import compaction, ranges
 from kafkalog.storage.fs import LogFileSystem
@@ -29,7 +35,10 @@ def tasks_in_this_process(monkeypatch) -> None:
     monkeypatch.setattr(ranges, "default_parallelism", lambda spark: 1)
 
 
-def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path, monkeypatch):
+@pytest.mark.parametrize("records", [None, 7])
+def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path, monkeypatch, records):
+    """With `records`, each range is mapped and rewritten in slices of at most that many records (a
+    batch is never cut), and its keys merged in more parts than there are ranges."""
     one, cut = tmp_path / "one", tmp_path / "cut"
     one.mkdir()
     write_log_dir(one)
@@ -43,6 +52,8 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     ]
 
     monkeypatch.setattr(tuning, "RANGE_BYTES", 1)  # a range per output segment
+    if records:
+        monkeypatch.setattr(tuning, "RANGE_RECORDS", records)
     plan = plan_compaction(str(cut), RESOLVER, NOW, force=True)
     monkeypatch.setattr(LogFileSystem, "list_dir", lambda *a: pytest.fail("a task listed a directory"))
     stats = IOStats()
@@ -51,8 +62,12 @@ def test_ranges_read_each_log_byte_twice_and_stage_what_one_task_stages(tmp_path
     tasks_in_this_process(monkeypatch)
     monkeypatch.setattr(ranges, "filesystem", lambda root: fs)
     counts = [len(ranges.partition_ranges(plan, log, settings[log.topic])) for log in plan.chosen]
+    written, write = [], ranges._write
+    monkeypatch.setattr(ranges, "_write", lambda fs, path, table: (written.append(path), write(fs, path, table)))
     by_ranges = ranges.clean_in_ranges(None, plan, plan.chosen, settings, write=True)
     assert max(counts) > 2  # partitions were cut, their keys merged in as many parts
+    sliced = [p for p in written if os.path.basename(p).startswith("fates-") and not p.endswith("-0.arrow")]
+    assert bool(sliced) == bool(records)  # a range in several slices
     scanned = {seg.log_path: seg.size for s in plan.chosen for seg in plan.scanned(s)}
     assert {p: n for p, n in stats.as_dict().items() if p.endswith(".log")} == {
         path: (2, 2 * size) for path, size in scanned.items()
@@ -128,3 +143,24 @@ def test_what_a_killed_dry_run_staged_goes_with_the_next_dry_run_of_its_host(tmp
     assert not killed.exists() and (running / "lag-0" / "map-0-0.arrow").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["log", "tmp", *[running.name] * on_a_cluster])
     assert list(temporary.iterdir()) == [running] * (not on_a_cluster)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 9), max_size=30), st.lists(st.integers(1, 12), min_size=1), st.integers(1, 15))
+def test_a_map_task_slices_its_records_at_batch_boundaries_as_the_rule_cuts_them(sizes, reads, records):
+    """The map task's slices (`_slices`) of records read in record batches of any size (a Kafka batch's
+    records may straddle two): the rows in file order, each slice the batches rules/ranges.slice_sizes
+    gives it, and one empty slice for a range of no records."""
+    segment = np.repeat(np.arange(len(sizes)) // 4, sizes).astype(np.int32)  # four batches a segment
+    position = np.repeat(np.arange(len(sizes)) * 100, sizes).astype(np.int64)
+    n, columns = len(segment), {"segment": segment, "position": position}
+    table = pa.table({f.name: columns.get(f.name, pa.nulls(n, f.type)) for f in FATES}, schema=FATES)
+    cuts = np.cumsum([0, *(reads * (n // len(reads) + 1))])
+    cuts = [c for c in cuts if c < n] + [n]
+    read = [table.slice(a, b - a).combine_chunks().to_batches()[0] for a, b in zip(cuts, cuts[1:]) if b > a]
+    got = list(ranges._slices(iter(read), records))
+    assert pa.concat_tables(got).equals(table)
+    want = slice_sizes(sizes, records)
+    assert [t.num_rows for t in got] == (
+        [sum(sizes[a:b]) for a, b in zip(np.cumsum([0, *want]), np.cumsum(want))] if sizes else [0]
+    )
