@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from kafkalog import cli
+from tests.early import InBackground
 
 from .conftest import REPO, SPARK_HOME, WORKERS, Submission, Submitted, processes_in, run_submitted, start_submit
 
@@ -138,10 +139,13 @@ def wait_for_executors(root: Path, submission: Submission, timeout: float = 300)
 
 
 @pytest.fixture(scope="module")
-def while_compacting(small, standalone_cluster, job_archive, tmp_path_factory):
+def while_compacting(small, standalone_cluster, job_archive, spark, tmp_path_factory):
     """The compact job, one of whose Python workers is killed mid-task, and, submitted once its executors
     hold both workers, the retain job and the validate job on a copy of the log dir with a bad CRC.
-    `.runs`: each one's Submitted; `.killed`: (pid, executor dir) of the killed Python worker."""
+    `.runs`: each one's Submitted; `.killed`: (pid, executor dir) of the killed Python worker;
+    `.local_compact`: the same compaction on local[2] into `.out / "local-compact"`, in a thread of its
+    own while the job's driver and executors start and unpack the archive (`.result()` raises what it
+    raised)."""
     out = tmp_path_factory.mktemp("while-compacting")
     shutil.copytree(small.log, out / "corrupt")
     segment = out / "corrupt" / "orders-0" / "00000000000000000000.log"
@@ -153,6 +157,7 @@ def while_compacting(small, standalone_cluster, job_archive, tmp_path_factory):
         return start_submit(standalone_cluster, job_archive, job(command), *args, conf_dir=small.conf)
 
     compact = submit("compact", str(small.log), "--now", NOW, "--output", str(out / "compact"))
+    local_compact = InBackground(local, "compact", small, "--now", NOW, "--output", str(out / "local-compact"))
     submissions, killed = {"compact": compact}, (None, None)
     try:
         wait_for_executors(standalone_cluster.root, compact)
@@ -163,11 +168,12 @@ def while_compacting(small, standalone_cluster, job_archive, tmp_path_factory):
         killed = kill_a_python_worker_mid_task(standalone_cluster.root, compact)
     finally:
         runs = {name: run_submitted(standalone_cluster, s) for name, s in submissions.items()}
-    return SimpleNamespace(out=out, runs=runs, killed=killed)
+        local_compact.finished()
+    return SimpleNamespace(out=out, runs=runs, killed=killed, local_compact=local_compact)
 
 
 def test_compact_job_runs_a_killed_python_workers_task_again_and_writes_what_local_mode_writes(
-    while_compacting, small, standalone_cluster, spark, tmp_path
+    while_compacting, small, standalone_cluster
 ):
     run, (pid, executor) = while_compacting.runs["compact"], while_compacting.killed
     assert pid is not None, f"the job ended before any of its Python workers was seen computing:\n{run}"
@@ -181,8 +187,8 @@ def test_compact_job_runs_a_killed_python_workers_task_again_and_writes_what_loc
     for index, attempt, stage in failed:
         assert f"Finished task {index}.{int(attempt) + 1} in stage {stage}" in logs, (index, attempt, stage)
 
-    local("compact", small, "--now", NOW, "--output", str(tmp_path / "local"))
-    assert_same_tree(while_compacting.out / "compact", tmp_path / "local")
+    while_compacting.local_compact.result()
+    assert_same_tree(while_compacting.out / "compact", while_compacting.out / "local-compact")
 
 
 def test_retain_job_writes_what_local_mode_writes(while_compacting, small, tmp_path):

@@ -19,17 +19,21 @@ outside the checkout; scripts/test.sh exports their directory as KAFKALOG_KAFKA_
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafkalog.spark.class_data import QUIET, is_archive
 from tests.ports import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -200,10 +204,52 @@ class DumpResult:
         return out
 
 
+class ClassData:
+    """Class-data-sharing archives (Java's dynamic AppCDS, as kafkalog/spark/class_data.py keeps Spark's) of
+    the JVMs started here, in `directory`: one per kind of start (its JVM options, class path and main
+    class). The first start of a kind writes its archive as its JVM exits; later starts map it and read
+    some thousands of Kafka's and Scala's classes no more out of the jars (DumpLogSegments on one
+    segment: 0.4 s of CPU rather than 0.8; CONTRIBUTING.md has the suite's times). Only a speed-up: a
+    JVM that cannot map an archive runs as without it, and an archive not written whole is removed (a
+    later start of its kind writes it)."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._writing: set[Path] = set()
+
+    def options(self, kind: list[str], *, write: bool = True) -> tuple[list[str], Path | None]:
+        """The JVM options of a start of `kind`, and the part file its JVM writes (None: none), which
+        `ended` keeps or removes once the JVM exited. One start of a kind at a time writes."""
+        path = self.directory / f"{hashlib.sha1(chr(0).join(kind).encode()).hexdigest()[:16]}.jsa"
+        if is_archive(str(path)):
+            return [f"-XX:SharedArchiveFile={path}", QUIET], None
+        with self._lock:
+            if not write or path in self._writing:
+                return [], None
+            self._writing.add(path)
+        part = path.with_name(f"{path.name}.part")
+        return [f"-XX:ArchiveClassesAtExit={part}", QUIET], part
+
+    def ended(self, part: Path | None, *, whole: bool) -> None:
+        """The JVM that wrote `part` exited (`whole`: as it should): its archive is kept when it is one."""
+        if part is None:
+            return
+        path = part.with_suffix("")
+        if whole and is_archive(str(part)):
+            os.replace(part, path)
+        else:
+            part.unlink(missing_ok=True)
+        with self._lock:
+            self._writing.discard(path)
+
+
 class KafkaTools:
     """Kafka's Java programs on the jars of `libs`: DumpLogSegments, StorageTool, and this directory's
     Producer.java, Consumer.java and ClusterAdmin.java (Java's single-source launcher). `work_dir`
-    holds the specs and the tools' log4j2 configuration."""
+    holds the specs, the tools' log4j2 configuration and the class-data archives of the tools' and the
+    brokers' JVMs (`ClassData`)."""
 
     def __init__(self, libs: str | Path, work_dir: str | Path, java: str = "java"):
         self.libs = Path(libs)
@@ -214,23 +260,27 @@ class KafkaTools:
         self.tools_log4j.write_text(TOOLS_LOG4J)
         self._counter = 0
         self._classes = None
+        self.class_data = ClassData(self.work_dir / "class-data")
 
     @property
     def classpath(self) -> str:
         return str(self.libs / "*")
 
-    def _java_command(self, args_and_classpath: tuple[list[str], str], heap: str = "-Xmx256m") -> list[str]:
+    def _java_command(
+        self, args_and_classpath: tuple[list[str], str], heap: str = "-Xmx256m", *, write_class_data: bool = True
+    ) -> tuple[list[str], Path | None]:
+        """The command line, and the class-data archive's part file its JVM writes (`ClassData.options`)."""
         args, classpath = args_and_classpath
+        options = [self.java_bin, heap, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+        class_data, part = self.class_data.options([*options, classpath, args[0]], write=write_class_data)
         return [
-            self.java_bin,
-            heap,
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
+            *options,
+            *class_data,
             f"-Dlog4j2.configurationFile={self.tools_log4j}",
             "-cp",
             classpath,
             *args,
-        ]
+        ], part
 
     def java(
         self,
@@ -242,13 +292,15 @@ class KafkaTools:
         heap: str = "-Xmx256m",
     ) -> subprocess.CompletedProcess:
         """Run a Java main class (or a source file) on the Kafka jars; JavaError when it fails."""
-        command = self._java_command((args, classpath or self.classpath), heap)
+        command, part = self._java_command((args, classpath or self.classpath), heap)
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as err:
+            self.class_data.ended(part, whole=False)
             raise JavaError(
                 f"{' '.join(args[:3])} ran longer than {timeout}s:\n{_tail(err.stdout)}\n{_tail(err.stderr)}"
             ) from None
+        self.class_data.ended(part, whole=done.returncode == 0)
         if check and done.returncode != 0:
             raise JavaError(
                 f"{' '.join(str(a) for a in args[:3])} exited {done.returncode}:\n"
@@ -293,7 +345,7 @@ class KafkaTools:
         """Producer.java in the background (for a producer that lives across a broker restart, see
         "wait_for" and "signal" in its header); `.wait()` returns what produce() would."""
         path = self._spec_file("Producer.java", {"bootstrap": bootstrap, "topics": list(topics), "runs": runs})
-        command = self._java_command(self._client_args("Producer.java", path))
+        command, _ = self._java_command(self._client_args("Producer.java", path), write_class_data=False)
         out = open(path.with_suffix(".out"), "w+")
         err = open(path.with_suffix(".err"), "w+")
         process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
@@ -325,8 +377,10 @@ class KafkaTools:
         return [str(HERE / source), str(spec_path)], self.classpath  # the single-source launcher compiles it
 
     def _compiled(self) -> Path | None:
-        """Producer.java, Consumer.java and ClusterAdmin.java compiled once into work_dir/classes by
-        javac (when the JDK has it beside java), else None (then the single-source launcher runs them)."""
+        """Producer.java, Consumer.java and ClusterAdmin.java compiled once by javac (when the JDK has it
+        beside java) into work_dir/clients.jar, else None (then the single-source launcher runs them).
+        A jar, not the directory javac wrote: a JVM's class path with a directory of classes in it
+        neither writes nor maps a class-data archive (`ClassData`)."""
         if self._classes is None:
             self._classes = False
             javac = shutil.which("javac") if self.java_bin == "java" else None
@@ -349,7 +403,11 @@ class KafkaTools:
                     timeout=300,
                 )
                 if done.returncode == 0:
-                    self._classes = out
+                    jar = self.work_dir / "clients.jar"
+                    with zipfile.ZipFile(jar, "w") as packed:
+                        for path in sorted(out.rglob("*.class")):
+                            packed.write(path, path.relative_to(out).as_posix())
+                    self._classes = jar
         return self._classes or None
 
 
@@ -427,6 +485,7 @@ class Broker:
         self._server_log_mark = 0
         self._cleaner_log_mark = 0
         self._console = None
+        self._class_data_part: Path | None = None
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(exist_ok=True)
         self.properties = self.default_properties()
@@ -534,11 +593,14 @@ class Broker:
         self._console = open(self.logs_dir / "console.log", "ab")
         self._console.write(f"\n==== start {self.starts} ====\n".encode())
         self._console.flush()
+        options = [self.tools.java_bin, self.heap, "-Xms128m", "-XX:+UseG1GC"]
+        # a controller only (cluster.py's) starts once: the archive it would write would serve no start
+        class_data, self._class_data_part = self.tools.class_data.options(
+            [*options, self.tools.classpath, "kafka.Kafka"], write=self.serving_port == self.port
+        )
         command = [
-            self.tools.java_bin,
-            self.heap,
-            "-Xms128m",
-            "-XX:+UseG1GC",
+            *options,
+            *class_data,
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true",
@@ -589,7 +651,9 @@ class Broker:
             raise RuntimeError(
                 f"the Kafka broker did not stop within {timeout}s of SIGTERM:\n{self.diagnostics()}"
             ) from None
-        if self.process.returncode not in (0, 143, -signal.SIGTERM):
+        stopped = self.process.returncode in (0, 143, -signal.SIGTERM)
+        self._exited(whole=stopped)
+        if not stopped:
             raise RuntimeError(f"the Kafka broker exited with {self.process.returncode}:\n{self.diagnostics()}")
         return self.clean_shutdown_marker
 
@@ -601,6 +665,12 @@ class Broker:
         if self.running:
             self.process.kill()
             self.process.wait(30)
+        self._exited(whole=False)
+
+    def _exited(self, *, whole: bool) -> None:
+        """The JVM exited (`whole`: as it should): the class-data archive it wrote, if any, kept or removed."""
+        self.tools.class_data.ended(self._class_data_part, whole=whole)
+        self._class_data_part = None
 
     def close(self) -> None:
         """Stop the broker (controlled shutdown when it can, else killed)."""
@@ -608,6 +678,7 @@ class Broker:
             self.stop(60)
         except RuntimeError:
             self.kill()
+        self._exited(whole=False)  # a JVM that ended while starting
         if self._console:
             self._console.close()
             self._console = None
