@@ -14,10 +14,13 @@ targets of `--to-partitions` partitions. Timed:
   T2 --output LOG --topic-config T2:compression.type=lz4`, the whole command as a user runs it (Spark's
   start included), into the second target in the broker's own log dir.
 
-The broker is then started again: it must skip recovery, and the second target's end offsets must add
-up to the records the copy moved. Prints a Markdown report on stdout and a JSON object on stderr (and
-into `--json FILE`), with the peak resident memory of kafkalog's Python workers as its tasks report it
-(stage 1, placing, and stage 2, merging and writing; a worker runs several tasks, so this bounds each):
+Each timed step starts after a `sync`, so that neither pays the write-back of what the steps before it wrote
+(the source, the copy): the Java copy ends when its producer's last send is acknowledged (the broker does not
+fsync), kafkalog when its output is fsynced. The broker is then started again: it must skip recovery, and
+the second target's end offsets must add up to the records the copy moved. Prints a Markdown report on
+stdout and a JSON object on stderr (and into `--json FILE`), with the peak resident memory of kafkalog's
+Python workers as its tasks report it (stage 1, placing, and stage 2, merging and writing; a worker runs
+several tasks, so this bounds each):
 run it at two `--keys` to see that memory does not grow with the keys; and the wall time of kafkalog's
 steps from its report (Spark's session start, placing, writing, committing).
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -79,6 +83,7 @@ def run(args, base: Path, tools, broker) -> dict:
     targets = [{"name": name, "partitions": args.to_partitions} for name in (copied, ours)]
     tools.produce(broker.bootstrap, [], targets)
 
+    os.sync()  # each timed step starts with no dirty pages of the steps before it to write back
     load = loadavg()
     done = tools.java(
         [str(HERE / "BulkCopy.java"), "--bootstrap", broker.bootstrap, "--from", topic, "--to", copied]
@@ -95,6 +100,7 @@ def run(args, base: Path, tools, broker) -> dict:
     command += ["--partitions", str(args.to_partitions), "--to-topic", ours, "--output", log_dir]
     command += ["--topic-config", f"{ours}:compression.type={args.compression}", "--master", args.master, "--quiet"]
     command += ["--report", str(base / "repartition.json")]
+    os.sync()
     load = loadavg()
     start = time.perf_counter()
     subprocess.run(command, check=True, cwd=REPO, capture_output=True, text=True, timeout=7200)

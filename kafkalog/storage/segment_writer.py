@@ -234,7 +234,7 @@ class SegmentWriter:
 
     def _flush(self) -> None:
         if self._pending:
-            self._out.write(bytes(self._pending))
+            self._out.write(self._pending)  # the buffer itself: no copy of it first
             self._pending.clear()
 
     def _check_open(self) -> None:
