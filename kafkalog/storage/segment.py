@@ -196,9 +196,9 @@ class LogSegment:
         for attempt in (start, 0) if start else (0,):
             last = max_ts = None
             try:
-                reader = SegmentReader(
-                    self.fs, self.log_path, self.size, attempt, tuning.TAIL_CHUNK_BYTES, headers_only=True
-                )
+                # read whole: a tail is about one index interval, and a header-only read, which starts
+                # small, would read a small batch's first bytes twice
+                reader = SegmentReader(self.fs, self.log_path, self.size, attempt, tuning.TAIL_CHUNK_BYTES)
                 for _, batch in reader:
                     last = batch.last_offset if last is None else max(last, batch.last_offset)
                     if batch.max_timestamp >= 0:
