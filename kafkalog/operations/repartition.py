@@ -463,7 +463,7 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
             now=plan.now,
             **plan.config,
         )
-        blocks = plan_blocks(plan.log_dir, plan.topic, plan.ranges)  # while a session the command line started starts
+        blocks = plan_blocks(plan.listed, plan.topic, plan.ranges)  # while a session the command line started starts
         clock = time.perf_counter()
         spark = started(spark)
         result.seconds["session"], clock = time.perf_counter() - clock, time.perf_counter()

@@ -57,6 +57,7 @@ from ..rules.cleaner import CleanedTransactionMetadata
 from ..rules.compaction_strategy import CompactionStrategy
 from ..rules.partitioner import (
     BLOCK_OFFSETS,
+    NO_CARRY,
     Compaction,
     GroupResume,
     blocks,
@@ -64,7 +65,7 @@ from ..rules.partitioner import (
     running_max,
 )
 from ..scan.bodies import BodiesBuilder
-from ..scan.inventory import list_segments
+from ..scan.inventory import log_dir_uri
 from ..scan.reader import read_unit
 from ..scan.scan_plan import ScanFilter, WorkUnit, pack, prune_segments, task_bytes, unit_of_offsets
 from ..scan.views import HEADERS_TYPE, filesystem
@@ -150,11 +151,15 @@ class Block:
         return sum(u.nbytes for u in self.units)
 
 
-def plan_blocks(log_dir, topic: str, ranges: Sequence[PartitionRange]) -> list[Block]:
-    """The blocks of each partition's range, in partition and offset order (on the driver: the
-    offset indexes of the segments cut inside are read)."""
+def plan_blocks(partitions: Sequence, topic: str, ranges: Sequence[PartitionRange]) -> list[Block]:
+    """The blocks of each partition's range, in partition and offset order, from the source's
+    partitions as the plan opened them (on the driver: the offset indexes of the segments cut inside
+    are read)."""
     ranges = [r for r in ranges if r.end > r.start]
-    segments = list_segments(log_dir, topic, [r.partition for r in ranges]) if ranges else []
+    segments = []
+    for part in partitions:
+        part.ensure_regular_files()
+        segments.extend(part.segments)
     out = []
     for r in ranges:
         for low, high in blocks(r.start, r.end, BLOCK_OFFSETS):
@@ -177,7 +182,7 @@ def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: Wr
         return {"records": 0, "maxima": {}, "peakRssMiB": 0}
     total = sum(b.nbytes for b in planned)
     tasks = pack(planned, lambda b: b.nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), 0)
-    root = filesystem_root(log_dir)
+    root = log_dir_uri(log_dir)
 
     def task(i: int) -> tuple[int, dict, float]:
         staged, maxima = _stage_task(i, tasks[i], filesystem(root), topic, spec)
@@ -186,13 +191,6 @@ def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: Wr
     done = run_tasks(spark, [[i] for i in range(len(tasks))], task)
     maxima = {k: v for _, m, _ in done for k, v in m.items()}
     return {"records": sum(n for n, _, _ in done), "maxima": maxima, "peakRssMiB": max(rss for _, _, rss in done)}
-
-
-def filesystem_root(log_dir) -> str:
-    """The log dir as the tasks open it (`scan.views.filesystem`)."""
-    from ..scan.inventory import log_dir_uri
-
-    return log_dir_uri(log_dir)
 
 
 def peak_rss_mib() -> float:
@@ -220,7 +218,7 @@ def _stage_task(i: int, task: Sequence[Block], fs, topic: str, spec: WriteSpec) 
                     kept = committed_rows(batch, block.range, trackers)
                     if not kept.num_rows:
                         continue
-                    q, placed = place(kept, spec.partitions, NO_ORDER if order is None else order, horizons)
+                    q, placed = place(kept, spec.partitions, NO_CARRY if order is None else order, horizons)
                     order = int(placed["order"][-1].as_py())
                     by_q = np.argsort(q, kind="stable")  # each new partition's rows, in their order
                     placed, q = placed.take(pa.array(by_q)), q[by_q]
@@ -236,9 +234,6 @@ def _stage_task(i: int, task: Sequence[Block], fs, topic: str, spec: WriteSpec) 
         files.abort()
         raise
     return staged, maxima
-
-
-NO_ORDER = int(np.iinfo(np.int64).min)  # a block's running maximum before its first record
 
 
 class _StagedRun:
