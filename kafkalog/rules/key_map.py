@@ -33,6 +33,8 @@ WINNERS = pa.schema(
         ("map_offset", pa.int64()),
     ]
 )
+# what a merge tells the ranges (`differing`): WINNERS rows tagged with the range told them
+TOLD = WINNERS.append(pa.field("range", pa.int32()))
 
 
 def key_winners(rows: pa.Table) -> pa.Table:
@@ -81,29 +83,39 @@ def _winners(dictionary: pa.Array, code, keyed, rank, version, offset, latest) -
     )
 
 
-def differing(local: pa.Table, merged: pa.Table) -> pa.Table:
-    """The rows of `merged` (a partition's WINNERS) for the keys of `local` (a range's) whose
-    winner or latest map offset is not the range's own: what the range's rewrite must be told.
-    `local` may hold several ranges' WINNERS, told apart by a column `range`: the rows then carry it
-    (one join for all of a partition's ranges)."""
-    tag = ["range"] if "range" in local.column_names else []
+def differing(local: pa.Table) -> pa.Table:
+    """Of `local`, the WINNERS of several ranges told apart by a column `range`: per row whose key's
+    partition winner (`key_winners` of them all) or latest map offset is not the row's own, that
+    winner and latest map offset, tagged with the row's range: what each range's rewrite must be
+    told. The keys are hashed once (dictionary encoding) and each row compared with its key's winner
+    by their codes, not joined with the merged winners."""
     if not local.num_rows:
-        return _tagged(tag).empty_table()
-    joined = local.join(merged, "key", right_suffix="_merged")
-    same = None
-    for c in ("rank", "version", "offset", "map_offset"):
-        equal = pc.fill_null(
-            pc.equal(joined[c], joined[c + "_merged"]),
-            pc.and_(pc.is_null(joined[c]), pc.is_null(joined[c + "_merged"])),
-        )
-        same = equal if same is None else pc.and_(same, equal)
-    kept = joined.filter(pc.invert(same))
-    columns = [kept["key"], *[kept[c + "_merged"] for c in WINNERS.names[1:]], *[kept[c] for c in tag]]
-    return pa.table(columns, schema=_tagged(tag))
-
-
-def _tagged(tag: list[str]) -> pa.Schema:
-    return WINNERS.append(pa.field("range", pa.int32())) if tag else WINNERS
+        return TOLD.empty_table()
+    encoded = pc.dictionary_encode(local["key"].combine_chunks())
+    code = encoded.indices.to_numpy().astype(np.int64)
+    rank, version, offset = (local[c].to_numpy() for c in ("rank", "version", "offset"))
+    mapped = local["map_offset"].fill_null(-1).to_numpy()
+    latest = np.full(len(encoded.dictionary), -1, np.int64)
+    np.maximum.at(latest, code, mapped)
+    best = np.flatnonzero(winning(code, np.ones(len(code), bool), rank, version, offset))
+    pick = np.empty(len(encoded.dictionary), np.int64)
+    pick[code[best]] = best
+    win = pick[code]  # each row's key's winning row
+    told = np.flatnonzero(
+        (rank[win] != rank) | (version[win] != version) | (offset[win] != offset) | (latest[code] != mapped)
+    )
+    at, latest = win[told], latest[code[told]]
+    return pa.table(
+        [
+            local["key"].take(pa.array(told)),
+            pa.array(rank[at], pa.int8()),
+            pa.array(version[at], pa.int64()),
+            pa.array(offset[at], pa.int64()),
+            pa.array(latest, pa.int64(), mask=latest < 0),
+            local["range"].take(pa.array(told)),
+        ],
+        schema=TOLD,
+    )
 
 
 def winner_rows(winners: pa.Table) -> pa.Table:

@@ -205,8 +205,7 @@ def merge_part(mapped: pa.Table, gone: pa.Array) -> pa.Table:
             rows = key_winners(mapped.filter(pc.equal(mapped["range"], r)))
             again.append(rows.append_column("range", pa.array(np.full(rows.num_rows, r, np.int32))))
         mapped = pa.concat_tables([mapped.filter(pc.invert(mine)).select([*WINNERS.names, "range"]), *again])
-    local = mapped.select([*WINNERS.names, "range"])
-    return differing(local, key_winners(local))
+    return differing(mapped.select([*WINNERS.names, "range"]))
 
 
 def range_fates(staged: pa.Table, told: pa.Table, gone: pa.Array) -> pa.Table:

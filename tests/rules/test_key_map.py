@@ -12,13 +12,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.rules.compaction import EXPIRE_TOMBSTONE, supersede
-from kafkalog.rules.key_map import WINNERS, differing, key_winners
+from kafkalog.rules.key_map import TOLD, WINNERS, differing, key_winners
 
 from .test_compaction_strategy import STRATEGIES, fates, model, partitions
 
 
 def keyed(table: pa.Table) -> pa.Table:
     return table.filter(pc.less_equal(table["fate"], EXPIRE_TOMBSTONE))
+
+
+def tagged(winners: pa.Table, number: int) -> pa.Table:
+    return winners.append_column("range", pa.array(np.full(winners.num_rows, number, np.int32)))
+
+
+def mine(told: pa.Table, number: int) -> pa.Table:
+    return told.filter(pc.equal(told["range"], number)).drop_columns(["range"])
 
 
 @settings(max_examples=200, deadline=None)
@@ -32,7 +40,8 @@ def test_ranges_mapped_apart_and_merged_give_the_whole_partitions_fates(records,
     assert sorted(merged.to_pylist(), key=lambda r: r["key"]) == sorted(
         key_winners(keyed(whole)).to_pylist(), key=lambda r: r["key"]
     )  # merging maps is mapping the union
-    got = [f for part, own in zip(parts, local) for f in supersede(part, differing(own, merged)).tolist()]
+    told = differing(pa.concat_tables([tagged(own, i) for i, own in enumerate(local)] or [TOLD.empty_table()]))
+    got = [f for i, part in enumerate(parts) for f in supersede(part, mine(told, i)).tolist()]
     assert got == model(records, strategy)
 
 
@@ -40,15 +49,18 @@ def test_a_range_is_told_only_the_keys_it_does_not_win():
     local = key_winners(
         pa.table({"key": [b"a", b"b"], "rank": [0, 0], "version": [0, 0], "offset": [5, 2], "map_offset": [5, None]})
     )
-    merged = key_winners(
-        pa.concat_tables(
-            [
-                local,
-                pa.table(
-                    {"key": [b"b", b"c"], "rank": [0, 0], "version": [0, 0], "offset": [7, 9], "map_offset": [7, 9]}
-                ).cast(WINNERS),
-            ]
-        )
-    )
-    told = differing(local, merged).to_pylist()
-    assert told == [{"key": b"b", "rank": 0, "version": 0, "offset": 7, "map_offset": 7}]  # a wins here, c is not here
+    other = pa.table(
+        {
+            "key": [b"b", b"c", b"a"],
+            "rank": [0, 0, 0],
+            "version": [0, 0, 0],
+            "offset": [7, 9, 3],
+            "map_offset": [7, 9, 6],
+        }
+    ).cast(WINNERS)
+    told = differing(pa.concat_tables([tagged(local, 0), tagged(other, 1)]))
+    assert mine(told, 0).to_pylist() == [
+        {"key": b"a", "rank": 0, "version": 0, "offset": 5, "map_offset": 6},  # a wins here, its latest is not here
+        {"key": b"b", "rank": 0, "version": 0, "offset": 7, "map_offset": 7},
+    ]  # c is not here
+    assert mine(told, 1).to_pylist() == [{"key": b"a", "rank": 0, "version": 0, "offset": 5, "map_offset": 6}]
