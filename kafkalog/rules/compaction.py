@@ -24,7 +24,6 @@ from ..codec.filter import BatchRetention, Offsets
 from ..errors import KafkaLogError
 from .cleaner import BatchMeta, CleanedTransactionMetadata, LogToClean, decide_batch
 from .compaction_strategy import OFFSET, CompactionStrategy, superseded, versions
-from .key_map import WINNERS, winner_rows
 
 # -- the vocabulary -------------------------------------------------------------------------------------
 
@@ -302,23 +301,18 @@ def record_fates(batch: pa.RecordBatch, facts: SegmentFacts, discarded: Sequence
 # -- the offset map ----------------------------------------------------------------------------------------
 
 
-def supersede(fates: pa.Table, winners: pa.Table | None = None) -> np.ndarray:
+def supersede(fates: pa.Table) -> np.ndarray:
     """The final fates of one whole partition's records (`record_fates` rows): a keyed record
     older than the latest `map_offset` of its key (under a KIP-280 strategy: of lower precedence
     than its key's winner) goes as SUPERSEDED. The keys are hashed once by Arrow (dictionary
     encoding) and the winners found in numpy over their codes (an Arrow group-by costs
-    milliseconds a call before it reads a row: many small partitions). `winners`: of a range of
-    the partition, the partition's winners of keys won elsewhere (rules/key_map.py)."""
+    milliseconds a call before it reads a row: many small partitions). (A range of a partition is
+    superseded with the partition's winners of keys won elsewhere by rules/ranges.range_fates.)"""
     fate = fates["fate"].to_numpy()
-    n = len(fate)
-    if winners is not None and winners.num_rows:
-        rows = winner_rows(winners)
-        fates = pa.concat_tables([fates.select(WINNERS.names).cast(WINNERS), rows])
-        fate = np.concatenate([fate, np.full(rows.num_rows, KEEP, np.int8)])
     if not len(fate):
         return fate.astype(np.int8)
     gone, _ = _superseded(fates, fate, np.zeros(len(fate), np.int64))
-    return np.where(gone, np.int8(SUPERSEDED), fate).astype(np.int8)[:n]
+    return np.where(gone, np.int8(SUPERSEDED), fate).astype(np.int8)
 
 
 def _superseded(fates: pa.Table, fate: np.ndarray, tp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

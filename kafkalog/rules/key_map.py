@@ -9,7 +9,7 @@ latest offset in the cleanable dirty range there (`map_offset`, null where it ha
 by the same rule (`key_winners` of their union is the union's), so the partition's are the merge of its
 ranges'. The key is carried whole: no hash stands for it, so no collision can drop a record.
 
-A range's records are then superseded (`rules/compaction.supersede`) with, beside its own rows, the
+A range's records are then superseded (rules/ranges.range_fates, by `superseded`) with, beside its own rows, the
 partition's winner of each key whose winner lies in another range (`differing`, made rows by
 `winner_rows`): the rule's group of a key then holds the partition's winner and its latest map
 offset, which is all `superseded` asks of the other ranges.

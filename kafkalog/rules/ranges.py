@@ -31,9 +31,9 @@ from .compaction import (
     REASONS,
     SUPERSEDED,
     PartitionOutcome,
-    supersede,
 )
-from .key_map import WINNERS, differing, key_winners, range_map
+from .compaction_strategy import superseded
+from .key_map import WINNERS, differing, key_winners, range_map, winner_rows
 
 
 def range_of_groups(sizes: list[int], count: int) -> list[int]:
@@ -221,12 +221,37 @@ def range_fates(staged: pa.Table, told: pa.Table, gone: pa.Array) -> pa.Table:
         staged = staged.set_column(staged.schema.get_field_index("invalid_header"), "invalid_header", pa.array(invalid))
     pending = staged["key"].is_valid().to_numpy(zero_copy_only=False) & (fate <= EXPIRE_TOMBSTONE)
     doubtful = pending & staged["doubtful"].to_numpy(zero_copy_only=False)
-    keys = pa.chunked_array([*told["key"].chunks, *staged["key"].filter(pa.array(doubtful)).chunks], pa.binary())
     final = np.where(staged["superseded"].to_numpy(zero_copy_only=False), np.int8(SUPERSEDED), fate).astype(np.int8)
-    if len(keys):
-        redo = pending & pc.is_in(staged["key"], keys.combine_chunks()).to_numpy(zero_copy_only=False)
-        if redo.any():
-            rows = staged.filter(pa.array(redo))
-            rows = rows.set_column(rows.schema.get_field_index("fate"), "fate", pa.array(fate[redo]))
-            final[redo] = supersede(rows, told)
+    if told.num_rows or doubtful.any():
+        redo, gone_again = _superseded_again(staged, pending, doubtful, told)
+        final[redo] = np.where(gone_again, np.int8(SUPERSEDED), fate[redo])
     return staged.set_column(staged.schema.get_field_index("fate"), "fate", pa.array(final, pa.int8()))
+
+
+def _superseded_again(staged: pa.Table, pending, doubtful, told: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Which of a range's STAGED rows are superseded again (`redo`: its `pending` ones of the keys
+    `told` and of its `doubtful` ones), and of those which go, as rules/compaction.supersede decides
+    them with `told`'s winner rows beside them: the keys hashed once (a dictionary encoding of the
+    range's keys and the told ones) for both, the rest numpy over their codes."""
+    rows = winner_rows(told)
+    n = staged.num_rows
+    keys = pa.chunked_array([*staged["key"].chunks, *rows["key"].chunks], pa.binary()).combine_chunks()
+    encoded = pc.dictionary_encode(keys)
+    code = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy().astype(np.int64)  # last: null keys
+    again = np.zeros(len(encoded.dictionary) + 1, bool)
+    again[code[n:]] = True
+    again[code[:n][doubtful]] = True
+    redo = pending & again[code[:n]]
+    at = np.flatnonzero(redo)
+
+    def column(name: str, fill=None) -> np.ndarray:
+        mine, theirs = staged[name], rows[name]
+        if fill is not None:
+            mine, theirs = mine.fill_null(fill), theirs.fill_null(fill)
+        return np.concatenate([mine.to_numpy()[at], theirs.to_numpy()])
+
+    group = np.concatenate([code[at], code[n:]])
+    keyed = np.ones(len(group), bool)  # pending records are keyed, told winners KEEP
+    in_map = column("map_offset", -1) >= 0
+    gone, _ = superseded(group, keyed, in_map, column("rank"), column("version"), column("offset"))
+    return redo, gone[: len(at)]

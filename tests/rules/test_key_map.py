@@ -1,7 +1,7 @@
 """The range path's offset map (rules/key_map.py): a partition cut into ranges, each range's keys mapped
 alone (`key_winners`), the maps merged, and each range superseded with the winners held elsewhere
-(`differing`), gives each record the fate a pass over the whole partition gives it (the KIP-280 model
-of test_compaction_strategy), under every strategy."""
+(`differing`, beside its own records as `winner_rows`), gives each record the fate a pass over the
+whole partition gives it (the KIP-280 model of test_compaction_strategy), under every strategy."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkalog.rules.compaction import EXPIRE_TOMBSTONE, supersede
-from kafkalog.rules.key_map import TOLD, WINNERS, differing, key_winners
+from kafkalog.rules.compaction import EXPIRE_TOMBSTONE, KEEP, supersede
+from kafkalog.rules.key_map import TOLD, WINNERS, differing, key_winners, winner_rows
 
 from .test_compaction_strategy import STRATEGIES, fates, model, partitions
 
@@ -23,6 +23,14 @@ def keyed(table: pa.Table) -> pa.Table:
 
 def tagged(winners: pa.Table, number: int) -> pa.Table:
     return winners.append_column("range", pa.array(np.full(winners.num_rows, number, np.int32)))
+
+
+def beside(part: pa.Table, winners: pa.Table) -> np.ndarray:
+    """`supersede` of a range's rows with `winner_rows` of the winners it is told (KEEP) beside them."""
+    rows = winner_rows(winners)
+    fate = pa.array(np.full(rows.num_rows, KEEP, np.int8))
+    both = pa.concat_tables([part.select([*WINNERS.names, "fate"]), rows.append_column("fate", fate)])
+    return supersede(both)[: part.num_rows]
 
 
 def mine(told: pa.Table, number: int) -> pa.Table:
@@ -41,7 +49,7 @@ def test_ranges_mapped_apart_and_merged_give_the_whole_partitions_fates(records,
         key_winners(keyed(whole)).to_pylist(), key=lambda r: r["key"]
     )  # merging maps is mapping the union
     told = differing(pa.concat_tables([tagged(own, i) for i, own in enumerate(local)] or [TOLD.empty_table()]))
-    got = [f for i, part in enumerate(parts) for f in supersede(part, mine(told, i)).tolist()]
+    got = [f for i, part in enumerate(parts) for f in beside(part, mine(told, i)).tolist()]
     assert got == model(records, strategy)
 
 
