@@ -33,45 +33,51 @@ WINNERS = pa.schema(
         ("map_offset", pa.int64()),
     ]
 )
-# what a merge tells the ranges (`differing`): WINNERS rows tagged with the range told them
-TOLD = WINNERS.append(pa.field("range", pa.int32()))
 
 
-def key_winners(rows: pa.Table) -> pa.Table:
+def key_winners(rows: pa.Table, tags: tuple[str, ...] = ()) -> pa.Table:
     """The WINNERS of `rows` (any table with WINNERS' columns: keyed `record_fates` rows, or winners
-    to merge): per key, the row of highest (rank, version, offset) and the highest `map_offset`. The
-    keys are hashed once by Arrow (dictionary encoding), the rest is numpy over their codes."""
+    to merge): per key, the row of highest (rank, version, offset) and the highest `map_offset`, and
+    its columns `tags` after them. The keys are hashed once by Arrow (dictionary encoding), the rest
+    is numpy over their codes."""
+    carried = rows.select(list(tags))
     rows = rows.select(WINNERS.names).cast(WINNERS)
     if not rows.num_rows:
-        return WINNERS.empty_table()
+        return pa.schema([*WINNERS, *carried.schema]).empty_table()
     encoded = pc.dictionary_encode(rows["key"].combine_chunks())
     code = encoded.indices.to_numpy().astype(np.int64)
     latest = np.full(len(encoded.dictionary), -1, np.int64)
     np.maximum.at(latest, code, rows["map_offset"].fill_null(-1).to_numpy())
     rank, version, offset = (rows[c].to_numpy() for c in ("rank", "version", "offset"))
-    return _winners(encoded.dictionary, code, np.ones(len(code), bool), rank, version, offset, latest[code])
+    winners, at = _winners(encoded.dictionary, code, np.ones(len(code), bool), rank, version, offset, latest[code])
+    for name in tags:
+        winners = winners.append_column(carried.schema.field(name), carried[name].take(pa.array(at)))
+    return winners
 
 
-def range_map(fates: pa.Table, keyed: np.ndarray) -> tuple[np.ndarray, pa.Table]:
+def range_map(fates: pa.Table, keyed: np.ndarray) -> tuple[np.ndarray, pa.Table, np.ndarray]:
     """Of a range's `record_fates` rows, taking only the `keyed` ones as keyed (the others as
-    unkeyed): which are superseded within the range (as rules/compaction.supersede finds them) and
-    their `key_winners`, from one hashing of the keys."""
+    unkeyed): which are superseded within the range (as rules/compaction.supersede finds them), their
+    `key_winners` and each row's key's number in the range (`code`, the winners' last column: the
+    rows of a key can be told apart from others without their bytes), from one hashing of the keys."""
     encoded = pc.dictionary_encode(fates["key"].combine_chunks())
     code = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy().astype(np.int64)  # null keys: never keyed
     rank, version, offset = (fates[c].to_numpy() for c in ("rank", "version", "offset"))
     in_map = keyed & (fates["map_offset"].fill_null(-1).to_numpy() >= 0)  # a record's map_offset is its offset
     gone, latest = superseded(code, keyed, in_map, rank, version, offset)
-    return gone, _winners(encoded.dictionary, code, keyed, rank, version, offset, latest)
+    winners, at = _winners(encoded.dictionary, code, keyed, rank, version, offset, latest)
+    return gone, winners.append_column(pa.field("code", pa.int32()), pa.array(code[at], pa.int32())), code
 
 
-def _winners(dictionary: pa.Array, code, keyed, rank, version, offset, latest) -> pa.Table:
+def _winners(dictionary: pa.Array, code, keyed, rank, version, offset, latest) -> tuple[pa.Table, np.ndarray]:
     """WINNERS: per code of `keyed` rows, its row of highest (rank, version, offset) (`winning`; of
-    rows alike in all three, any one) with `latest`, each row's key's highest map offset (-1: none)."""
+    rows alike in all three, any one) with `latest`, each row's key's highest map offset (-1: none);
+    and the rows they are."""
     best = np.flatnonzero(winning(code, keyed, rank, version, offset))
     pick = np.full(len(dictionary) + 1, -1, np.int64)
     pick[code[best]] = best
     rows = pick[pick >= 0]
-    return pa.table(
+    winners = pa.table(
         [
             dictionary.take(pa.array(code[rows])),
             pa.array(rank[rows], pa.int8()),
@@ -81,16 +87,18 @@ def _winners(dictionary: pa.Array, code, keyed, rank, version, offset, latest) -
         ],
         schema=WINNERS,
     )
+    return winners, rows
 
 
 def differing(local: pa.Table) -> pa.Table:
-    """Of `local`, the WINNERS of several ranges told apart by a column `range`: per row whose key's
-    partition winner (`key_winners` of them all) or latest map offset is not the row's own, that
-    winner and latest map offset, tagged with the row's range: what each range's rewrite must be
-    told. The keys are hashed once (dictionary encoding) and each row compared with its key's winner
-    by their codes, not joined with the merged winners."""
+    """Of `local`, the WINNERS of several ranges told apart by further columns (a `range` at least),
+    per row whose key's partition winner (`key_winners` of them all) or latest map offset is not the
+    row's own: that winner and latest map offset, with the row's further columns: what each range's
+    rewrite must be told. The keys are hashed once (dictionary encoding) and each row compared with
+    its key's winner by their codes, not joined with the merged winners."""
+    tags = local.column_names[len(WINNERS) :]
     if not local.num_rows:
-        return TOLD.empty_table()
+        return local.slice(0, 0)
     encoded = pc.dictionary_encode(local["key"].combine_chunks())
     code = encoded.indices.to_numpy().astype(np.int64)
     rank, version, offset = (local[c].to_numpy() for c in ("rank", "version", "offset"))
@@ -112,9 +120,9 @@ def differing(local: pa.Table) -> pa.Table:
             pa.array(version[at], pa.int64()),
             pa.array(offset[at], pa.int64()),
             pa.array(latest, pa.int64(), mask=latest < 0),
-            local["range"].take(pa.array(told)),
+            *[local[t].take(pa.array(told)) for t in tags],
         ],
-        schema=TOLD,
+        schema=local.schema,
     )
 
 
@@ -122,18 +130,20 @@ def winner_rows(winners: pa.Table) -> pa.Table:
     """Rows that stand, in a range's `superseded` groups, for the WINNERS of other ranges: the
     winning record (in the map where it is the key's latest map offset), and where the latest map
     offset is another record's, that record below every rank (it makes the key one in the map,
-    and never wins)."""
+    and never wins). The key is `winners`' first column, whatever it is (its bytes, or its number
+    in the range: rules/ranges.TOLD); the rows have WINNERS' other columns after it."""
+    schema = pa.schema([winners.schema.field(0), *list(WINNERS)[1:]])
     latest = winners["map_offset"].fill_null(-1).to_numpy()
     offset = winners["offset"].to_numpy()
     winner = pa.table(
         [
-            winners["key"],
+            winners.column(0),
             winners["rank"],
             winners["version"],
             winners["offset"],
             pa.array(offset, mask=latest != offset),
         ],
-        schema=WINNERS,
+        schema=schema,
     )
     other = (latest >= 0) & (latest != offset)
     if not other.any():
@@ -141,12 +151,12 @@ def winner_rows(winners: pa.Table) -> pa.Table:
     n = int(other.sum())
     mapped = pa.table(
         [
-            winners["key"].filter(pa.array(other)),
+            winners.column(0).filter(pa.array(other)),
             pa.array(np.full(n, -1, np.int8)),
             pa.array(np.zeros(n, np.int64)),
             pa.array(latest[other]),
             pa.array(latest[other]),
         ],
-        schema=WINNERS,
+        schema=schema,
     )
     return pa.concat_tables([winner, mapped])

@@ -92,7 +92,8 @@ def joined_outcome(outcomes: list[PartitionOutcome]) -> PartitionOutcome:
 # what a map task stages for its range's rewrite, one row per record in file order: the columns the
 # rewrite's outcome reads, its `record_fates` fate and whether it is superseded within the range, and
 # where the record is pending (a keyed record not superseded there, or any keyed record of a key with
-# doubtful ones) its key and precedence; `doubtful`: of a batch an aborted transaction may discard
+# doubtful ones) its key's number in the range (rules/key_map.range_map's `code`) and precedence;
+# `doubtful`: of a batch an aborted transaction may discard
 STAGED = pa.schema(
     [
         ("segment", pa.int32()),
@@ -102,7 +103,7 @@ STAGED = pa.schema(
         ("fate", pa.int8()),
         ("superseded", pa.bool_()),
         ("invalid_header", pa.bool_()),
-        ("key", pa.binary()),
+        ("code", pa.int32()),
         ("rank", pa.int8()),
         ("version", pa.int64()),
         ("map_offset", pa.int64()),
@@ -110,9 +111,13 @@ STAGED = pa.schema(
     ]
 )
 # what a map task hands the merge of one part of its keys: its WINNERS (batch null) and its doubtful
-# keyed records (with their batch's segment and position), tagged with the range's number
+# keyed records (with their batch's segment and position), tagged with the range's number, each with
+# its key's number in the range
 MAPPED = WINNERS.append(pa.field("range", pa.int32())).append(pa.field("segment", pa.int32()))
-MAPPED = MAPPED.append(pa.field("position", pa.int64()))
+MAPPED = MAPPED.append(pa.field("position", pa.int64())).append(pa.field("code", pa.int32()))
+# what the merge tells a range of the partition's winners of its keys won elsewhere: WINNERS with
+# the key's number in the range (its `code`) for its bytes
+TOLD = pa.schema([("code", pa.int32()), *list(WINNERS)[1:]])
 
 
 def batch_key(segment, position) -> pa.Array:
@@ -126,12 +131,12 @@ def map_range(fates: pa.Table, doubtful: np.ndarray, number: int) -> tuple[pa.Ta
     fate = fates["fate"].to_numpy()
     keyed = fate <= EXPIRE_TOMBSTONE
     sure = keyed & ~doubtful
-    gone, winners = range_map(fates, sure)  # the held-back records out of the range's map
+    gone, winners, code = range_map(fates, sure)  # the held-back records out of the range's map
     keep = keyed & ~gone  # pending; and every keyed record of a key with doubtful ones, which decide again
     if doubtful.any():
-        keep |= keyed & pc.is_in(
-            fates["key"], fates["key"].filter(pa.array(keyed & doubtful)).combine_chunks()
-        ).to_numpy(zero_copy_only=False)
+        again = np.zeros(code.max() + 1, bool)
+        again[code[keyed & doubtful]] = True
+        keep |= keyed & again[code]
     staged = pa.table(
         [
             fates["segment"],
@@ -141,7 +146,7 @@ def map_range(fates: pa.Table, doubtful: np.ndarray, number: int) -> tuple[pa.Ta
             fates["fate"],
             pa.array(gone),
             fates["invalid_header"],
-            pc.if_else(pa.array(keep), fates["key"], pa.nulls(fates.num_rows, pa.binary())),
+            pa.array(code, pa.int32(), mask=~keep),
             fates["rank"],
             fates["version"],
             fates["map_offset"],
@@ -149,25 +154,28 @@ def map_range(fates: pa.Table, doubtful: np.ndarray, number: int) -> tuple[pa.Ta
         ],
         schema=STAGED,
     )
-    held = fates.filter(pa.array(keyed & doubtful))
+    held = keyed & doubtful
+    rows = fates.filter(pa.array(held))
     n = winners.num_rows
     mapped = pa.concat_tables(
         [
             pa.table(
                 [
-                    *winners.columns,
+                    *winners.select(WINNERS.names).columns,
                     pa.array(np.full(n, number, np.int32)),
                     pa.nulls(n, pa.int32()),
                     pa.nulls(n, pa.int64()),
+                    winners["code"],
                 ],
                 schema=MAPPED,
             ),
             pa.table(
                 [
-                    *held.select(WINNERS.names).cast(WINNERS).columns,
-                    pa.array(np.full(held.num_rows, number, np.int32)),
-                    held["segment"],
-                    held["position"],
+                    *rows.select(WINNERS.names).cast(WINNERS).columns,
+                    pa.array(np.full(rows.num_rows, number, np.int32)),
+                    rows["segment"],
+                    rows["position"],
+                    pa.array(code[held], pa.int32()),
                 ],
                 schema=MAPPED,
             ),
@@ -191,8 +199,8 @@ def key_parts(keys: pa.Array | pa.ChunkedArray, parts: int) -> np.ndarray:
 def merge_part(mapped: pa.Table, gone: pa.Array) -> pa.Table:
     """The merge of one part of a partition's keys: `mapped`, the MAPPED rows of those keys from all
     its ranges; `gone`, the `batch_key`s of the batches whose records the transaction tracker
-    discarded. Returns, tagged `range`, each range's rows of rules/key_map.differing: the
-    partition's winners of its keys that it does not win itself."""
+    discarded. Returns, tagged `range`, each range's TOLD rows (rules/key_map.differing): the
+    partition's winners of its keys that it does not win itself, each key by its number in the range."""
     held = mapped["segment"].is_valid()
     if pc.any(held).as_py():
         out = pc.and_(held, pc.is_in(batch_key(mapped["segment"], mapped["position"]), gone))
@@ -202,24 +210,25 @@ def merge_part(mapped: pa.Table, gone: pa.Array) -> pa.Table:
         mine = pc.is_in(mapped["range"], pa.array(sorted(redo), pa.int32()))
         again = []
         for r in sorted(redo):
-            rows = key_winners(mapped.filter(pc.equal(mapped["range"], r)))
-            again.append(rows.append_column("range", pa.array(np.full(rows.num_rows, r, np.int32))))
-        mapped = pa.concat_tables([mapped.filter(pc.invert(mine)).select([*WINNERS.names, "range"]), *again])
-    return differing(mapped.select([*WINNERS.names, "range"]))
+            rows = key_winners(mapped.filter(pc.equal(mapped["range"], r)), ("code",))
+            again.append(rows.add_column(len(WINNERS), "range", pa.array(np.full(rows.num_rows, r, np.int32))))
+        mapped = pa.concat_tables([mapped.filter(pc.invert(mine)).select([*WINNERS.names, "range", "code"]), *again])
+    told = differing(mapped.select([*WINNERS.names, "range", "code"]))
+    return told.select([*TOLD.names, "range"])
 
 
 def range_fates(staged: pa.Table, told: pa.Table, gone: pa.Array) -> pa.Table:
     """A range's STAGED rows given their final fates (`record_fates` and `supersede` columns as the
     rewrite's outcome reads them): its records of `gone` batches aborted (markers removed), those
     superseded within the range superseded, and its pending records of the keys `told` (its rows of
-    the merge, WINNERS) or doubtful superseded again with the partition's winners."""
+    the merge, TOLD) or doubtful superseded again with the partition's winners."""
     fate = staged["fate"].to_numpy()
     discarded = pc.is_in(batch_key(staged["segment"], staged["position"]), gone).to_numpy(zero_copy_only=False)
     if discarded.any():  # as record_fates marks the records of a discarded batch
         fate = np.where(discarded, np.where(fate == CONTROL, np.int8(MARKER), np.int8(ABORTED)), fate).astype(np.int8)
         invalid = staged["invalid_header"].to_numpy(zero_copy_only=False) & ~discarded
         staged = staged.set_column(staged.schema.get_field_index("invalid_header"), "invalid_header", pa.array(invalid))
-    pending = staged["key"].is_valid().to_numpy(zero_copy_only=False) & (fate <= EXPIRE_TOMBSTONE)
+    pending = staged["code"].is_valid().to_numpy(zero_copy_only=False) & (fate <= EXPIRE_TOMBSTONE)
     doubtful = pending & staged["doubtful"].to_numpy(zero_copy_only=False)
     final = np.where(staged["superseded"].to_numpy(zero_copy_only=False), np.int8(SUPERSEDED), fate).astype(np.int8)
     if told.num_rows or doubtful.any():
@@ -231,27 +240,21 @@ def range_fates(staged: pa.Table, told: pa.Table, gone: pa.Array) -> pa.Table:
 def _superseded_again(staged: pa.Table, pending, doubtful, told: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """Which of a range's STAGED rows are superseded again (`redo`: its `pending` ones of the keys
     `told` and of its `doubtful` ones), and of those which go, as rules/compaction.supersede decides
-    them with `told`'s winner rows beside them: the keys hashed once (a dictionary encoding of the
-    range's keys and the told ones) for both, the rest numpy over their codes."""
+    them with `told`'s winner rows beside them: numpy over the keys' numbers in the range (`code`),
+    no key hashed."""
     rows = winner_rows(told)
-    n = staged.num_rows
-    keys = pa.chunked_array([*staged["key"].chunks, *rows["key"].chunks], pa.binary()).combine_chunks()
-    encoded = pc.dictionary_encode(keys)
-    code = encoded.indices.fill_null(len(encoded.dictionary)).to_numpy().astype(np.int64)  # last: null keys
-    again = np.zeros(len(encoded.dictionary) + 1, bool)
-    again[code[n:]] = True
-    again[code[:n][doubtful]] = True
-    redo = pending & again[code[:n]]
+    code = staged["code"].fill_null(-1).to_numpy()
+    theirs = rows["code"].to_numpy()
+    again = np.zeros(max(code.max(initial=-1), theirs.max(initial=-1)) + 1, bool)
+    again[theirs] = True
+    again[code[doubtful]] = True
+    redo = pending & again[np.maximum(code, 0)]
     at = np.flatnonzero(redo)
 
-    def column(name: str, fill=None) -> np.ndarray:
-        mine, theirs = staged[name], rows[name]
-        if fill is not None:
-            mine, theirs = mine.fill_null(fill), theirs.fill_null(fill)
-        return np.concatenate([mine.to_numpy()[at], theirs.to_numpy()])
+    def column(name: str) -> np.ndarray:
+        return np.concatenate([staged[name].fill_null(-1).to_numpy()[at], rows[name].fill_null(-1).to_numpy()])
 
-    group = np.concatenate([code[at], code[n:]])
+    group = column("code").astype(np.int64)
     keyed = np.ones(len(group), bool)  # pending records are keyed, told winners KEEP
-    in_map = column("map_offset", -1) >= 0
-    gone, _ = superseded(group, keyed, in_map, column("rank"), column("version"), column("offset"))
+    gone, _ = superseded(group, keyed, column("map_offset") >= 0, column("rank"), column("version"), column("offset"))
     return redo, gone[: len(at)]

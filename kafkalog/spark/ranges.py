@@ -53,9 +53,9 @@ from .. import tuning
 from ..errors import KafkaLogError
 from ..rules.cleaner import LogToClean
 from ..rules.compaction import FATES, decide_batches, partition_outcome
-from ..rules.key_map import WINNERS
 from ..rules.ranges import (
     MAPPED,
+    TOLD,
     batch_key,
     joined_outcome,
     key_parts,
@@ -443,7 +443,7 @@ def _rewrite_range(
     outcomes = []
     for c, start in enumerate(starts):  # a slice at a time: its staged fates, its winners held elsewhere
         told = pa.concat_tables(
-            [_read_parts(*step.file(f"told-{j}.arrow"), [first + c], WINNERS) for j in range(mapping.parts)]
+            [_read_parts(*step.file(f"told-{j}.arrow"), [first + c], TOLD) for j in range(mapping.parts)]
         )
         fates = range_fates(_read(*step.file(f"fates-{step.number}-{c}.arrow")), told, decision.gone)
         end = starts[c + 1] if c + 1 < len(starts) else None

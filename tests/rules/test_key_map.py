@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkalog.rules.compaction import EXPIRE_TOMBSTONE, KEEP, supersede
-from kafkalog.rules.key_map import TOLD, WINNERS, differing, key_winners, winner_rows
+from kafkalog.rules.key_map import WINNERS, differing, key_winners, winner_rows
 
 from .test_compaction_strategy import STRATEGIES, fates, model, partitions
 
@@ -48,7 +48,9 @@ def test_ranges_mapped_apart_and_merged_give_the_whole_partitions_fates(records,
     assert sorted(merged.to_pylist(), key=lambda r: r["key"]) == sorted(
         key_winners(keyed(whole)).to_pylist(), key=lambda r: r["key"]
     )  # merging maps is mapping the union
-    told = differing(pa.concat_tables([tagged(own, i) for i, own in enumerate(local)] or [TOLD.empty_table()]))
+    told = differing(
+        pa.concat_tables([tagged(own, i) for i, own in enumerate(local)] or [tagged(WINNERS.empty_table(), 0)])
+    )
     got = [f for i, part in enumerate(parts) for f in beside(part, mine(told, i)).tolist()]
     assert got == model(records, strategy)
 
