@@ -189,10 +189,8 @@ def key_parts(keys: pa.Array | pa.ChunkedArray, parts: int) -> np.ndarray:
     and version (Python's own hash is salted per process). Only a place: the merge compares whole keys."""
     if parts <= 1 or not len(keys):
         return np.zeros(len(keys), np.int64)
-    digest = xxhash.xxh64_intdigest
-    hashes = np.fromiter(
-        (digest(k) for k in pc.fill_null(keys, b"").to_numpy(zero_copy_only=False)), np.uint64, len(keys)
-    )
+    data = pc.fill_null(keys, b"").to_numpy(zero_copy_only=False)
+    hashes = np.fromiter(map(xxhash.xxh64_intdigest, data), np.uint64, len(data))  # no Python frame a key
     return (hashes % np.uint64(parts)).astype(np.int64)
 
 
