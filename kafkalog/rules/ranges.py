@@ -13,7 +13,9 @@ lie in another range, or a record may belong to a batch an aborted transaction d
 held back from the map until the partition's transaction tracker has run). The merge of a part of the
 keys tells each range the partition's winners of its keys won elsewhere (rules/key_map.differing), and
 the rewrite supersedes again only its pending records of those keys and of its doubtful ones. Keys
-are compared whole: a hash (`key_parts`) only chooses the part a key is merged in.
+are compared whole: a hash (`key_parts`) only chooses the part a key is merged in; the merge's rows
+carry each key's number in its range's map (`code`, a dictionary index there), by which the rewrite
+tells the keys apart without hashing them again.
 """
 
 from __future__ import annotations

@@ -164,3 +164,21 @@ def test_a_map_task_slices_its_records_at_batch_boundaries_as_the_rule_cuts_them
     assert [t.num_rows for t in got] == (
         [sum(sizes[a:b]) for a, b in zip(np.cumsum([0, *want]), np.cumsum(want))] if sizes else [0]
     )
+
+
+@pytest.mark.parametrize("sorted_parts", [True, False])
+def test_a_file_of_parts_gives_each_part_its_rows(tmp_path, sorted_parts):
+    """`_write_parts` then `_read_parts`: part j's rows in their order, whether the rows come grouped by
+    part (a merge's, in slice order: not sorted again) or not (a map's, by a hash of the key)."""
+    part = np.array([0, 0, 2, 2, 2, 3] if sorted_parts else [2, 0, 3, 2, 0, 2])
+    table = pa.table({"row": np.arange(len(part))})
+    fs = LogFileSystem.for_path(str(tmp_path))[0]
+    ranges._write_parts(fs, str(tmp_path / "parts.arrow"), table, part, 5)
+    got = [
+        ranges._read_parts(fs, str(tmp_path / "parts.arrow"), [j], table.schema)["row"].to_pylist() for j in range(5)
+    ]
+    assert got == [np.flatnonzero(part == j).tolist() for j in range(5)]
+    assert ranges._read_parts(fs, str(tmp_path / "parts.arrow"), [3, 0], table.schema)["row"].to_pylist() == [
+        *np.flatnonzero(part == 3).tolist(),
+        *np.flatnonzero(part == 0).tolist(),
+    ]
