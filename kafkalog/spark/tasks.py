@@ -1,6 +1,7 @@
-"""Plain Python work run on the executors, one Spark task per planned task, with DataFrames only
-(`range` and `mapInArrow`: no RDD, so Spark Connect sessions run it too). A range of `count` rows in
-as many partitions gives each partition exactly one row: its task's number."""
+"""Plain Python work run on the executors, one Spark task per planned task: with DataFrames
+(`range` and `mapInArrow`, which Spark Connect sessions run too; a range of `count` rows in as many
+partitions gives each partition exactly one row: its task's number), and, where only results come
+back to the driver, as an RDD on a classic session (`run_tasks`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import gc
 import pickle
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
+
+from .context import spark_context
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -48,10 +51,27 @@ _settled = False
 
 def run_tasks(spark, groups: Sequence[Sequence[T]], work: Callable[[T], R]) -> list[R]:
     """`work(item)` for every item of every group, the items of a group in one task; the results
-    come back to the driver pickled, in the order of the items."""
+    come back to the driver pickled, in the order of the items.
+
+    A classic session runs the tasks as an RDD of their numbers: a DataFrame job's planning, code
+    generation and Arrow streams buy nothing here, and its first job took 0.8 to 3 s longer to reach
+    its first task (docs/benchmarks.md, "The first task"). A Spark Connect session, which has no RDDs,
+    runs them as a DataFrame (`task_frame`)."""
     groups = [list(g) for g in groups]
     if not groups:
         return []
+    context = spark_context(spark)
+    if context is not None:
+
+        def each(i: int) -> list[R]:
+            settle_worker()
+            return [work(item) for item in groups[i]]
+
+        return [
+            result
+            for done in context.parallelize(range(len(groups)), len(groups)).map(each).collect()
+            for result in done
+        ]
 
     def task(i: int):
         import pyarrow as pa
