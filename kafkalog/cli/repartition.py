@@ -79,13 +79,18 @@ def _add_repartition(commands) -> None:
 
 
 def _run_repartition(args) -> int:
+    from .. import tuning
     from ..errors import ConfigError
-    from ..operations.repartition import plan_repartition, run_repartition
 
     if args.now is not None and not args.compact:
         raise ConfigError("--now is read by --compact only: give --compact, or leave --now out")
+    # Spark starts while the command imports what it needs and plans: a plan that fails (every check
+    # of the source and the target) ends the command at once, without waiting for Spark; a dry run
+    # starts none
+    spark = None if args.dry_run else spark_session(args, background=True, jvm_options=tuning.PYTHON_TASKS_JVM_OPTIONS)
+    from ..operations.repartition import plan_repartition, run_repartition
 
-    plan = plan_repartition(  # every check before Spark starts
+    plan = plan_repartition(
         args.log_dir,
         args.topic,
         args.partitions,
@@ -105,15 +110,6 @@ def _run_repartition(args) -> int:
     if args.dry_run:
         print(plan.summary() + "\n  dry run: nothing written")
         return EXIT_OK
-    from .. import tuning
-
-    # a plan that completed an earlier run's commit (the same command) has nothing left to run; Spark
-    # starts while the run checks the source again and plans its blocks
-    spark = (
-        None
-        if plan.completed is not None
-        else spark_session(args, background=True, jvm_options=tuning.PYTHON_TASKS_JVM_OPTIONS)
-    )
     result = run_repartition(spark, plan)
     print(result.summary())
     save_report(args.report, result.to_dict())

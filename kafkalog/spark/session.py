@@ -7,8 +7,9 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from ..errors import ConfigError
 from ..extras import require
@@ -154,13 +155,21 @@ def check_startable(conf: dict | None = None) -> None:
 
 def start_session(**options) -> Future:
     """`local_session(**options)` in a thread of its own: the JVM starts while the driver goes on
-    with what needs no Spark (a command's copy of the log dir for `--output`); `started`
-    waits for it where Spark is first needed."""
-    pool = ThreadPoolExecutor(1, thread_name_prefix="kafkalog-spark-start")
-    try:
-        return pool.submit(local_session, **options)
-    finally:
-        pool.shutdown(wait=False)
+    with what needs no Spark (a command's plan, its copy of the log dir for `--output`); `started`
+    waits for it where Spark is first needed. A daemon thread: a command that fails before it needs
+    Spark ends at once, and its JVM with it (pyspark's gateway exits when its parent does), rather
+    than waiting for a session it will not use."""
+    future: Future = Future()
+
+    def start() -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(local_session(**options))
+        except BaseException as err:  # handed to the thread that waits in `started`
+            future.set_exception(err)
+
+    threading.Thread(target=start, name="kafkalog-spark-start", daemon=True).start()
+    return future
 
 
 def started(spark):

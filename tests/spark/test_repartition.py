@@ -162,20 +162,40 @@ def test_paths_a_run_would_trip_on_are_refused_before_spark(small_log, tmp_path)
     assert not (tmp_path / "o").exists() and not (tmp_path / "same").exists()
 
 
-def test_command_line_refuses_in_one_line_before_spark(small_log, tmp_path):
+def test_command_line_refuses_in_one_line_without_waiting_for_spark(small_log, tmp_path):
+    """Spark starts while the command plans: a plan that fails ends the command at once, in one line,
+    and the JVM that was starting goes with it (nothing is left in the command's process group)."""
+    import os
     import subprocess
     import sys
+    import time
 
-    done = subprocess.run(
+    start = time.perf_counter()
+    command = subprocess.Popen(
         [sys.executable, "-m", "kafkalog", "repartition", str(small_log.path), "--topic", "orders"]
         + ["--partitions", "4", "--output", str(tmp_path / "out"), "--to-topic", "orders4"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
+        start_new_session=True,
     )
-    assert done.returncode == cli.EXIT_FAILED
-    assert done.stderr.strip().splitlines()[-1].startswith("kafkalog repartition: the topic id of orders4 is not known")
-    assert not (tmp_path / "out").exists() and "pyspark" not in done.stderr
+    _, stderr = command.communicate(timeout=120)
+    seconds = time.perf_counter() - start
+    assert command.returncode == cli.EXIT_FAILED
+    assert stderr.strip().splitlines() == [
+        f"kafkalog repartition: the topic id of orders4 is not known: {stderr.split('is not known: ', 1)[-1].strip()}"
+    ]
+    assert stderr.startswith("kafkalog repartition: the topic id of orders4 is not known")
+    assert not (tmp_path / "out").exists()
+    assert seconds < 10, f"{seconds:.1f} s: the command waited for Spark"
+    deadline = time.monotonic() + 30
+    while True:  # the JVM notices its parent is gone (its gateway's stdin closes) and exits
+        try:
+            os.killpg(command.pid, 0)
+        except ProcessLookupError:
+            break
+        assert time.monotonic() < deadline, "a process of the command outlived it by 30 s"
+        time.sleep(0.2)
 
 
 def test_committed_offsets_from_a_file_and_the_dry_run(small_log, tmp_path):
