@@ -182,6 +182,9 @@ def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: Wr
         return {"records": 0, "maxima": {}, "peakRssMiB": 0}
     total = sum(b.nbytes for b in planned)
     tasks = pack(planned, lambda b: b.nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), 0)
+    # the largest first: Spark starts tasks in their order, so the small ones (a partition's last
+    # block) fill the cores' last gaps instead of leaving one core to finish a large one alone
+    tasks.sort(key=lambda blocks: sum(b.nbytes for b in blocks), reverse=True)
     root = log_dir_uri(log_dir)
 
     def task(i: int) -> tuple[int, dict, float]:
