@@ -24,6 +24,16 @@ def spark_context(spark):
     return spark.sparkContext
 
 
+def map_numbers(spark, count: int, function) -> list | None:
+    """`function(i)` for i in range(count), one Spark task each, as an RDD of the numbers on a
+    classic session (the results pickled back, in order); None on a Spark Connect session, which has
+    no RDDs (tasks.run_tasks then runs a DataFrame)."""
+    context = spark_context(spark)
+    if context is None:
+        return None
+    return context.parallelize(range(count), count).map(function).collect()
+
+
 def executors_on_this_host(spark) -> bool:
     """Whether every task of `spark` runs on this host, so that a local path the driver makes is one
     they reach: no session (the tasks run in this process), or a classic session in local mode."""

@@ -10,7 +10,7 @@ import pickle
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from .context import spark_context
+from .context import map_numbers
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -60,23 +60,19 @@ def run_tasks(spark, groups: Sequence[Sequence[T]], work: Callable[[T], R]) -> l
     groups = [list(g) for g in groups]
     if not groups:
         return []
-    context = spark_context(spark)
-    if context is not None:
 
-        def each(i: int) -> list[R]:
-            settle_worker()
-            return [work(item) for item in groups[i]]
+    def each(i: int) -> list[R]:
+        settle_worker()
+        return [work(item) for item in groups[i]]
 
-        return [
-            result
-            for done in context.parallelize(range(len(groups)), len(groups)).map(each).collect()
-            for result in done
-        ]
+    done = map_numbers(spark, len(groups), each)
+    if done is not None:
+        return [result for results in done for result in results]
 
     def task(i: int):
         import pyarrow as pa
 
-        results = pickle.dumps([work(item) for item in groups[i]])
+        results = pickle.dumps(each(i))
         yield pa.RecordBatch.from_arrays([pa.array([i]), pa.array([results])], names=["task", "results"])
 
     rows = task_frame(spark, len(groups), task, "task long, results binary").collect()
