@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow.parquet
@@ -103,7 +104,11 @@ def test_log4j2_properties_is_the_sessions_quiet_configuration_on_stderr():
     )
 
 
-# -- through spark-submit (each run starts a JVM: three runs in all) -----------------------------------------
+# -- through spark-submit (each run starts a JVM: five runs in all) ------------------------------------------
+#
+# The five runs are independent (each on a copy of the generated log dir) and spend much of their time
+# starting a JVM and Python workers: `runs` starts them all at once, two at a time, when the module's first
+# job test asks, and each test checks its run's result.
 
 
 @pytest.fixture(scope="module")
@@ -151,27 +156,18 @@ def spark_submit(job: str, *args: str, env: dict | None = None, log4j: bool = Tr
     return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.spark
-def test_compact_job_reads_the_conf_dir_and_leaves_a_valid_log(generated, tmp_path):
-    log_dir, conf = tmp_path / "log", generated / "conf"
-    shutil.copytree(generated / "log", log_dir)
-    run = spark_submit("compact", str(log_dir), "--now", str(NOW), env={"KAFKALOG_CONF_DIR": str(conf)})
-    assert run.returncode == 0, run.stderr
-    assert f"kafkalog compact --config-file {conf / 'kafkalog.properties'} {log_dir}" in run.stderr
-    assert "master local[2]" in run.stderr and "kafkalog compact: exit code 0 (done) after" in run.stderr
-    assert "INFO SparkContext" not in run.stderr  # conf/log4j2.properties keeps Spark quiet
-    assert run.stdout.startswith("1 of 4 compacted partitions chosen at now="), run.stdout
-    assert LogDir.open(str(log_dir)).read_checkpoint(CLEANER_OFFSET_CHECKPOINT).keys() == {("customers", 0)}
-    assert cli.main(["validate", str(log_dir), "--config-file", str(conf / "kafkalog.properties")]) == 0
+def _compact(generated: Path, work: Path) -> subprocess.CompletedProcess:
+    shutil.copytree(generated / "log", work / "log")
+    return spark_submit(
+        "compact", str(work / "log"), "--now", str(NOW), env={"KAFKALOG_CONF_DIR": str(generated / "conf")}
+    )
 
 
-@pytest.mark.spark
-def test_retain_job_deletes_expired_segments(generated, tmp_path):
-    log_dir = tmp_path / "log"
-    shutil.copytree(generated / "log", log_dir)
-    run = spark_submit(
+def _retain(generated: Path, work: Path) -> subprocess.CompletedProcess:
+    shutil.copytree(generated / "log", work / "log")
+    return spark_submit(
         "retain",
-        str(log_dir),
+        str(work / "log"),
         "--now",
         str(NOW),
         "--topic",
@@ -182,6 +178,103 @@ def test_retain_job_deletes_expired_segments(generated, tmp_path):
         "retention.ms=3600000",
         log4j=False,  # as a first run is: Spark's own default profile, INFO
     )
+
+
+def _validate(generated: Path, work: Path) -> subprocess.CompletedProcess:
+    shutil.copytree(generated / "log", work / "log")
+    segment = work / "log" / "orders-0" / "00000000000000000000.log"
+    data = bytearray(segment.read_bytes())
+    data[100] ^= 0xFF  # inside the first batch's CRC-covered bytes
+    segment.write_bytes(bytes(data))
+    return spark_submit(
+        "validate", str(work / "log"), "--fail-on", "error", "--findings", str(work / "findings.parquet")
+    )
+
+
+def _doomed(generated: Path) -> list[bytes]:
+    """The two keys of customers the purge job erases."""
+    return sorted(_keys_of(generated / "log", "customers"))[:2]
+
+
+def _purge(generated: Path, work: Path) -> subprocess.CompletedProcess:
+    shutil.copytree(generated / "log", work / "log")
+    (work / "erase.txt").write_text("".join(k.decode() + "\n" for k in _doomed(generated)))
+    return spark_submit(
+        "purge",
+        str(work / "log"),
+        "--keys",
+        str(work / "erase.txt"),
+        "--topic",
+        "customers",
+        "--ledger",
+        str(work / "ledger"),
+        "--now",
+        str(NOW),
+        env={"KAFKALOG_PURGE_SECRET": "a-test-secret-of-32-bytes-length"},
+    )
+
+
+def _export(generated: Path, work: Path) -> subprocess.CompletedProcess:
+    return spark_submit(
+        "export",
+        str(generated / "log"),
+        "--topic",
+        "customers",
+        "--output",
+        str(work / "customers.parquet"),
+        "--format",
+        "parquet",
+        "--key-format",
+        "string",
+        "--value-format",
+        "string",
+        "--on-decode-error",
+        "dead-letter",
+    )
+
+
+# the longest first (the purge writes a Delta ledger), so that the two lanes end together
+JOBS = {"purge": _purge, "compact": _compact, "export": _export, "validate": _validate, "retain": _retain}
+JOBS_AT_ONCE = 2
+
+
+@pytest.fixture(scope="module")
+def runs(generated, tmp_path_factory):
+    """{job: (its working directory, its run to come)}: every job of JOBS started, JOBS_AT_ONCE at a time;
+    the module's end waits for those still running."""
+    pool = ThreadPoolExecutor(max_workers=JOBS_AT_ONCE, thread_name_prefix="spark-submit")
+    started: dict[str, tuple[Path, Future]] = {}
+    for job, run in JOBS.items():
+        work = tmp_path_factory.mktemp(job)
+        started[job] = (work, pool.submit(run, generated, work))
+    try:
+        yield started
+    finally:
+        pool.shutdown(wait=True)
+
+
+def finished(runs, job: str) -> tuple[Path, subprocess.CompletedProcess]:
+    work, run = runs[job]
+    return work, run.result()
+
+
+@pytest.mark.spark
+def test_compact_job_reads_the_conf_dir_and_leaves_a_valid_log(generated, runs):
+    work, run = finished(runs, "compact")
+    log_dir, conf = work / "log", generated / "conf"
+    assert run.returncode == 0, run.stderr
+    assert f"kafkalog compact --config-file {conf / 'kafkalog.properties'} {log_dir}" in run.stderr
+    assert "master local[2]" in run.stderr and "kafkalog compact: exit code 0 (done) after" in run.stderr
+    assert "INFO SparkContext" not in run.stderr  # conf/log4j2.properties keeps Spark quiet
+    assert run.stdout.startswith("1 of 4 compacted partitions chosen at now="), run.stdout
+    assert LogDir.open(str(log_dir)).read_checkpoint(CLEANER_OFFSET_CHECKPOINT).keys() == {("customers", 0)}
+    assert cli.main(["validate", str(log_dir), "--config-file", str(conf / "kafkalog.properties")]) == 0
+
+
+@pytest.mark.spark
+def test_retain_job_deletes_expired_segments(generated, runs):
+    work, run = finished(runs, "retain")
+    log_dir = work / "log"
     assert run.returncode == 0, run.stderr
     # the results alone on stdout; the job's logs and progress on stderr, where Spark's INFO lines stop
     # at the SparkContext's start (a handful, logged before spark.log.level applies; some 45 without it)
@@ -193,15 +286,10 @@ def test_retain_job_deletes_expired_segments(generated, tmp_path):
 
 
 @pytest.mark.spark
-def test_validate_job_exits_1_on_a_corrupt_segment(generated, tmp_path):
-    log_dir = tmp_path / "log"
-    shutil.copytree(generated / "log", log_dir)
+def test_validate_job_exits_1_on_a_corrupt_segment(runs):
+    work, run = finished(runs, "validate")
+    log_dir, findings = work / "log", work / "findings.parquet"
     segment = log_dir / "orders-0" / "00000000000000000000.log"
-    data = bytearray(segment.read_bytes())
-    data[100] ^= 0xFF  # inside the first batch's CRC-covered bytes
-    segment.write_bytes(bytes(data))
-    findings = tmp_path / "findings.parquet"
-    run = spark_submit("validate", str(log_dir), "--fail-on", "error", "--findings", str(findings))
     assert run.returncode == 1, run.stderr
     assert "batch.crc: orders-0/00000000000000000000.log" in run.stdout
     assert "kafkalog validate: exit code 1 (problems found) after" in run.stderr
@@ -212,29 +300,13 @@ def test_validate_job_exits_1_on_a_corrupt_segment(generated, tmp_path):
 
 
 @pytest.mark.spark
-def test_purge_job_removes_the_keys_and_writes_the_ledger(generated, tmp_path):
-    log_dir, keys = tmp_path / "log", tmp_path / "erase.txt"
-    shutil.copytree(generated / "log", log_dir)
-    before = _keys_of(log_dir, "customers")
-    doomed = sorted(before)[:2]
-    keys.write_text("".join(k.decode() + "\n" for k in doomed))
-    run = spark_submit(
-        "purge",
-        str(log_dir),
-        "--keys",
-        str(keys),
-        "--topic",
-        "customers",
-        "--ledger",
-        str(tmp_path / "ledger"),
-        "--now",
-        str(NOW),
-        env={"KAFKALOG_PURGE_SECRET": "a-test-secret-of-32-bytes-length"},
-    )
+def test_purge_job_removes_the_keys_and_writes_the_ledger(generated, runs):
+    work, run = finished(runs, "purge")
+    log_dir = work / "log"
     assert run.returncode == 0, run.stderr
     assert "kafkalog purge: exit code 0 (done) after" in run.stderr
-    assert _keys_of(log_dir, "customers") == before - set(doomed)
-    assert (tmp_path / "ledger" / "_delta_log").is_dir()
+    assert _keys_of(log_dir, "customers") == _keys_of(generated / "log", "customers") - set(_doomed(generated))
+    assert (work / "ledger" / "_delta_log").is_dir()
     assert cli.main(["validate", str(log_dir), "--config-file", str(generated / "conf" / "kafkalog.properties")]) == 0
 
 
@@ -244,30 +316,14 @@ def _keys_of(log_dir, topic) -> set:
 
 
 @pytest.mark.spark
-def test_export_job_writes_the_topics_table(generated, tmp_path):
+def test_export_job_writes_the_topics_table(runs):
     import pyarrow.parquet as pq
 
-    out = tmp_path / "customers.parquet"
-    run = spark_submit(
-        "export",
-        str(generated / "log"),
-        "--topic",
-        "customers",
-        "--output",
-        str(out),
-        "--format",
-        "parquet",
-        "--key-format",
-        "string",
-        "--value-format",
-        "string",
-        "--on-decode-error",
-        "dead-letter",
-    )
+    work, run = finished(runs, "export")
     assert run.returncode == 0, run.stderr
     assert "kafkalog export: exit code 0 (done) after" in run.stderr
-    rows = pq.read_table(out).to_pylist()
+    rows = pq.read_table(work / "customers.parquet").to_pylist()
     keys = {(r["partition"], r["key"]) for r in rows}
     assert rows and len(keys) == len(rows) and all(isinstance(r["value"], str) for r in rows)
     assert all(isinstance(k, str) for _, k in keys)
-    assert '"deadLetters": 0' in run.stdout and not (tmp_path / "customers.parquet_dead_letters").exists()
+    assert '"deadLetters": 0' in run.stdout and not (work / "customers.parquet_dead_letters").exists()

@@ -2,7 +2,8 @@
 what it says it shows.
 
 Each notebook runs in its own temporary working directory (its sample log directories go there) with
-its own Spark JVM. A last cell, added here and not in the notebook, prints what the notebook computed
+its own kernel and Spark JVM; two run at a time (`executed`), since much of a notebook's time is its
+kernel's and JVM's start. A last cell, added here and not in the notebook, prints what the notebook computed
 as JSON; the checks below compare it with what the generator wrote, and dry runs with what was applied.
 """
 
@@ -12,6 +13,7 @@ import json
 import re
 import sys
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -29,6 +31,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 PLOTLESS = {"05-topic-as-table"}  # shows tables, draws nothing; every other notebook plots
 KERNEL = "kafkalog-test"
 CELL_TIMEOUT = 180  # seconds; generous for a shared machine, a notebook takes well under a minute
+NOTEBOOKS_AT_ONCE = 2
 
 
 def _code_cells(nb):
@@ -263,24 +266,50 @@ def test_notebook_is_checked_in_without_outputs(path):
     )
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_runs_top_to_bottom(path, kernel_specs, tmp_path, monkeypatch):
-    # The kernel inherits this environment: let ipykernel pick its inline plot backend, and let
-    # local_session start Spark in local mode rather than join a gateway or master named here; the purge
-    # sample uses its demo secret, not one this environment may hold.
-    for name in ("MPLBACKEND", "PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "MASTER", "KAFKALOG_PURGE_SECRET"):
-        monkeypatch.delenv(name, raising=False)
+def run_notebook(path: Path, kernel_specs: KernelSpecManager, workdir: Path):
+    """The notebook at `path` run in a new kernel in `workdir`, with the cells added here: the first
+    records the plots, the last two print what it computed and its plots as JSON."""
     nb = nbformat.read(path, as_version=4)
-    probe, check = CHECKS.get(path.stem, (None, None))
+    probe, _ = CHECKS.get(path.stem, (None, None))
     nb.cells.insert(0, new_code_cell(RECORD_PLOTS))
     if probe:
         nb.cells.append(new_code_cell(f"import json\nprint(json.dumps({probe}, default=str))"))
     nb.cells.append(new_code_cell("import json\nprint(json.dumps(_kafkalog_plots))"))
-    workdir = tmp_path / "work"
     workdir.mkdir()
     km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=kernel_specs)
     # Raises CellExecutionError, naming the cell and its traceback, at the first cell that fails.
     NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, resources={"metadata": {"path": str(workdir)}}).execute()
+    return nb
+
+
+@pytest.fixture(scope="module")
+def executed(kernel_specs, tmp_path_factory):
+    """{notebook's stem: (its working directory, its run to come: the notebook with its outputs)}: every
+    notebook started, NOTEBOOKS_AT_ONCE at a time, when the module's first run test asks; the module's end
+    waits for those still running."""
+    with pytest.MonkeyPatch.context() as env:
+        # The kernels inherit this environment: let ipykernel pick its inline plot backend, and let
+        # local_session start Spark in local mode rather than join a gateway or master named here; the
+        # purge sample uses its demo secret, not one this environment may hold.
+        for name in ("MPLBACKEND", "PYSPARK_GATEWAY_PORT", "SPARK_REMOTE", "MASTER", "KAFKALOG_PURGE_SECRET"):
+            env.delenv(name, raising=False)
+        pool = ThreadPoolExecutor(max_workers=NOTEBOOKS_AT_ONCE, thread_name_prefix="notebook")
+        started: dict[str, tuple[Path, Future]] = {}
+        # the longest first, so that the two lanes end together
+        for path in sorted(NOTEBOOKS, key=lambda p: p.stem not in ("01-explore-a-log", "03-gdpr-purge")):
+            workdir = tmp_path_factory.mktemp(path.stem) / "work"
+            started[path.stem] = (workdir, pool.submit(run_notebook, path, kernel_specs, workdir))
+        try:
+            yield started
+        finally:
+            pool.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_top_to_bottom(path, executed, tmp_path):
+    workdir, run = executed[path.stem]
+    nb = run.result()
+    _, check = CHECKS.get(path.stem, (None, None))
     assert (workdir / "sample-notebooks").is_dir()  # the sample went to the working directory
     if check:
         facts = json.loads("".join(o.text for o in nb.cells[-2].outputs if o.get("name") == "stdout"))
