@@ -35,9 +35,9 @@ def settle_worker() -> None:
 
     PySpark's daemon runs `gc.collect()` after every task of a reused worker, and a task that makes
     many objects sets off more full collections of its own. Each walks every object of the imports
-    (about 90,000: pyarrow, numpy, kafkalog), and never finds garbage there. Measured over a 1 GiB
-    repartition (docs/benchmarks.md, "Full collections in the workers"): 15 full collections took
-    each worker 2.6 to 3.0 s, and 0.02 to 0.04 s with the imports frozen. Objects freed by their
+    (about 90,000: pyarrow, numpy, kafkalog), and never finds garbage there. Over a 1 GiB repartition
+    at load 5 to 7, 15 full collections took each worker 2.6 to 3.0 s, and 0.02 to 0.04 s with the
+    imports frozen (docs/benchmarks.md, "The fixed costs of Python tasks"). Objects freed by their
     reference counts are freed as before; only a cycle among the frozen objects would stay.
     """
     global _settled
@@ -53,10 +53,11 @@ def run_tasks(spark, groups: Sequence[Sequence[T]], work: Callable[[T], R]) -> l
     """`work(item)` for every item of every group, the items of a group in one task; the results
     come back to the driver pickled, in the order of the items.
 
-    A classic session runs the tasks as an RDD of their numbers: a DataFrame job's planning, code
-    generation and Arrow streams buy nothing here, and its first job took 0.8 to 3 s longer to reach
-    its first task (docs/benchmarks.md, "The first task"). A Spark Connect session, which has no RDDs,
-    runs them as a DataFrame (`task_frame`)."""
+    A classic session runs the tasks as an RDD of their numbers (`context.map_numbers`): a DataFrame
+    job's planning, code generation and Arrow streams buy nothing here, and a first job of two tasks
+    took 2.5 s as a DataFrame against 1.5 s as an RDD on a quiet local[2] (docs/benchmarks.md, "The
+    fixed costs of Python tasks"). A Spark Connect session, which has no RDDs, runs them as a
+    DataFrame (`task_frame`)."""
     groups = [list(g) for g in groups]
     if not groups:
         return []
