@@ -220,11 +220,15 @@ def test_purge_reaches_the_remote_tier_and_the_broker_serves_it(tiered_broker: B
     stale = [s for s in result.remote.segments if (cache / f"{s['start_offset']}_{s['segment_id']}.index").exists()]
     assert stale == []  # the purge deleted the cached indexes of the segments it rewrote
     broker.start()
+    # a fetch of remote data before the broker's remote log metadata cache has read
+    # __remote_log_metadata is refused (ReplicaNotAvailableException, logged as an ERROR) and retried:
+    # the read starts once the cache is ready, so that any ERROR below is about the rewritten segments
+    _wait(lambda: "Initialized for all the" in broker.server_log(), "initialize its remote log metadata", broker)
     (read,) = kafka_tools.consume(broker.bootstrap, [task])
     got = [(r["offset"], r["key"], r["value"]) for r in read["records"]]
     assert got == [(i, k, v) for i, (k, v) in enumerate(records) if i not in PURGED]
     errors = [line for line in broker.server_log().splitlines() if "ERROR" in line and "emote" in line]
-    assert errors == [], broker.diagnostics()
+    assert errors == [], f"{errors}\n{broker.diagnostics()}"
     broker.stop()
     assert leftovers() == []  # nor after the broker read the remote segments (and cached their indexes)
     for segment in result.remote.segments:  # the indexes the broker cached again are the rewritten ones
