@@ -44,12 +44,8 @@ def key_winners(rows: pa.Table, tags: tuple[str, ...] = ()) -> pa.Table:
     rows = rows.select(WINNERS.names).cast(WINNERS)
     if not rows.num_rows:
         return pa.schema([*WINNERS, *carried.schema]).empty_table()
-    encoded = pc.dictionary_encode(rows["key"].combine_chunks())
-    code = encoded.indices.to_numpy().astype(np.int64)
-    latest = np.full(len(encoded.dictionary), -1, np.int64)
-    np.maximum.at(latest, code, rows["map_offset"].fill_null(-1).to_numpy())
-    rank, version, offset = (rows[c].to_numpy() for c in ("rank", "version", "offset"))
-    winners, at = _winners(encoded.dictionary, code, np.ones(len(code), bool), rank, version, offset, latest[code])
+    dictionary, code, rank, version, offset, _, latest = _by_key(rows)
+    winners, at = _winners(dictionary, code, np.ones(len(code), bool), rank, version, offset, latest[code])
     for name in tags:
         winners = winners.append_column(carried.schema.field(name), carried[name].take(pa.array(at)))
     return winners
@@ -73,9 +69,7 @@ def _winners(dictionary: pa.Array, code, keyed, rank, version, offset, latest) -
     """WINNERS: per code of `keyed` rows, its row of highest (rank, version, offset) (`winning`; of
     rows alike in all three, any one) with `latest`, each row's key's highest map offset (-1: none);
     and the rows they are."""
-    best = np.flatnonzero(winning(code, keyed, rank, version, offset))
-    pick = np.full(len(dictionary) + 1, -1, np.int64)
-    pick[code[best]] = best
+    pick = _winning_rows(code, keyed, rank, version, offset, len(dictionary) + 1)
     rows = pick[pick >= 0]
     winners = pa.table(
         [
@@ -90,6 +84,28 @@ def _winners(dictionary: pa.Array, code, keyed, rank, version, offset, latest) -
     return winners, rows
 
 
+def _by_key(rows: pa.Table):
+    """`rows`' keys hashed once (dictionary encoding): the dictionary, each row's key's number in it
+    (`code`), its rank, version, offset and map offset (-1: none), and per code the highest map offset
+    (-1: none)."""
+    encoded = pc.dictionary_encode(rows["key"].combine_chunks())
+    code = encoded.indices.to_numpy().astype(np.int64)
+    mapped = rows["map_offset"].fill_null(-1).to_numpy()
+    latest = np.full(len(encoded.dictionary), -1, np.int64)
+    np.maximum.at(latest, code, mapped)
+    rank, version, offset = (rows[c].to_numpy() for c in ("rank", "version", "offset"))
+    return encoded.dictionary, code, rank, version, offset, mapped, latest
+
+
+def _winning_rows(code, keyed, rank, version, offset, codes: int) -> np.ndarray:
+    """Per code below `codes`, the row of `keyed` rows of highest (rank, version, offset) (`winning`;
+    of rows alike in all three, any one); -1 where it has none."""
+    best = np.flatnonzero(winning(code, keyed, rank, version, offset))
+    pick = np.full(codes, -1, np.int64)
+    pick[code[best]] = best
+    return pick
+
+
 def differing(local: pa.Table) -> pa.Table:
     """Of `local`, the WINNERS of several ranges told apart by further columns (a `range` at least),
     per row whose key's partition winner (`key_winners` of them all) or latest map offset is not the
@@ -99,16 +115,8 @@ def differing(local: pa.Table) -> pa.Table:
     tags = local.column_names[len(WINNERS) :]
     if not local.num_rows:
         return local.slice(0, 0)
-    encoded = pc.dictionary_encode(local["key"].combine_chunks())
-    code = encoded.indices.to_numpy().astype(np.int64)
-    rank, version, offset = (local[c].to_numpy() for c in ("rank", "version", "offset"))
-    mapped = local["map_offset"].fill_null(-1).to_numpy()
-    latest = np.full(len(encoded.dictionary), -1, np.int64)
-    np.maximum.at(latest, code, mapped)
-    best = np.flatnonzero(winning(code, np.ones(len(code), bool), rank, version, offset))
-    pick = np.empty(len(encoded.dictionary), np.int64)
-    pick[code[best]] = best
-    win = pick[code]  # each row's key's winning row
+    dictionary, code, rank, version, offset, mapped, latest = _by_key(local)
+    win = _winning_rows(code, np.ones(len(code), bool), rank, version, offset, len(dictionary))[code]
     told = np.flatnonzero(
         (rank[win] != rank) | (version[win] != version) | (offset[win] != offset) | (latest[code] != mapped)
     )
