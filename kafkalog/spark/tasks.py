@@ -5,6 +5,7 @@ back to the driver, as an RDD on a classic session (`run_tasks`)."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import pickle
 from collections.abc import Callable, Iterable, Sequence
@@ -29,9 +30,10 @@ def task_frame(spark, count: int, task: Callable[[int], Iterable], schema):
     return spark.range(0, count, 1, max(count, 1)).mapInArrow(run, schema)
 
 
+@functools.cache  # once per process
 def settle_worker() -> None:
     """Take what this Python worker holds at its first task, its imports above all, out of the cyclic
-    garbage collector's full scans (`gc.freeze`, once per process).
+    garbage collector's full scans (`gc.freeze`).
 
     PySpark's daemon runs `gc.collect()` after every task of a reused worker, and a task that makes
     many objects sets off more full collections of its own. Each walks every object of the imports
@@ -40,13 +42,7 @@ def settle_worker() -> None:
     imports frozen (docs/benchmarks.md, "The fixed costs of Python tasks"). Objects freed by their
     reference counts are freed as before; only a cycle among the frozen objects would stay.
     """
-    global _settled
-    if not _settled:
-        gc.freeze()
-        _settled = True
-
-
-_settled = False
+    gc.freeze()
 
 
 def run_tasks(spark, groups: Sequence[Sequence[T]], work: Callable[[T], R]) -> list[R]:

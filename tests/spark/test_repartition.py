@@ -182,10 +182,8 @@ def test_command_line_refuses_in_one_line_without_waiting_for_spark(small_log, t
     _, stderr = command.communicate(timeout=120)
     seconds = time.perf_counter() - start
     assert command.returncode == cli.EXIT_FAILED
-    assert stderr.strip().splitlines() == [
-        f"kafkalog repartition: the topic id of orders4 is not known: {stderr.split('is not known: ', 1)[-1].strip()}"
-    ]
-    assert stderr.startswith("kafkalog repartition: the topic id of orders4 is not known")
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kafkalog repartition: the topic id of orders4 is not known"), stderr
     assert not (tmp_path / "out").exists()
     assert seconds < 10, f"{seconds:.1f} s: the command waited for Spark"
     deadline = time.monotonic() + 30
