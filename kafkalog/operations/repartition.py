@@ -465,11 +465,13 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
         )
         blocks = plan_blocks(plan.listed, plan.topic, plan.ranges)  # while a session the command line started starts
         clock = time.perf_counter()
+        result.staged = stage_records(
+            spark, plan.log_dir, plan.topic, blocks, spec
+        )  # the driver places while it starts
         spark = started(spark)
-        result.seconds["session"], clock = time.perf_counter() - clock, time.perf_counter()
-        result.staged = stage_records(spark, plan.log_dir, plan.topic, blocks, spec)
         spec = dataclasses.replace(spec, carries=block_carries(result.staged.pop("maxima")))
-        result.seconds["place"], clock = time.perf_counter() - clock, time.perf_counter()
+        result.seconds["session"] = result.staged.pop("sessionSeconds")
+        result.seconds["place"], clock = time.perf_counter() - clock - result.seconds["session"], time.perf_counter()
         written = sorted(write_partitions(spark, spec), key=lambda w: w["partition"])
         result.seconds["write"], clock = time.perf_counter() - clock, time.perf_counter()
         if [w["partition"] for w in written] != list(range(plan.partitions)):

@@ -9,7 +9,7 @@
    (`rules.partitioner.new_partitions`, murmur2 in numpy), and writes the block's records of each new
    partition as the new partition's batches (`_Batcher`: at most `BATCH_BYTES` of records, one codec
    and timestamp type, compressed with the target's codec): a record set in
-   `<staging>/.placed/<new partition>/<task>-<source>.log`, and beside it (`.arrow`) each record's
+   `<staging>/.placed/<new partition>/<source>-<first block>.log`, and beside it (`.arrow`) each record's
    source offset and its block's running maximum timestamp. A batch holds one block's records only,
    so the batches depend on the records alone, not on the tasks (nor the segments).
 2. **Write** (`write_partitions`): one task per new partition merges its staged batches (`merged`: a
@@ -23,7 +23,9 @@
    second takes the survivors out of their batches and batches them again.
 
 Spark only schedules the tasks (`tasks.run_tasks`): what reaches the JVM and the driver is each
-task's summary. The staged files are removed with the staging directory.
+task's summary. While a session the command line started is starting, the driver places blocks
+itself (`tasks.DriverShare`), and Spark's tasks get the rest. The staged files are removed with the
+staging directory.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import heapq
 import mmap
 import os
 import struct
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -72,7 +75,7 @@ from ..scan.views import HEADERS_TYPE, filesystem
 from ..storage.fs import LogFileSystem
 from ..storage.log_writer import PartitionWriter
 from .scan import default_min_tasks
-from .tasks import run_tasks
+from .tasks import DriverShare, run_tasks
 from .topic_table import PartitionRange, committed_rows
 
 # Uncompressed bytes of records gathered into one batch: a producer's batches are 16 KiB by default;
@@ -175,25 +178,44 @@ def plan_blocks(partitions: Sequence, topic: str, ranges: Sequence[PartitionRang
 def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: WriteSpec) -> dict:
     """Stage the committed records of `planned` blocks of `topic` as batches of each new partition (the
     module's step 1): the records staged, each block's greatest timestamp ((source, block) -> it, for
-    `block_carries`) and the largest peak resident memory of the tasks' processes (MiB)."""
+    `block_carries`), the largest peak resident memory of the tasks' processes (MiB), the blocks the
+    driver placed and the seconds it waited for the session. `spark`: a session, or a Future of one,
+    while which starts the driver places blocks itself (`tasks.DriverShare`)."""
     for q in range(spec.partitions):
         os.makedirs(os.path.join(spec.placed, str(q)), exist_ok=True)
-    if not planned:
-        return {"records": 0, "maxima": {}, "peakRssMiB": 0}
-    total = sum(b.nbytes for b in planned)
-    tasks = pack(planned, lambda b: b.nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), 0)
-    # the largest first: Spark starts tasks in their order, so the small ones (a partition's last
-    # block) fill the cores' last gaps instead of leaving one core to finish a large one alone
-    tasks.sort(key=lambda blocks: sum(b.nbytes for b in blocks), reverse=True)
     root = log_dir_uri(log_dir)
 
-    def task(i: int) -> tuple[int, dict, float]:
-        staged, maxima = _stage_task(i, tasks[i], filesystem(root), topic, spec)
+    def place_blocks(blocks: Sequence[Block]) -> tuple[int, dict, float]:
+        staged, maxima = _stage_task(blocks, filesystem(root), topic, spec)
         return staged, maxima, peak_rss_mib()
 
-    done = run_tasks(spark, [[i] for i in range(len(tasks))], task)
-    maxima = {k: v for _, m, _ in done for k, v in m.items()}
-    return {"records": sum(n for n, _, _ in done), "maxima": maxima, "peakRssMiB": max(rss for _, _, rss in done)}
+    clock = time.perf_counter()
+    with DriverShare(spark, [[b] for b in planned], place_blocks) as share:
+        spark, rest = share.session()
+        waited = time.perf_counter() - clock
+        left = [planned[i] for i in rest]
+        tasks = (
+            pack(
+                left,
+                lambda b: b.nbytes,
+                task_bytes(sum(b.nbytes for b in left), tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)),
+                0,
+            )
+            if left
+            else []
+        )
+        # the largest first: Spark starts tasks in their order, so the small ones (a partition's last
+        # block) fill the cores' last gaps instead of leaving one core to finish a large one alone
+        tasks.sort(key=lambda blocks: sum(b.nbytes for b in blocks), reverse=True)
+        done = run_tasks(spark, [[t] for t in tasks], place_blocks)
+    done += share.done.values()
+    return {
+        "records": sum(n for n, _, _ in done),
+        "maxima": {k: v for _, m, _ in done for k, v in m.items()},
+        "peakRssMiB": max((rss for _, _, rss in done), default=0),
+        "blocksPlacedByDriver": len(share.done),
+        "sessionSeconds": waited,
+    }
 
 
 def peak_rss_mib() -> float:
@@ -204,9 +226,9 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _stage_task(i: int, task: Sequence[Block], fs, topic: str, spec: WriteSpec) -> tuple[int, dict]:
-    """Stage the blocks of task `i`: the records staged, and each block's greatest timestamp."""
-    files = _StagedFiles(spec, i)
+def _stage_task(task: Sequence[Block], fs, topic: str, spec: WriteSpec) -> tuple[int, dict]:
+    """Stage the blocks of one task: the records staged, and each block's greatest timestamp."""
+    files = _StagedFiles(spec)
     staged, maxima = 0, {}
     try:
         for block in task:
@@ -241,13 +263,13 @@ def _stage_task(i: int, task: Sequence[Block], fs, topic: str, spec: WriteSpec) 
 
 class _StagedRun:
     """The staged batches of one new partition from a task's consecutive blocks of one source (named
-    by task, source and first block): a record set (`.log`, base offsets
+    by source and first block: one task's alone): a record set (`.log`, base offsets
     counted from 0 in the file) and each record's `staged_fields` (`.arrow`), both written under a
     temporary name and renamed when whole, so a retried task's files replace a failed attempt's and a
     merge never reads half a file. It is the `_Batcher`'s writer in placing."""
 
-    def __init__(self, spec: WriteSpec, q: int, task: int, source: int, block: int):
-        self.path = os.path.join(spec.placed, str(q), f"{task:05d}-{source:05d}-{block:09d}")
+    def __init__(self, spec: WriteSpec, q: int, source: int, block: int):
+        self.path = os.path.join(spec.placed, str(q), f"{source:05d}-{block:09d}")
         self.fields = spec.staged_fields
         self.log = open(self.path + ".log.tmp", "wb")
         self.sink = pa.OSFile(self.path + ".arrow.tmp", "wb")
@@ -283,8 +305,8 @@ class _StagedFiles:
     the source being read, every batch flushed at the end of each block (a block's batches are its
     own). The runs stay open while the task reads the source's next block."""
 
-    def __init__(self, spec: WriteSpec, task: int):
-        self.spec, self.task = spec, task
+    def __init__(self, spec: WriteSpec):
+        self.spec = spec
         self.source: int | None = None
         self.block = -1
         self.runs: dict[int, _StagedRun] = {}
@@ -299,7 +321,7 @@ class _StagedFiles:
     def batcher(self, q: int) -> _Batcher:
         if q not in self.batchers:
             assert self.source is not None
-            self.runs[q] = _StagedRun(self.spec, q, self.task, self.source, self.block)
+            self.runs[q] = _StagedRun(self.spec, q, self.source, self.block)
             self.batchers[q] = _Batcher(self.runs[q], self.spec.codec, self.spec.batch_limit)
         return self.batchers[q]
 
@@ -366,7 +388,7 @@ class _Staged:
     """One staged run read back: its batches in order, each with its records' staged fields."""
 
     def __init__(self, path: str):
-        self.source = int(os.path.basename(path).split("-")[1])
+        self.source = int(os.path.basename(path).split("-")[0])
         with open(path + ".log", "rb") as f:
             self.data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
         self.side = pa.ipc.open_file(pa.memory_map(path + ".arrow"))

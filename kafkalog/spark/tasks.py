@@ -8,8 +8,10 @@ from __future__ import annotations
 import functools
 import gc
 import pickle
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from concurrent.futures import Future
+from typing import Generic, TypeVar
 
 from .context import map_numbers
 
@@ -75,3 +77,65 @@ def run_tasks(spark, groups: Sequence[Sequence[T]], work: Callable[[T], R]) -> l
     rows = task_frame(spark, len(groups), task, "task long, results binary").collect()
     by_task = {row.task: pickle.loads(row.results) for row in rows}
     return [result for i in range(len(groups)) for result in by_task[i]]
+
+
+class DriverShare(Generic[T, R]):
+    """Work the driver does itself while its Spark session starts (a Future of it:
+    `session.start_session`), in a thread of its own: `work(item)` for one item after another, from
+    the end of `items`, until `session()` is called. Then the session is there, the items no one has
+    begun are Spark's (`session()` returns their indices), and the driver finishes the one in hand
+    beside Spark's tasks.
+
+    A command that starts Spark waits some 3 s for the JVM and its context, and on a small machine the
+    JVM's start keeps about one core busy: the other would idle (docs/benchmarks.md, "The driver's
+    share"). With a session already started (not a Future) there is no share: every item is Spark's.
+    As a context manager: on leaving, no item is begun any more and the thread is joined, so that no
+    work of the driver outlives the block; its error, if any, is raised unless another one is.
+    """
+
+    def __init__(self, spark, items: Sequence[T], work: Callable[[T], R]):
+        self._spark, self._items, self._work = spark, items, work
+        self._left = list(range(len(items)))
+        self._lock = threading.Lock()
+        self.done: dict[int, R] = {}  # index -> result, of the items the driver did
+        self._error: BaseException | None = None
+        self._thread = None
+        if isinstance(spark, Future) and items:
+            self._thread = threading.Thread(target=self._run, name="kafkalog-driver-share", daemon=True)
+            self._thread.start()
+        else:
+            self._left = []
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._left:
+                    return
+                i = self._left.pop()
+            try:
+                self.done[i] = self._work(self._items[i])
+            except BaseException as err:  # raised where the share ends (__exit__)
+                self._error = err
+                return
+
+    def session(self):
+        """The session, once started, and the indices (in order) of the items left to it."""
+        spark = self._spark.result() if isinstance(self._spark, Future) else self._spark
+        with self._lock:
+            if self._thread is None:
+                return spark, list(range(len(self._items)))
+            rest, self._left = self._left, []
+        if self._error is not None:  # the driver failed (its thread has ended): no job for Spark
+            raise self._error
+        return spark, rest
+
+    def __enter__(self) -> DriverShare[T, R]:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        with self._lock:
+            self._left = []
+        if self._thread is not None:
+            self._thread.join()
+        if kind is None and self._error is not None:
+            raise self._error

@@ -181,7 +181,7 @@ def test_merge_is_a_sort_of_every_staged_batch(tmp_path_factory, sources, runs, 
             every += [(source, rows[0][1], rows[0][0]) for rows in batches]
             dealt[m % runs] += batches
         for r, batches in enumerate(dealt):
-            path = str(base / f"{r:05d}-{source:05d}")
+            path = str(base / f"{source:05d}-{r:09d}")
             _staged_run(path, batches)
             paths.append(path)
     carries = block_carries(maxima)
@@ -529,7 +529,7 @@ def test_the_output_depends_on_the_records_alone(tmp_path, monkeypatch):
     stamps = np.arange(300) * np.array([[1], [2], [3]]) + jitter
     records = {p: [(bytes([k]), int(ts)) for k, ts in zip(keys[p], stamps[p])] for p in range(3)}
 
-    def run(name: str, segment_bytes: int, task_bytes: int) -> dict[str, bytes]:
+    def run(name: str, segment_bytes: int, task_bytes: int, session: Future | None = None) -> dict[str, bytes]:
         log = tmp_path / name / "log"
         fs = LogFileSystem.for_path(str(log))[0]
         for p, rows in records.items():
@@ -542,7 +542,8 @@ def test_the_output_depends_on_the_records_alone(tmp_path, monkeypatch):
         monkeypatch.setattr(tuning, "MAX_BYTES_PER_TASK", task_bytes)  # the blocks a task gets
         out, offsets = tmp_path / name / "out", tmp_path / name / "map"
         plan = plan_repartition(str(log), "t", 4, str(out), to_topic="t2", topic_id=TOPIC_ID, offset_map=str(offsets))
-        run_repartition(None, plan)
+        result = run_repartition(session, plan)
+        assert result.staged["blocksPlacedByDriver"] >= (session is not None)
         files = {str(f.relative_to(out)): f.read_bytes() for f in out.rglob("*") if f.is_file() and f.name != ".lock"}
         return {**files, "map": pq.read_table(str(offsets)).sort_by("sourcePartition").to_pydict().__repr__().encode()}
 
@@ -551,3 +552,24 @@ def test_the_output_depends_on_the_records_alone(tmp_path, monkeypatch):
     assert run("small-segments", 700, 1 << 30) == one
     assert run("a-block-a-task", 1 << 30, 1) == one
     assert run("both", 900, 2_000) == one
+    assert (
+        run("the-driver-places-while-spark-starts", 900, 2_000, _starting_after_the_drivers_blocks(monkeypatch, 2))
+        == one
+    )
+
+
+def _starting_after_the_drivers_blocks(monkeypatch, blocks: int) -> Future:
+    """A session (None: the tasks run in this process) that starts once the driver has placed `blocks`
+    blocks while waiting for it (tasks.DriverShare)."""
+    session: Future = Future()
+    stage, placed = stages._stage_task, []
+
+    def placing(*args):
+        done = stage(*args)
+        placed.append(1)
+        if len(placed) == blocks:
+            session.set_result(None)
+        return done
+
+    monkeypatch.setattr(stages, "_stage_task", placing)
+    return session

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+import threading
+from concurrent.futures import Future
 
 import pytest
 
-from kafkalog.spark.tasks import run_tasks
+from kafkalog.spark.tasks import DriverShare, run_tasks
 
 
 def _frozen(_item: int) -> int:
@@ -19,3 +21,57 @@ def test_a_worker_keeps_its_imports_out_of_full_collections(spark):
     # of thousands of objects) is frozen out of those scans at its first task
     frozen = run_tasks(spark, [[0], [1], [2]], _frozen)
     assert min(frozen) > 10_000, frozen
+
+
+def _share(items, fail_at=None, ready_after=2):
+    """A DriverShare over `items` whose session (a Future) starts once the driver has begun
+    `ready_after` items; the driver's item in hand waits until `session()` has returned."""
+    session: Future = Future()
+    handed_over, began = threading.Event(), []
+
+    def work(item):
+        began.append(item)
+        if item == fail_at:
+            raise ValueError(f"item {item}")
+        if len(began) == ready_after:
+            session.set_result("spark")
+            handed_over.wait(5)
+        return item * 10
+
+    return DriverShare(session, items, work), handed_over, began
+
+
+def test_the_driver_works_from_the_end_until_the_session_starts():
+    share, handed_over, began = _share(list(range(6)))
+    with share:
+        spark, rest = share.session()
+        handed_over.set()
+    assert spark == "spark"
+    assert began == [5, 4]  # the smallest last: the driver takes the end
+    assert rest == [0, 1, 2, 3]  # the items no one had begun, in order
+    assert share.done == {5: 50, 4: 40}  # the item in hand was finished
+
+
+def test_a_started_session_gets_every_item():
+    share = DriverShare("spark", [1, 2, 3], lambda item: pytest.fail("the driver worked"))
+    with share:
+        assert share.session() == ("spark", [0, 1, 2])
+    assert share.done == {}
+
+
+def test_the_drivers_failure_is_raised_before_spark_gets_a_job():
+    share, _, began = _share(list(range(6)), fail_at=5, ready_after=99)
+    share._thread.join(5)  # the driver failed at its first item
+    share._spark.set_result("spark")
+    with pytest.raises(ValueError, match="item 5"), share:
+        share.session()
+    assert began == [5]
+
+
+def test_no_work_of_the_driver_outlives_the_share():
+    share, handed_over, began = _share(list(range(6)))
+    share._spark.result(5)  # the driver is in its second item
+    threading.Timer(0.2, handed_over.set).start()
+    with pytest.raises(KeyError), share:
+        raise KeyError("the command failed while the driver worked")
+    assert began == [5, 4] and share.done == {5: 50, 4: 40}  # the item in hand finished, no other begun
