@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import gc
 import pickle
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
@@ -79,6 +80,12 @@ def run_tasks(spark, groups: Sequence[Sequence[T]], work: Callable[[T], R]) -> l
     return [result for i in range(len(groups)) for result in by_task[i]]
 
 
+# While the driver works beside the thread that starts Spark, each py4j call of that thread (some 350 as
+# a session starts, 70 for a first job) waits for the GIL when its reply comes: at most this long,
+# rather than Python's 5 ms switch interval
+_SHARE_SWITCH_SECONDS = 0.0005
+
+
 class DriverShare(Generic[T, R]):
     """Work the driver does itself while its Spark session starts (a Future of it:
     `session.start_session`), in a thread of its own: `work(item)` for one item after another, from
@@ -107,16 +114,19 @@ class DriverShare(Generic[T, R]):
             self._left = []
 
     def _run(self) -> None:
-        while True:
-            with self._lock:
-                if not self._left:
-                    return
-                i = self._left.pop()
-            try:
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(_SHARE_SWITCH_SECONDS)
+        try:
+            while True:
+                with self._lock:
+                    if not self._left:
+                        return
+                    i = self._left.pop()
                 self.done[i] = self._work(self._items[i])
-            except BaseException as err:  # raised where the share ends (__exit__)
-                self._error = err
-                return
+        except BaseException as err:  # raised where the share ends (__exit__)
+            self._error = err
+        finally:
+            sys.setswitchinterval(switch)
 
     def session(self):
         """The session, once started, and the indices (in order) of the items left to it."""
