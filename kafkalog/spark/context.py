@@ -74,12 +74,18 @@ def launch_jvm(settings: dict) -> None:
 
 def start_gateway(settings: dict):
     """A JVM of Spark's started by spark-submit with `settings` (which resolves `spark.jars.packages`), its
-    stderr passed through `_pass_stderr`: pyspark's gateway to it."""
+    stderr passed through `_pass_stderr` and its stdout copied as it is: pyspark's gateway to it.
+
+    The JVM writes to pipes of this process rather than to its file descriptors, so that it holds
+    none of the caller's: a script that reads the command's output (`$(kafkalog ...)`, a
+    subprocess with captured output) gets its end when the command exits, not when the JVM has
+    also shut down (some 0.5 s later: it stops when its stdin, this process's pipe, closes)."""
     from pyspark import SparkConf
     from pyspark.java_gateway import launch_gateway
 
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.PIPE, "stderr": subprocess.PIPE})
+    threading.Thread(target=_pass_stdout, args=(gateway.proc.stdout,), name="kafkalog-jvm-stdout", daemon=True).start()
     threading.Thread(target=_pass_stderr, args=(gateway.proc.stderr,), name="kafkalog-jvm-stderr", daemon=True).start()
     return gateway
 
@@ -101,6 +107,15 @@ def jvm_running() -> bool:
     from pyspark import SparkContext
 
     return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def _pass_stdout(stream) -> None:
+    """Copy the JVM's stdout to file descriptor 1, where the JVM would have written it."""
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        try:
+            os.write(1, chunk)
+        except OSError:  # stdout closed: keep draining, or the JVM would block on a full pipe
+            pass
 
 
 def _pass_stderr(stream) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from concurrent.futures import Future
 
@@ -75,3 +76,14 @@ def test_no_work_of_the_driver_outlives_the_share():
     with pytest.raises(KeyError), share:
         raise KeyError("the command failed while the driver worked")
     assert began == [5, 4] and share.done == {5: 50, 4: 40}  # the item in hand finished, no other begun
+
+
+@pytest.mark.spark
+def test_sparks_jvm_holds_none_of_the_callers_output(spark):
+    # a script reading a command's output gets its end when the command exits, not once the JVM
+    # (which stops when the command's pipe to its stdin closes) has shut down too
+    from pyspark import SparkContext
+
+    proc = SparkContext._gateway.proc
+    for fd, ours in ((1, proc.stdout), (2, proc.stderr)):  # the JVM writes into pipes this process reads
+        assert os.readlink(f"/proc/{proc.pid}/fd/{fd}") == os.readlink(f"/proc/self/fd/{ours.fileno()}")
