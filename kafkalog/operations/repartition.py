@@ -465,9 +465,8 @@ def run_repartition(spark, plan: RepartitionPlan) -> RepartitionResult:
         )
         blocks = plan_blocks(plan.listed, plan.topic, plan.ranges)  # while a session the command line started starts
         clock = time.perf_counter()
-        result.staged = stage_records(
-            spark, plan.log_dir, plan.topic, blocks, spec
-        )  # the driver places while it starts
+        # the driver places blocks itself while a session the command line started starts
+        result.staged = stage_records(spark, plan.log_dir, plan.topic, blocks, spec)
         spark = started(spark)
         spec = dataclasses.replace(spec, carries=block_carries(result.staged.pop("maxima")))
         result.seconds["session"] = result.staged.pop("sessionSeconds")

@@ -179,8 +179,8 @@ def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: Wr
     """Stage the committed records of `planned` blocks of `topic` as batches of each new partition (the
     module's step 1): the records staged, each block's greatest timestamp ((source, block) -> it, for
     `block_carries`), the largest peak resident memory of the tasks' processes (MiB), the blocks the
-    driver placed and the seconds it waited for the session. `spark`: a session, or a Future of one,
-    while which starts the driver places blocks itself (`tasks.DriverShare`)."""
+    driver placed and the seconds it waited for the session. `spark`: a session, or a Future of one:
+    while it starts, the driver places blocks itself (`tasks.DriverShare`)."""
     for q in range(spec.partitions):
         os.makedirs(os.path.join(spec.placed, str(q)), exist_ok=True)
     root = log_dir_uri(log_dir)
@@ -193,21 +193,7 @@ def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: Wr
     with DriverShare(spark, [[b] for b in planned], place_blocks) as share:
         spark, rest = share.session()
         waited = time.perf_counter() - clock
-        left = [planned[i] for i in rest]
-        tasks = (
-            pack(
-                left,
-                lambda b: b.nbytes,
-                task_bytes(sum(b.nbytes for b in left), tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)),
-                0,
-            )
-            if left
-            else []
-        )
-        # the largest first: Spark starts tasks in their order, so the small ones (a partition's last
-        # block) fill the cores' last gaps instead of leaving one core to finish a large one alone
-        tasks.sort(key=lambda blocks: sum(b.nbytes for b in blocks), reverse=True)
-        done = run_tasks(spark, [[t] for t in tasks], place_blocks)
+        done = run_tasks(spark, [[t] for t in _placing_tasks(spark, [planned[i] for i in rest])], place_blocks)
     done += share.done.values()
     return {
         "records": sum(n for n, _, _ in done),
@@ -216,6 +202,17 @@ def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: Wr
         "blocksPlacedByDriver": len(share.done),
         "sessionSeconds": waited,
     }
+
+
+def _placing_tasks(spark, blocks: Sequence[Block]) -> list[list[Block]]:
+    """`blocks` packed into tasks by bytes, the largest first: Spark starts tasks in their order, so the
+    small ones (a partition's last block) fill the cores' last gaps instead of leaving one core to
+    finish a large one alone."""
+    if not blocks:
+        return []
+    total = sum(b.nbytes for b in blocks)
+    tasks = pack(blocks, lambda b: b.nbytes, task_bytes(total, tuning.MAX_BYTES_PER_TASK, default_min_tasks(spark)), 0)
+    return sorted(tasks, key=lambda task: sum(b.nbytes for b in task), reverse=True)
 
 
 def peak_rss_mib() -> float:
