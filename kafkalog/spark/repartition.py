@@ -204,7 +204,7 @@ def stage_records(spark, log_dir, topic: str, planned: Sequence[Block], spec: Wr
     }
 
 
-def _placing_tasks(spark, blocks: Sequence[Block]) -> list[list[Block]]:
+def _placing_tasks(spark, blocks: Sequence[Block]) -> list[tuple[Block, ...]]:
     """`blocks` packed into tasks by bytes, the largest first: Spark starts tasks in their order, so the
     small ones (a partition's last block) fill the cores' last gaps instead of leaving one core to
     finish a large one alone."""
