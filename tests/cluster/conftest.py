@@ -2,9 +2,11 @@
 127.0.0.1, started from the installed pyspark's `spark-class` once per test session, and the job archive
 (`scripts/build-job-archive.sh`) built once per session.
 
-Both start early, in background threads (`StartedEarly`): tests/conftest.py runs tests/cluster last and
-starts them at the run's first test, so that the other tests run while the JVMs start and pip installs;
-neither needs the other. The fixtures here wait for them.
+Both start early, in background threads (`StartedEarly`): tests/conftest.py runs tests/cluster last,
+builds the archive from the run's first test on and starts the cluster at the first test of tests/'s own
+modules (tests/test_*.py, some 5 minutes before tests/cluster: idle, its three JVMs cost some 9% of a
+core, session 19), so that the other tests run while the JVMs start and pip installs; neither needs the
+other. The fixtures here wait for them.
 
 Nothing here is skipped: when something the cluster needs is missing (Java, `spark-class`, venv-pack), the
 tests fail saying what. The cluster runs in its own process groups, with its logs, work and local
@@ -281,19 +283,25 @@ def build_job_archive(work: Path) -> Path:
 
 
 class StartedEarly:
-    """The standalone cluster and the job archive, each started in a thread of its own when this is made
-    (tests/early.py), stopped and removed by `close()`. `cluster()` and `archive()` wait for theirs (and
-    raise what its start raised). The cluster's thread lives until `close()`: the kernel kills the
-    cluster's processes when the thread that started them ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
+    """The job archive, built in a thread of its own when this is made, and the standalone cluster,
+    started in another by `start_cluster()` (tests/early.py); both stopped and removed by `close()`.
+    `cluster()` (which starts it, if nothing has) and `archive()` wait for theirs (and raise what its
+    start raised). The cluster's thread lives until `close()`: the kernel kills the cluster's processes
+    when the thread that started them ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
 
     def __init__(self, tmp_path_factory):
         self._cluster = Cluster(tmp_path_factory.mktemp("standalone"), free_port(), free_port())
         self._archive_dir = tmp_path_factory.mktemp("job-archive")
-        self._started = InBackground(start_cluster, self._cluster, hold=True)
+        self._started: InBackground | None = None
         self._archive = InBackground(build_job_archive, self._archive_dir)
 
+    def start_cluster(self) -> InBackground:
+        if self._started is None:
+            self._started = InBackground(start_cluster, self._cluster, hold=True)
+        return self._started
+
     def cluster(self) -> Cluster:
-        self._started.result()
+        self.start_cluster().result()
         return self._cluster
 
     def archive(self) -> Path:
@@ -301,10 +309,11 @@ class StartedEarly:
 
     def close(self) -> None:
         self._archive.release()
-        self._started.finished()
-        self._cluster.stop()
-        self._cluster.remove_environments(timeout=0)
-        self._started.release()
+        if self._started is not None:
+            self._started.finished()
+            self._cluster.stop()
+            self._cluster.remove_environments(timeout=0)
+            self._started.release()
         shutil.rmtree(self._archive_dir / "repo", ignore_errors=True)
 
 

@@ -6,7 +6,9 @@ saying the Kafka jars could not be fetched: these tests are never skipped.
 
 `kafka_broker` is started once and handed to every test as the previous test left it; a test that
 stops it (to rewrite its log dir offline) restarts it, and `running_broker` starts it again if a
-failed test left it stopped. Topics are per test (their names start with the test's own prefix).
+failed test left it stopped. Topics are per test (their names start with the test's own prefix). It
+stops after the last test here (package scope): an idle broker costs some 6% of a core (session 19),
+and the run's tests after tests/kafka take some 20 minutes.
 
 test_cluster_purge.py's controller and three brokers (cluster.py) start in a background thread
 (tests/early.py) at the first test here, so that the tests before it run meanwhile; not at the run's
@@ -44,7 +46,7 @@ def kafka_tools(kafka_libs_dir, tmp_path_factory) -> KafkaTools:
     return KafkaTools(kafka_libs_dir, tmp_path_factory.mktemp("kafka-tools"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kafka_broker(kafka_tools, tmp_path_factory):
     broker = Broker(kafka_tools, tmp_path_factory.mktemp("kafka-broker"))
     try:
