@@ -110,8 +110,6 @@ class DriverShare(Generic[T, R]):
         if isinstance(spark, Future) and items:
             self._thread = threading.Thread(target=self._run, name="kafkalog-driver-share", daemon=True)
             self._thread.start()
-        else:
-            self._left = []
 
     def _run(self) -> None:
         switch = sys.getswitchinterval()
@@ -132,8 +130,6 @@ class DriverShare(Generic[T, R]):
         """The session, once started, and the indices (in order) of the items left to it."""
         spark = self._spark.result() if isinstance(self._spark, Future) else self._spark
         with self._lock:
-            if self._thread is None:
-                return spark, list(range(len(self._items)))
             rest, self._left = self._left, []
         if self._error is not None:  # the driver failed (its thread has ended): no job for Spark
             raise self._error
