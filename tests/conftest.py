@@ -4,7 +4,8 @@ Spark; every session the process starts has delta-spark, so that the order of te
 matter), the generated `small_log`, an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only
 when a test asks), and what starts in the background (tests/early.py) at the first test of a run that
 holds the tests needing it: tests/cluster's job archive (its tests run last; their Spark standalone
-cluster starts later, `_cluster_starts`), and tests/spark/test_connect.py's run on a Spark Connect server."""
+cluster and its applications start later, `_cluster_starts`), and tests/spark/test_connect.py's run on
+a Spark Connect server."""
 
 from __future__ import annotations
 
@@ -104,10 +105,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def cluster_started_early(request, tmp_path_factory):
-    """When the run holds tests/cluster's tests: their job archive and Spark standalone cluster
-    (tests/cluster/conftest.py `StartedEarly`), in background threads: the archive from the run's
-    first test on (a venv installed and packed), the cluster (three JVMs) from `_cluster_starts`'
-    test on; stopped at the end of the run."""
+    """When the run holds tests/cluster's tests: their job archive, and their Spark standalone cluster and
+    applications (tests/cluster/conftest.py `StartedEarly`), in background threads: the archive from the
+    run's first test on (a venv installed and packed), the cluster (three JVMs) and then the applications
+    it runs from `_cluster_starts`' test on; stopped at the end of the run."""
     if not any(_in_cluster_tests(item) for item in request.session.items):
         yield None
         return
@@ -120,13 +121,17 @@ def cluster_started_early(request, tmp_path_factory):
         early.close()
 
 
+# The standalone cluster starts, and runs tests/cluster's applications, at the first test of these: tests/spark
+# is first of them in a whole run, and leaves a third of the machine idle (one pytest process steering one
+# SparkSession; session 20, vmstat), which the applications fill. Before it, the real-broker tests of
+# tests/kafka run with a JVM of their own and are left alone.
+CLUSTER_STARTS_AT = (REPO / "tests" / "spark", REPO / "tests" / "storage", REPO / "tests", CLUSTER_TESTS)
+
+
 @pytest.fixture(autouse=True)
 def _cluster_starts(request, cluster_started_early):
-    """The standalone cluster starts at the first test of tests/'s own modules or tests/cluster (the
-    last some 5 minutes of a whole run), not at the run's first: idle, its three JVMs cost some 9% of
-    a core (session 19), and it starts in some 13 s."""
-    if cluster_started_early is not None and request.node.path.parent in (REPO / "tests", CLUSTER_TESTS):
-        cluster_started_early.start_cluster()
+    if cluster_started_early is not None and request.node.path.parent in CLUSTER_STARTS_AT:
+        cluster_started_early.start()
 
 
 @pytest.fixture(scope="session", autouse=True)

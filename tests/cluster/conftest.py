@@ -3,10 +3,10 @@
 (`scripts/build-job-archive.sh`) built once per session.
 
 Both start early, in background threads (`StartedEarly`): tests/conftest.py runs tests/cluster last,
-builds the archive from the run's first test on and starts the cluster at the first test of tests/'s own
-modules (tests/test_*.py, some 5 minutes before tests/cluster: idle, its three JVMs cost some 9% of a
-core, session 19), so that the other tests run while the JVMs start and pip installs; neither needs the
-other. The fixtures here wait for them.
+builds the archive from the run's first test on, and starts the cluster at the first test of tests/spark;
+the cluster's thread then runs the applications of applications.py on it, and stops it. So the other
+tests run while the JVMs start, pip installs and the applications run; the `applications` fixture here
+waits for them.
 
 Nothing here is skipped: when something the cluster needs is missing (Java, `spark-class`, venv-pack), the
 tests fail saying what. The cluster runs in its own process groups, with its logs, work and local
@@ -29,6 +29,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO
 
 import pyspark
@@ -283,54 +284,50 @@ def build_job_archive(work: Path) -> Path:
 
 
 class StartedEarly:
-    """The job archive, built in a thread of its own when this is made, and the standalone cluster,
-    started in another by `start_cluster()` (tests/early.py); both stopped and removed by `close()`.
-    `cluster()` (which starts it, if nothing has) and `archive()` wait for theirs (and raise what its
-    start raised). The cluster's thread lives until `close()`: the kernel kills the cluster's processes
-    when the thread that started them ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
+    """The job archive, built in a thread of its own when this is made, and the standalone cluster and its
+    applications (applications.py), started in another by `start()` (tests/early.py): the cluster starts,
+    runs every application once the archive is there, and stops. `applications()` (which starts them, if
+    nothing has) waits for what they did (and raises what went wrong). The thread lives until `close()`:
+    the kernel kills the processes it started when it ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
 
     def __init__(self, tmp_path_factory):
         self._cluster = Cluster(tmp_path_factory.mktemp("standalone"), free_port(), free_port())
         self._archive_dir = tmp_path_factory.mktemp("job-archive")
+        self._work = tmp_path_factory.mktemp("applications")
         self._started: InBackground | None = None
         self._archive = InBackground(build_job_archive, self._archive_dir)
 
-    def start_cluster(self) -> InBackground:
+    def start(self) -> InBackground:
         if self._started is None:
-            self._started = InBackground(start_cluster, self._cluster, hold=True)
+            self._started = InBackground(self._run, hold=True)
         return self._started
 
-    def cluster(self) -> Cluster:
-        self.start_cluster().result()
-        return self._cluster
+    def _run(self) -> tuple[Cluster, SimpleNamespace]:
+        from .applications import run_applications
 
-    def archive(self) -> Path:
-        return self._archive.result()
+        try:
+            start_cluster(self._cluster)
+            return self._cluster, run_applications(self._cluster, self._archive.result(), self._work)
+        finally:  # idle, its three JVMs would cost some 9% of a core until the run's end (session 19)
+            self._cluster.stop()
+
+    def applications(self) -> tuple[Cluster, SimpleNamespace]:
+        return self.start().result()
 
     def close(self) -> None:
         self._archive.release()
         if self._started is not None:
             self._started.finished()
-            self._cluster.stop()
             self._cluster.remove_environments(timeout=0)
             self._started.release()
         shutil.rmtree(self._archive_dir / "repo", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def standalone_cluster(cluster_started_early) -> Cluster:
-    """The cluster tests/conftest.py's `cluster_started_early` started."""
+def applications(cluster_started_early) -> tuple[Cluster, SimpleNamespace]:
+    """(the cluster, what its applications did), from tests/conftest.py's `cluster_started_early`."""
     try:
-        return cluster_started_early.cluster()
-    except RuntimeError as err:
-        pytest.fail(str(err), pytrace=False)
-
-
-@pytest.fixture(scope="session")
-def job_archive(cluster_started_early) -> Path:
-    """dist/kafkalog-env.tar.gz (`build_job_archive`), built in the background since the run's first test."""
-    try:
-        return cluster_started_early.archive()
+        return cluster_started_early.applications()
     except RuntimeError as err:
         pytest.fail(str(err), pytrace=False)
 
@@ -426,19 +423,3 @@ def run_submitted(cluster: Cluster, submission: Submission, timeout: float = 900
     if match:
         cluster.remove_environments(match.group(1))
     return Submitted(process.returncode, out, match.group(1) if match else None)
-
-
-@pytest.fixture(scope="session")
-def spark_submit(standalone_cluster, job_archive):
-    """spark-submit SCRIPT ARGS... on the cluster, as jobs/README.md's standalone section does it."""
-
-    def run(
-        script: Path, *args: str, conf_dir: Path | None = None, conf: dict | None = None, timeout: float = 900
-    ) -> Submitted:
-        return run_submitted(
-            standalone_cluster,
-            start_submit(standalone_cluster, job_archive, script, *args, conf_dir=conf_dir, conf=conf),
-            timeout,
-        )
-
-    return run
