@@ -90,8 +90,8 @@ class DriverShare(Generic[T, R]):
     """Work the driver does itself while its Spark session starts (a Future of it:
     `session.start_session`), in a thread of its own: `work(item)` for one item after another, from
     the end of `items`, until `session()` is called. Then the session is there, the items no one has
-    begun are Spark's (`session()` returns their indices), and the driver finishes the one in hand
-    beside Spark's tasks.
+    begun but the last are Spark's (`session()` returns their indices), and the driver finishes the one
+    in hand, then that last one, beside Spark's tasks.
 
     A command that starts Spark waits some 3 s for the JVM and its context, and on a small machine the
     JVM's start keeps about one core busy: the other would idle (docs/benchmarks.md, "The driver's
@@ -130,7 +130,12 @@ class DriverShare(Generic[T, R]):
         """The session, once started, and the indices (in order) of the items left to it."""
         spark = self._spark.result() if isinstance(self._spark, Future) else self._spark
         with self._lock:
-            rest, self._left = self._left, []
+            # Spark's first task begins some 1.9 s after the session is ready (its Python worker forks and
+            # imports: docs/benchmarks.md, "The driver's share"), and the driver, its modules loaded, would
+            # finish the item in hand well before: it keeps the next one too, for that time
+            working = self._thread is not None and self._thread.is_alive()
+            split = max(len(self._left) - working, 0)
+            rest, self._left = self._left[:split], self._left[split:]
         if self._error is not None:  # the driver failed (its thread has ended): no job for Spark
             raise self._error
         return spark, rest

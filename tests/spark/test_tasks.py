@@ -47,10 +47,11 @@ def test_the_driver_works_from_the_end_until_the_session_starts():
     with share:
         spark, rest = share.session()
         handed_over.set()
+        share._thread.join(5)  # while Spark's tasks run
     assert spark == "spark"
-    assert began == [5, 4]  # the smallest last: the driver takes the end
-    assert rest == [0, 1, 2, 3]  # the items no one had begun, in order
-    assert share.done == {5: 50, 4: 40}  # the item in hand was finished
+    assert began == [5, 4, 3]  # from the end: two before the session, then one more while Spark's tasks start
+    assert rest == [0, 1, 2]  # the items no one had begun but the driver's next, in order
+    assert share.done == {5: 50, 4: 40, 3: 30}  # the item in hand was finished, and the next
 
 
 def test_a_started_session_gets_every_item():
