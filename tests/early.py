@@ -5,7 +5,10 @@ set-up waits for it (`InBackground.result`), and gets what the start raised, if 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 
 class InBackground:
@@ -48,3 +51,13 @@ class InBackground:
         self._done.wait()
         self._release.set()
         self._thread.join()
+
+
+def generate(log_dir: Path, *options: str) -> None:
+    """`kafkalog generate LOG_DIR OPTIONS...` in a process of its own, for set-up that runs beside the
+    test process's main thread (whose tests may run the command line in-process meanwhile); RuntimeError
+    with what it printed when it fails."""
+    command = [sys.executable, "-m", "kafkalog", "generate", str(log_dir), *options]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited with {done.returncode}: {done.stderr}")

@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+
+from tests.early import generate
 
 from .conftest import REPO, WORKERS, Cluster, Submission, processes_in, run_submitted, start_submit
 
@@ -29,15 +29,11 @@ def generate_small(root: Path) -> SimpleNamespace:
     holding that configuration ($KAFKALOG_CONF_DIR on the cluster), a purge key list and its secret. In a
     process of its own: the test process's main thread runs other tests meanwhile."""
     (root / "conf").mkdir(parents=True)
-    command = [sys.executable, "-m", "kafkalog", "generate", str(root / "log"), "--preset", "small", "--seed", "7"]
-    done = subprocess.run([*command, "--config-out", str(root / "conf" / "kafkalog.properties")], capture_output=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} exited with {done.returncode}: {done.stderr.decode(errors='replace')}")
+    properties = root / "conf" / "kafkalog.properties"
+    generate(root / "log", "--preset", "small", "--seed", "7", "--config-out", str(properties))
     (root / "erase.txt").write_text("customer-000001\ncustomer-000003\n")
     (root / "purge.secret").write_text("a-test-secret-of-32-bytes-length")
-    return SimpleNamespace(
-        root=root, log=root / "log", conf=root / "conf", properties=root / "conf" / "kafkalog.properties"
-    )
+    return SimpleNamespace(root=root, log=root / "log", conf=root / "conf", properties=properties)
 
 
 def job(name: str) -> Path:
