@@ -16,7 +16,6 @@ and the kernel sends SIGKILL to master and workers if the test process dies firs
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import re
@@ -58,12 +57,14 @@ def clean_environment(**extra: str) -> dict:
     return env
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the test process ends, however it ends (Linux prctl)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def die_with_parent(command: list[str]) -> list[str]:
+    """`command` run so that the kernel sends it SIGKILL when the thread of the test process that started
+    it ends, however the process ends (PR_SET_PDEATHSIG, set by util-linux's setpriv before it execs the
+    command). Not by a `preexec_fn`: Python code in a child forked from a thread other than the main one
+    first clears the other threads' states, and the py4j finalizer that runs then shuts down the main
+    thread's connection to the test session's JVM, which it shares with the parent (a test then failed
+    with `Connection reset by peer`; `test_a_cluster_process_leaves_the_sessions_connection_alone`)."""
+    return ["setpriv", "--pdeathsig", "KILL", "--", *command]
 
 
 @dataclass
@@ -122,14 +123,13 @@ class Cluster:
         log = self.root / f"{name}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [str(SPARK_CLASS), main_class, *args],
+                die_with_parent([str(SPARK_CLASS), main_class, *args]),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=clean_environment(**env),
                 cwd=self.root,
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
             )
         self.processes.append((name, process, log))
 
@@ -288,7 +288,7 @@ class StartedEarly:
     applications (applications.py), started in another by `start()` (tests/early.py): the cluster starts,
     runs every application once the archive is there, and stops. `applications()` (which starts them, if
     nothing has) waits for what they did (and raises what went wrong). The thread lives until `close()`:
-    the kernel kills the processes it started when it ends (PR_SET_PDEATHSIG, `_die_with_parent`)."""
+    the kernel kills the processes it started when it ends (PR_SET_PDEATHSIG, `die_with_parent`)."""
 
     def __init__(self, tmp_path_factory):
         self._cluster = Cluster(tmp_path_factory.mktemp("standalone"), free_port(), free_port())
@@ -395,14 +395,13 @@ def start_submit(
 ) -> Submission:
     output = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
     process = subprocess.Popen(
-        submit_command(cluster, archive, script, *args, conf=conf),
+        die_with_parent(submit_command(cluster, archive, script, *args, conf=conf)),
         cwd=REPO,
         env=submit_environment(cluster, conf_dir),
         stdout=output,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        preexec_fn=_die_with_parent,
     )
     return Submission(process, output)
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,7 @@ import pytest
 from kafkalog import cli
 
 from .applications import NOW, purge_args
-from .conftest import REPO, SPARK_HOME, Submitted
+from .conftest import REPO, SPARK_HOME, Submitted, die_with_parent
 
 pytestmark = pytest.mark.spark
 
@@ -144,3 +147,24 @@ def test_executors_import_kafkalog_and_its_native_dependencies_from_the_archive(
         assert not [p for p in task["path"] if p.startswith(venv) and not p.startswith(str(SPARK_HOME))], task["path"]
     # each executor in its worker's work dir (work/<application>/<executor>), one per worker
     assert sorted({Path(task["cwd"]).parents[1] for task in tasks}) == cluster.work_dirs, tasks
+
+
+# -- the test process ---------------------------------------------------------------------------------------
+
+
+def test_a_cluster_process_leaves_the_sessions_connection_alone(spark):
+    """A process started as the cluster's thread starts its processes (`die_with_parent`), from a thread
+    other than the main one, leaves the main thread's py4j connection to the session's JVM open: a child
+    that ran Python before its exec (a `preexec_fn`) shut it down, and a test of tests/spark failed."""
+    spark.sparkContext._jsc.sc().applicationId()  # the main thread's connection, made if there was none
+    connection = spark.sparkContext._gateway._gateway_client.get_thread_connection().socket
+    started = threading.Thread(target=subprocess.run, args=(die_with_parent(["true"]),), kwargs={"check": True})
+    started.start()
+    started.join()
+    timeout = connection.gettimeout()
+    connection.settimeout(0)
+    try:
+        with pytest.raises(BlockingIOError):  # open, nothing to read: neither reset nor shut down
+            connection.recv(1, socket.MSG_PEEK)
+    finally:
+        connection.settimeout(timeout)
