@@ -4,8 +4,8 @@ Spark; every session the process starts has delta-spark, so that the order of te
 matter), the generated `small_log`, an S3 API on 127.0.0.1 (`s3_server`, moto's server; started only
 when a test asks), and what starts in the background (tests/early.py) at the first test of a run that
 holds the tests needing it: tests/cluster's job archive (its tests run last; their Spark standalone
-cluster and its applications start later, `_late_starts`, as do tests/test_jobs.py's spark-submit
-runs), and tests/spark/test_connect.py's run on a Spark Connect server."""
+cluster and its applications start later, `_cluster_starts`), and tests/spark/test_connect.py's run on
+a Spark Connect server."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from tests.s3_server import environment as s3_environment
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_TESTS = REPO / "tests" / "cluster"
 CONNECT_TESTS = REPO / "tests" / "spark" / "test_connect.py"
-JOBS_TESTS = REPO / "tests" / "test_jobs.py"
 REAL_FIXTURES = (REPO.parent / "shared" / "fixtures" / "real").resolve()
 
 if not REAL_FIXTURES.is_dir():
@@ -109,7 +108,7 @@ def cluster_started_early(request, tmp_path_factory):
     """When the run holds tests/cluster's tests: their job archive, and their Spark standalone cluster and
     applications (tests/cluster/conftest.py `StartedEarly`), in background threads: the archive from the
     run's first test on (a venv installed and packed), the cluster (three JVMs) and then the applications
-    it runs from `_late_starts`' test on; stopped at the end of the run."""
+    it runs from `_cluster_starts`' test on; stopped at the end of the run."""
     if not any(_in_cluster_tests(item) for item in request.session.items):
         yield None
         return
@@ -122,35 +121,17 @@ def cluster_started_early(request, tmp_path_factory):
         early.close()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def jobs_started_early(request, tmp_path_factory):
-    """When the run holds tests of tests/test_jobs.py that check its five spark-submit runs (`JobRuns`,
-    two local[2] JVMs at a time): the runs, from `_late_starts`' test on; the run's end waits for them."""
-    items = request.session.items
-    if not any(item.path == JOBS_TESTS and "runs" in getattr(item, "fixturenames", ()) for item in items):
-        yield None
-        return
-    from tests.test_jobs import JobRuns
-
-    runs = JobRuns(tmp_path_factory.mktemp("jobs"))
-    try:
-        yield runs
-    finally:
-        runs.close()
-
-
-# What starts late starts at the first test of these: tests/spark is first of them in a whole run, and
-# leaves a third of the machine idle (one pytest process steering one SparkSession; session 20, vmstat),
-# which the standalone cluster's applications and the jobs' spark-submit runs fill. Before it, the
-# real-broker tests of tests/kafka run with JVMs of their own and are left alone.
-LATE_STARTS_AT = (REPO / "tests" / "spark", REPO / "tests" / "storage", REPO / "tests", CLUSTER_TESTS)
+# The standalone cluster starts, and runs tests/cluster's applications, at the first test of these: tests/spark
+# is first of them in a whole run, and leaves a third of the machine idle (one pytest process steering one
+# SparkSession; session 20, vmstat), which the applications fill. Before it, the real-broker tests of
+# tests/kafka run with a JVM of their own and are left alone.
+CLUSTER_STARTS_AT = (REPO / "tests" / "spark", REPO / "tests" / "storage", REPO / "tests", CLUSTER_TESTS)
 
 
 @pytest.fixture(autouse=True)
-def _late_starts(request, cluster_started_early, jobs_started_early):
-    if request.node.path.parent in LATE_STARTS_AT:
-        for early in filter(None, (cluster_started_early, jobs_started_early)):
-            early.start()
+def _cluster_starts(request, cluster_started_early):
+    if cluster_started_early is not None and request.node.path.parent in CLUSTER_STARTS_AT:
+        cluster_started_early.start()
 
 
 @pytest.fixture(scope="session", autouse=True)

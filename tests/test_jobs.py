@@ -21,7 +21,6 @@ from kafkalog.operations.validate import validate_paths
 from kafkalog.spark.session import _LOG4J2, ALWAYS, LOCAL_DEFAULTS
 from kafkalog.storage.logdir import LogDir, parse_properties
 from kafkalog.storage.naming import CLEANER_OFFSET_CHECKPOINT
-from tests.early import generate
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -108,17 +107,33 @@ def test_log4j2_properties_is_the_sessions_quiet_configuration_on_stderr():
 # -- through spark-submit (each run starts a JVM: five runs in all) ------------------------------------------
 #
 # The five runs are independent (each on a copy of the generated log dir) and spend much of their time
-# starting a JVM and Python workers: `JobRuns` starts them all, two at a time, from the first test of
-# tests/spark on in a whole run (tests/conftest.py `jobs_started_early`), and each test checks its run's
-# result.
+# starting a JVM and Python workers: `runs` starts them all at once, two at a time, when the module's first
+# job test asks, and each test checks its run's result.
 
 
-def generate_for_jobs(root: Path) -> None:
-    """A small log dir (100 records per partition) in `root / "log"` and a conf dir holding its
-    configuration."""
-    (root / "conf").mkdir(parents=True)
-    options = ("--preset", "small", "--seed", "7", "--records", "100")
-    generate(root / "log", *options, "--config-out", str(root / "conf" / "kafkalog.properties"))
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    """A small log dir (100 records per partition) and a conf dir holding its configuration."""
+    root = tmp_path_factory.mktemp("jobs")
+    (root / "conf").mkdir()
+    assert (
+        cli.main(
+            [
+                "generate",
+                str(root / "log"),
+                "--preset",
+                "small",
+                "--seed",
+                "7",
+                "--records",
+                "100",
+                "--config-out",
+                str(root / "conf" / "kafkalog.properties"),
+            ]
+        )
+        == 0
+    )
+    return root
 
 
 def spark_submit(job: str, *args: str, env: dict | None = None, log4j: bool = True) -> subprocess.CompletedProcess:
@@ -223,49 +238,19 @@ JOBS = {"purge": _purge, "compact": _compact, "export": _export, "validate": _va
 JOBS_AT_ONCE = 2
 
 
-class JobRuns:
-    """Every job of JOBS, each on a copy of the generated log dir (`generate_for_jobs`, in `.generated`) in a
-    directory of its own under `root`, JOBS_AT_ONCE at a time, from `start()` on. `.started`: {job: (its
-    directory, its run to come)}. `close()` waits for those still running."""
-
-    def __init__(self, root: Path):
-        self.root, self.generated = root, root / "generated"
-        self.started: dict[str, tuple[Path, Future]] = {}
-        self._pool: ThreadPoolExecutor | None = None
-
-    def start(self) -> JobRuns:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=JOBS_AT_ONCE, thread_name_prefix="spark-submit")
-            ready = self._pool.submit(generate_for_jobs, self.generated)
-            for job, run in JOBS.items():
-                work = self.root / job
-                work.mkdir()
-                self.started[job] = (work, self._pool.submit(_once, ready, run, self.generated, work))
-        return self
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-
-
-def _once(ready: Future, run, generated: Path, work: Path) -> subprocess.CompletedProcess:
-    ready.result()  # raises what generating the log dir raised
-    return run(generated, work)
-
-
 @pytest.fixture(scope="module")
-def job_runs(jobs_started_early) -> JobRuns:
-    return jobs_started_early.start()
-
-
-@pytest.fixture(scope="module")
-def generated(job_runs) -> Path:
-    return job_runs.generated
-
-
-@pytest.fixture(scope="module")
-def runs(job_runs) -> dict[str, tuple[Path, Future]]:
-    return job_runs.started
+def runs(generated, tmp_path_factory):
+    """{job: (its working directory, its run to come)}: every job of JOBS started, JOBS_AT_ONCE at a time;
+    the module's end waits for those still running."""
+    pool = ThreadPoolExecutor(max_workers=JOBS_AT_ONCE, thread_name_prefix="spark-submit")
+    started: dict[str, tuple[Path, Future]] = {}
+    for job, run in JOBS.items():
+        work = tmp_path_factory.mktemp(job)
+        started[job] = (work, pool.submit(run, generated, work))
+    try:
+        yield started
+    finally:
+        pool.shutdown(wait=True)
 
 
 def finished(runs, job: str) -> tuple[Path, subprocess.CompletedProcess]:
