@@ -96,8 +96,9 @@ class DriverShare(Generic[T, R]):
     A command that starts Spark waits some 3 s for the JVM and its context, and on a small machine the
     JVM's start keeps about one core busy: the other would idle (docs/benchmarks.md, "The driver's
     share"). With a session already started (not a Future) there is no share: every item is Spark's.
-    As a context manager: on leaving, no item is begun any more and the thread is joined, so that no
-    work of the driver outlives the block; its error, if any, is raised unless another one is.
+    As a context manager: on leaving, the thread is joined, so that no work of the driver outlives the
+    block; the driver first finishes the items it kept (none of which Spark got), or, when the block
+    raised, begins none; its error, if any, is raised unless another one is.
     """
 
     def __init__(self, spark, items: Sequence[T], work: Callable[[T], R]):
@@ -144,8 +145,9 @@ class DriverShare(Generic[T, R]):
         return self
 
     def __exit__(self, kind, value, traceback) -> None:
-        with self._lock:
-            self._left = []
+        if kind is not None:  # the command failed: begin nothing more (on success, the driver's share is done)
+            with self._lock:
+                self._left = []
         if self._thread is not None:
             self._thread.join()
         if kind is None and self._error is not None:

@@ -54,6 +54,15 @@ def test_the_driver_works_from_the_end_until_the_session_starts():
     assert share.done == {5: 50, 4: 40, 3: 30}  # the item in hand was finished, and the next
 
 
+def test_the_item_the_driver_keeps_is_done_when_sparks_tasks_end_first():
+    share, handed_over, began = _share([0, 1, 2])
+    with share:
+        _, rest = share.session()
+        handed_over.set()
+    assert rest == []  # Spark got nothing to do, and the block ends at once: the driver's item is not dropped
+    assert began == [2, 1, 0] and share.done == {2: 20, 1: 10, 0: 0}
+
+
 def test_a_started_session_gets_every_item():
     share = DriverShare("spark", [1, 2, 3], lambda item: pytest.fail("the driver worked"))
     with share:
